@@ -1,0 +1,78 @@
+// models: a model is a stack of layers and a loss. It declares its variables (what the PS
+// shards) and, given the variables' values and a batch, computes the mean loss and the
+// gradient of every variable. It keeps per-batch-size scratch buffers, so one Model instance
+// must be used by one thread at a time (each worker thread builds its own).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "models/layer.h"
+#include "ops/tensor.h"
+
+namespace fulcrum::models {
+
+enum class LossKind {
+  kSoftmaxCrossEntropy,  // classification: logits vs integer labels; accuracy is defined
+  kReconstructionMse,    // autoencoder: mean squared error of the output against the input
+};
+
+struct EvalResult {
+  double loss_sum = 0.0;  // sum over examples of the per-example mean loss
+  int64_t correct = 0;    // classification only
+  int64_t examples = 0;
+};
+
+class Model {
+ public:
+  Model(std::string name, std::vector<std::unique_ptr<Layer>> layers, LossKind loss);
+
+  const std::string& name() const { return name_; }
+  LossKind loss_kind() const { return loss_; }
+  bool has_accuracy() const { return loss_ == LossKind::kSoftmaxCrossEntropy; }
+  // Every variable of every layer, in layer order: the order of values and gradients below.
+  const std::vector<VariableSpec>& variables() const { return variables_; }
+  int64_t input_size() const { return input_size_; }
+  int64_t output_size() const;
+  int64_t num_parameters() const;
+
+  // Mean loss over the batch; writes d(mean loss)/d(variable i) into grads[i].
+  // inputs: [batch, input_size]; labels: batch entries (ignored for reconstruction);
+  // values and grads: one tensor per variables() entry, shaped as declared.
+  absl::StatusOr<float> ComputeGradients(const ops::Tensor& inputs,
+                                         std::span<const int32_t> labels,
+                                         std::span<const ops::Tensor> values,
+                                         std::span<ops::Tensor> grads);
+
+  // Forward only: loss and (classification) correct predictions over the batch.
+  absl::StatusOr<EvalResult> Evaluate(const ops::Tensor& inputs, std::span<const int32_t> labels,
+                                      std::span<const ops::Tensor> values);
+
+ private:
+  struct Workspace {
+    std::vector<ops::Tensor> activations;  // output of layer i, [batch, out_i]
+    std::vector<ops::Tensor> deltas;       // dLoss/d(output of layer i)
+  };
+  absl::Status CheckOperands(const ops::Tensor& inputs, std::span<const int32_t> labels,
+                             std::span<const ops::Tensor> values) const;
+  Workspace& WorkspaceFor(int64_t batch);
+  absl::Status Forward(const ops::Tensor& inputs, std::span<const ops::Tensor> values,
+                       Workspace& ws) const;
+  std::span<const ops::Tensor> LayerValues(std::span<const ops::Tensor> values, size_t i) const;
+
+  std::string name_;
+  std::vector<std::unique_ptr<Layer>> layers_;
+  LossKind loss_;
+  std::vector<VariableSpec> variables_;
+  std::vector<size_t> first_variable_;  // index into variables_ of each layer's first variable
+  int64_t input_size_ = 0;
+  std::map<int64_t, Workspace> workspaces_;  // by batch size; training and eval sizes
+};
+
+}  // namespace fulcrum::models

@@ -1,0 +1,93 @@
+#include "models/registry.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+
+namespace fulcrum::models {
+
+absl::Status ModelRegistry::Register(const std::string& name, std::string description,
+                                     Factory factory) {
+  if (!entries_.try_emplace(name, Entry{std::move(description), std::move(factory)}).second) {
+    return absl::AlreadyExistsError(absl::StrCat("model '", name, "' is already registered"));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> ModelRegistry::Names() const {
+  std::vector<std::string> names;
+  for (const auto& [name, entry] : entries_) names.push_back(name);
+  return names;
+}
+
+std::string ModelRegistry::Description(const std::string& name) const {
+  auto it = entries_.find(name);
+  return it == entries_.end() ? "" : it->second.description;
+}
+
+absl::StatusOr<std::unique_ptr<Model>> ModelRegistry::Create(const std::string& name,
+                                                             const ModelConfig& config) const {
+  auto it = entries_.find(name);
+  if (it == entries_.end()) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown model '", name, "': expected one of ",
+                                                   absl::StrJoin(Names(), ", ")));
+  }
+  if (config.input_size <= 0 || config.num_classes <= 1 || !(config.width > 0.0) ||
+      !std::isfinite(config.width)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model '", name, "': invalid config (input_size ", config.input_size, ", num_classes ",
+        config.num_classes, ", width ", config.width, ")"));
+  }
+  return it->second.factory(config);
+}
+
+namespace {
+
+int64_t Scaled(int64_t units, double width) {
+  return std::max<int64_t>(1, std::llround(static_cast<double>(units) * width));
+}
+
+// A stack of dense layers: widths[0] is the input size, every later entry a layer's output.
+std::unique_ptr<Model> DenseStack(const std::string& name, const std::vector<int64_t>& widths,
+                                  Activation hidden, Activation last, LossKind loss) {
+  std::vector<std::unique_ptr<Layer>> layers;
+  for (size_t i = 1; i < widths.size(); ++i) {
+    const bool is_last = i + 1 == widths.size();
+    layers.push_back(MakeDense(absl::StrCat("dense_", i - 1), widths[i - 1], widths[i],
+                               is_last ? last : hidden));
+  }
+  return std::make_unique<Model>(name, std::move(layers), loss);
+}
+
+}  // namespace
+
+absl::Status RegisterBuiltinModels(ModelRegistry* registry) {
+  FULCRUM_RETURN_IF_ERROR(registry->Register(
+      "logreg", "softmax regression: input -> classes (Touchstone / CS744 workload)",
+      [](const ModelConfig& c) -> absl::StatusOr<std::unique_ptr<Model>> {
+        return DenseStack("logreg", {c.input_size, c.num_classes}, Activation::kNone,
+                          Activation::kNone, LossKind::kSoftmaxCrossEntropy);
+      }));
+  FULCRUM_RETURN_IF_ERROR(registry->Register(
+      "mlp", "multi-layer perceptron: input-256-128-classes, ReLU",
+      [](const ModelConfig& c) -> absl::StatusOr<std::unique_ptr<Model>> {
+        return DenseStack("mlp",
+                          {c.input_size, Scaled(256, c.width), Scaled(128, c.width),
+                           c.num_classes},
+                          Activation::kRelu, Activation::kNone, LossKind::kSoftmaxCrossEntropy);
+      }));
+  FULCRUM_RETURN_IF_ERROR(registry->Register(
+      "autoencoder", "autoencoder: input-256-128-256-input, sigmoid, MSE (HKUST workload)",
+      [](const ModelConfig& c) -> absl::StatusOr<std::unique_ptr<Model>> {
+        return DenseStack("autoencoder",
+                          {c.input_size, Scaled(256, c.width), Scaled(128, c.width),
+                           Scaled(256, c.width), c.input_size},
+                          Activation::kSigmoid, Activation::kSigmoid,
+                          LossKind::kReconstructionMse);
+      }));
+  return absl::OkStatus();
+}
+
+}  // namespace fulcrum::models

@@ -1,0 +1,263 @@
+#include "ops/cpu/kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include <Eigen/Core>
+
+#include "absl/strings/str_cat.h"
+
+namespace fulcrum::ops {
+namespace {
+
+using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using ConstMatrixMap = Eigen::Map<const RowMatrix, Eigen::Unaligned>;
+using ArrayMap = Eigen::Map<Eigen::ArrayXf>;
+using ConstArrayMap = Eigen::Map<const Eigen::ArrayXf>;
+
+ConstMatrixMap AsMatrix(const Tensor& t) { return ConstMatrixMap(t.data(), t.rows(), t.cols()); }
+Eigen::Map<RowMatrix> AsMutableMatrix(Tensor* t) {
+  return Eigen::Map<RowMatrix>(t->data(), t->rows(), t->cols());
+}
+ConstArrayMap AsArray(const Tensor& t) { return ConstArrayMap(t.data(), t.num_elements()); }
+ArrayMap AsMutableArray(Tensor* t) { return ArrayMap(t->data(), t->num_elements()); }
+
+absl::Status CheckCpu(const Tensor& t, const char* what) {
+  if (t.empty()) return absl::InvalidArgumentError(absl::StrCat(what, ": tensor is empty"));
+  if (t.device() != Device::kCpu) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": expected a cpu tensor, got ", DeviceName(t.device())));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckSameSize(const Tensor& a, const char* a_name, const Tensor& b,
+                           const char* b_name) {
+  if (a.num_elements() != b.num_elements()) {
+    return absl::InvalidArgumentError(absl::StrCat(a_name, " ", a.shape().ToString(), " and ",
+                                                   b_name, " ", b.shape().ToString(),
+                                                   " have different element counts"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckUnary(const Tensor& x, const Tensor* y, const char* op) {
+  if (y == nullptr) return absl::InvalidArgumentError(absl::StrCat(op, ": output is null"));
+  if (auto s = CheckCpu(x, op); !s.ok()) return s;
+  if (auto s = CheckCpu(*y, op); !s.ok()) return s;
+  return CheckSameSize(x, "input", *y, "output");
+}
+
+absl::Status CheckGrad(const Tensor& y, const Tensor& dy, const Tensor* dx, const char* op) {
+  if (auto s = CheckUnary(y, dx, op); !s.ok()) return s;
+  if (auto s = CheckCpu(dy, op); !s.ok()) return s;
+  return CheckSameSize(y, "y", dy, "dy");
+}
+
+absl::Status CheckLabels(const Tensor& logits, std::span<const int32_t> labels, const char* op) {
+  if (auto s = CheckCpu(logits, op); !s.ok()) return s;
+  if (static_cast<int64_t>(labels.size()) != logits.rows()) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": ", labels.size(), " labels for ",
+                                                   logits.rows(), " rows of logits"));
+  }
+  for (size_t i = 0; i < labels.size(); ++i) {
+    if (labels[i] < 0 || labels[i] >= logits.cols()) {
+      return absl::InvalidArgumentError(absl::StrCat(op, ": label ", labels[i], " at row ", i,
+                                                     " is outside [0, ", logits.cols(), ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void SetNumThreads(int n) { Eigen::setNbThreads(std::max(1, n)); }
+int NumThreads() { return Eigen::nbThreads(); }
+
+absl::Status MatMul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor* out,
+                    bool accumulate) {
+  if (out == nullptr) return absl::InvalidArgumentError("MatMul: output is null");
+  for (const auto* t : {&a, &b, static_cast<const Tensor*>(out)}) {
+    if (auto s = CheckCpu(*t, "MatMul"); !s.ok()) return s;
+  }
+  const int64_t m = trans_a ? a.cols() : a.rows();
+  const int64_t k = trans_a ? a.rows() : a.cols();
+  const int64_t kb = trans_b ? b.cols() : b.rows();
+  const int64_t n = trans_b ? b.rows() : b.cols();
+  if (k != kb || out->rows() != m || out->cols() != n) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "MatMul: shapes do not match: a ", a.shape().ToString(), trans_a ? "^T" : "", " * b ",
+        b.shape().ToString(), trans_b ? "^T" : "", " -> out ", out->shape().ToString()));
+  }
+  auto c = AsMutableMatrix(out);
+  const auto am = AsMatrix(a);
+  const auto bm = AsMatrix(b);
+  // noalias(): the output never overlaps the inputs, so Eigen writes straight into it.
+  if (!accumulate) {
+    if (!trans_a && !trans_b) c.noalias() = am * bm;
+    if (!trans_a && trans_b) c.noalias() = am * bm.transpose();
+    if (trans_a && !trans_b) c.noalias() = am.transpose() * bm;
+    if (trans_a && trans_b) c.noalias() = am.transpose() * bm.transpose();
+  } else {
+    if (!trans_a && !trans_b) c.noalias() += am * bm;
+    if (!trans_a && trans_b) c.noalias() += am * bm.transpose();
+    if (trans_a && !trans_b) c.noalias() += am.transpose() * bm;
+    if (trans_a && trans_b) c.noalias() += am.transpose() * bm.transpose();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BiasAdd(const Tensor& bias, Tensor* x) {
+  if (x == nullptr) return absl::InvalidArgumentError("BiasAdd: x is null");
+  if (auto s = CheckCpu(bias, "BiasAdd"); !s.ok()) return s;
+  if (auto s = CheckCpu(*x, "BiasAdd"); !s.ok()) return s;
+  if (bias.num_elements() != x->cols()) {
+    return absl::InvalidArgumentError(absl::StrCat("BiasAdd: bias ", bias.shape().ToString(),
+                                                   " does not match x ", x->shape().ToString()));
+  }
+  auto xm = AsMutableMatrix(x);
+  const auto bv = Eigen::Map<const Eigen::RowVectorXf>(bias.data(), bias.num_elements());
+  xm.rowwise() += bv;
+  return absl::OkStatus();
+}
+
+absl::Status BiasAddGrad(const Tensor& dy, Tensor* dbias, bool accumulate) {
+  if (dbias == nullptr) return absl::InvalidArgumentError("BiasAddGrad: dbias is null");
+  if (auto s = CheckCpu(dy, "BiasAddGrad"); !s.ok()) return s;
+  if (auto s = CheckCpu(*dbias, "BiasAddGrad"); !s.ok()) return s;
+  if (dbias->num_elements() != dy.cols()) {
+    return absl::InvalidArgumentError(absl::StrCat("BiasAddGrad: dbias ",
+                                                   dbias->shape().ToString(),
+                                                   " does not match dy ", dy.shape().ToString()));
+  }
+  auto db = Eigen::Map<Eigen::RowVectorXf>(dbias->data(), dbias->num_elements());
+  if (accumulate) {
+    db += AsMatrix(dy).colwise().sum();
+  } else {
+    db = AsMatrix(dy).colwise().sum();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Relu(const Tensor& x, Tensor* y) {
+  if (auto s = CheckUnary(x, y, "Relu"); !s.ok()) return s;
+  AsMutableArray(y) = AsArray(x).max(0.0f);
+  return absl::OkStatus();
+}
+
+absl::Status Sigmoid(const Tensor& x, Tensor* y) {
+  if (auto s = CheckUnary(x, y, "Sigmoid"); !s.ok()) return s;
+  // Eigen's logistic() is vectorised and saturates cleanly for large |x|.
+  AsMutableArray(y) = AsArray(x).logistic();
+  return absl::OkStatus();
+}
+
+absl::Status Tanh(const Tensor& x, Tensor* y) {
+  if (auto s = CheckUnary(x, y, "Tanh"); !s.ok()) return s;
+  AsMutableArray(y) = AsArray(x).tanh();
+  return absl::OkStatus();
+}
+
+absl::Status ReluGrad(const Tensor& y, const Tensor& dy, Tensor* dx) {
+  if (auto s = CheckGrad(y, dy, dx, "ReluGrad"); !s.ok()) return s;
+  AsMutableArray(dx) = (AsArray(y) > 0.0f).select(AsArray(dy), 0.0f);
+  return absl::OkStatus();
+}
+
+absl::Status SigmoidGrad(const Tensor& y, const Tensor& dy, Tensor* dx) {
+  if (auto s = CheckGrad(y, dy, dx, "SigmoidGrad"); !s.ok()) return s;
+  const auto ya = AsArray(y);
+  AsMutableArray(dx) = AsArray(dy) * ya * (1.0f - ya);
+  return absl::OkStatus();
+}
+
+absl::Status TanhGrad(const Tensor& y, const Tensor& dy, Tensor* dx) {
+  if (auto s = CheckGrad(y, dy, dx, "TanhGrad"); !s.ok()) return s;
+  const auto ya = AsArray(y);
+  AsMutableArray(dx) = AsArray(dy) * (1.0f - ya.square());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<float> SoftmaxCrossEntropy(const Tensor& logits, std::span<const int32_t> labels,
+                                          Tensor* dlogits) {
+  if (auto s = CheckLabels(logits, labels, "SoftmaxCrossEntropy"); !s.ok()) return s;
+  if (dlogits != nullptr) {
+    if (auto s = CheckCpu(*dlogits, "SoftmaxCrossEntropy"); !s.ok()) return s;
+    if (auto s = CheckSameSize(logits, "logits", *dlogits, "dlogits"); !s.ok()) return s;
+  }
+  const int64_t rows = logits.rows();
+  const int64_t cols = logits.cols();
+  const float inv_rows = 1.0f / static_cast<float>(rows);
+  double total = 0.0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto z = Eigen::Map<const Eigen::ArrayXf>(logits.data() + r * cols, cols);
+    const float max = z.maxCoeff();
+    // log-sum-exp shifted by the row max: exp never overflows, the sum is >= 1.
+    const float sum = (z - max).exp().sum();
+    const float log_sum = std::log(sum);
+    const int32_t label = labels[static_cast<size_t>(r)];
+    total += static_cast<double>(max + log_sum - z[label]);
+    if (dlogits != nullptr) {
+      auto g = Eigen::Map<Eigen::ArrayXf>(dlogits->data() + r * cols, cols);
+      g = (z - max - log_sum).exp() * inv_rows;
+      g[label] -= inv_rows;
+    }
+  }
+  return static_cast<float>(total / static_cast<double>(rows));
+}
+
+absl::StatusOr<float> MeanSquaredError(const Tensor& pred, const Tensor& target, Tensor* dpred) {
+  if (auto s = CheckCpu(pred, "MeanSquaredError"); !s.ok()) return s;
+  if (auto s = CheckCpu(target, "MeanSquaredError"); !s.ok()) return s;
+  if (auto s = CheckSameSize(pred, "pred", target, "target"); !s.ok()) return s;
+  const auto p = AsArray(pred);
+  const auto t = AsArray(target);
+  const float n = static_cast<float>(pred.num_elements());
+  if (dpred != nullptr) {
+    if (auto s = CheckCpu(*dpred, "MeanSquaredError"); !s.ok()) return s;
+    if (auto s = CheckSameSize(pred, "pred", *dpred, "dpred"); !s.ok()) return s;
+    AsMutableArray(dpred) = (p - t) * (2.0f / n);
+  }
+  // Sum per row in float (vectorised), accumulate rows in double for accuracy on big tensors.
+  double total = 0.0;
+  const int64_t cols = pred.cols();
+  for (int64_t r = 0; r < pred.rows(); ++r) {
+    const auto pr = Eigen::Map<const Eigen::ArrayXf>(pred.data() + r * cols, cols);
+    const auto tr = Eigen::Map<const Eigen::ArrayXf>(target.data() + r * cols, cols);
+    total += static_cast<double>((pr - tr).square().sum());
+  }
+  return static_cast<float>(total / static_cast<double>(n));
+}
+
+absl::Status ArgMaxRows(const Tensor& x, std::span<int32_t> out) {
+  if (auto s = CheckCpu(x, "ArgMaxRows"); !s.ok()) return s;
+  if (static_cast<int64_t>(out.size()) != x.rows()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ArgMaxRows: output has ", out.size(), " slots for ", x.rows(), " rows"));
+  }
+  const int64_t cols = x.cols();
+  for (int64_t r = 0; r < x.rows(); ++r) {
+    const float* row = x.data() + r * cols;
+    out[static_cast<size_t>(r)] = static_cast<int32_t>(std::max_element(row, row + cols) - row);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> CountCorrect(const Tensor& logits, std::span<const int32_t> labels) {
+  if (auto s = CheckLabels(logits, labels, "CountCorrect"); !s.ok()) return s;
+  std::vector<int32_t> predicted(static_cast<size_t>(logits.rows()));
+  if (auto s = ArgMaxRows(logits, predicted); !s.ok()) return s;
+  int64_t correct = 0;
+  for (size_t i = 0; i < predicted.size(); ++i) correct += predicted[i] == labels[i];
+  return correct;
+}
+
+double SumSquares(const Tensor& x) {
+  double total = 0.0;
+  for (float v : x.flat()) total += static_cast<double>(v) * v;
+  return total;
+}
+
+}  // namespace fulcrum::ops

@@ -1,0 +1,205 @@
+#include "runtime/flags.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "base/exit_code.h"
+#include "base/status_macros.h"
+
+ABSL_FLAG(std::string, model, "logreg", "Model to train: logreg, mlp or autoencoder.");
+ABSL_FLAG(double, model_width, 1.0, "Multiplier on every hidden layer width (model size knob).");
+ABSL_FLAG(int64_t, batch_size, 128, "Examples per training step (per worker).");
+ABSL_FLAG(double, learning_rate, 0.01, "Optimizer learning rate.");
+ABSL_FLAG(std::string, optimizer, "sgd", "Optimizer: sgd, momentum, adam or adagrad.");
+ABSL_FLAG(double, momentum, 0.9, "Momentum coefficient of the momentum optimizer.");
+ABSL_FLAG(int64_t, train_steps, 0, "Training steps to run (give this or --epochs).");
+ABSL_FLAG(double, epochs, 0, "Passes over the training shard (give this or --train_steps).");
+ABSL_FLAG(std::string, dataset, "mnist",
+          "Dataset format: mnist (IDX files, e.g. Fashion-MNIST), cifar10 (binary), synthetic.");
+ABSL_FLAG(std::string, data_dir, "",
+          "Folder of the dataset files (mnist default: /usr/share/datasets/fashion-mnist).");
+ABSL_FLAG(std::string, run_dir, "",
+          "Run directory for summary.json and logs (default: runs/<model>-<time>).");
+ABSL_FLAG(uint64_t, seed, 1, "Seed of variable initialisation and data shuffling.");
+ABSL_FLAG(int32_t, threads, 1, "Compute threads per process.");
+ABSL_FLAG(int64_t, log_every, 100, "Print a progress line every this many steps.");
+ABSL_FLAG(bool, eval, true, "Evaluate on the test set at the end of training.");
+ABSL_FLAG(int64_t, eval_batch_size, 1000, "Examples per evaluation batch.");
+ABSL_FLAG(int64_t, train_subset, 0, "Use only the first N training examples (0 = all).");
+ABSL_FLAG(int64_t, dataset_repeat, 1, "Repeat the training set this many times per epoch.");
+ABSL_FLAG(int64_t, synthetic_examples, 60000, "Training examples of the synthetic dataset.");
+ABSL_FLAG(std::string, synthetic_shape, "1,28,28", "Example shape of the synthetic dataset.");
+ABSL_FLAG(int32_t, synthetic_classes, 10, "Classes of the synthetic dataset.");
+
+namespace fulcrum::runtime {
+namespace {
+
+[[noreturn]] void FailFlag(absl::string_view program, const std::string& message) {
+  std::fprintf(stderr, "%s: %s\n", std::string(program).c_str(), message.c_str());
+  std::fprintf(stderr, "%s: run with --help for the list of flags\n",
+               std::string(program).c_str());
+  std::exit(kExitBadInput);
+}
+
+absl::Status Positive(absl::string_view flag, double value) {
+  if (!(value > 0) || !std::isfinite(value)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, "=", value, ": must be a positive number"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int64_t>> ParseShape(const std::string& text) {
+  std::vector<int64_t> dims;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    int64_t d = 0;
+    if (!absl::SimpleAtoi(part, &d) || d <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--synthetic_shape=", text, ": expected positive integers separated by commas"));
+    }
+    dims.push_back(d);
+  }
+  return dims;
+}
+
+}  // namespace
+
+std::vector<std::string> ParseFlagsOrExit(int argc, char** argv, absl::string_view usage) {
+  const absl::string_view program = argc > 0 ? absl::string_view(argv[0]) : "fulcrum";
+  absl::SetProgramUsageMessage(usage);
+  std::vector<std::string> positional = {std::string(program)};
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (arg == "--") {
+      for (++i; i < argc; ++i) positional.emplace_back(argv[i]);
+      break;
+    }
+    if (!absl::StartsWith(arg, "-") || arg == "-") {
+      positional.emplace_back(arg);
+      continue;
+    }
+    arg.remove_prefix(absl::StartsWith(arg, "--") ? 2 : 1);
+    if (arg == "help" || arg == "helpfull" || absl::StartsWith(arg, "help")) {
+      // Let Abseil print the usage text it knows how to format; it exits by itself.
+      absl::ParseCommandLine(argc, argv);
+      std::exit(kExitOk);
+    }
+    absl::string_view name = arg;
+    absl::string_view value;
+    bool has_value = false;
+    if (const size_t eq = arg.find('='); eq != absl::string_view::npos) {
+      name = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+      has_value = true;
+    }
+    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    bool negated = false;
+    if (flag == nullptr && absl::StartsWith(name, "no") && !has_value) {
+      flag = absl::FindCommandLineFlag(name.substr(2));
+      negated = flag != nullptr && flag->IsOfType<bool>();
+      if (!negated) flag = nullptr;
+    }
+    if (flag == nullptr) FailFlag(program, absl::StrCat("unknown flag --", name));
+    std::string text;
+    if (negated) {
+      text = "false";
+    } else if (has_value) {
+      text = std::string(value);
+    } else if (flag->IsOfType<bool>()) {
+      text = "true";
+    } else if (i + 1 < argc) {
+      text = argv[++i];
+    } else {
+      FailFlag(program, absl::StrCat("flag --", name, " is missing its value"));
+    }
+    std::string error;
+    if (!flag->ParseFrom(text, &error)) {
+      FailFlag(program, absl::StrCat("flag --", flag->Name(), "=", text, ": ", error));
+    }
+  }
+  return positional;
+}
+
+absl::StatusOr<TrainingOptions> TrainingOptionsFromFlags() {
+  TrainingOptions o;
+  o.model = absl::GetFlag(FLAGS_model);
+  o.model_width = absl::GetFlag(FLAGS_model_width);
+  FULCRUM_RETURN_IF_ERROR(Positive("model_width", o.model_width));
+  o.batch_size = absl::GetFlag(FLAGS_batch_size);
+  FULCRUM_RETURN_IF_ERROR(Positive("batch_size", static_cast<double>(o.batch_size)));
+  FULCRUM_ASSIGN_OR_RETURN(o.optimizer.kind,
+                           ops::ParseOptimizerKind(absl::GetFlag(FLAGS_optimizer)));
+  const double lr = absl::GetFlag(FLAGS_learning_rate);
+  FULCRUM_RETURN_IF_ERROR(Positive("learning_rate", lr));
+  o.optimizer.learning_rate = static_cast<float>(lr);
+  const double momentum = absl::GetFlag(FLAGS_momentum);
+  if (!(momentum >= 0 && momentum < 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--momentum=", momentum, ": must be in [0, 1)"));
+  }
+  o.optimizer.momentum = static_cast<float>(momentum);
+  o.train_steps = absl::GetFlag(FLAGS_train_steps);
+  o.epochs = absl::GetFlag(FLAGS_epochs);
+  if (o.train_steps < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--train_steps=", o.train_steps, ": must not be negative"));
+  }
+  if (o.epochs < 0 || !std::isfinite(o.epochs)) {
+    return absl::InvalidArgumentError(absl::StrCat("--epochs=", o.epochs, ": must not be negative"));
+  }
+  if ((o.train_steps > 0) == (o.epochs > 0)) {
+    return absl::InvalidArgumentError(
+        "give exactly one of --train_steps and --epochs (a positive value)");
+  }
+  o.dataset = absl::GetFlag(FLAGS_dataset);
+  if (o.dataset != "mnist" && o.dataset != "cifar10" && o.dataset != "synthetic") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--dataset=", o.dataset, ": expected one of mnist, cifar10, synthetic"));
+  }
+  o.data_dir = absl::GetFlag(FLAGS_data_dir);
+  if (o.data_dir.empty() && o.dataset == "mnist") o.data_dir = "/usr/share/datasets/fashion-mnist";
+  if (o.data_dir.empty() && o.dataset == "cifar10") {
+    return absl::InvalidArgumentError("--dataset=cifar10 needs --data_dir (the folder of "
+                                      "data_batch_*.bin and test_batch.bin)");
+  }
+  o.run_dir = absl::GetFlag(FLAGS_run_dir);
+  o.seed = absl::GetFlag(FLAGS_seed);
+  o.threads = absl::GetFlag(FLAGS_threads);
+  if (o.threads < 1 || o.threads > 256) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--threads=", o.threads, ": must be between 1 and 256"));
+  }
+  o.log_every = absl::GetFlag(FLAGS_log_every);
+  FULCRUM_RETURN_IF_ERROR(Positive("log_every", static_cast<double>(o.log_every)));
+  o.eval = absl::GetFlag(FLAGS_eval);
+  o.eval_batch_size = absl::GetFlag(FLAGS_eval_batch_size);
+  FULCRUM_RETURN_IF_ERROR(Positive("eval_batch_size", static_cast<double>(o.eval_batch_size)));
+  o.train_subset = absl::GetFlag(FLAGS_train_subset);
+  if (o.train_subset < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--train_subset=", o.train_subset, ": must not be negative"));
+  }
+  o.dataset_repeat = absl::GetFlag(FLAGS_dataset_repeat);
+  FULCRUM_RETURN_IF_ERROR(Positive("dataset_repeat", static_cast<double>(o.dataset_repeat)));
+  o.synthetic_examples = absl::GetFlag(FLAGS_synthetic_examples);
+  FULCRUM_RETURN_IF_ERROR(
+      Positive("synthetic_examples", static_cast<double>(o.synthetic_examples)));
+  FULCRUM_ASSIGN_OR_RETURN(o.synthetic_shape, ParseShape(absl::GetFlag(FLAGS_synthetic_shape)));
+  o.synthetic_classes = absl::GetFlag(FLAGS_synthetic_classes);
+  if (o.synthetic_classes < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--synthetic_classes=", o.synthetic_classes, ": must be at least 2"));
+  }
+  return o;
+}
+
+}  // namespace fulcrum::runtime

@@ -1,0 +1,140 @@
+#include "ops/optimizer.h"
+
+#include <cmath>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "ops/initializer.h"
+#include "tests/testing/gradient_check.h"
+
+namespace fulcrum::ops {
+namespace {
+
+using ::fulcrum::testing::Random;
+
+// Scalar reference of every optimizer, written from TensorFlow 1.x's documented update rules.
+struct ScalarState {
+  double var, s0, s1;
+};
+
+void ReferenceStep(const OptimizerConfig& c, int64_t t, double g, ScalarState* s) {
+  const double lr = c.learning_rate;
+  switch (c.kind) {
+    case OptimizerKind::kSgd:
+      s->var -= lr * g;
+      break;
+    case OptimizerKind::kMomentum:
+      s->s0 = c.momentum * s->s0 + g;
+      s->var -= lr * s->s0;
+      break;
+    case OptimizerKind::kAdam: {
+      s->s0 = c.beta1 * s->s0 + (1 - c.beta1) * g;
+      s->s1 = c.beta2 * s->s1 + (1 - c.beta2) * g * g;
+      const double lr_t = lr * std::sqrt(1 - std::pow(c.beta2, t)) / (1 - std::pow(c.beta1, t));
+      s->var -= lr_t * s->s0 / (std::sqrt(s->s1) + c.epsilon);
+      break;
+    }
+    case OptimizerKind::kAdagrad:
+      s->s0 += g * g;
+      s->var -= lr * g / std::sqrt(s->s0);
+      break;
+  }
+}
+
+class OptimizerTest : public ::testing::TestWithParam<const char*> {};
+
+INSTANTIATE_TEST_SUITE_P(All, OptimizerTest,
+                         ::testing::Values("sgd", "momentum", "adam", "adagrad"),
+                         [](const auto& info) { return std::string(info.param); });
+
+TEST_P(OptimizerTest, MatchesScalarReferenceOverSteps) {
+  OptimizerConfig c;
+  c.kind = *ParseOptimizerKind(GetParam());
+  c.learning_rate = 0.05f;
+  const int64_t n = 37;  // not a multiple of the vector width
+  Tensor var = Random({n}, 1);
+  std::vector<Tensor> slots;
+  for (size_t i = 0; i < SlotNames(c.kind).size(); ++i) {
+    slots.push_back(Tensor::Filled({n}, SlotInitialValue(c, static_cast<int>(i))));
+  }
+  std::vector<ScalarState> ref(n);
+  for (int64_t i = 0; i < n; ++i) {
+    ref[i] = {var.data()[i], SlotInitialValue(c, 0), SlotInitialValue(c, 1)};
+  }
+  for (int64_t t = 1; t <= 25; ++t) {
+    Tensor grad = Random({n}, 100 + t);
+    ASSERT_TRUE(ApplyGradient(c, t, grad, &var, slots).ok());
+    for (int64_t i = 0; i < n; ++i) ReferenceStep(c, t, grad.data()[i], &ref[i]);
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    EXPECT_NEAR(var.data()[i], ref[i].var, 1e-5 * (1 + std::abs(ref[i].var))) << GetParam() << i;
+  }
+}
+
+TEST_P(OptimizerTest, DescendsAQuadratic) {
+  // f(x) = 0.5 * |x - 3|^2 has gradient x - 3: every optimizer must move toward 3.
+  OptimizerConfig c;
+  c.kind = *ParseOptimizerKind(GetParam());
+  c.learning_rate = c.kind == OptimizerKind::kAdam || c.kind == OptimizerKind::kAdagrad ? 0.3f
+                                                                                        : 0.1f;
+  Tensor x = Tensor::Zeros({5});
+  std::vector<Tensor> slots;
+  for (size_t i = 0; i < SlotNames(c.kind).size(); ++i) {
+    slots.push_back(Tensor::Filled({5}, SlotInitialValue(c, static_cast<int>(i))));
+  }
+  Tensor g = Tensor::Zeros({5});
+  for (int t = 1; t <= 300; ++t) {
+    for (int i = 0; i < 5; ++i) g.data()[i] = x.data()[i] - 3.0f;
+    ASSERT_TRUE(ApplyGradient(c, t, g, &x, slots).ok());
+  }
+  for (float v : x.flat()) EXPECT_NEAR(v, 3.0f, 0.1f) << GetParam();
+}
+
+TEST(OptimizerErrorsTest, BadInputsAreRejected) {
+  auto unknown = ParseOptimizerKind("rmsprop");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("rmsprop"), std::string::npos);
+  EXPECT_NE(unknown.status().message().find("adagrad"), std::string::npos);
+
+  OptimizerConfig adam;
+  adam.kind = OptimizerKind::kAdam;
+  Tensor var = Tensor::Zeros({4}), grad = Tensor::Zeros({4}), wrong = Tensor::Zeros({5});
+  std::vector<Tensor> one_slot = {Tensor::Zeros({4})};
+  EXPECT_FALSE(ApplyGradient(adam, 1, grad, &var, one_slot).ok());
+  std::vector<Tensor> slots = {Tensor::Zeros({4}), Tensor::Zeros({4})};
+  EXPECT_FALSE(ApplyGradient(adam, 1, wrong, &var, slots).ok());
+  EXPECT_FALSE(ApplyGradient(adam, 0, grad, &var, slots).ok());
+  EXPECT_TRUE(ApplyGradient(adam, 1, grad, &var, slots).ok());
+}
+
+TEST(InitializerTest, DeterministicAndWithinBounds) {
+  Tensor a = Tensor::Zeros({784, 10}), b = Tensor::Zeros({784, 10}), c = Tensor::Zeros({784, 10});
+  ASSERT_TRUE(Initialize(Initializer::GlorotUniform(), 42, &a).ok());
+  ASSERT_TRUE(Initialize(Initializer::GlorotUniform(), 42, &b).ok());
+  ASSERT_TRUE(Initialize(Initializer::GlorotUniform(), 43, &c).ok());
+  const float limit = std::sqrt(6.0f / (784 + 10));
+  int differ = 0;
+  double sum = 0;
+  for (int64_t i = 0; i < a.num_elements(); ++i) {
+    EXPECT_EQ(a.data()[i], b.data()[i]);
+    EXPECT_LE(std::abs(a.data()[i]), limit);
+    differ += a.data()[i] != c.data()[i];
+    sum += a.data()[i];
+  }
+  EXPECT_GT(differ, a.num_elements() * 9 / 10);
+  EXPECT_NEAR(sum / a.num_elements(), 0.0, limit / 10);
+
+  Tensor n = Tensor::Zeros({1000});
+  ASSERT_TRUE(Initialize(Initializer::TruncatedNormal(0.5f), 7, &n).ok());
+  double sq = 0;
+  for (float v : n.flat()) {
+    EXPECT_LE(std::abs(v), 1.0f);
+    sq += v * v;
+  }
+  EXPECT_NEAR(std::sqrt(sq / 1000), 0.44, 0.05);  // truncation at 2 sd shrinks sd by ~12%
+  ASSERT_TRUE(Initialize(Initializer::Constant(0.25f), 1, &n).ok());
+  for (float v : n.flat()) EXPECT_EQ(v, 0.25f);
+}
+
+}  // namespace
+}  // namespace fulcrum::ops

@@ -1,0 +1,139 @@
+// Bad input through the real worker binary: every case exits with code 2, names the thing
+// that is wrong, and leaves an existing run directory's files untouched.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "gtest/gtest.h"
+
+namespace fulcrum {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct RunResult {
+  int exit_code = -1;
+  std::string output;
+};
+
+RunResult Run(const std::string& binary, const std::vector<std::string>& flags) {
+  const std::string cmd = absl::StrCat("timeout 120 ", FULCRUM_BIN_DIR, "/", binary, " ",
+                                       absl::StrJoin(flags, " "), " 2>&1");
+  RunResult r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return r;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof(buf), pipe)) r.output.append(buf, n);
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+fs::path FreshDir(const std::string& name) {
+  fs::path dir =
+      fs::path(::testing::TempDir()) / absl::StrCat("fulcrum_bad_", name, "_", ::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+void WriteBigEndian(std::ofstream& out, uint32_t v) {
+  const unsigned char b[4] = {static_cast<unsigned char>(v >> 24),
+                              static_cast<unsigned char>(v >> 16),
+                              static_cast<unsigned char>(v >> 8), static_cast<unsigned char>(v)};
+  out.write(reinterpret_cast<const char*>(b), 4);
+}
+
+// An IDX images file with the given magic and count whose pixel data holds `pixel_bytes`.
+void WriteImages(const fs::path& path, uint32_t magic, uint32_t count, size_t pixel_bytes) {
+  std::ofstream out(path, std::ios::binary);
+  WriteBigEndian(out, magic);
+  WriteBigEndian(out, count);
+  WriteBigEndian(out, 28);
+  WriteBigEndian(out, 28);
+  const std::string pixels(pixel_bytes, '\x10');
+  out.write(pixels.data(), static_cast<std::streamsize>(pixels.size()));
+}
+
+void WriteLabels(const fs::path& path, uint32_t count) {
+  std::ofstream out(path, std::ios::binary);
+  WriteBigEndian(out, 2049);
+  WriteBigEndian(out, count);
+  const std::string labels(count, '\x03');
+  out.write(labels.data(), static_cast<std::streamsize>(labels.size()));
+}
+
+std::string ReadFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// A run directory holding results of an earlier run that must survive a failed run.
+fs::path RunDirWithOldSummary(const std::string& name) {
+  fs::path dir = FreshDir(name + "_run");
+  std::ofstream(dir / "summary.json") << "{\"earlier\": true}\n";
+  return dir;
+}
+
+void ExpectBadInput(const RunResult& r, const std::vector<std::string>& needles) {
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  for (const auto& needle : needles) {
+    EXPECT_NE(r.output.find(needle), std::string::npos) << "missing '" << needle << "' in\n"
+                                                        << r.output;
+  }
+}
+
+TEST(BadInputTest, MissingDataDirectory) {
+  const fs::path run_dir = RunDirWithOldSummary("missing");
+  const std::string data_dir = "/nonexistent/fulcrum-data";
+  RunResult r = Run("worker", {"--data_dir=" + data_dir, "--train_steps=5",
+                               "--run_dir=" + run_dir.string()});
+  ExpectBadInput(r, {data_dir, "train-images-idx3-ubyte"});
+  EXPECT_EQ(ReadFile(run_dir / "summary.json"), "{\"earlier\": true}\n");
+}
+
+TEST(BadInputTest, TruncatedImagesFile) {
+  const fs::path data = FreshDir("truncated");
+  WriteImages(data / "train-images-idx3-ubyte", 2051, 10, 1000);  // promises 7840 bytes
+  WriteLabels(data / "train-labels-idx1-ubyte", 10);
+  const fs::path run_dir = RunDirWithOldSummary("truncated");
+  RunResult r = Run("worker", {"--data_dir=" + data.string(), "--train_steps=5",
+                               "--run_dir=" + run_dir.string()});
+  ExpectBadInput(r, {(data / "train-images-idx3-ubyte").string(), "truncated"});
+  EXPECT_EQ(ReadFile(run_dir / "summary.json"), "{\"earlier\": true}\n");
+}
+
+TEST(BadInputTest, WrongMagicNumber) {
+  const fs::path data = FreshDir("magic");
+  WriteImages(data / "train-images-idx3-ubyte", 1234, 10, 7840);
+  WriteLabels(data / "train-labels-idx1-ubyte", 10);
+  RunResult r = Run("worker", {"--data_dir=" + data.string(), "--train_steps=5",
+                               "--run_dir=" + FreshDir("magic_run").string()});
+  ExpectBadInput(r, {(data / "train-images-idx3-ubyte").string(), "magic", "1234"});
+}
+
+TEST(BadInputTest, BadFlags) {
+  const std::string run = "--run_dir=" + FreshDir("flags").string();
+  ExpectBadInput(Run("worker", {"--batch_size=abc", run}), {"batch_size", "abc"});
+  ExpectBadInput(Run("worker", {"--batch_size=0", "--train_steps=1", run}), {"--batch_size=0"});
+  ExpectBadInput(Run("worker", {"--no_such_flag=1", run}), {"unknown flag --no_such_flag"});
+  ExpectBadInput(Run("worker", {"--optimizer=rmsprop", "--train_steps=1", run}), {"rmsprop"});
+  ExpectBadInput(Run("worker", {"--train_steps=10", "--epochs=1", run}),
+                 {"--train_steps", "--epochs"});
+  ExpectBadInput(Run("worker", {"--dataset=imagenet", "--train_steps=1", run}), {"imagenet"});
+  ExpectBadInput(Run("worker", {"--model=resnet", "--train_steps=1", run}), {"resnet", "mlp"});
+  // ps and chief accept the same flag set and refuse bad flags the same way.
+  ExpectBadInput(Run("ps", {"--batch_size=abc"}), {"batch_size"});
+  ExpectBadInput(Run("chief", {"--no_such_flag"}), {"no_such_flag"});
+}
+
+}  // namespace
+}  // namespace fulcrum

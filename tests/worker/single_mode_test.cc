@@ -1,0 +1,122 @@
+// Single-mode training as a user runs it: the real worker binary as a child process, on the
+// real Fashion-MNIST files of the Debian package, reading the summary.json it writes.
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace fulcrum {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct RunResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+// Runs build/bin/worker with the flags; the whole output is captured for messages.
+RunResult RunWorker(const std::vector<std::string>& flags) {
+  const std::string cmd =
+      absl::StrCat("timeout 600 ", FULCRUM_BIN_DIR, "/worker ", absl::StrJoin(flags, " "), " 2>&1");
+  RunResult r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return r;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof(buf), pipe)) r.output.append(buf, n);
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+fs::path FreshDir(const std::string& name) {
+  fs::path dir = fs::path(::testing::TempDir()) / absl::StrCat("fulcrum_worker_", name, "_",
+                                                              ::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+nlohmann::json ReadSummary(const fs::path& run_dir) {
+  std::ifstream in(run_dir / "summary.json");
+  EXPECT_TRUE(in.good()) << "no summary.json in " << run_dir;
+  return nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+}
+
+constexpr char kFashionMnist[] = "/usr/share/datasets/fashion-mnist";
+
+class SingleModeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(fs::path(kFashionMnist) / "train-images-idx3-ubyte.gz")) {
+      GTEST_SKIP() << "the dataset-fashion-mnist package is not installed";
+    }
+  }
+};
+
+// The Touchstone / CS744 settings: SGD lr 0.01, batch 256, 1000 steps. PyTorch with the same
+// settings reaches 0.76 on this data.
+TEST_F(SingleModeTest, LogregTouchstoneSettingsReach75Percent) {
+  const fs::path dir = FreshDir("logreg_touchstone");
+  RunResult r = RunWorker({"--model=logreg", "--optimizer=sgd", "--learning_rate=0.01",
+                           "--batch_size=256", "--train_steps=1000", "--threads=2",
+                           "--run_dir=" + dir.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  nlohmann::json s = ReadSummary(dir);
+  for (const char* key : {"model", "batch_size", "steps", "final_test_accuracy", "final_test_loss",
+                          "examples_per_sec", "wall_seconds"}) {
+    EXPECT_TRUE(s.contains(key)) << key;
+  }
+  EXPECT_EQ(s["model"], "logreg");
+  EXPECT_EQ(s["batch_size"], 256);
+  EXPECT_EQ(s["steps"], 1000);
+  EXPECT_GE(s["final_test_accuracy"].get<double>(), 0.75) << r.output;
+  EXPECT_GT(s["examples_per_sec"].get<double>(), 0.0);
+  // Progress lines: step, loss and examples/sec every --log_every steps.
+  EXPECT_NE(r.output.find("step 100/1000 loss"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("final test accuracy"), std::string::npos);
+}
+
+TEST_F(SingleModeTest, LogregTunedReaches82PercentIn5Epochs) {
+  const fs::path dir = FreshDir("logreg_tuned");
+  RunResult r = RunWorker({"--model=logreg", "--optimizer=sgd", "--learning_rate=0.5",
+                           "--batch_size=128", "--epochs=5", "--threads=2",
+                           "--run_dir=" + dir.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  nlohmann::json s = ReadSummary(dir);
+  EXPECT_LE(s["epochs"].get<double>(), 5.0 + 1e-9);
+  EXPECT_GE(s["final_test_accuracy"].get<double>(), 0.82) << r.output;
+}
+
+TEST_F(SingleModeTest, MlpReaches85PercentIn3Epochs) {
+  const fs::path dir = FreshDir("mlp");
+  RunResult r = RunWorker({"--model=mlp", "--optimizer=adam", "--learning_rate=0.001",
+                           "--batch_size=128", "--epochs=3", "--threads=2",
+                           "--run_dir=" + dir.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  nlohmann::json s = ReadSummary(dir);
+  EXPECT_LE(s["epochs"].get<double>(), 3.0 + 1e-9);
+  EXPECT_GE(s["final_test_accuracy"].get<double>(), 0.85) << r.output;
+}
+
+TEST_F(SingleModeTest, AutoencoderTestMseFallsBelow003) {
+  const fs::path dir = FreshDir("autoencoder");
+  RunResult r = RunWorker({"--model=autoencoder", "--optimizer=adam", "--learning_rate=0.002",
+                           "--batch_size=64", "--epochs=3", "--threads=2",
+                           "--run_dir=" + dir.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  nlohmann::json s = ReadSummary(dir);
+  EXPECT_TRUE(s["final_test_accuracy"].is_null());
+  EXPECT_LT(s["final_test_loss"].get<double>(), 0.03) << r.output;
+}
+
+}  // namespace
+}  // namespace fulcrum

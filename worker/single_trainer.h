@@ -1,0 +1,39 @@
+// worker: single mode (the CS744 "Single" set-up): one process holds the variables, trains
+// the model on its data and evaluates it, without a cluster. The distributed worker replaces
+// the local variable store with pulls and pushes to the PS tasks.
+// Thread-safety: RunSingle owns everything it touches; call it once per process.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "runtime/flags.h"
+
+namespace fulcrum::worker {
+
+// What a single-mode run measured; also written to <run_dir>/summary.json.
+struct SingleRunResult {
+  std::string model;
+  int64_t batch_size = 0;
+  int64_t steps = 0;
+  double epochs = 0.0;                  // passes over the training set the steps amounted to
+  std::optional<double> final_test_accuracy;  // absent for models without accuracy
+  std::optional<double> final_test_loss;      // absent with --eval=false
+  double final_train_loss = 0.0;        // mean loss of the last min(100, steps) steps
+  double examples_per_sec = 0.0;        // steady state: steps after the first 20 only
+  double examples_per_sec_all = 0.0;    // every step
+  double wall_seconds = 0.0;            // whole run, data loading and evaluation included
+  double train_seconds = 0.0;           // the training loop only
+  double step_time_p50_ms = 0.0;
+  double step_time_p99_ms = 0.0;
+  std::string run_dir;
+};
+
+// Loads the data, trains, evaluates, writes summary.json. Bad input (flags, data files) comes
+// back as InvalidArgument/NotFound/DataLoss; nothing is written to run_dir before the data
+// and model are known to be good.
+absl::StatusOr<SingleRunResult> RunSingle(const runtime::TrainingOptions& options);
+
+}  // namespace fulcrum::worker
