@@ -24,7 +24,7 @@ struct RunResult {
   std::string output;
 };
 
-RunResult Run(const std::string& binary, const std::vector<std::string>& flags) {
+RunResult RunBinary(const std::string& binary, const std::vector<std::string>& flags) {
   const std::string cmd = absl::StrCat("timeout 120 ", FULCRUM_BIN_DIR, "/", binary, " ",
                                        absl::StrJoin(flags, " "), " 2>&1");
   RunResult r;
@@ -94,9 +94,9 @@ void ExpectBadInput(const RunResult& r, const std::vector<std::string>& needles)
 TEST(BadInputTest, MissingDataDirectory) {
   const fs::path run_dir = RunDirWithOldSummary("missing");
   const std::string data_dir = "/nonexistent/fulcrum-data";
-  RunResult r = Run("worker", {"--data_dir=" + data_dir, "--train_steps=5",
+  RunResult r = RunBinary("worker", {"--data_dir=" + data_dir, "--train_steps=5",
                                "--run_dir=" + run_dir.string()});
-  ExpectBadInput(r, {data_dir, "train-images-idx3-ubyte"});
+  ExpectBadInput(r, {data_dir + "/train-", "not found"});
   EXPECT_EQ(ReadFile(run_dir / "summary.json"), "{\"earlier\": true}\n");
 }
 
@@ -105,7 +105,7 @@ TEST(BadInputTest, TruncatedImagesFile) {
   WriteImages(data / "train-images-idx3-ubyte", 2051, 10, 1000);  // promises 7840 bytes
   WriteLabels(data / "train-labels-idx1-ubyte", 10);
   const fs::path run_dir = RunDirWithOldSummary("truncated");
-  RunResult r = Run("worker", {"--data_dir=" + data.string(), "--train_steps=5",
+  RunResult r = RunBinary("worker", {"--data_dir=" + data.string(), "--train_steps=5",
                                "--run_dir=" + run_dir.string()});
   ExpectBadInput(r, {(data / "train-images-idx3-ubyte").string(), "truncated"});
   EXPECT_EQ(ReadFile(run_dir / "summary.json"), "{\"earlier\": true}\n");
@@ -115,24 +115,24 @@ TEST(BadInputTest, WrongMagicNumber) {
   const fs::path data = FreshDir("magic");
   WriteImages(data / "train-images-idx3-ubyte", 1234, 10, 7840);
   WriteLabels(data / "train-labels-idx1-ubyte", 10);
-  RunResult r = Run("worker", {"--data_dir=" + data.string(), "--train_steps=5",
+  RunResult r = RunBinary("worker", {"--data_dir=" + data.string(), "--train_steps=5",
                                "--run_dir=" + FreshDir("magic_run").string()});
   ExpectBadInput(r, {(data / "train-images-idx3-ubyte").string(), "magic", "1234"});
 }
 
 TEST(BadInputTest, BadFlags) {
   const std::string run = "--run_dir=" + FreshDir("flags").string();
-  ExpectBadInput(Run("worker", {"--batch_size=abc", run}), {"batch_size", "abc"});
-  ExpectBadInput(Run("worker", {"--batch_size=0", "--train_steps=1", run}), {"--batch_size=0"});
-  ExpectBadInput(Run("worker", {"--no_such_flag=1", run}), {"unknown flag --no_such_flag"});
-  ExpectBadInput(Run("worker", {"--optimizer=rmsprop", "--train_steps=1", run}), {"rmsprop"});
-  ExpectBadInput(Run("worker", {"--train_steps=10", "--epochs=1", run}),
+  ExpectBadInput(RunBinary("worker", {"--batch_size=abc", run}), {"batch_size", "abc"});
+  ExpectBadInput(RunBinary("worker", {"--batch_size=0", "--train_steps=1", run}), {"--batch_size=0"});
+  ExpectBadInput(RunBinary("worker", {"--no_such_flag=1", run}), {"unknown flag --no_such_flag"});
+  ExpectBadInput(RunBinary("worker", {"--optimizer=rmsprop", "--train_steps=1", run}), {"rmsprop"});
+  ExpectBadInput(RunBinary("worker", {"--train_steps=10", "--epochs=1", run}),
                  {"--train_steps", "--epochs"});
-  ExpectBadInput(Run("worker", {"--dataset=imagenet", "--train_steps=1", run}), {"imagenet"});
-  ExpectBadInput(Run("worker", {"--model=resnet", "--train_steps=1", run}), {"resnet", "mlp"});
+  ExpectBadInput(RunBinary("worker", {"--dataset=imagenet", "--train_steps=1", run}), {"imagenet"});
+  ExpectBadInput(RunBinary("worker", {"--model=resnet", "--train_steps=1", run}), {"resnet", "mlp"});
   // ps and chief accept the same flag set and refuse bad flags the same way.
-  ExpectBadInput(Run("ps", {"--batch_size=abc"}), {"batch_size"});
-  ExpectBadInput(Run("chief", {"--no_such_flag"}), {"no_such_flag"});
+  ExpectBadInput(RunBinary("ps", {"--batch_size=abc"}), {"batch_size"});
+  ExpectBadInput(RunBinary("chief", {"--no_such_flag"}), {"no_such_flag"});
 }
 
 }  // namespace
