@@ -87,7 +87,8 @@ TORCH_LD_LIBRARY_PATH="${OPENBLAS_OMP_DIR}${LD_LIBRARY_PATH:+:${LD_LIBRARY_PATH}
 # on AVX-512 CPUs where SkylakeX is ~2x faster for SGEMM. On the 2-core AMD EPYC (Zen 4)
 # machine this was written on, OpenBLAS 0.3.21 already detects "Cooperlake", which uses the
 # SkylakeX AVX-512 SGEMM kernels; forcing SkylakeX measured the same (1-thread SGEMM
-# 128x784x256 and 1024^3 both ~100 GFLOP/s either way, and the same MLP/logreg steps/s), so
+# 128x784x256 and 1024^3 both ~100 GFLOP/s either way, and the same MLP/logreg steps/s; even
+# Haswell's AVX2 kernels gave the same MLP b128 rate, as Zen 4 runs AVX-512 as 2x256-bit), so
 # the default is kept there. Rule: force SkylakeX only when the CPU has AVX-512 and OpenBLAS
 # would fall back to a non-AVX-512 kernel (Haswell, Zen, ...). REF_OPENBLAS_CORETYPE overrides.
 openblas_core() {

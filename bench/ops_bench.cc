@@ -26,10 +26,11 @@ const char* kModels[] = {"logreg", "mlp", "autoencoder"};
 void BM_ModelStep(benchmark::State& state) {
   const std::string name = kModels[state.range(0)];
   const int64_t batch = state.range(1);
-  ops::SetNumThreads(static_cast<int>(state.range(2)));
+  ops::ThreadPool pool(static_cast<int>(state.range(2)));
   models::ModelRegistry registry;
   (void)models::RegisterBuiltinModels(&registry);
   auto model = std::move(registry.Create(name, {}).value());
+  model->set_thread_pool(&pool);
   std::vector<ops::Tensor> values, grads;
   uint64_t seed = 1;
   for (const auto& spec : model->variables()) {
@@ -49,7 +50,6 @@ void BM_ModelStep(benchmark::State& state) {
   state.counters["examples_per_sec"] = benchmark::Counter(
       static_cast<double>(batch), benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(name);
-  ops::SetNumThreads(1);
 }
 
 void ModelArgs(benchmark::internal::Benchmark* b) {
@@ -67,18 +67,17 @@ BENCHMARK(BM_ModelStep)->Apply(ModelArgs)->UseRealTime()->MinTime(0.3);
 void BM_Gemm(benchmark::State& state) {
   const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
   const int pattern = static_cast<int>(state.range(3));
-  ops::SetNumThreads(static_cast<int>(state.range(4)));
+  ops::ThreadPool pool(static_cast<int>(state.range(4)));
   const bool ta = pattern == 1, tb = pattern == 2;
   ops::Tensor a = RandomTensor(ta ? ops::Shape{k, m} : ops::Shape{m, k}, 1);
   ops::Tensor b = RandomTensor(tb ? ops::Shape{n, k} : ops::Shape{k, n}, 2);
   ops::Tensor c = ops::Tensor::Zeros({m, n});
   for (auto _ : state) {
-    (void)ops::MatMul(a, ta, b, tb, &c);
+    (void)ops::MatMul(a, ta, b, tb, &c, false, &pool);
     benchmark::ClobberMemory();
   }
   state.counters["GFLOPS"] = benchmark::Counter(2.0 * static_cast<double>(m * k * n) * 1e-9,
                                                 benchmark::Counter::kIsIterationInvariantRate);
-  ops::SetNumThreads(1);
 }
 
 void GemmArgs(benchmark::internal::Benchmark* b) {

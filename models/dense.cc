@@ -33,9 +33,9 @@ class Dense final : public Layer {
   const std::vector<VariableSpec>& variables() const override { return variables_; }
   int64_t output_size() const override { return out_; }
 
-  absl::Status Forward(std::span<const ops::Tensor> params, const ops::Tensor& x,
-                       ops::Tensor* y) const override {
-    FULCRUM_RETURN_IF_ERROR(ops::MatMul(x, false, params[0], false, y));
+  absl::Status Forward(std::span<const ops::Tensor> params, const ops::Tensor& x, ops::Tensor* y,
+                       ops::ThreadPool* pool) const override {
+    FULCRUM_RETURN_IF_ERROR(ops::MatMul(x, false, params[0], false, y, false, pool));
     FULCRUM_RETURN_IF_ERROR(ops::BiasAdd(params[1], y));
     switch (activation_) {
       case Activation::kNone:
@@ -52,7 +52,7 @@ class Dense final : public Layer {
 
   absl::Status Backward(std::span<const ops::Tensor> params, const ops::Tensor& x,
                         const ops::Tensor& y, ops::Tensor* dy, std::span<ops::Tensor> dparams,
-                        ops::Tensor* dx) const override {
+                        ops::Tensor* dx, ops::ThreadPool* pool) const override {
     // dz = dy * activation'(z), computed from the output y, in place in dy.
     switch (activation_) {
       case Activation::kNone:
@@ -68,9 +68,11 @@ class Dense final : public Layer {
         break;
     }
     // dW = x^T dz, db = sum_rows dz, dx = dz W^T (skipped for the first layer).
-    FULCRUM_RETURN_IF_ERROR(ops::MatMul(x, true, *dy, false, &dparams[0]));
+    FULCRUM_RETURN_IF_ERROR(ops::MatMul(x, true, *dy, false, &dparams[0], false, pool));
     FULCRUM_RETURN_IF_ERROR(ops::BiasAddGrad(*dy, &dparams[1]));
-    if (dx != nullptr) FULCRUM_RETURN_IF_ERROR(ops::MatMul(*dy, false, params[0], true, dx));
+    if (dx != nullptr) {
+      FULCRUM_RETURN_IF_ERROR(ops::MatMul(*dy, false, params[0], true, dx, false, pool));
+    }
     return absl::OkStatus();
   }
 

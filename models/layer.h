@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "ops/cpu/thread_pool.h"
 #include "ops/initializer.h"
 #include "ops/tensor.h"
 
@@ -36,13 +37,15 @@ class Layer {
   virtual int64_t output_size() const = 0;
 
   // y = f(x; params). x: [batch, in], y: [batch, out], preallocated.
+  // pool (may be null) lends threads to the layer's big kernels.
   virtual absl::Status Forward(std::span<const ops::Tensor> params, const ops::Tensor& x,
-                               ops::Tensor* y) const = 0;
+                               ops::Tensor* y, ops::ThreadPool* pool) const = 0;
   // From x, y = Forward(x) and dy = dLoss/dy, writes dLoss/dparams into dparams and, if dx is
   // non-null, dLoss/dx into dx. dy is used as scratch and may be overwritten.
   virtual absl::Status Backward(std::span<const ops::Tensor> params, const ops::Tensor& x,
                                 const ops::Tensor& y, ops::Tensor* dy,
-                                std::span<ops::Tensor> dparams, ops::Tensor* dx) const = 0;
+                                std::span<ops::Tensor> dparams, ops::Tensor* dx,
+                                ops::ThreadPool* pool) const = 0;
 };
 
 // Fully connected layer: y = activation(x W + b), W: [in, out] Glorot-uniform, b: [out] zeros.

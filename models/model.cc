@@ -71,7 +71,7 @@ absl::Status Model::Forward(const ops::Tensor& inputs, std::span<const ops::Tens
                             Workspace& ws) const {
   const ops::Tensor* x = &inputs;
   for (size_t i = 0; i < layers_.size(); ++i) {
-    FULCRUM_RETURN_IF_ERROR(layers_[i]->Forward(LayerValues(values, i), *x, &ws.activations[i]));
+    FULCRUM_RETURN_IF_ERROR(layers_[i]->Forward(LayerValues(values, i), *x, &ws.activations[i], pool_));
     x = &ws.activations[i];
   }
   return absl::OkStatus();
@@ -106,7 +106,7 @@ absl::StatusOr<float> Model::ComputeGradients(const ops::Tensor& inputs,
     ops::Tensor* dx = i == 0 ? nullptr : &ws.deltas[i - 1];
     auto dparams = grads.subspan(first_variable_[i], layers_[i]->variables().size());
     FULCRUM_RETURN_IF_ERROR(layers_[i]->Backward(LayerValues(values, i), x, ws.activations[i],
-                                                 &ws.deltas[i], dparams, dx));
+                                                 &ws.deltas[i], dparams, dx, pool_));
   }
   return loss;
 }

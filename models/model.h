@@ -41,6 +41,8 @@ class Model {
   int64_t input_size() const { return input_size_; }
   int64_t output_size() const;
   int64_t num_parameters() const;
+  // Threads the model's kernels may use (not owned; null = the calling thread only).
+  void set_thread_pool(ops::ThreadPool* pool) { pool_ = pool; }
 
   // Mean loss over the batch; writes d(mean loss)/d(variable i) into grads[i].
   // inputs: [batch, input_size]; labels: batch entries (ignored for reconstruction);
@@ -73,6 +75,7 @@ class Model {
   std::vector<size_t> first_variable_;  // index into variables_ of each layer's first variable
   int64_t input_size_ = 0;
   std::map<int64_t, Workspace> workspaces_;  // by batch size; training and eval sizes
+  ops::ThreadPool* pool_ = nullptr;
 };
 
 }  // namespace fulcrum::models

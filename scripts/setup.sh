@@ -49,12 +49,13 @@ BUILD_DIR=${BUILD_DIR:-build}
 JOBS=${JOBS:-$(nproc)}
 werror=OFF
 if [[ "${CI:-}" == "true" ]]; then werror=ON; fi
+mkdir -p "$BUILD_DIR"
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DFULCRUM_WERROR="$werror" \
-  "${cmake_args[@]}" > "$BUILD_DIR.configure.log" 2>&1 || {
-  cat "$BUILD_DIR.configure.log" >&2
+  "${cmake_args[@]}" > "$BUILD_DIR/configure.log" 2>&1 || {
+  cat "$BUILD_DIR/configure.log" >&2
   echo "setup: cmake configure failed" >&2
   exit 1
 }
-grep -E "^-- Fulcrum:" "$BUILD_DIR.configure.log" || true
+grep -E "^-- Fulcrum:" "$BUILD_DIR/configure.log" || true
 cmake --build "$BUILD_DIR" -j "$JOBS"
 echo "setup: built $BUILD_DIR/bin/{ps,worker,chief}"

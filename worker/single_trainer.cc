@@ -165,7 +165,7 @@ nlohmann::json SummaryJson(const runtime::TrainingOptions& o, const SingleRunRes
 
 absl::StatusOr<SingleRunResult> RunSingle(const runtime::TrainingOptions& o) {
   const auto run_start = Clock::now();
-  ops::SetNumThreads(o.threads);
+  ops::ThreadPool pool(o.threads);
 
   models::ModelRegistry registry;
   FULCRUM_RETURN_IF_ERROR(models::RegisterBuiltinModels(&registry));
@@ -178,6 +178,7 @@ absl::StatusOr<SingleRunResult> RunSingle(const runtime::TrainingOptions& o) {
   config.num_classes = data.train.num_classes;
   config.width = o.model_width;
   FULCRUM_ASSIGN_OR_RETURN(std::unique_ptr<models::Model> model, registry.Create(o.model, config));
+  model->set_thread_pool(&pool);
   spdlog::info("model: {} ({} variables, {} parameters)", model->name(),
                model->variables().size(), model->num_parameters());
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include <Eigen/Core>
@@ -73,11 +74,29 @@ absl::Status CheckLabels(const Tensor& logits, std::span<const int32_t> labels, 
 
 }  // namespace
 
-void SetNumThreads(int n) { Eigen::setNbThreads(std::max(1, n)); }
-int NumThreads() { return Eigen::nbThreads(); }
+namespace {
+
+template <typename A, typename B, typename C>
+void Gemm(const A& a, const B& b, C& c, bool accumulate) {
+  // noalias(): the output never overlaps the inputs, so Eigen writes straight into it.
+  if (accumulate) {
+    c.noalias() += a * b;
+  } else {
+    c.noalias() = a * b;
+  }
+}
+
+// [begin, begin + size) of part p when `total` is cut into `parts` near-equal parts.
+std::pair<int64_t, int64_t> Part(int64_t total, int parts, int p) {
+  const int64_t base = total / parts, extra = total % parts;
+  const int64_t begin = p * base + std::min<int64_t>(p, extra);
+  return {begin, base + (p < extra ? 1 : 0)};
+}
+
+}  // namespace
 
 absl::Status MatMul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor* out,
-                    bool accumulate) {
+                    bool accumulate, ThreadPool* pool) {
   if (out == nullptr) return absl::InvalidArgumentError("MatMul: output is null");
   for (const auto* t : {&a, &b, static_cast<const Tensor*>(out)}) {
     if (auto s = CheckCpu(*t, "MatMul"); !s.ok()) return s;
@@ -94,18 +113,31 @@ absl::Status MatMul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b
   auto c = AsMutableMatrix(out);
   const auto am = AsMatrix(a);
   const auto bm = AsMatrix(b);
-  // noalias(): the output never overlaps the inputs, so Eigen writes straight into it.
-  if (!accumulate) {
-    if (!trans_a && !trans_b) c.noalias() = am * bm;
-    if (!trans_a && trans_b) c.noalias() = am * bm.transpose();
-    if (trans_a && !trans_b) c.noalias() = am.transpose() * bm;
-    if (trans_a && trans_b) c.noalias() = am.transpose() * bm.transpose();
-  } else {
-    if (!trans_a && !trans_b) c.noalias() += am * bm;
-    if (!trans_a && trans_b) c.noalias() += am * bm.transpose();
-    if (trans_a && !trans_b) c.noalias() += am.transpose() * bm;
-    if (trans_a && trans_b) c.noalias() += am.transpose() * bm.transpose();
-  }
+  int parts = pool == nullptr ? 1 : pool->num_threads();
+  if (m * n * k < kMinParallelGemmWork * parts) parts = 1;
+  // Split the longer side of out, so each part keeps a sizeable block of the product.
+  const bool split_rows = m >= n;
+  if (parts > std::max<int64_t>(1, split_rows ? m : n)) parts = 1;
+  auto run = [&](const auto& opa, const auto& opb) {
+    if (parts == 1) {
+      Gemm(opa, opb, c, accumulate);
+      return;
+    }
+    pool->ParallelFor(parts, [&](int p) {
+      const auto [begin, size] = Part(split_rows ? m : n, parts, p);
+      if (split_rows) {
+        auto block = c.middleRows(begin, size);
+        Gemm(opa.middleRows(begin, size), opb, block, accumulate);
+      } else {
+        auto block = c.middleCols(begin, size);
+        Gemm(opa, opb.middleCols(begin, size), block, accumulate);
+      }
+    });
+  };
+  if (!trans_a && !trans_b) run(am, bm);
+  if (!trans_a && trans_b) run(am, bm.transpose());
+  if (trans_a && !trans_b) run(am.transpose(), bm);
+  if (trans_a && trans_b) run(am.transpose(), bm.transpose());
   return absl::OkStatus();
 }
 

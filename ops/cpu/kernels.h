@@ -1,5 +1,5 @@
-// ops/cpu: the CPU kernels of Fulcrum on Eigen (vectorised; GEMMs multi-threaded through
-// Eigen's OpenMP back-end, see SetNumThreads). Every kernel has its gradient here too.
+// ops/cpu: the CPU kernels of Fulcrum on Eigen (vectorised; a GEMM is split over a
+// ThreadPool when one is given and the product is big enough to pay for it). Every kernel has its gradient here too.
 // Shapes are checked; a mismatch returns InvalidArgument naming the operands. Tensors are
 // seen as row-major matrices [rows, cols] (Tensor::rows/cols). Outputs are preallocated by
 // the caller. Thread-safety: kernels keep no state; callers must not write a tensor that
@@ -11,18 +11,18 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "ops/cpu/thread_pool.h"
 #include "ops/tensor.h"
 
 namespace fulcrum::ops {
 
-// Sets the number of threads Eigen's GEMM may use (process-wide). n >= 1.
-void SetNumThreads(int n);
-int NumThreads();
-
 // out = op(a) * op(b) (+ out if accumulate), op(x) = x or x^T.
 // a: [m, k] (or [k, m] if trans_a), b: [k, n] (or [n, k] if trans_b), out: [m, n].
+// With a pool of several threads, a product of at least kMinParallelGemmWork multiply-adds is
+// split into one independent block of rows (or columns) of out per thread.
 absl::Status MatMul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor* out,
-                    bool accumulate = false);
+                    bool accumulate = false, ThreadPool* pool = nullptr);
+inline constexpr int64_t kMinParallelGemmWork = int64_t{1} << 19;
 
 // x[i, :] += bias for every row i. x: [rows, n], bias: [n].
 absl::Status BiasAdd(const Tensor& bias, Tensor* x);

@@ -1,0 +1,110 @@
+#include "ops/cpu/thread_pool.h"
+
+#include <chrono>
+
+namespace fulcrum::ops {
+namespace {
+
+// How long a thread polls before it blocks. Long enough to catch the next GEMM of the same
+// step without a futex round trip, short enough to cost little when the core is contended.
+constexpr auto kSpin = std::chrono::microseconds(50);
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+// Polls `done` until it is true or kSpin has passed; returns its last value.
+template <typename F>
+bool SpinUntil(F done) {
+  const auto start = std::chrono::steady_clock::now();
+  int polls = 0;
+  while (!done()) {
+    CpuRelax();
+    if (++polls % 64 == 0 && std::chrono::steady_clock::now() - start > kSpin) return done();
+  }
+  return true;
+}
+
+}  // namespace
+
+// One ParallelFor call. Workers that wake late hold a reference to a finished Job, find no
+// index left to claim and never call its (by then dangling) function.
+struct ThreadPool::Job {
+  Job(absl::FunctionRef<void(int)> f, int n) : fn(f), count(n), remaining(n) {}
+
+  void Run() {
+    for (int i = next.fetch_add(1, std::memory_order_relaxed); i < count;
+         i = next.fetch_add(1, std::memory_order_relaxed)) {
+      fn(i);
+      if (remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        absl::MutexLock lock(&mu);  // wakes a caller blocked in Wait
+        done = true;
+      }
+    }
+  }
+
+  void Wait() {
+    if (SpinUntil([this] { return remaining.load(std::memory_order_acquire) == 0; })) return;
+    absl::MutexLock lock(&mu);
+    mu.Await(absl::Condition(&done));
+  }
+
+  absl::FunctionRef<void(int)> fn;
+  const int count;
+  std::atomic<int> next{0};
+  std::atomic<int> remaining;
+  absl::Mutex mu;
+  bool done ABSL_GUARDED_BY(mu) = false;
+};
+
+ThreadPool::ThreadPool(int num_threads) {
+  for (int i = 1; i < num_threads; ++i) threads_.emplace_back([this] { WorkerLoop(); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+    ++generation_;
+    published_generation_.store(generation_, std::memory_order_release);
+  }
+  for (auto& t : threads_) t.join();
+}
+
+void ThreadPool::ParallelFor(int n, absl::FunctionRef<void(int)> fn) {
+  if (n <= 0) return;
+  if (threads_.empty() || n == 1) {
+    for (int i = 0; i < n; ++i) fn(i);
+    return;
+  }
+  auto job = std::make_shared<Job>(fn, n);
+  {
+    absl::MutexLock lock(&mu_);
+    job_ = job;
+    ++generation_;
+    published_generation_.store(generation_, std::memory_order_release);
+  }
+  job->Run();
+  job->Wait();
+}
+
+void ThreadPool::WorkerLoop() {
+  uint64_t seen = 0;
+  while (true) {
+    SpinUntil([&] { return published_generation_.load(std::memory_order_acquire) != seen; });
+    std::shared_ptr<Job> job;
+    {
+      absl::MutexLock lock(&mu_);
+      auto changed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return generation_ != seen; };
+      mu_.Await(absl::Condition(&changed));
+      if (stop_) return;
+      seen = generation_;
+      job = job_;
+    }
+    job->Run();
+  }
+}
+
+}  // namespace fulcrum::ops
