@@ -98,7 +98,7 @@ void Batcher::StartEpoch(int64_t epoch) {
   }
 }
 
-void Batcher::Next(ops::Tensor* images, std::span<int32_t> labels) {
+void Batcher::Next(ops::Tensor* images, std::span<int32_t> labels, ops::ThreadPool* pool) {
   const int64_t batch = options_.batch_size;
   const int64_t row = dataset_->example_size();
   if (images->empty() || images->device() != ops::Device::kCpu ||
@@ -110,8 +110,18 @@ void Batcher::Next(ops::Tensor* images, std::span<int32_t> labels) {
   const size_t row_bytes = static_cast<size_t>(row) * sizeof(float);
   const int64_t* index = order_.data() + position_;
   // One memcpy per row: rows are contiguous in the dataset and in the batch.
-  for (int64_t k = 0; k < batch; ++k) {
-    std::memcpy(dst + k * row, src + index[k] * row, row_bytes);
+  auto copy_rows = [&](int64_t begin, int64_t end) {
+    for (int64_t k = begin; k < end; ++k) {
+      std::memcpy(dst + k * row, src + index[k] * row, row_bytes);
+    }
+  };
+  const int parts =
+      pool == nullptr ? 1 : static_cast<int>(std::min<int64_t>(pool->num_threads(), batch / 16));
+  if (parts <= 1) {
+    copy_rows(0, batch);
+  } else {
+    pool->ParallelFor(parts,
+                      [&](int p) { copy_rows(batch * p / parts, batch * (p + 1) / parts); });
   }
   const int64_t num_labels = std::min<int64_t>(batch, static_cast<int64_t>(labels.size()));
   for (int64_t k = 0; k < num_labels; ++k) {

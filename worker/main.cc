@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
       "Fulcrum worker: trains a model. Without a cluster spec it trains alone (single mode).\n"
       "Example: worker --model=logreg --batch_size=256 --learning_rate=0.01 --train_steps=1000");
   fulcrum::InitLogging("worker");
+  fulcrum::TuneMallocForTraining();
   auto options = fulcrum::runtime::TrainingOptionsFromFlags();
   if (!options.ok()) {
     std::fprintf(stderr, "worker: %s\n", std::string(options.status().message()).c_str());

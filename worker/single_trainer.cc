@@ -217,7 +217,7 @@ absl::StatusOr<SingleRunResult> RunSingle(const runtime::TrainingOptions& o) {
   auto window_start = train_start;
   for (int64_t step = 1; step <= steps; ++step) {
     const auto t0 = Clock::now();
-    batcher.Next(&inputs, labels);
+    batcher.Next(&inputs, labels, &pool);
     FULCRUM_ASSIGN_OR_RETURN(float loss,
                              model->ComputeGradients(inputs, labels, vars.values, vars.grads));
     if (!std::isfinite(loss)) {

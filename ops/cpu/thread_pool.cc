@@ -7,7 +7,7 @@ namespace {
 
 // How long a thread polls before it blocks. Long enough to catch the next GEMM of the same
 // step without a futex round trip, short enough to cost little when the core is contended.
-constexpr auto kSpin = std::chrono::microseconds(50);
+constexpr auto kSpin = std::chrono::microseconds(200);
 
 inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
