@@ -39,23 +39,27 @@ struct ThreadPool::Job {
          i = next.fetch_add(1, std::memory_order_relaxed)) {
       fn(i);
       if (remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        absl::MutexLock lock(&mu);  // wakes a caller blocked in Wait
-        done = true;
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          done = true;
+        }
+        finished.notify_all();  // wakes a caller blocked in Wait
       }
     }
   }
 
   void Wait() {
     if (SpinUntil([this] { return remaining.load(std::memory_order_acquire) == 0; })) return;
-    absl::MutexLock lock(&mu);
-    mu.Await(absl::Condition(&done));
+    std::unique_lock<std::mutex> lock(mu);
+    finished.wait(lock, [this] { return done; });
   }
 
   absl::FunctionRef<void(int)> fn;
   const int count;
   std::atomic<int> next{0};
   std::atomic<int> remaining;
-  absl::Mutex mu;
+  std::mutex mu;
+  std::condition_variable finished;
   bool done ABSL_GUARDED_BY(mu) = false;
 };
 
@@ -65,11 +69,12 @@ ThreadPool::ThreadPool(int num_threads) {
 
 ThreadPool::~ThreadPool() {
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
     ++generation_;
     published_generation_.store(generation_, std::memory_order_release);
   }
+  wake_.notify_all();
   for (auto& t : threads_) t.join();
 }
 
@@ -81,11 +86,12 @@ void ThreadPool::ParallelFor(int n, absl::FunctionRef<void(int)> fn) {
   }
   auto job = std::make_shared<Job>(fn, n);
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     job_ = job;
     ++generation_;
     published_generation_.store(generation_, std::memory_order_release);
   }
+  wake_.notify_all();
   job->Run();
   job->Wait();
 }
@@ -96,9 +102,8 @@ void ThreadPool::WorkerLoop() {
     SpinUntil([&] { return published_generation_.load(std::memory_order_acquire) != seen; });
     std::shared_ptr<Job> job;
     {
-      absl::MutexLock lock(&mu_);
-      auto changed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return generation_ != seen; };
-      mu_.Await(absl::Condition(&changed));
+      std::unique_lock<std::mutex> lock(mu_);
+      wake_.wait(lock, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return generation_ != seen; });
       if (stop_) return;
       seen = generation_;
       job = job_;

@@ -217,6 +217,22 @@ TEST(BatcherTest, FillsCallerTensorOfAnyShapeWithRightSize) {
   }
 }
 
+// Copying the rows on a pool of threads gives the same batches as copying them on the caller.
+TEST(BatcherTest, PooledCopyMatchesSerialCopy) {
+  const Dataset dataset = Numbered(1000);
+  Batcher serial = MustCreate(dataset, Options(100));
+  Batcher pooled = MustCreate(dataset, Options(100));
+  ops::ThreadPool pool(2);
+  ops::Tensor a, b;
+  std::vector<int32_t> la(100), lb(100);
+  for (int step = 0; step < 25; ++step) {
+    serial.Next(&a, la);
+    pooled.Next(&b, lb, &pool);
+    ASSERT_EQ(la, lb) << step;
+    for (int64_t i = 0; i < a.num_elements(); ++i) ASSERT_EQ(a.data()[i], b.data()[i]) << step;
+  }
+}
+
 TEST(BatcherTest, BadOptionsNameTheOption) {
   const Dataset dataset = Numbered(10);
   struct Case {
