@@ -1,8 +1,5 @@
 // Bad input through the real worker binary: every case exits with code 2, names the thing
 // that is wrong, and leaves an existing run directory's files untouched.
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -13,37 +10,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
+#include "tests/testing/subprocess.h"
 
 namespace fulcrum {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct RunResult {
-  int exit_code = -1;
-  std::string output;
-};
-
-RunResult RunBinary(const std::string& binary, const std::vector<std::string>& flags) {
-  const std::string cmd = absl::StrCat("timeout 120 ", FULCRUM_BIN_DIR, "/", binary, " ",
-                                       absl::StrJoin(flags, " "), " 2>&1");
-  RunResult r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return r;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof(buf), pipe)) r.output.append(buf, n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-fs::path FreshDir(const std::string& name) {
-  fs::path dir =
-      fs::path(::testing::TempDir()) / absl::StrCat("fulcrum_bad_", name, "_", ::getpid());
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+using ::fulcrum::testing::FreshDir;
+using ::fulcrum::testing::RunBinary;
+using ::fulcrum::testing::RunResult;
 
 void WriteBigEndian(std::ofstream& out, uint32_t v) {
   const unsigned char b[4] = {static_cast<unsigned char>(v >> 24),
@@ -78,7 +54,7 @@ std::string ReadFile(const fs::path& path) {
 
 // A run directory holding results of an earlier run that must survive a failed run.
 fs::path RunDirWithOldSummary(const std::string& name) {
-  fs::path dir = FreshDir(name + "_run");
+  fs::path dir = FreshDir("bad_" + name + "_run");
   std::ofstream(dir / "summary.json") << "{\"earlier\": true}\n";
   return dir;
 }
@@ -94,42 +70,44 @@ void ExpectBadInput(const RunResult& r, const std::vector<std::string>& needles)
 TEST(BadInputTest, MissingDataDirectory) {
   const fs::path run_dir = RunDirWithOldSummary("missing");
   const std::string data_dir = "/nonexistent/fulcrum-data";
-  RunResult r = RunBinary("worker", {"--data_dir=" + data_dir, "--train_steps=5",
-                               "--run_dir=" + run_dir.string()});
+  RunResult r = RunBinary(
+      "worker", {"--data_dir=" + data_dir, "--train_steps=5", "--run_dir=" + run_dir.string()});
   ExpectBadInput(r, {data_dir + "/train-", "not found"});
   EXPECT_EQ(ReadFile(run_dir / "summary.json"), "{\"earlier\": true}\n");
 }
 
 TEST(BadInputTest, TruncatedImagesFile) {
-  const fs::path data = FreshDir("truncated");
+  const fs::path data = FreshDir("bad_truncated");
   WriteImages(data / "train-images-idx3-ubyte", 2051, 10, 1000);  // promises 7840 bytes
   WriteLabels(data / "train-labels-idx1-ubyte", 10);
   const fs::path run_dir = RunDirWithOldSummary("truncated");
   RunResult r = RunBinary("worker", {"--data_dir=" + data.string(), "--train_steps=5",
-                               "--run_dir=" + run_dir.string()});
+                                     "--run_dir=" + run_dir.string()});
   ExpectBadInput(r, {(data / "train-images-idx3-ubyte").string(), "truncated"});
   EXPECT_EQ(ReadFile(run_dir / "summary.json"), "{\"earlier\": true}\n");
 }
 
 TEST(BadInputTest, WrongMagicNumber) {
-  const fs::path data = FreshDir("magic");
+  const fs::path data = FreshDir("bad_magic");
   WriteImages(data / "train-images-idx3-ubyte", 1234, 10, 7840);
   WriteLabels(data / "train-labels-idx1-ubyte", 10);
   RunResult r = RunBinary("worker", {"--data_dir=" + data.string(), "--train_steps=5",
-                               "--run_dir=" + FreshDir("magic_run").string()});
+                                     "--run_dir=" + FreshDir("bad_magic_run").string()});
   ExpectBadInput(r, {(data / "train-images-idx3-ubyte").string(), "magic", "1234"});
 }
 
 TEST(BadInputTest, BadFlags) {
-  const std::string run = "--run_dir=" + FreshDir("flags").string();
+  const std::string run = "--run_dir=" + FreshDir("bad_flags").string();
   ExpectBadInput(RunBinary("worker", {"--batch_size=abc", run}), {"batch_size", "abc"});
-  ExpectBadInput(RunBinary("worker", {"--batch_size=0", "--train_steps=1", run}), {"--batch_size=0"});
+  ExpectBadInput(RunBinary("worker", {"--batch_size=0", "--train_steps=1", run}),
+                 {"--batch_size=0"});
   ExpectBadInput(RunBinary("worker", {"--no_such_flag=1", run}), {"unknown flag --no_such_flag"});
   ExpectBadInput(RunBinary("worker", {"--optimizer=rmsprop", "--train_steps=1", run}), {"rmsprop"});
   ExpectBadInput(RunBinary("worker", {"--train_steps=10", "--epochs=1", run}),
                  {"--train_steps", "--epochs"});
   ExpectBadInput(RunBinary("worker", {"--dataset=imagenet", "--train_steps=1", run}), {"imagenet"});
-  ExpectBadInput(RunBinary("worker", {"--model=resnet", "--train_steps=1", run}), {"resnet", "mlp"});
+  ExpectBadInput(RunBinary("worker", {"--model=resnet", "--train_steps=1", run}),
+                 {"resnet", "mlp"});
   // ps and chief accept the same flag set and refuse bad flags the same way.
   ExpectBadInput(RunBinary("ps", {"--batch_size=abc"}), {"batch_size"});
   ExpectBadInput(RunBinary("chief", {"--no_such_flag"}), {"no_such_flag"});

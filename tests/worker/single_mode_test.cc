@@ -1,8 +1,6 @@
 // Single-mode training as a user runs it: the real worker binary as a child process, on the
 // real Fashion-MNIST files of the Debian package, reading the summary.json it writes.
 // One compute thread each: CTest runs two of these at once on the 2-core machines.
-#include <sys/wait.h>
-
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -13,38 +11,16 @@
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/testing/subprocess.h"
 
 namespace fulcrum {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct RunResult {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
-
-// Runs build/bin/worker with the flags; the whole output is captured for messages.
-RunResult RunWorker(const std::vector<std::string>& flags) {
-  const std::string cmd =
-      absl::StrCat("timeout 600 ", FULCRUM_BIN_DIR, "/worker ", absl::StrJoin(flags, " "), " 2>&1");
-  RunResult r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return r;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof(buf), pipe)) r.output.append(buf, n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-fs::path FreshDir(const std::string& name) {
-  fs::path dir = fs::path(::testing::TempDir()) / absl::StrCat("fulcrum_worker_", name, "_",
-                                                              ::getpid());
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+using ::fulcrum::testing::FreshDir;
+using ::fulcrum::testing::RunBinary;
+using ::fulcrum::testing::RunResult;
 
 nlohmann::json ReadSummary(const fs::path& run_dir) {
   std::ifstream in(run_dir / "summary.json");
@@ -66,10 +42,10 @@ class SingleModeTest : public ::testing::Test {
 // The Touchstone / CS744 settings: SGD lr 0.01, batch 256, 1000 steps. PyTorch with the same
 // settings reaches 0.76 on this data.
 TEST_F(SingleModeTest, LogregTouchstoneSettingsReach75Percent) {
-  const fs::path dir = FreshDir("logreg_touchstone");
-  RunResult r = RunWorker({"--model=logreg", "--optimizer=sgd", "--learning_rate=0.01",
-                           "--batch_size=256", "--train_steps=1000", "--threads=1",
-                           "--run_dir=" + dir.string()});
+  const fs::path dir = FreshDir("worker_logreg_touchstone");
+  RunResult r = RunBinary(
+      "worker", {"--model=logreg", "--optimizer=sgd", "--learning_rate=0.01", "--batch_size=256",
+                 "--train_steps=1000", "--threads=1", "--run_dir=" + dir.string()});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   nlohmann::json s = ReadSummary(dir);
   for (const char* key : {"model", "batch_size", "steps", "final_test_accuracy", "final_test_loss",
@@ -87,10 +63,10 @@ TEST_F(SingleModeTest, LogregTouchstoneSettingsReach75Percent) {
 }
 
 TEST_F(SingleModeTest, LogregTunedReaches82PercentIn5Epochs) {
-  const fs::path dir = FreshDir("logreg_tuned");
-  RunResult r = RunWorker({"--model=logreg", "--optimizer=sgd", "--learning_rate=0.1",
-                           "--batch_size=64", "--epochs=5", "--threads=1",
-                           "--run_dir=" + dir.string()});
+  const fs::path dir = FreshDir("worker_logreg_tuned");
+  RunResult r = RunBinary(
+      "worker", {"--model=logreg", "--optimizer=sgd", "--learning_rate=0.1", "--batch_size=64",
+                 "--epochs=5", "--threads=1", "--run_dir=" + dir.string()});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   nlohmann::json s = ReadSummary(dir);
   EXPECT_LE(s["epochs"].get<double>(), 5.0 + 1e-9);
@@ -98,10 +74,10 @@ TEST_F(SingleModeTest, LogregTunedReaches82PercentIn5Epochs) {
 }
 
 TEST_F(SingleModeTest, MlpReaches85PercentIn3Epochs) {
-  const fs::path dir = FreshDir("mlp");
-  RunResult r = RunWorker({"--model=mlp", "--optimizer=adam", "--learning_rate=0.001",
-                           "--batch_size=128", "--epochs=3", "--threads=1",
-                           "--run_dir=" + dir.string()});
+  const fs::path dir = FreshDir("worker_mlp");
+  RunResult r = RunBinary(
+      "worker", {"--model=mlp", "--optimizer=adam", "--learning_rate=0.001", "--batch_size=128",
+                 "--epochs=3", "--threads=1", "--run_dir=" + dir.string()});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   nlohmann::json s = ReadSummary(dir);
   EXPECT_LE(s["epochs"].get<double>(), 3.0 + 1e-9);
@@ -109,10 +85,10 @@ TEST_F(SingleModeTest, MlpReaches85PercentIn3Epochs) {
 }
 
 TEST_F(SingleModeTest, AutoencoderTestMseFallsBelow003) {
-  const fs::path dir = FreshDir("autoencoder");
-  RunResult r = RunWorker({"--model=autoencoder", "--optimizer=adam", "--learning_rate=0.002",
-                           "--batch_size=64", "--epochs=3", "--threads=1",
-                           "--run_dir=" + dir.string()});
+  const fs::path dir = FreshDir("worker_autoencoder");
+  RunResult r = RunBinary(
+      "worker", {"--model=autoencoder", "--optimizer=adam", "--learning_rate=0.002",
+                 "--batch_size=64", "--epochs=3", "--threads=1", "--run_dir=" + dir.string()});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   nlohmann::json s = ReadSummary(dir);
   EXPECT_TRUE(s["final_test_accuracy"].is_null());
