@@ -81,16 +81,18 @@ fi
 
 # glibc keeps large buffers instead of returning them every step: the same for both sides.
 export MALLOC_MMAP_THRESHOLD_=2000000000 MALLOC_TRIM_THRESHOLD_=4000000000
+unset OPENBLAS_CORETYPE  # chosen below (REF_OPENBLAS_CORETYPE overrides)
 TORCH_LD_LIBRARY_PATH="${OPENBLAS_OMP_DIR}${LD_LIBRARY_PATH:+:${LD_LIBRARY_PATH}}"
 
 # OPENBLAS_CORETYPE: BENCHMARKING.md notes that Debian's OpenBLAS picks its Haswell kernels
 # on AVX-512 CPUs where SkylakeX is ~2x faster for SGEMM. On the 2-core AMD EPYC (Zen 4)
-# machine this was written on, OpenBLAS 0.3.21 already detects "Cooperlake", which uses the
-# SkylakeX AVX-512 SGEMM kernels; forcing SkylakeX measured the same (1-thread SGEMM
-# 128x784x256 and 1024^3 both ~100 GFLOP/s either way, and the same MLP/logreg steps/s; even
-# Haswell's AVX2 kernels gave the same MLP b128 rate, as Zen 4 runs AVX-512 as 2x256-bit), so
-# the default is kept there. Rule: force SkylakeX only when the CPU has AVX-512 and OpenBLAS
-# would fall back to a non-AVX-512 kernel (Haswell, Zen, ...). REF_OPENBLAS_CORETYPE overrides.
+# machine this was written on (2026-11-22), OpenBLAS 0.3.21 already detects "Cooperlake" (the
+# SkylakeX AVX-512 SGEMM kernels), and the default was the fastest for PyTorch: 4 interleaved
+# 1-thread runs each, median ex/s default / SkylakeX / Haswell: mlp b128 62.9k / 56.7k / 55.1k,
+# logreg b256 480k / 416k / 424k (raw SGEMM 1024^3 ~100 GFLOP/s either way; Zen 4 runs
+# AVX-512 as 2x256-bit). So no OPENBLAS_CORETYPE is set there. Rule: force SkylakeX only when
+# the CPU has AVX-512 and OpenBLAS would fall back to a non-AVX-512 kernel (Haswell, Zen, ...).
+# REF_OPENBLAS_CORETYPE=<name> forces a core, REF_OPENBLAS_CORETYPE= (empty) forces none.
 openblas_core() {
   env LD_LIBRARY_PATH="$TORCH_LD_LIBRARY_PATH" "$@" "$PYTHON" -c '
 import ctypes
