@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "base/random.h"
+#include "base/status_macros.h"
 
 namespace fulcrum::data {
 namespace {
@@ -19,13 +20,7 @@ absl::Status Validate(const SyntheticOptions& options) {
   if (options.example_shape.rank() == 0) {
     return absl::InvalidArgumentError("synthetic: example_shape [] must have at least one dim");
   }
-  for (int64_t d : options.example_shape.dims()) {
-    if (d <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat("synthetic: example_shape ",
-                                                     options.example_shape.ToString(),
-                                                     " has a non-positive dimension"));
-    }
-  }
+  FULCRUM_RETURN_IF_ERROR(ops::ValidateShape(options.example_shape, "synthetic: example_shape"));
   if (options.num_classes < 2) {
     return absl::InvalidArgumentError(
         absl::StrCat("synthetic: num_classes ", options.num_classes, " must be >= 2"));

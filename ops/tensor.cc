@@ -35,7 +35,7 @@ absl::Status ValidateShape(const Shape& shape, const std::string& what) {
   for (int64_t d : shape.dims()) {
     if (d <= 0) {
       return absl::InvalidArgumentError(
-          absl::StrCat(what, ": shape ", shape.ToString(), " has a non-positive dimension"));
+          absl::StrCat(what, " ", shape.ToString(), " has a non-positive dimension"));
     }
   }
   return absl::OkStatus();
