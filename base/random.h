@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <string_view>
 
 namespace fulcrum {
 
@@ -23,6 +24,19 @@ constexpr uint64_t Mix64(uint64_t x) {
 // Derives an independent seed from a base seed and a stream id (e.g. epoch, variable index).
 constexpr uint64_t DeriveSeed(uint64_t seed, uint64_t stream) {
   return Mix64(seed ^ Mix64(stream + 0x632be59bd9b4e019ULL));
+}
+
+// FNV-1a of a name (e.g. a variable's): a stable stream id for DeriveSeed.
+constexpr uint64_t NameHash(std::string_view name) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (char c : name) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
+  return h;
+}
+
+// The initialisation seed of a model variable: depends on (run seed, variable name) only, so
+// the same variable gets the same bits whichever process or PS shard initialises it.
+constexpr uint64_t VariableSeed(uint64_t seed, std::string_view name) {
+  return DeriveSeed(seed, NameHash(name));
 }
 
 // xoshiro256** generator seeded through SplitMix64.

@@ -40,6 +40,33 @@ ABSL_FLAG(int64_t, synthetic_examples, 60000, "Training examples of the syntheti
 ABSL_FLAG(std::string, synthetic_shape, "1,28,28", "Example shape of the synthetic dataset.");
 ABSL_FLAG(int32_t, synthetic_classes, 10, "Classes of the synthetic dataset.");
 
+// Cluster flags (TensorFlow's names where TensorFlow has one).
+ABSL_FLAG(std::string, cluster_spec, "",
+          "ClusterSpec JSON file {\"chief\": [...], \"ps\": [...], \"worker\": [...]}; "
+          "without it TF_CONFIG is read, and without either the worker trains alone.");
+ABSL_FLAG(std::string, job_name, "", "This task's job: chief, ps or worker (default: the binary's).");
+ABSL_FLAG(int32_t, task_index, -1, "This task's index within its job (default: TF_CONFIG's or 0).");
+ABSL_FLAG(std::string, mode, "async", "Distributed training: sync (aggregate, like "
+          "SyncReplicasOptimizer) or async (apply each push on arrival).");
+ABSL_FLAG(int32_t, replicas_to_aggregate, 0,
+          "Sync mode: gradients aggregated per step (default: the number of workers; fewer "
+          "makes the rest backup workers).");
+ABSL_FLAG(std::string, placement, "round_robin",
+          "Variable placement over PS tasks: round_robin, greedy (byte-balanced) or partition.");
+ABSL_FLAG(int64_t, partition_min_bytes, 256 << 10,
+          "--placement=partition splits variables larger than this along their first axis.");
+ABSL_FLAG(int64_t, rpc_chunk_bytes, 2 << 20,
+          "Largest piece of a shard sent in one RPC (pieces go out in parallel).");
+ABSL_FLAG(double, startup_timeout, 120, "Seconds to wait for every task of the cluster.");
+ABSL_FLAG(double, step_timeout, 60,
+          "Seconds a worker waits for a PS (e.g. for a sync step to complete) before failing.");
+ABSL_FLAG(double, heartbeat_timeout, 60,
+          "Seconds a ps waits without hearing from the chief before it exits.");
+ABSL_FLAG(int64_t, eval_every, 100,
+          "The chief evaluates on the test set every this many global steps (0 = at the end).");
+ABSL_FLAG(double, target_accuracy, 0,
+          "Stop once the chief's test accuracy reaches this (0 = train --train_steps).");
+
 namespace fulcrum::runtime {
 namespace {
 
@@ -198,6 +225,71 @@ absl::StatusOr<TrainingOptions> TrainingOptionsFromFlags() {
   if (o.synthetic_classes < 2) {
     return absl::InvalidArgumentError(
         absl::StrCat("--synthetic_classes=", o.synthetic_classes, ": must be at least 2"));
+  }
+  return o;
+}
+
+namespace {
+
+absl::StatusOr<absl::Duration> Seconds(absl::string_view flag, double value) {
+  FULCRUM_RETURN_IF_ERROR(Positive(flag, value));
+  return absl::Seconds(value);
+}
+
+}  // namespace
+
+bool ClusterRequested() {
+  const char* tf_config = std::getenv("TF_CONFIG");
+  return !absl::GetFlag(FLAGS_cluster_spec).empty() || (tf_config != nullptr && *tf_config);
+}
+
+absl::StatusOr<ClusterOptions> ClusterOptionsFromFlags(absl::string_view default_job) {
+  ClusterOptions o;
+  FULCRUM_ASSIGN_OR_RETURN(
+      o.task, ResolveTask(absl::GetFlag(FLAGS_cluster_spec), std::getenv("TF_CONFIG"),
+                          absl::GetFlag(FLAGS_job_name), absl::GetFlag(FLAGS_task_index),
+                          default_job));
+  const std::string mode = absl::GetFlag(FLAGS_mode);
+  if (mode == "sync") {
+    o.mode = SyncMode::kSync;
+  } else if (mode == "async") {
+    o.mode = SyncMode::kAsync;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--mode=", mode, ": expected sync or async"));
+  }
+  const int workers = o.task.cluster.num_tasks(kWorkerJob);
+  o.replicas_to_aggregate = absl::GetFlag(FLAGS_replicas_to_aggregate);
+  if (o.replicas_to_aggregate == 0) o.replicas_to_aggregate = workers;
+  if (o.replicas_to_aggregate < 1 || o.replicas_to_aggregate > workers) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--replicas_to_aggregate=", o.replicas_to_aggregate, ": must be between 1 and the ",
+        workers, " worker(s) of the cluster spec"));
+  }
+  FULCRUM_ASSIGN_OR_RETURN(o.placement, ParsePlacementStrategy(absl::GetFlag(FLAGS_placement)));
+  o.partition_min_bytes = absl::GetFlag(FLAGS_partition_min_bytes);
+  FULCRUM_RETURN_IF_ERROR(
+      Positive("partition_min_bytes", static_cast<double>(o.partition_min_bytes)));
+  o.chunk_bytes = absl::GetFlag(FLAGS_rpc_chunk_bytes);
+  if (o.chunk_bytes < 4 || o.chunk_bytes > (64 << 20)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--rpc_chunk_bytes=", o.chunk_bytes, ": must be between 4 and 67108864"));
+  }
+  FULCRUM_ASSIGN_OR_RETURN(o.startup_timeout,
+                           Seconds("startup_timeout", absl::GetFlag(FLAGS_startup_timeout)));
+  FULCRUM_ASSIGN_OR_RETURN(o.step_timeout,
+                           Seconds("step_timeout", absl::GetFlag(FLAGS_step_timeout)));
+  FULCRUM_ASSIGN_OR_RETURN(o.heartbeat_timeout,
+                           Seconds("heartbeat_timeout", absl::GetFlag(FLAGS_heartbeat_timeout)));
+  o.eval_every = absl::GetFlag(FLAGS_eval_every);
+  if (o.eval_every < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--eval_every=", o.eval_every, ": must not be negative"));
+  }
+  o.target_accuracy = absl::GetFlag(FLAGS_target_accuracy);
+  if (!(o.target_accuracy >= 0 && o.target_accuracy <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--target_accuracy=", o.target_accuracy, ": must be in [0, 1]"));
   }
   return o;
 }

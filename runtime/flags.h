@@ -9,7 +9,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "ops/optimizer.h"
+#include "runtime/cluster_spec.h"
+#include "runtime/placement.h"
 
 namespace fulcrum::runtime {
 
@@ -43,5 +46,29 @@ struct TrainingOptions {
 
 // Reads and validates the flags; InvalidArgument names the flag and what is wrong.
 absl::StatusOr<TrainingOptions> TrainingOptionsFromFlags();
+
+enum class SyncMode { kAsync, kSync };
+
+// Options of a distributed run (ps, worker and chief read the same ones), validated.
+struct ClusterOptions {
+  TaskConfig task;
+  SyncMode mode = SyncMode::kAsync;
+  int replicas_to_aggregate = 0;  // resolved: --replicas_to_aggregate or the worker count
+  PlacementStrategy placement = PlacementStrategy::kRoundRobin;
+  int64_t partition_min_bytes = 256 << 10;
+  int64_t chunk_bytes = 2 << 20;
+  absl::Duration startup_timeout = absl::Seconds(120);
+  absl::Duration step_timeout = absl::Seconds(60);
+  absl::Duration heartbeat_timeout = absl::Seconds(60);
+  int64_t eval_every = 100;       // global steps between the chief's evaluations; 0 = end only
+  double target_accuracy = 0.0;   // stop once test accuracy reaches it; 0 = off
+};
+
+// True when --cluster_spec or TF_CONFIG is set (the worker trains alone otherwise).
+bool ClusterRequested();
+
+// Reads and validates the cluster flags and spec for a process whose own role is
+// `default_job`; InvalidArgument names the flag, file or TF_CONFIG and what is wrong.
+absl::StatusOr<ClusterOptions> ClusterOptionsFromFlags(absl::string_view default_job);
 
 }  // namespace fulcrum::runtime

@@ -76,7 +76,7 @@ absl::StatusOr<Variables> InitVariables(const models::Model& model,
   for (const auto& spec : model.variables()) {
     ops::Tensor value = ops::Tensor::Zeros(spec.shape);
     FULCRUM_RETURN_IF_ERROR(
-        ops::Initialize(spec.initializer, DeriveSeed(seed, NameHash(spec.name)), &value));
+        ops::Initialize(spec.initializer, VariableSeed(seed, spec.name), &value));
     v.values.push_back(std::move(value));
     v.grads.push_back(ops::Tensor::Zeros(spec.shape));
     std::vector<ops::Tensor> slots;

@@ -1,0 +1,69 @@
+// runtime: the ClusterSpec (TensorFlow's shape, {"chief": ["host:port"], "ps": [...],
+// "worker": [...]}) and which task of it this process is, from --cluster_spec=FILE or the
+// TF_CONFIG environment variable exactly as TensorFlow defines it
+// ({"cluster": {...}, "task": {"type": "worker", "index": 1}}).
+// Everything is validated before any socket opens; every error is InvalidArgument (exit 2)
+// naming the file or variable and what is wrong.
+// Thread-safety: pure functions and value types.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace fulcrum::runtime {
+
+inline constexpr char kChiefJob[] = "chief";
+inline constexpr char kPsJob[] = "ps";
+inline constexpr char kWorkerJob[] = "worker";
+
+class ClusterSpec {
+ public:
+  ClusterSpec() = default;
+  explicit ClusterSpec(std::map<std::string, std::vector<std::string>> jobs)
+      : jobs_(std::move(jobs)) {}
+
+  const std::map<std::string, std::vector<std::string>>& jobs() const { return jobs_; }
+  int num_tasks(absl::string_view job) const;  // 0 for a job the spec lacks
+  // "host:port" of task `index` of `job`; the caller checks the index (ResolveTask does).
+  const std::string& address(absl::string_view job, int index) const;
+  // {"chief": [...], "ps": [...], "worker": [...]}
+  std::string ToJson() const;
+
+ private:
+  std::map<std::string, std::vector<std::string>> jobs_;
+};
+
+// Parses and validates a spec: a JSON object whose keys are chief (exactly one task), ps and
+// worker (at least one each), each a list of "host:port" strings (host non-empty, "[v6]"
+// allowed; port 1–65535), no address used twice. `source` names the text in errors.
+absl::StatusOr<ClusterSpec> ParseClusterSpec(absl::string_view json, absl::string_view source);
+
+// Splits "host:port"; InvalidArgument when malformed. "[::1]:80" gives host "::1".
+absl::Status SplitHostPort(absl::string_view address, std::string* host, int* port);
+
+// This process's place in the cluster.
+struct TaskConfig {
+  ClusterSpec cluster;
+  std::string job_name;  // chief, ps or worker
+  int task_index = 0;
+  std::string source;    // where the spec came from: the file path or "TF_CONFIG"
+
+  std::string task_name() const;  // "worker:1"
+  std::string dir_name() const;   // "worker-1" (its run sub-folder)
+  const std::string& address() const { return cluster.address(job_name, task_index); }
+};
+
+// Resolves the task: the spec from `cluster_spec_path` when non-empty, else from
+// `tf_config` (the TF_CONFIG text; null or empty = unset). The job is `job_name` when
+// non-empty, else TF_CONFIG's task type, else `default_job` (the binary's own role); the
+// index likewise from `task_index` (>= 0) or TF_CONFIG's task index, else 0. A job that is
+// not default_job is refused: the ps binary only runs ps tasks.
+absl::StatusOr<TaskConfig> ResolveTask(const std::string& cluster_spec_path,
+                                       const char* tf_config, const std::string& job_name,
+                                       int task_index, absl::string_view default_job);
+
+}  // namespace fulcrum::runtime

@@ -1,0 +1,138 @@
+#include "runtime/grpc_ps_client.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/grpc_util.h"
+
+namespace fulcrum::runtime {
+namespace {
+
+// Owns the ClientContext of one callback call until it completes.
+struct Call {
+  grpc::ClientContext context;
+  PsClient::Done done;
+  std::string what;
+};
+
+template <typename Start>
+void StartCall(const std::string& what, absl::Duration timeout, PsClient::Done done,
+               Start start) {
+  auto* call = new Call;
+  call->done = std::move(done);
+  call->what = what;
+  call->context.set_deadline(DeadlineIn(timeout));
+  start(&call->context, [call](grpc::Status status) {
+    PsClient::Done d = std::move(call->done);
+    absl::Status s = FromGrpc(status, call->what);
+    delete call;
+    d(std::move(s));
+  });
+}
+
+}  // namespace
+
+GrpcPsClient::GrpcPsClient(std::string name, const std::string& address)
+    : name_(std::move(name)),
+      target_(address),
+      channel_(MakeChannel(address)),
+      stub_(pb::ParameterServer::NewStub(channel_)) {}
+
+void GrpcPsClient::PullAsync(const pb::PullRequest* request, pb::PullResponse* response,
+                             absl::Duration timeout, Done done) {
+  StartCall(absl::StrCat("Pull on ", name_, " (", target_, ")"), timeout, std::move(done),
+            [&](grpc::ClientContext* ctx, std::function<void(grpc::Status)> cb) {
+              stub_->async()->Pull(ctx, request, response, std::move(cb));
+            });
+}
+
+void GrpcPsClient::PushAsync(const pb::PushRequest* request, pb::PushResponse* response,
+                             absl::Duration timeout, Done done) {
+  StartCall(absl::StrCat("Push on ", name_, " (", target_, ")"), timeout, std::move(done),
+            [&](grpc::ClientContext* ctx, std::function<void(grpc::Status)> cb) {
+              stub_->async()->Push(ctx, request, response, std::move(cb));
+            });
+}
+
+void GrpcPsClient::PushPullAsync(const pb::PushRequest* request, pb::PushResponse* response,
+                                 absl::Duration timeout, Done done) {
+  StartCall(absl::StrCat("PushPull on ", name_, " (", target_, ")"), timeout, std::move(done),
+            [&](grpc::ClientContext* ctx, std::function<void(grpc::Status)> cb) {
+              stub_->async()->PushPull(ctx, request, response, std::move(cb));
+            });
+}
+
+#define FULCRUM_UNARY(Method, request, response)                                   \
+  grpc::ClientContext context;                                                     \
+  context.set_deadline(DeadlineIn(timeout));                                       \
+  return FromGrpc(stub_->Method(&context, request, response),                      \
+                  absl::StrCat(#Method " on ", name_, " (", target_, ")"))
+
+absl::Status GrpcPsClient::CreateVariables(const pb::CreateVariablesRequest& request,
+                                           pb::CreateVariablesResponse* response,
+                                           absl::Duration timeout) {
+  FULCRUM_UNARY(CreateVariables, request, response);
+}
+
+absl::Status GrpcPsClient::SaveShard(const pb::SaveShardRequest& request,
+                                     pb::SaveShardResponse* response, absl::Duration timeout) {
+  FULCRUM_UNARY(SaveShard, request, response);
+}
+
+absl::Status GrpcPsClient::RestoreShard(const pb::RestoreShardRequest& request,
+                                        pb::RestoreShardResponse* response,
+                                        absl::Duration timeout) {
+  FULCRUM_UNARY(RestoreShard, request, response);
+}
+
+absl::Status GrpcPsClient::Stats(pb::StatsResponse* response, absl::Duration timeout) {
+  pb::StatsRequest request;
+  FULCRUM_UNARY(Stats, request, response);
+}
+
+absl::Status GrpcPsClient::Stop(const std::string& reason, absl::Duration timeout) {
+  pb::StopRequest request;
+  request.set_reason(reason);
+  pb::StopResponse response;
+  FULCRUM_UNARY(Stop, request, &response);
+}
+
+absl::Status GrpcPsClient::Shutdown(const std::string& reason, absl::Duration timeout) {
+  pb::ShutdownRequest request;
+  request.set_reason(reason);
+  pb::ShutdownResponse response;
+  FULCRUM_UNARY(Shutdown, request, &response);
+}
+
+absl::Status GrpcPsClient::Ping(const pb::PingRequest& request, pb::PingResponse* response,
+                                absl::Duration timeout) {
+  FULCRUM_UNARY(Ping, request, response);
+}
+
+#undef FULCRUM_UNARY
+
+bool GrpcPsClient::WaitUntilReady(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    pb::PingRequest request;
+    pb::PingResponse response;
+    grpc::ClientContext context;
+    context.set_wait_for_ready(true);  // wait for the connection instead of failing fast
+    context.set_deadline(DeadlineIn(std::min(absl::Seconds(1), deadline - absl::Now())));
+    if (stub_->Ping(&context, request, &response).ok()) return true;
+  }
+  return false;
+}
+
+absl::Status GrpcPsClient::Warm(int64_t bytes, int rounds, absl::Duration timeout) {
+  pb::PingRequest request;
+  request.set_payload(std::string(static_cast<size_t>(bytes), '\0'));
+  request.set_reply_bytes(bytes);
+  for (int i = 0; i < rounds; ++i) {
+    pb::PingResponse response;
+    if (absl::Status s = Ping(request, &response, timeout); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace fulcrum::runtime

@@ -1,0 +1,55 @@
+// runtime: PsClient over gRPC to one ps task. Asynchronous calls use gRPC's callback API,
+// so a worker can have one call per chunk in flight on every PS at once.
+// Thread-safety: all methods are thread-safe.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "proto/ps.grpc.pb.h"
+#include "runtime/ps_client.h"
+
+namespace fulcrum::runtime {
+
+class GrpcPsClient final : public PsClient {
+ public:
+  // `name` labels errors ("ps:0"); `address` is "host:port".
+  GrpcPsClient(std::string name, const std::string& address);
+
+  std::string target() const override { return target_; }
+
+  void PullAsync(const pb::PullRequest* request, pb::PullResponse* response,
+                 absl::Duration timeout, Done done) override;
+  void PushAsync(const pb::PushRequest* request, pb::PushResponse* response,
+                 absl::Duration timeout, Done done) override;
+  void PushPullAsync(const pb::PushRequest* request, pb::PushResponse* response,
+                     absl::Duration timeout, Done done) override;
+
+  absl::Status CreateVariables(const pb::CreateVariablesRequest& request,
+                               pb::CreateVariablesResponse* response,
+                               absl::Duration timeout) override;
+  absl::Status SaveShard(const pb::SaveShardRequest& request, pb::SaveShardResponse* response,
+                         absl::Duration timeout) override;
+  absl::Status RestoreShard(const pb::RestoreShardRequest& request,
+                            pb::RestoreShardResponse* response, absl::Duration timeout) override;
+  absl::Status Stats(pb::StatsResponse* response, absl::Duration timeout) override;
+  absl::Status Stop(const std::string& reason, absl::Duration timeout) override;
+  absl::Status Shutdown(const std::string& reason, absl::Duration timeout) override;
+  absl::Status Ping(const pb::PingRequest& request, pb::PingResponse* response,
+                    absl::Duration timeout) override;
+
+  // Waits until the PS answers a Ping (the channel retries connecting meanwhile); false
+  // after `timeout`.
+  bool WaitUntilReady(absl::Duration timeout);
+  // Sends `rounds` pings of `bytes` each way so HTTP/2 flow-control windows have grown
+  // before the first real transfer (a fresh gRPC connection moves big messages ~5x slower).
+  absl::Status Warm(int64_t bytes, int rounds, absl::Duration timeout);
+
+ private:
+  std::string name_;
+  std::string target_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<pb::ParameterServer::Stub> stub_;
+};
+
+}  // namespace fulcrum::runtime

@@ -1,0 +1,34 @@
+// runtime: gRPC plumbing shared by every Fulcrum process: channels with the message limits
+// and keepalive Fulcrum needs, status conversion both ways, channel warm-up.
+// Thread-safety: pure functions; channels are thread-safe.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+
+namespace fulcrum::runtime {
+
+// gRPC's 4 MiB default receive limit is too small for a big pull reply; Fulcrum's messages
+// are bounded by the chunk size, this is the hard ceiling on both sides.
+inline constexpr int kMaxMessageBytes = 256 << 20;
+
+// An insecure channel to "host:port" with Fulcrum's limits and keepalive.
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address);
+
+// Builder settings for a Fulcrum server (message limits, keepalive).
+void ConfigureServerBuilder(grpc::ServerBuilder* builder);
+
+// gRPC status -> absl::Status, prefixed with what was called ("Pull on ps:0 (host:port)").
+absl::Status FromGrpc(const grpc::Status& status, absl::string_view what);
+// absl::Status -> gRPC status (same code and message).
+grpc::Status ToGrpc(const absl::Status& status);
+
+// Deadline `timeout` from now, for a ClientContext.
+std::chrono::system_clock::time_point DeadlineIn(absl::Duration timeout);
+
+}  // namespace fulcrum::runtime

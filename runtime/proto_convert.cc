@@ -1,0 +1,69 @@
+#include "runtime/proto_convert.h"
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+
+namespace fulcrum::runtime {
+
+pb::InitializerDef InitializerToProto(const ops::Initializer& init) {
+  pb::InitializerDef def;
+  using Kind = ops::Initializer::Kind;
+  switch (init.kind) {
+    case Kind::kZeros: def.set_kind("zeros"); break;
+    case Kind::kConstant: def.set_kind("constant"); break;
+    case Kind::kGlorotUniform: def.set_kind("glorot_uniform"); break;
+    case Kind::kUniform: def.set_kind("uniform"); break;
+    case Kind::kNormal: def.set_kind("truncated_normal"); break;
+  }
+  def.set_value(init.value);
+  return def;
+}
+
+absl::StatusOr<ops::Initializer> InitializerFromProto(const pb::InitializerDef& def) {
+  using Kind = ops::Initializer::Kind;
+  ops::Initializer init;
+  init.value = def.value();
+  const std::string& k = def.kind();
+  if (k == "zeros") {
+    init.kind = Kind::kZeros;
+  } else if (k == "constant") {
+    init.kind = Kind::kConstant;
+  } else if (k == "glorot_uniform") {
+    init.kind = Kind::kGlorotUniform;
+  } else if (k == "uniform") {
+    init.kind = Kind::kUniform;
+  } else if (k == "truncated_normal") {
+    init.kind = Kind::kNormal;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown initializer '", k,
+        "': expected zeros, constant, glorot_uniform, uniform or truncated_normal"));
+  }
+  return init;
+}
+
+pb::OptimizerDef OptimizerToProto(const ops::OptimizerConfig& config) {
+  pb::OptimizerDef def;
+  def.set_kind(ops::OptimizerName(config.kind));
+  def.set_learning_rate(config.learning_rate);
+  def.set_momentum(config.momentum);
+  def.set_beta1(config.beta1);
+  def.set_beta2(config.beta2);
+  def.set_epsilon(config.epsilon);
+  def.set_initial_accumulator(config.initial_accumulator);
+  return def;
+}
+
+absl::StatusOr<ops::OptimizerConfig> OptimizerFromProto(const pb::OptimizerDef& def) {
+  ops::OptimizerConfig c;
+  FULCRUM_ASSIGN_OR_RETURN(c.kind, ops::ParseOptimizerKind(def.kind()));
+  c.learning_rate = def.learning_rate();
+  c.momentum = def.momentum();
+  c.beta1 = def.beta1();
+  c.beta2 = def.beta2();
+  c.epsilon = def.epsilon();
+  c.initial_accumulator = def.initial_accumulator();
+  return c;
+}
+
+}  // namespace fulcrum::runtime

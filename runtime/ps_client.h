@@ -1,0 +1,60 @@
+// runtime: the client side of the PS contract (proto/ps.proto), one interface with two
+// implementations: GrpcPsClient (runtime/grpc_ps_client.h) talks to a ps process over gRPC;
+// the in-process client (ps/in_process_client.h) calls a shard in the same process. The
+// same contract tests run over both.
+// Thread-safety: every method may be called from many threads at once.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "proto/ps.pb.h"
+
+namespace fulcrum::runtime {
+
+class PsClient {
+ public:
+  // Runs exactly once when an asynchronous call ends, on an unspecified thread.
+  using Done = std::function<void(absl::Status)>;
+
+  virtual ~PsClient() = default;
+
+  // Where the calls go ("localhost:2222", or "in-process ps:0").
+  virtual std::string target() const = 0;
+
+  // Asynchronous data path: request and response must stay alive until `done` runs.
+  // `timeout` bounds the whole call, any wait on the PS included.
+  virtual void PullAsync(const pb::PullRequest* request, pb::PullResponse* response,
+                         absl::Duration timeout, Done done) = 0;
+  virtual void PushAsync(const pb::PushRequest* request, pb::PushResponse* response,
+                         absl::Duration timeout, Done done) = 0;
+  virtual void PushPullAsync(const pb::PushRequest* request, pb::PushResponse* response,
+                             absl::Duration timeout, Done done) = 0;
+
+  // Blocking control path.
+  virtual absl::Status CreateVariables(const pb::CreateVariablesRequest& request,
+                                       pb::CreateVariablesResponse* response,
+                                       absl::Duration timeout) = 0;
+  virtual absl::Status SaveShard(const pb::SaveShardRequest& request,
+                                 pb::SaveShardResponse* response, absl::Duration timeout) = 0;
+  virtual absl::Status RestoreShard(const pb::RestoreShardRequest& request,
+                                    pb::RestoreShardResponse* response,
+                                    absl::Duration timeout) = 0;
+  virtual absl::Status Stats(pb::StatsResponse* response, absl::Duration timeout) = 0;
+  virtual absl::Status Stop(const std::string& reason, absl::Duration timeout) = 0;
+  virtual absl::Status Shutdown(const std::string& reason, absl::Duration timeout) = 0;
+  virtual absl::Status Ping(const pb::PingRequest& request, pb::PingResponse* response,
+                            absl::Duration timeout) = 0;
+
+  // Blocking forms of the data path, built on the asynchronous calls.
+  absl::Status Pull(const pb::PullRequest& request, pb::PullResponse* response,
+                    absl::Duration timeout);
+  absl::Status Push(const pb::PushRequest& request, pb::PushResponse* response,
+                    absl::Duration timeout);
+  absl::Status PushPull(const pb::PushRequest& request, pb::PushResponse* response,
+                        absl::Duration timeout);
+};
+
+}  // namespace fulcrum::runtime

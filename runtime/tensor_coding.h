@@ -1,0 +1,37 @@
+// runtime: tensors on the wire. Every tensor payload (a chunk's values or gradients) is its
+// float32 elements as raw little-endian bytes, the parts laid end to end — never a repeated
+// float field. This is the one place that knows the encoding, so a zero-copy path can
+// replace it without touching the PS or the worker.
+// Thread-safety: pure functions.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace fulcrum::runtime {
+
+static_assert(std::endian::native == std::endian::little,
+              "the wire format is little-endian float32; add a byte swap for this host");
+
+// Replaces *out with the parts' floats, concatenated.
+void EncodeFloats(std::span<const std::span<const float>> parts, std::string* out);
+
+// Copies the payload into the parts in order. InvalidArgument naming `what` when the payload
+// is not exactly the parts' total size.
+absl::Status DecodeFloats(absl::string_view bytes, std::span<const std::span<float>> parts,
+                          absl::string_view what);
+
+// The payload as floats without a copy when it is suitably aligned, else copied into
+// *scratch. InvalidArgument naming `what` unless it holds exactly `expected` floats.
+absl::StatusOr<std::span<const float>> ViewFloats(absl::string_view bytes, int64_t expected,
+                                                  std::vector<float>* scratch,
+                                                  absl::string_view what);
+
+}  // namespace fulcrum::runtime
