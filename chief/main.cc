@@ -1,16 +1,33 @@
-// chief: the coordinator task (start, evaluate, stop, report).
-// It accepts the same flag set as worker and chief so one command line can start every task.
-// The distributed runtime is not implemented yet: this binary refuses to run rather than
-// pretend to, and exits with the runtime-failure code.
+// chief: the coordinator task of a training cluster (see chief/chief_task.h).
 #include <cstdio>
 
 #include "base/exit_code.h"
+#include "base/logging.h"
+#include "chief/chief_task.h"
 #include "runtime/flags.h"
+#include "spdlog/spdlog.h"
 
 int main(int argc, char** argv) {
-  fulcrum::runtime::ParseFlagsOrExit(argc, argv, "Fulcrum chief task of a training cluster.");
-  std::fprintf(stderr,
-               "chief: the distributed runtime (ClusterSpec, gRPC, sharding) is not built yet; "
-               "use 'worker' without a cluster for single-process training\n");
-  return fulcrum::kExitRuntimeFailure;
+  fulcrum::runtime::ParseFlagsOrExit(
+      argc, argv,
+      "Fulcrum chief: coordinates a training cluster (waits for the tasks, initialises the\n"
+      "variables, evaluates, stops the run and writes report.json).\n"
+      "Example: chief --cluster_spec=cluster_specs/local_1ps_2w.json --train_steps=1000");
+  fulcrum::TuneMallocForTraining();
+  auto training = fulcrum::runtime::TrainingOptionsFromFlags();
+  if (!training.ok()) {
+    std::fprintf(stderr, "chief: %s\n", std::string(training.status().message()).c_str());
+    return fulcrum::kExitBadInput;
+  }
+  auto cluster = fulcrum::runtime::ClusterOptionsFromFlags("chief");
+  if (!cluster.ok()) {
+    std::fprintf(stderr, "chief: %s\n", std::string(cluster.status().message()).c_str());
+    return fulcrum::kExitBadInput;
+  }
+  const absl::Status status = fulcrum::chief::RunChief(*training, *cluster);
+  if (!status.ok()) {
+    spdlog::error("{}", status.ToString());
+    return fulcrum::ExitCodeForStatus(status);
+  }
+  return fulcrum::kExitOk;
 }

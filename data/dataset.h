@@ -6,5 +6,6 @@
 #include "data/batcher.h"        // IWYU pragma: export
 #include "data/cifar10.h"        // IWYU pragma: export
 #include "data/dataset_types.h"  // IWYU pragma: export
+#include "data/load.h"           // IWYU pragma: export
 #include "data/mnist.h"          // IWYU pragma: export
 #include "data/synthetic.h"      // IWYU pragma: export

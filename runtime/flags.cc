@@ -1,5 +1,6 @@
 #include "runtime/flags.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/exit_code.h"
 #include "base/status_macros.h"
@@ -238,6 +240,17 @@ absl::StatusOr<absl::Duration> Seconds(absl::string_view flag, double value) {
 
 }  // namespace
 
+data::SourceOptions DataSource(const TrainingOptions& o) {
+  data::SourceOptions s;
+  s.kind = o.dataset;
+  s.dir = o.data_dir;
+  s.synthetic_examples = o.synthetic_examples;
+  s.synthetic_shape = o.synthetic_shape;
+  s.synthetic_classes = o.synthetic_classes;
+  s.seed = o.seed;
+  return s;
+}
+
 bool ClusterRequested() {
   const char* tf_config = std::getenv("TF_CONFIG");
   return !absl::GetFlag(FLAGS_cluster_spec).empty() || (tf_config != nullptr && *tf_config);
@@ -292,6 +305,50 @@ absl::StatusOr<ClusterOptions> ClusterOptionsFromFlags(absl::string_view default
         absl::StrCat("--target_accuracy=", o.target_accuracy, ": must be in [0, 1]"));
   }
   return o;
+}
+
+std::string ConfigFingerprint(const TrainingOptions& t, const ClusterOptions& c) {
+  return absl::StrCat(
+      "model=", t.model, "\nmodel_width=", t.model_width, "\nbatch_size=", t.batch_size,
+      "\noptimizer=", ops::OptimizerName(t.optimizer.kind),
+      "\nlearning_rate=", t.optimizer.learning_rate, "\nmomentum=", t.optimizer.momentum,
+      "\ntrain_steps=", t.train_steps, "\nepochs=", t.epochs, "\ndataset=", t.dataset,
+      "\ntrain_subset=", t.train_subset, "\ndataset_repeat=", t.dataset_repeat,
+      "\nseed=", t.seed, "\nmode=", c.mode == SyncMode::kSync ? "sync" : "async",
+      "\nreplicas_to_aggregate=", c.replicas_to_aggregate,
+      "\nplacement=", PlacementName(c.placement),
+      "\npartition_min_bytes=", c.partition_min_bytes, "\nrpc_chunk_bytes=", c.chunk_bytes,
+      "\ncluster=", c.task.cluster.ToJson());
+}
+
+std::string FingerprintDifference(const std::string& mine, const std::string& theirs) {
+  const std::vector<std::string> a = absl::StrSplit(mine, '\n');
+  const std::vector<std::string> b = absl::StrSplit(theirs, '\n');
+  std::vector<std::string> diffs;
+  for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+    const std::string x = i < a.size() ? a[i] : "";
+    const std::string y = i < b.size() ? b[i] : "";
+    if (x == y) continue;
+    const size_t eq = x.find('=');
+    const std::string name = eq == std::string::npos ? x : x.substr(0, eq);
+    const std::string yv = y.find('=') == std::string::npos ? y : y.substr(y.find('=') + 1);
+    const std::string xv = eq == std::string::npos ? "" : x.substr(eq + 1);
+    diffs.push_back(absl::StrCat(name, ": ", xv, " vs ", yv));
+  }
+  return absl::StrJoin(diffs, "; ");
+}
+
+int64_t GlobalTrainSteps(const TrainingOptions& t, const ClusterOptions& c,
+                         int64_t train_examples) {
+  if (t.train_steps > 0) return t.train_steps;
+  int64_t examples = train_examples;
+  if (t.train_subset > 0) examples = std::min(examples, t.train_subset);
+  examples *= t.dataset_repeat;
+  const int64_t per_step =
+      t.batch_size * (c.mode == SyncMode::kSync ? c.replicas_to_aggregate : 1);
+  return std::max<int64_t>(
+      1, static_cast<int64_t>(std::ceil(t.epochs * static_cast<double>(examples) /
+                                        static_cast<double>(per_step))));
 }
 
 }  // namespace fulcrum::runtime

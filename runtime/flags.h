@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "data/load.h"
 #include "ops/optimizer.h"
 #include "runtime/cluster_spec.h"
 #include "runtime/placement.h"
@@ -47,6 +48,9 @@ struct TrainingOptions {
 // Reads and validates the flags; InvalidArgument names the flag and what is wrong.
 absl::StatusOr<TrainingOptions> TrainingOptionsFromFlags();
 
+// The dataset the options describe.
+data::SourceOptions DataSource(const TrainingOptions& options);
+
 enum class SyncMode { kAsync, kSync };
 
 // Options of a distributed run (ps, worker and chief read the same ones), validated.
@@ -70,5 +74,17 @@ bool ClusterRequested();
 // Reads and validates the cluster flags and spec for a process whose own role is
 // `default_job`; InvalidArgument names the flag, file or TF_CONFIG and what is wrong.
 absl::StatusOr<ClusterOptions> ClusterOptionsFromFlags(absl::string_view default_job);
+
+// The settings every task of a cluster must agree on, one "name=value" per line, in a
+// fixed order. The chief refuses a task whose fingerprint differs (naming the settings).
+std::string ConfigFingerprint(const TrainingOptions& training, const ClusterOptions& cluster);
+// The lines on which two fingerprints differ, "name: a vs b", joined by "; ".
+std::string FingerprintDifference(const std::string& mine, const std::string& theirs);
+
+// Global steps of a cluster run: --train_steps, or --epochs converted with the training
+// set's size: one global step consumes batch_size examples (async) or batch_size x
+// replicas_to_aggregate examples (sync).
+int64_t GlobalTrainSteps(const TrainingOptions& training, const ClusterOptions& cluster,
+                         int64_t train_examples);
 
 }  // namespace fulcrum::runtime

@@ -1,13 +1,22 @@
 #!/usr/bin/env bash
-# Sets up what is missing, builds, then runs the main job on this machine: single-process
-# training of softmax regression on Fashion-MNIST with the Touchstone settings (SGD, lr 0.01,
-# batch 256, 1000 steps), printing per-step progress and the final test accuracy.
-#   scripts/quickstart.sh [extra worker flags, e.g. --model=mlp --optimizer=adam --epochs=3]
+# Sets up what is missing, builds, then runs the main job on this machine: a local cluster of
+# 1 ps + 2 workers + chief (cluster_specs/local_1ps_2w.json, ports 2222-2225) training
+# softmax regression on Fashion-MNIST with synchronous SGD (lr 0.01, batch 256 per worker,
+# 1000 global steps), showing every task's progress and then the chief's report.
+#   scripts/quickstart.sh [extra flags for every task, e.g. --mode=async --model=mlp]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 scripts/setup.sh
 run_dir=runs/quickstart-$(date +%Y%m%d-%H%M%S)
-build/bin/worker --model=logreg --optimizer=sgd --learning_rate=0.01 --batch_size=256 \
-  --train_steps=1000 --log_every=100 --threads="$(nproc)" --run_dir="$run_dir" "$@"
-echo "quickstart: summary of the run in $run_dir/summary.json:"
-cat "$run_dir/summary.json"
+scripts/local_cluster.sh cluster_specs/local_1ps_2w.json --model=logreg --optimizer=sgd \
+  --learning_rate=0.01 --batch_size=256 --train_steps=1000 --mode=sync --eval_every=200 \
+  --log_every=200 --run_dir="$run_dir" "$@"
+echo "quickstart: the chief's report is $run_dir/report.json; its summary:"
+python3 - "$run_dir/report.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+for key in ("mode", "model", "num_ps", "num_workers", "global_step", "final_test_accuracy",
+            "final_test_loss", "examples_per_sec", "train_seconds", "wall_seconds",
+            "pushes_received", "pushes_applied", "pushes_dropped", "stop_reason"):
+    print(f"  {key}: {r.get(key)}")
+PY

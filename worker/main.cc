@@ -1,25 +1,19 @@
-// worker: one training replica. Without a cluster (no --cluster_spec) it runs single mode.
+// worker: one training replica. With a cluster (--cluster_spec or TF_CONFIG) it trains as
+// worker <task_index> of the cluster; without one it trains alone (single mode).
 #include <cstdio>
 
 #include "base/exit_code.h"
 #include "base/logging.h"
 #include "runtime/flags.h"
 #include "spdlog/spdlog.h"
+#include "worker/cluster_trainer.h"
 #include "worker/single_trainer.h"
 
-int main(int argc, char** argv) {
-  fulcrum::runtime::ParseFlagsOrExit(
-      argc, argv,
-      "Fulcrum worker: trains a model. Without a cluster spec it trains alone (single mode).\n"
-      "Example: worker --model=logreg --batch_size=256 --learning_rate=0.01 --train_steps=1000");
+namespace {
+
+int RunSingleMode(const fulcrum::runtime::TrainingOptions& options) {
   fulcrum::InitLogging("worker");
-  fulcrum::TuneMallocForTraining();
-  auto options = fulcrum::runtime::TrainingOptionsFromFlags();
-  if (!options.ok()) {
-    std::fprintf(stderr, "worker: %s\n", std::string(options.status().message()).c_str());
-    return fulcrum::kExitBadInput;
-  }
-  auto result = fulcrum::worker::RunSingle(*options);
+  auto result = fulcrum::worker::RunSingle(options);
   if (!result.ok()) {
     spdlog::error("{}", result.status().ToString());
     return fulcrum::ExitCodeForStatus(result.status());
@@ -32,5 +26,33 @@ int main(int argc, char** argv) {
   }
   spdlog::info("{:.0f} examples/sec (steady state), {:.2f} s wall; summary in {}/summary.json",
                result->examples_per_sec, result->wall_seconds, result->run_dir);
+  return fulcrum::kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  fulcrum::runtime::ParseFlagsOrExit(
+      argc, argv,
+      "Fulcrum worker: trains a model. Without a cluster spec it trains alone (single mode).\n"
+      "Example: worker --model=logreg --batch_size=256 --learning_rate=0.01 --train_steps=1000\n"
+      "Cluster: worker --cluster_spec=cluster_specs/local_1ps_2w.json --task_index=1 ...");
+  fulcrum::TuneMallocForTraining();
+  auto options = fulcrum::runtime::TrainingOptionsFromFlags();
+  if (!options.ok()) {
+    std::fprintf(stderr, "worker: %s\n", std::string(options.status().message()).c_str());
+    return fulcrum::kExitBadInput;
+  }
+  if (!fulcrum::runtime::ClusterRequested()) return RunSingleMode(*options);
+  auto cluster = fulcrum::runtime::ClusterOptionsFromFlags("worker");
+  if (!cluster.ok()) {
+    std::fprintf(stderr, "worker: %s\n", std::string(cluster.status().message()).c_str());
+    return fulcrum::kExitBadInput;
+  }
+  const absl::Status status = fulcrum::worker::RunClusterWorker(*options, *cluster);
+  if (!status.ok()) {
+    spdlog::error("{}", status.ToString());
+    return fulcrum::ExitCodeForStatus(status);
+  }
   return fulcrum::kExitOk;
 }

@@ -4,18 +4,18 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <memory>
-#include <system_error>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/files.h"
 #include "base/random.h"
 #include "base/status_macros.h"
 #include "data/dataset.h"
+#include "models/evaluate.h"
 #include "models/registry.h"
 #include "nlohmann/json.hpp"
 #include "ops/cpu/kernels.h"
@@ -28,40 +28,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr int64_t kWarmupSteps = 20;  // dropped from steady-state throughput (BENCHMARKING.md)
-
-struct TrainTest {
-  data::Dataset train;
-  data::Dataset test;
-};
-
-absl::StatusOr<TrainTest> LoadData(const runtime::TrainingOptions& o) {
-  TrainTest d;
-  if (o.dataset == "mnist") {
-    FULCRUM_ASSIGN_OR_RETURN(d.train, data::LoadMnistFormat(o.data_dir, data::Split::kTrain));
-    FULCRUM_ASSIGN_OR_RETURN(d.test, data::LoadMnistFormat(o.data_dir, data::Split::kTest));
-  } else if (o.dataset == "cifar10") {
-    FULCRUM_ASSIGN_OR_RETURN(d.train, data::LoadCifar10(o.data_dir, data::Split::kTrain));
-    FULCRUM_ASSIGN_OR_RETURN(d.test, data::LoadCifar10(o.data_dir, data::Split::kTest));
-  } else {
-    data::SyntheticOptions s;
-    s.example_shape = ops::Shape(o.synthetic_shape);
-    s.num_classes = o.synthetic_classes;
-    s.num_examples = o.synthetic_examples;
-    s.seed = o.seed;
-    FULCRUM_ASSIGN_OR_RETURN(d.train, data::MakeSynthetic(s, data::Split::kTrain));
-    s.num_examples = std::max<int64_t>(1, o.synthetic_examples / 6);
-    FULCRUM_ASSIGN_OR_RETURN(d.test, data::MakeSynthetic(s, data::Split::kTest));
-  }
-  return d;
-}
-
-// FNV-1a of a variable's name: its initial value depends on (seed, name) only, so the same
-// variable gets the same bits whichever process or PS shard initialises it.
-uint64_t NameHash(const std::string& name) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : name) h = (h ^ c) * 0x100000001b3ULL;
-  return h;
-}
 
 struct Variables {
   std::vector<ops::Tensor> values;
@@ -89,49 +55,9 @@ absl::StatusOr<Variables> InitVariables(const models::Model& model,
   return v;
 }
 
-absl::StatusOr<models::EvalResult> EvaluateAll(models::Model& model, const data::Dataset& test,
-                                               std::span<const ops::Tensor> values,
-                                               int64_t batch) {
-  models::EvalResult total;
-  for (int64_t begin = 0; begin < test.size(); begin += batch) {
-    const int64_t end = std::min(test.size(), begin + batch);
-    const ops::Tensor inputs = test.images.Rows(begin, end);
-    std::span<const int32_t> labels(test.labels.data() + begin, static_cast<size_t>(end - begin));
-    FULCRUM_ASSIGN_OR_RETURN(models::EvalResult r, model.Evaluate(inputs, labels, values));
-    total.loss_sum += r.loss_sum;
-    total.correct += r.correct;
-    total.examples += r.examples;
-  }
-  return total;
-}
-
-// Nearest-rank percentile, q in [0, 1].
-double Percentile(std::vector<double> values, double q) {
-  if (values.empty()) return 0.0;
-  const auto k = static_cast<size_t>(std::llround(q * static_cast<double>(values.size() - 1)));
-  std::nth_element(values.begin(), values.begin() + static_cast<ptrdiff_t>(k), values.end());
-  return values[k];
-}
-
 std::string DefaultRunDir(const std::string& model) {
   return absl::StrCat("runs/", model, "-",
                       absl::FormatTime("%Y%m%d-%H%M%S", absl::Now(), absl::LocalTimeZone()));
-}
-
-// Writes the file next to its final name and renames it into place, so a crash never
-// leaves a half-written summary and an old one is replaced whole or not at all.
-absl::Status WriteFileAtomically(const std::filesystem::path& path, const std::string& text) {
-  const std::filesystem::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) return absl::InternalError(absl::StrCat(tmp.string(), ": write failed"));
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) return absl::InternalError(absl::StrCat(path.string(), ": ", ec.message()));
-  return absl::OkStatus();
 }
 
 nlohmann::json SummaryJson(const runtime::TrainingOptions& o, const SingleRunResult& r) {
@@ -169,7 +95,7 @@ absl::StatusOr<SingleRunResult> RunSingle(const runtime::TrainingOptions& o) {
 
   models::ModelRegistry registry;
   FULCRUM_RETURN_IF_ERROR(models::RegisterBuiltinModels(&registry));
-  FULCRUM_ASSIGN_OR_RETURN(TrainTest data, LoadData(o));
+  FULCRUM_ASSIGN_OR_RETURN(data::TrainTest data, data::LoadTrainTest(runtime::DataSource(o)));
   spdlog::info("data: {} ({} examples), {} ({} examples), {} values per example", data.train.name,
                data.train.size(), data.test.name, data.test.size(), data.train.example_size());
 
@@ -195,12 +121,7 @@ absl::StatusOr<SingleRunResult> RunSingle(const runtime::TrainingOptions& o) {
                                      o.epochs * static_cast<double>(batcher.steps_per_epoch()))));
 
   const std::filesystem::path run_dir = o.run_dir.empty() ? DefaultRunDir(o.model) : o.run_dir;
-  std::error_code ec;
-  std::filesystem::create_directories(run_dir, ec);
-  if (ec) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--run_dir=", run_dir.string(), ": cannot create: ", ec.message()));
-  }
+  FULCRUM_RETURN_IF_ERROR(MakeDirs(run_dir, "--run_dir"));
 
   FULCRUM_ASSIGN_OR_RETURN(Variables vars, InitVariables(*model, o.optimizer, o.seed));
   ops::Tensor inputs = ops::Tensor::Zeros({o.batch_size, data.train.example_size()});
@@ -264,7 +185,7 @@ absl::StatusOr<SingleRunResult> RunSingle(const runtime::TrainingOptions& o) {
 
   if (o.eval) {
     FULCRUM_ASSIGN_OR_RETURN(models::EvalResult e,
-                             EvaluateAll(*model, data.test, vars.values, o.eval_batch_size));
+                             models::EvaluateDataset(*model, data.test, vars.values, o.eval_batch_size));
     r.final_test_loss = e.loss_sum / static_cast<double>(e.examples);
     if (model->has_accuracy()) {
       r.final_test_accuracy = static_cast<double>(e.correct) / static_cast<double>(e.examples);

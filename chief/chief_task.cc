@@ -1,0 +1,480 @@
+#include "chief/chief_task.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "base/files.h"
+#include "base/logging.h"
+#include "base/random.h"
+#include "base/status_macros.h"
+#include "chief/coordinator.h"
+#include "data/load.h"
+#include "models/evaluate.h"
+#include "models/registry.h"
+#include "nlohmann/json.hpp"
+#include "ops/cpu/thread_pool.h"
+#include "ops/optimizer.h"
+#include "runtime/grpc_ps_client.h"
+#include "runtime/grpc_util.h"
+#include "runtime/proto_convert.h"
+#include "runtime/sharded_variables.h"
+#include "spdlog/spdlog.h"
+
+namespace fulcrum::chief {
+namespace {
+
+using runtime::ClusterOptions;
+using runtime::TrainingOptions;
+
+constexpr absl::Duration kControlTimeout = absl::Seconds(30);
+
+struct Eval {
+  int64_t global_step = 0;
+  double seconds = 0.0;  // since the start of training
+  std::optional<double> accuracy;
+  double loss = 0.0;
+};
+
+std::string Join(const std::vector<int>& indices, const char* job) {
+  std::vector<std::string> names;
+  for (int i : indices) names.push_back(absl::StrCat(job, ":", i));
+  return absl::StrJoin(names, ", ");
+}
+
+// Everything the chief owns during a run.
+class Chief {
+ public:
+  Chief(const TrainingOptions& t, const ClusterOptions& c) : t_(t), c_(c), pool_(t.threads) {}
+
+  absl::Status Run();
+
+ private:
+  absl::Status Prepare();
+  absl::Status WaitForPs(absl::Time deadline);
+  absl::Status CreateVariables();
+  absl::Status Monitor();
+  absl::StatusOr<Eval> Evaluate(const char* when);
+  void StopAll(const std::string& reason);
+  void ShutdownAll(const std::string& reason);
+  absl::Status WriteReport(const std::string& stop_reason);
+  int64_t GlobalStep();
+
+  const TrainingOptions& t_;
+  const ClusterOptions& c_;
+  ops::ThreadPool pool_;
+  absl::Time process_start_ = absl::Now();
+  absl::Time train_start_;
+  absl::Time train_end_;
+  data::Dataset test_;
+  int64_t train_steps_ = 0;
+  std::unique_ptr<models::Model> model_;
+  runtime::Placement placement_;
+  std::filesystem::path run_dir_;
+  std::string run_id_;
+  std::unique_ptr<Coordinator> coordinator_;
+  std::unique_ptr<grpc::Server> server_;
+  std::vector<std::unique_ptr<runtime::GrpcPsClient>> ps_;
+  std::unique_ptr<runtime::ShardedVariables> sharded_;
+  std::vector<ops::Tensor> values_;
+  std::vector<Eval> evals_;
+  std::optional<double> time_to_target_;
+  bool ps_reached_ = false;
+  std::string stop_reason_;
+};
+
+absl::Status Chief::Prepare() {
+  const data::SourceOptions source = runtime::DataSource(t_);
+  FULCRUM_ASSIGN_OR_RETURN(test_, data::LoadSplit(source, data::Split::kTest));
+  int64_t train_examples = 0;
+  if (t_.train_steps == 0) {  // --epochs: the step count depends on the training set's size
+    FULCRUM_ASSIGN_OR_RETURN(data::Dataset train, data::LoadSplit(source, data::Split::kTrain));
+    train_examples = train.size();
+  }
+  train_steps_ = runtime::GlobalTrainSteps(t_, c_, train_examples);
+
+  models::ModelRegistry registry;
+  FULCRUM_RETURN_IF_ERROR(models::RegisterBuiltinModels(&registry));
+  models::ModelConfig config;
+  config.input_size = test_.example_size();
+  config.num_classes = test_.num_classes;
+  config.width = t_.model_width;
+  FULCRUM_ASSIGN_OR_RETURN(model_, registry.Create(t_.model, config));
+  model_->set_thread_pool(&pool_);
+  std::vector<runtime::VariableInfo> infos;
+  for (const auto& v : model_->variables()) {
+    infos.push_back({v.name, v.shape});
+    values_.push_back(ops::Tensor::Zeros(v.shape));
+  }
+  FULCRUM_ASSIGN_OR_RETURN(
+      placement_, runtime::PlaceVariables(infos, c_.task.cluster.num_tasks(runtime::kPsJob),
+                                          c_.placement, c_.partition_min_bytes));
+
+  run_id_ = absl::StrCat(t_.model, "-", absl::FormatTime("%Y%m%d-%H%M%S", absl::Now(),
+                                                         absl::LocalTimeZone()));
+  run_dir_ = t_.run_dir.empty() ? std::filesystem::path("runs") / run_id_
+                                : std::filesystem::path(t_.run_dir);
+  FULCRUM_RETURN_IF_ERROR(MakeDirs(run_dir_ / c_.task.dir_name(), "--run_dir"));
+  return absl::OkStatus();
+}
+
+absl::Status Chief::WaitForPs(absl::Time deadline) {
+  const int num_ps = placement_.num_ps();
+  std::vector<bool> ready(static_cast<size_t>(num_ps), false);
+  absl::Time next_log = absl::Now();
+  while (true) {
+    std::vector<int> missing;
+    for (int p = 0; p < num_ps; ++p) {
+      if (!ready[static_cast<size_t>(p)]) {
+        ready[static_cast<size_t>(p)] =
+            ps_[static_cast<size_t>(p)]->WaitUntilReady(absl::Milliseconds(500));
+      }
+      if (!ready[static_cast<size_t>(p)]) missing.push_back(p);
+    }
+    if (missing.empty()) return absl::OkStatus();
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("chief: ", Join(missing, "ps"), " did not answer within ",
+                       absl::FormatDuration(c_.startup_timeout), " (--startup_timeout)"));
+    }
+    if (absl::Now() >= next_log) {
+      std::vector<std::string> who;
+      for (int p : missing) {
+        who.push_back(absl::StrCat("ps:", p, " at ", c_.task.cluster.address(runtime::kPsJob, p)));
+      }
+      spdlog::info("waiting for {}", absl::StrJoin(who, ", "));
+      next_log = absl::Now() + absl::Seconds(5);
+    }
+  }
+}
+
+absl::Status Chief::CreateVariables() {
+  const auto& specs = model_->variables();
+  for (int p = 0; p < placement_.num_ps(); ++p) {
+    pb::CreateVariablesRequest request;
+    request.set_run_id(run_id_);
+    request.set_run_dir(run_dir_.string());
+    request.set_task_index(p);
+    *request.mutable_optimizer() = runtime::OptimizerToProto(t_.optimizer);
+    request.set_mode(c_.mode == runtime::SyncMode::kSync ? pb::MODE_SYNC : pb::MODE_ASYNC);
+    request.set_replicas_to_aggregate(c_.replicas_to_aggregate);
+    request.set_chunk_bytes(c_.chunk_bytes);
+    for (const auto& v : placement_.shards[static_cast<size_t>(p)]) {
+      const auto& spec = specs[static_cast<size_t>(v.source)];
+      pb::VariableDef* def = request.add_variables();
+      def->set_name(v.name);
+      def->set_source(spec.name);
+      for (int64_t d : spec.shape.dims()) def->add_full_shape(d);
+      def->set_row_begin(v.row_begin);
+      def->set_row_end(v.row_end);
+      *def->mutable_initializer() = runtime::InitializerToProto(spec.initializer);
+      def->set_seed(VariableSeed(t_.seed, spec.name));
+    }
+    pb::CreateVariablesResponse response;
+    FULCRUM_RETURN_IF_ERROR(
+        ps_[static_cast<size_t>(p)]->CreateVariables(request, &response, kControlTimeout));
+    spdlog::info("ps:{} holds {} variable(s), {} bytes, in {} chunk(s)", p,
+                 request.variables_size(), response.bytes_held(), response.num_chunks());
+  }
+  return absl::OkStatus();
+}
+
+int64_t Chief::GlobalStep() {
+  pb::StatsResponse stats;
+  if (!ps_[0]->Stats(&stats, absl::Seconds(5)).ok()) return -1;
+  return stats.global_step();
+}
+
+absl::StatusOr<Eval> Chief::Evaluate(const char* when) {
+  runtime::TransferResult pulled;
+  FULCRUM_RETURN_IF_ERROR(sharded_->PullAll(0, c_.step_timeout, values_, &pulled));
+  FULCRUM_ASSIGN_OR_RETURN(models::EvalResult r,
+                           models::EvaluateDataset(*model_, test_, values_, t_.eval_batch_size));
+  Eval e;
+  e.global_step = pulled.global_step;
+  e.seconds = absl::ToDoubleSeconds(absl::Now() - train_start_);
+  e.loss = r.loss_sum / static_cast<double>(std::max<int64_t>(1, r.examples));
+  if (model_->has_accuracy()) {
+    e.accuracy = static_cast<double>(r.correct) / static_cast<double>(std::max<int64_t>(1, r.examples));
+    spdlog::info("{} global step {}/{}: test accuracy {:.4f}, test loss {:.4f} ({:.1f} s)", when,
+                 e.global_step, train_steps_, *e.accuracy, e.loss, e.seconds);
+  } else {
+    spdlog::info("{} global step {}/{}: test loss {:.5f} ({:.1f} s)", when, e.global_step,
+                 train_steps_, e.loss, e.seconds);
+  }
+  evals_.push_back(e);
+  if (c_.target_accuracy > 0 && e.accuracy && *e.accuracy >= c_.target_accuracy &&
+      !time_to_target_) {
+    time_to_target_ = e.seconds;
+  }
+  return e;
+}
+
+absl::Status Chief::Monitor() {
+  int64_t next_eval = c_.eval_every > 0 ? c_.eval_every : train_steps_ + 1;
+  int64_t last_step = -1;
+  absl::Time last_progress = absl::Now();
+  absl::Time next_ps_check = absl::Now();
+  while (true) {
+    absl::SleepFor(absl::Milliseconds(20));
+    const int64_t step = GlobalStep();
+    const absl::Time now = absl::Now();
+    if (step > last_step) {
+      last_step = step;
+      last_progress = now;
+    }
+    if (now >= next_ps_check) {  // also the PS tasks' sign that the chief is alive
+      for (size_t p = 1; p < ps_.size(); ++p) {
+        pb::StatsResponse stats;
+        if (absl::Status s = ps_[p]->Stats(&stats, absl::Seconds(5)); !s.ok()) {
+          return absl::UnavailableError(absl::StrCat("chief lost ps:", p, ": ", s.message()));
+        }
+      }
+      next_ps_check = now + absl::Seconds(1);
+    }
+    if (step >= next_eval && step < train_steps_) {
+      FULCRUM_ASSIGN_OR_RETURN(Eval e, Evaluate("eval at"));
+      next_eval = (e.global_step / c_.eval_every + 1) * c_.eval_every;
+      if (time_to_target_) {
+        stop_reason_ = absl::StrCat("reached target accuracy ", c_.target_accuracy);
+        return absl::OkStatus();
+      }
+    }
+    if (step >= train_steps_) {
+      stop_reason_ = absl::StrCat("reached train_steps ", train_steps_);
+      return absl::OkStatus();
+    }
+    if (coordinator_->summaries().size() == static_cast<size_t>(c_.task.cluster.num_tasks(runtime::kWorkerJob))) {
+      stop_reason_ = "every worker finished";
+      return absl::OkStatus();
+    }
+    if (const auto silent = coordinator_->SilentWorkers(c_.heartbeat_timeout); !silent.empty()) {
+      return absl::UnavailableError(absl::StrCat("chief: ", Join(silent, "worker"),
+                                                 " silent for ",
+                                                 absl::FormatDuration(c_.heartbeat_timeout),
+                                                 " (--heartbeat_timeout)"));
+    }
+    if (now - last_progress > c_.heartbeat_timeout) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "chief: no progress for ", absl::FormatDuration(c_.heartbeat_timeout),
+          ": global step stuck at ", last_step, " of ", train_steps_));
+    }
+  }
+}
+
+void Chief::StopAll(const std::string& reason) {
+  coordinator_->RequestStop(reason);
+  for (size_t p = 0; p < ps_.size(); ++p) {
+    if (absl::Status s = ps_[p]->Stop(reason, kControlTimeout); !s.ok()) {
+      spdlog::warn("stopping ps:{}: {}", p, s.ToString());
+    }
+  }
+}
+
+void Chief::ShutdownAll(const std::string& reason) {
+  for (size_t p = 0; p < ps_.size(); ++p) {
+    if (absl::Status s = ps_[p]->Shutdown(reason, kControlTimeout); !s.ok()) {
+      spdlog::warn("shutting down ps:{}: {}", p, s.ToString());
+    }
+  }
+}
+
+absl::Status Chief::WriteReport(const std::string& stop_reason) {
+  nlohmann::json j;
+  const int num_workers = c_.task.cluster.num_tasks(runtime::kWorkerJob);
+  const bool sync = c_.mode == runtime::SyncMode::kSync;
+  j["run_id"] = run_id_;
+  j["mode"] = sync ? "sync" : "async";
+  j["model"] = t_.model;
+  j["dataset"] = t_.dataset;
+  j["optimizer"] = ops::OptimizerName(t_.optimizer.kind);
+  j["learning_rate"] = t_.optimizer.learning_rate;
+  j["batch_size"] = t_.batch_size;
+  j["seed"] = t_.seed;
+  j["placement"] = runtime::PlacementName(c_.placement);
+  j["num_ps"] = placement_.num_ps();
+  j["num_workers"] = num_workers;
+  j["replicas_to_aggregate"] = sync ? nlohmann::json(c_.replicas_to_aggregate) : nlohmann::json(nullptr);
+  j["train_steps"] = train_steps_;
+  j["stop_reason"] = stop_reason;
+  const Eval& last = evals_.back();
+  j["global_step"] = last.global_step;
+  j["final_test_accuracy"] = last.accuracy ? nlohmann::json(*last.accuracy) : nlohmann::json(nullptr);
+  j["final_test_loss"] = last.loss;
+  j["target_accuracy"] = c_.target_accuracy > 0 ? nlohmann::json(c_.target_accuracy) : nlohmann::json(nullptr);
+  j["time_to_target_accuracy_seconds"] =
+      time_to_target_ ? nlohmann::json(*time_to_target_) : nlohmann::json(nullptr);
+  const double train_seconds = absl::ToDoubleSeconds(train_end_ - train_start_);
+  j["train_seconds"] = train_seconds;
+  j["wall_seconds"] = absl::ToDoubleSeconds(absl::Now() - process_start_);
+  // Examples the applied updates consumed: one batch per async step, replicas_to_aggregate
+  // batches per sync step.
+  const int64_t per_step = t_.batch_size * (sync ? c_.replicas_to_aggregate : 1);
+  j["examples_per_sec"] = train_seconds > 0
+                              ? static_cast<double>(last.global_step * per_step) / train_seconds
+                              : 0.0;
+  nlohmann::json evals = nlohmann::json::array();
+  for (const Eval& e : evals_) {
+    evals.push_back({{"global_step", e.global_step},
+                     {"seconds", e.seconds},
+                     {"test_accuracy", e.accuracy ? nlohmann::json(*e.accuracy) : nlohmann::json(nullptr)},
+                     {"test_loss", e.loss}});
+  }
+  j["evals"] = evals;
+  nlohmann::json placement = nlohmann::json::array();
+  for (const auto& shard : placement_.shards) {
+    for (const auto& v : shard) {
+      placement.push_back({{"variable", v.name}, {"ps", v.ps}, {"bytes", v.bytes()}});
+    }
+  }
+  j["placement_table"] = placement;
+  j["placement_imbalance"] = placement_.imbalance();
+  nlohmann::json ps = nlohmann::json::array();
+  int64_t received = 0, applied = 0, dropped = 0;
+  for (size_t p = 0; p < ps_.size(); ++p) {
+    pb::StatsResponse s;
+    if (absl::Status st = ps_[p]->Stats(&s, kControlTimeout); !st.ok()) {
+      spdlog::warn("stats of ps:{}: {}", p, st.ToString());
+      continue;
+    }
+    ps.push_back({{"task_index", p},
+                  {"global_step", s.global_step()},
+                  {"bytes_held", s.bytes_held()},
+                  {"num_chunks", s.num_chunks()},
+                  {"pushes_received", s.pushes_received()},
+                  {"pushes_applied", s.pushes_applied()},
+                  {"pushes_dropped", s.pushes_dropped()},
+                  {"pushes_duplicate", s.pushes_duplicate()},
+                  {"steps_applied", s.steps_applied()},
+                  {"pulls", s.pulls()},
+                  {"bytes_pushed", s.bytes_pushed()},
+                  {"bytes_pulled", s.bytes_pulled()}});
+    received += s.pushes_received();
+    applied += s.pushes_applied();
+    dropped += s.pushes_dropped();
+  }
+  j["ps"] = ps;
+  j["pushes_received"] = received;
+  j["pushes_applied"] = applied;
+  j["pushes_dropped"] = dropped;
+  nlohmann::json workers = nlohmann::json::array();
+  double worker_rate = 0.0;
+  for (const auto& [index, text] : coordinator_->summaries()) {
+    nlohmann::json w = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (w.is_discarded()) continue;
+    if (w.contains("examples_per_sec") && w["examples_per_sec"].is_number()) {
+      worker_rate += w["examples_per_sec"].get<double>();
+    }
+    workers.push_back(std::move(w));
+  }
+  j["workers"] = workers;
+  j["workers_examples_per_sec"] = worker_rate;  // sum of the workers' steady-state rates
+  return WriteFileAtomically(run_dir_ / "report.json", j.dump(2) + "\n");
+}
+
+absl::Status Chief::Run() {
+  InitLogging(c_.task.task_name());
+  FULCRUM_RETURN_IF_ERROR(Prepare());
+  spdlog::info("run {} in {}: {} {} over {} ps and {} worker(s), {} global steps", run_id_,
+               run_dir_.string(), c_.mode == runtime::SyncMode::kSync ? "sync" : "async",
+               t_.model, placement_.num_ps(), c_.task.cluster.num_tasks(runtime::kWorkerJob),
+               train_steps_);
+  spdlog::info("placement ({}):\n{}", runtime::PlacementName(c_.placement), placement_.Table());
+
+  coordinator_ = std::make_unique<Coordinator>(
+      run_id_, run_dir_.string(), runtime::ConfigFingerprint(t_, c_),
+      c_.task.cluster.num_tasks(runtime::kWorkerJob));
+  grpc::ServerBuilder builder;
+  runtime::ConfigureServerBuilder(&builder);
+  int bound_port = 0;
+  builder.AddListeningPort(c_.task.address(), grpc::InsecureServerCredentials(), &bound_port);
+  builder.RegisterService(coordinator_.get());
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || bound_port == 0) {
+    return absl::UnavailableError(
+        absl::StrCat(c_.task.task_name(), " cannot listen on ", c_.task.address(), " (in use?)"));
+  }
+  spdlog::info("{} listening on {}", c_.task.task_name(), c_.task.address());
+
+  std::vector<runtime::PsClient*> clients;
+  for (int p = 0; p < c_.task.cluster.num_tasks(runtime::kPsJob); ++p) {
+    ps_.push_back(std::make_unique<runtime::GrpcPsClient>(
+        absl::StrCat("ps:", p), c_.task.cluster.address(runtime::kPsJob, p)));
+    clients.push_back(ps_.back().get());
+  }
+  sharded_ = std::make_unique<runtime::ShardedVariables>(placement_, c_.chunk_bytes, clients,
+                                                         c_.task.task_name());
+  const absl::Time startup_deadline = process_start_ + c_.startup_timeout;
+  absl::Status status = WaitForPs(startup_deadline);
+  if (status.ok()) {
+    ps_reached_ = true;
+    status = CreateVariables();
+  }
+  if (status.ok()) {
+    for (auto& ps : ps_) ps->Warm(c_.chunk_bytes, 2, kControlTimeout).IgnoreError();
+    absl::Time next_log = absl::Now();
+    while (true) {
+      const std::vector<int> missing =
+          coordinator_->WaitForWorkers(std::min(startup_deadline, absl::Now() + absl::Seconds(5)));
+      if (missing.empty()) break;
+      if (absl::Now() >= startup_deadline) {
+        status = absl::DeadlineExceededError(
+            absl::StrCat("chief: ", Join(missing, "worker"), " did not register within ",
+                         absl::FormatDuration(c_.startup_timeout), " (--startup_timeout)"));
+        break;
+      }
+      if (absl::Now() >= next_log) {
+        spdlog::info("waiting for {} to register", Join(missing, "worker"));
+        next_log = absl::Now() + absl::Seconds(5);
+      }
+    }
+  }
+  if (status.ok()) {
+    train_start_ = absl::Now();
+    coordinator_->Start();
+    spdlog::info("all {} task(s) ready: training starts",
+                 placement_.num_ps() + c_.task.cluster.num_tasks(runtime::kWorkerJob));
+    status = Monitor();
+  }
+  train_end_ = absl::Now();
+  if (!ps_reached_) {
+    coordinator_->RequestStop(std::string(status.message()));
+    server_->Shutdown(runtime::DeadlineIn(absl::Seconds(1)));
+    return status;
+  }
+  StopAll(status.ok() ? stop_reason_ : std::string(status.message()));
+  if (status.ok()) {
+    spdlog::info("stopping: {}", stop_reason_);
+    absl::StatusOr<Eval> final_eval = Evaluate("final");
+    if (!final_eval.ok()) status = final_eval.status();
+  }
+  if (status.ok()) {
+    const std::vector<int> missing =
+        coordinator_->WaitForSummaries(absl::Now() + c_.step_timeout + absl::Seconds(10));
+    if (!missing.empty()) {
+      spdlog::warn("no summary from {}", Join(missing, "worker"));
+    }
+    status = WriteReport(stop_reason_);
+    if (status.ok()) spdlog::info("report: {}", (run_dir_ / "report.json").string());
+  }
+  ShutdownAll(status.ok() ? "run finished" : std::string(status.message()));
+  server_->Shutdown(runtime::DeadlineIn(absl::Seconds(2)));
+  return status;
+}
+
+}  // namespace
+
+absl::Status RunChief(const TrainingOptions& training, const ClusterOptions& cluster) {
+  Chief chief(training, cluster);
+  return chief.Run();
+}
+
+}  // namespace fulcrum::chief

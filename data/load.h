@@ -1,0 +1,37 @@
+// data: loading a run's training and test sets by dataset kind (what --dataset and its
+// companion flags describe), for every task that needs data: the single trainer, each
+// cluster worker (training set) and the chief (test set for evaluation).
+// Thread-safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "data/dataset_types.h"
+
+namespace fulcrum::data {
+
+struct SourceOptions {
+  std::string kind = "mnist";  // mnist (any MNIST-format set), cifar10, synthetic
+  std::string dir;             // files of mnist/cifar10
+  int64_t synthetic_examples = 60000;
+  std::vector<int64_t> synthetic_shape = {1, 28, 28};
+  int synthetic_classes = 10;
+  uint64_t seed = 1;           // synthetic data only
+};
+
+struct TrainTest {
+  Dataset train;
+  Dataset test;
+};
+
+// Loads one split (the synthetic test split has a sixth of the training examples).
+absl::StatusOr<Dataset> LoadSplit(const SourceOptions& options, Split split);
+
+// Loads both splits; the synthetic test split has a sixth of the training examples.
+// Errors name the file and the problem (NotFound/InvalidArgument/DataLoss).
+absl::StatusOr<TrainTest> LoadTrainTest(const SourceOptions& options);
+
+}  // namespace fulcrum::data

@@ -1,0 +1,199 @@
+#include "runtime/sharded_variables.h"
+
+#include <algorithm>
+#include <limits>
+#include <mutex>
+#include <condition_variable>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/random.h"
+#include "runtime/tensor_coding.h"
+
+namespace fulcrum::runtime {
+
+struct ShardedVariables::Slot {
+  int ps = 0;
+  int chunk = 0;
+  pb::PullRequest pull_request;
+  pb::PullResponse pull_response;
+  pb::PushRequest push_request;
+  pb::PushResponse push_response;
+  absl::Status status;
+};
+
+namespace {
+
+// Counts outstanding calls; Wait returns when all have finished. Every call carries its own
+// deadline, so the wait is bounded by the calls' timeout.
+class Pending {
+ public:
+  explicit Pending(int n) : left_(n) {}
+  void Done() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (--left_ == 0) cv_.notify_all();
+  }
+  void Wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return left_ == 0; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int left_;
+};
+
+bool Retryable(const absl::Status& s) { return absl::IsUnavailable(s); }
+
+}  // namespace
+
+ShardedVariables::ShardedVariables(const Placement& placement, int64_t chunk_bytes,
+                                   std::vector<PsClient*> clients, std::string task)
+    : clients_(std::move(clients)), task_(std::move(task)) {
+  // Request ids: unique per task and process start, then sequential.
+  next_request_ = Mix64(NameHash(task_) ^ static_cast<uint64_t>(absl::ToUnixNanos(absl::Now())));
+  for (int p = 0; p < placement.num_ps(); ++p) {
+    Shard shard;
+    shard.variables = placement.shards[static_cast<size_t>(p)];
+    std::vector<int64_t> elements;
+    for (const auto& v : shard.variables) elements.push_back(v.num_elements);
+    shard.chunks = PlanChunks(elements, chunk_bytes);
+    for (size_t c = 0; c < shard.chunks.size(); ++c) {
+      auto slot = std::make_unique<Slot>();
+      slot->ps = p;
+      slot->chunk = static_cast<int>(c);
+      slot->pull_request.set_task(task_);
+      slot->pull_request.add_chunks(static_cast<int>(c));
+      slot->push_request.set_task(task_);
+      slot->push_request.add_gradients()->set_chunk(static_cast<int>(c));
+      slots_.push_back(std::move(slot));
+    }
+    shards_.push_back(std::move(shard));
+  }
+}
+
+ShardedVariables::~ShardedVariables() = default;
+
+int ShardedVariables::num_chunks() const { return static_cast<int>(slots_.size()); }
+
+template <typename T, typename Tensors>
+std::vector<std::span<T>> ShardedVariables::Spans(int ps, int chunk, Tensors tensors) const {
+  const Shard& shard = shards_[static_cast<size_t>(ps)];
+  std::vector<std::span<T>> spans;
+  for (const Segment& seg : shard.chunks[static_cast<size_t>(chunk)].segments) {
+    const PlacedVariable& v = shard.variables[static_cast<size_t>(seg.variable)];
+    auto& tensor = tensors[static_cast<size_t>(v.source)];
+    spans.emplace_back(tensor.data() + v.element_offset + seg.offset,
+                       static_cast<size_t>(seg.count));
+  }
+  return spans;
+}
+
+absl::Status ShardedVariables::PullAll(int64_t min_step, absl::Duration timeout,
+                                       std::span<ops::Tensor> values, TransferResult* result) {
+  *result = TransferResult();
+  Pending pending(static_cast<int>(slots_.size()));
+  for (auto& slot_ptr : slots_) {
+    Slot* slot = slot_ptr.get();
+    slot->pull_request.set_min_step(min_step);
+    slot->pull_request.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
+    slot->pull_response.Clear();
+    clients_[static_cast<size_t>(slot->ps)]->PullAsync(
+        &slot->pull_request, &slot->pull_response, timeout + absl::Seconds(5),
+        [this, slot, values, &pending](absl::Status s) {
+          if (s.ok()) {
+            if (slot->pull_response.chunks_size() != 1) {
+              s = absl::InternalError(absl::StrCat("ps:", slot->ps, " answered ",
+                                                   slot->pull_response.chunks_size(),
+                                                   " chunks to a pull of one"));
+            } else {
+              s = DecodeFloats(slot->pull_response.chunks(0).data(),
+                               Spans<float>(slot->ps, slot->chunk, values),
+                               absl::StrCat("pull of chunk ", slot->chunk, " from ps:", slot->ps));
+            }
+          }
+          slot->status = std::move(s);
+          pending.Done();
+        });
+  }
+  pending.Wait();
+  result->global_step = std::numeric_limits<int64_t>::max();
+  for (const auto& slot : slots_) {
+    if (!slot->status.ok()) return slot->status;
+    result->global_step = std::min(result->global_step, slot->pull_response.chunks(0).step());
+    result->stopped = result->stopped || slot->pull_response.stopped();
+    result->bytes_received += static_cast<int64_t>(slot->pull_response.chunks(0).data().size());
+  }
+  if (slots_.empty()) result->global_step = 0;
+  return absl::OkStatus();
+}
+
+absl::Status ShardedVariables::PushPullAll(int64_t step, int64_t min_step,
+                                           std::span<const ops::Tensor> grads,
+                                           std::span<ops::Tensor> values, absl::Duration timeout,
+                                           TransferResult* result) {
+  *result = TransferResult();
+  for (auto& slot : slots_) {
+    pb::PushRequest& req = slot->push_request;
+    req.set_request_id(next_request_++);
+    req.set_step(step);
+    req.set_min_step(min_step);
+    req.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
+    pb::ChunkData* g = req.mutable_gradients(0);
+    g->set_step(step);
+    const auto spans = Spans<const float>(slot->ps, slot->chunk, grads);
+    EncodeFloats(spans, g->mutable_data());
+    slot->status = absl::OkStatus();
+  }
+  // Up to two rounds: the second re-sends (same request ids) what failed in transport.
+  std::vector<Slot*> todo;
+  for (auto& slot : slots_) todo.push_back(slot.get());
+  for (int round = 0; round < 2 && !todo.empty(); ++round) {
+    Pending pending(static_cast<int>(todo.size()));
+    for (Slot* slot : todo) {
+      slot->push_response.Clear();
+      clients_[static_cast<size_t>(slot->ps)]->PushPullAsync(
+          &slot->push_request, &slot->push_response, timeout + absl::Seconds(5),
+          [this, slot, values, &pending](absl::Status s) {
+            if (s.ok()) {
+              if (slot->push_response.values_size() != 1) {
+                s = absl::InternalError(absl::StrCat("ps:", slot->ps, " answered ",
+                                                     slot->push_response.values_size(),
+                                                     " chunks to a push-pull of one"));
+              } else {
+                s = DecodeFloats(slot->push_response.values(0).data(),
+                                 Spans<float>(slot->ps, slot->chunk, values),
+                                 absl::StrCat("values of chunk ", slot->chunk, " from ps:",
+                                              slot->ps));
+              }
+            }
+            slot->status = std::move(s);
+            pending.Done();
+          });
+    }
+    pending.Wait();
+    std::vector<Slot*> retry;
+    for (Slot* slot : todo) {
+      if (Retryable(slot->status) && round == 0) retry.push_back(slot);
+    }
+    result->retries += static_cast<int>(retry.size());
+    todo = std::move(retry);
+  }
+  result->global_step = std::numeric_limits<int64_t>::max();
+  for (const auto& slot : slots_) {
+    if (!slot->status.ok()) return slot->status;
+    const pb::PushResponse& r = slot->push_response;
+    result->global_step = std::min(result->global_step, r.values(0).step());
+    result->stopped = result->stopped || r.stopped();
+    result->applied += r.applied();
+    result->dropped += r.dropped();
+    result->duplicates += r.duplicate() ? 1 : 0;
+    result->bytes_sent += static_cast<int64_t>(slot->push_request.gradients(0).data().size());
+    result->bytes_received += static_cast<int64_t>(r.values(0).data().size());
+  }
+  if (slots_.empty()) result->global_step = 0;
+  return absl::OkStatus();
+}
+
+}  // namespace fulcrum::runtime

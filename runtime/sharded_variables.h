@@ -1,0 +1,82 @@
+// runtime: a model's variables as the PS tasks hold them, seen from a worker or the chief.
+// Knows the placement and each shard's chunk plan, and moves whole models: PullAll reads
+// every chunk of every PS into the model's tensors, PushPullAll sends every chunk's
+// gradients and reads the new values back, with one RPC per chunk, all in flight at once
+// (big variables go out as pieces of at most chunk_bytes in parallel). Slices of a
+// partitioned variable are read and written in place, so reassembly costs nothing.
+// Thread-safety: one call at a time per object (a worker's training loop); the clients
+// may be shared.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "ops/tensor.h"
+#include "runtime/chunk_plan.h"
+#include "runtime/placement.h"
+#include "runtime/ps_client.h"
+
+namespace fulcrum::runtime {
+
+// What one PullAll / PushPullAll saw.
+struct TransferResult {
+  int64_t global_step = 0;  // min over every chunk's step in the replies
+  bool stopped = false;     // a PS said training has ended
+  int64_t applied = 0;      // chunks applied/accumulated by the PS
+  int64_t dropped = 0;      // chunks dropped as stale (sync)
+  int64_t duplicates = 0;   // chunks answered as duplicates of an earlier try
+  int64_t bytes_sent = 0;   // tensor payload bytes
+  int64_t bytes_received = 0;
+  int retries = 0;          // RPCs re-sent after a transport failure
+};
+
+class ShardedVariables {
+ public:
+  // `clients[p]` talks to ps p (not owned; must outlive this). `task` names the caller in
+  // requests ("worker:1"); request ids are unique per (task, call).
+  ShardedVariables(const Placement& placement, int64_t chunk_bytes,
+                   std::vector<PsClient*> clients, std::string task);
+  ~ShardedVariables();
+
+  int num_ps() const { return static_cast<int>(shards_.size()); }
+  int num_chunks() const;
+  const std::vector<Chunk>& chunks(int ps) const { return shards_[static_cast<size_t>(ps)].chunks; }
+  const std::vector<PlacedVariable>& variables(int ps) const {
+    return shards_[static_cast<size_t>(ps)].variables;
+  }
+
+  // Reads every variable into `values` (model order and shapes), waiting on each chunk until
+  // its step >= min_step (0 = no wait).
+  absl::Status PullAll(int64_t min_step, absl::Duration timeout, std::span<ops::Tensor> values,
+                       TransferResult* result);
+
+  // Pushes `grads` (model order) computed at global step `step`, then reads the values back
+  // once each chunk's step >= min_step (sync: step + 1; async: 0). A call that fails in
+  // transport is re-sent once with the same request id, so the PS never applies it twice.
+  absl::Status PushPullAll(int64_t step, int64_t min_step, std::span<const ops::Tensor> grads,
+                           std::span<ops::Tensor> values, absl::Duration timeout,
+                           TransferResult* result);
+
+ private:
+  struct Slot;  // one chunk's reusable request and reply
+  struct Shard {
+    std::vector<PlacedVariable> variables;
+    std::vector<Chunk> chunks;
+  };
+  // Spans of `tensors` that chunk c of ps p covers, in segment order.
+  template <typename T, typename Tensors>
+  std::vector<std::span<T>> Spans(int ps, int chunk, Tensors tensors) const;
+
+  std::vector<Shard> shards_;
+  std::vector<PsClient*> clients_;
+  std::string task_;
+  uint64_t next_request_ = 0;
+  std::vector<std::unique_ptr<Slot>> slots_;  // ps-major, then chunk
+};
+
+}  // namespace fulcrum::runtime
