@@ -2,8 +2,9 @@
 // "worker": [...]}) and which task of it this process is, from --cluster_spec=FILE or the
 // TF_CONFIG environment variable exactly as TensorFlow defines it
 // ({"cluster": {...}, "task": {"type": "worker", "index": 1}}).
-// Everything is validated before any socket opens; every error is InvalidArgument (exit 2)
-// naming the file or variable and what is wrong.
+// Everything is validated before any socket opens; every error is InvalidArgument (a spec
+// file that is missing or unreadable: NotFound; both exit 2) naming the file or variable
+// and what is wrong. When --cluster_spec is given, TF_CONFIG is not read at all.
 // Thread-safety: pure functions and value types.
 #pragma once
 

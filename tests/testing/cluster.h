@@ -1,0 +1,173 @@
+// tests: a whole Fulcrum cluster on loopback for integration tests. Picks free ports from
+// the OS, writes the ClusterSpec file, starts the real ps / worker / chief binaries as child
+// processes (each with its own log file), waits for them under a deadline and kills any
+// that outlive it.
+#pragma once
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "gtest/gtest.h"
+
+namespace fulcrum::testing {
+
+// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then released).
+inline int FreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  int port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  ::close(fd);
+  return port;
+}
+
+// Writes {"chief": [..], "ps": [..], "worker": [..]} on 127.0.0.1 with fresh ports.
+inline std::string WriteLocalSpec(const std::filesystem::path& path, int num_ps,
+                                  int num_workers) {
+  auto addresses = [](int n) {
+    std::vector<std::string> out;
+    for (int i = 0; i < n; ++i) out.push_back(absl::StrCat("\"127.0.0.1:", FreePort(), "\""));
+    return absl::StrCat("[", absl::StrJoin(out, ", "), "]");
+  };
+  std::ofstream(path) << "{\"chief\": " << addresses(1) << ", \"ps\": " << addresses(num_ps)
+                      << ", \"worker\": " << addresses(num_workers) << "}\n";
+  return path.string();
+}
+
+inline std::string ReadFile(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct Task {
+  std::string job;
+  int index = 0;
+  pid_t pid = -1;
+  int exit_code = -1;  // -1: killed or not exited
+  std::filesystem::path log;
+  std::string name() const { return absl::StrCat(job, ":", index); }
+};
+
+class LocalCluster {
+ public:
+  explicit LocalCluster(std::filesystem::path dir) : dir_(std::move(dir)) {}
+  ~LocalCluster() {
+    for (Task& t : tasks_) {
+      if (t.pid > 0) {
+        ::kill(t.pid, SIGKILL);
+        ::waitpid(t.pid, nullptr, 0);
+      }
+    }
+  }
+
+  // Starts build/bin/<job> with --job_name/--task_index and `flags` (one argv entry each).
+  void Start(const std::string& job, int index, const std::vector<std::string>& flags) {
+    Task t;
+    t.job = job;
+    t.index = index;
+    t.log = dir_ / absl::StrCat(job, "-", index, ".log");
+    std::vector<std::string> args = {absl::StrCat(FULCRUM_BIN_DIR, "/", job),
+                                     absl::StrCat("--job_name=", job),
+                                     absl::StrCat("--task_index=", index)};
+    args.insert(args.end(), flags.begin(), flags.end());
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      const int fd = ::open(t.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    t.pid = pid;
+    tasks_.push_back(std::move(t));
+  }
+
+  // Starts every ps, then every worker, then the chief, all with the same flags.
+  void StartAll(int num_ps, int num_workers, const std::vector<std::string>& flags) {
+    for (int i = 0; i < num_ps; ++i) Start("ps", i, flags);
+    for (int i = 0; i < num_workers; ++i) Start("worker", i, flags);
+    Start("chief", 0, flags);
+  }
+
+  // Waits for every task to exit, up to `timeout`; kills the rest (their exit_code stays -1).
+  void WaitAll(std::chrono::seconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (true) {
+      bool running = false;
+      for (Task& t : tasks_) {
+        if (t.pid <= 0) continue;
+        int status = 0;
+        if (::waitpid(t.pid, &status, WNOHANG) == t.pid) {
+          t.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+          t.pid = -1;
+        } else {
+          running = true;
+        }
+      }
+      if (!running) return;
+      if (std::chrono::steady_clock::now() > deadline) {
+        for (Task& t : tasks_) {
+          if (t.pid > 0) {
+            ::kill(t.pid, SIGKILL);
+            ::waitpid(t.pid, nullptr, 0);
+            t.pid = -1;
+            ADD_FAILURE() << t.name() << " still running after the deadline; killed";
+          }
+        }
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+
+  const std::vector<Task>& tasks() const { return tasks_; }
+  const Task& task(const std::string& job, int index) const {
+    for (const Task& t : tasks_) {
+      if (t.job == job && t.index == index) return t;
+    }
+    static const Task kNone;
+    return kNone;
+  }
+  // Every task's log, for failure messages.
+  std::string Logs() const {
+    std::string out;
+    for (const Task& t : tasks_) {
+      out += absl::StrCat("----- ", t.name(), " (exit ", t.exit_code, ") -----\n",
+                          ReadFile(t.log), "\n");
+    }
+    return out;
+  }
+
+ private:
+  std::filesystem::path dir_;
+  std::vector<Task> tasks_;
+};
+
+}  // namespace fulcrum::testing
