@@ -25,8 +25,8 @@ using ::fulcrum::testing::RunBinary;
 using ::fulcrum::testing::WriteLocalSpec;
 
 constexpr char kFashionMnist[] = "/usr/share/datasets/fashion-mnist";
-constexpr int kSteps = 600;
-constexpr double kLearningRate = 0.1;
+constexpr int kSteps = 1000;
+constexpr double kLearningRate = 0.03;
 
 nlohmann::json ReadJson(const fs::path& path) {
   return nlohmann::json::parse(ReadFile(path), nullptr, /*allow_exceptions=*/false);
@@ -56,6 +56,10 @@ struct Layout {
   std::string mode;
   int replicas = 0;  // sync: 0 = every worker
 };
+
+void PrintTo(const Layout& l, std::ostream* os) {
+  *os << l.num_ps << " ps, " << l.num_workers << " workers, " << l.mode;
+}
 
 std::string LayoutName(const ::testing::TestParamInfo<Layout>& info) {
   std::string name = absl::StrCat(info.param.num_ps, "ps_", info.param.num_workers, "w_",
@@ -140,7 +144,9 @@ TEST_P(ClusterTrainingTest, TrainsLikeSingleModeAndEveryTaskExitsCleanly) {
   }
   EXPECT_EQ(received, worker_pushes);
   EXPECT_EQ(dropped, worker_dropped);
-  if (sync) EXPECT_EQ(report["global_step"], kSteps);
+  if (sync) {
+    EXPECT_EQ(report["global_step"], kSteps);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, ClusterTrainingTest,
@@ -198,6 +204,8 @@ struct BadSpec {
   std::string message;  // a part of the expected error
   std::string extra_flag = "";
 };
+
+void PrintTo(const BadSpec& b, std::ostream* os) { *os << b.name; }
 
 class BadSpecTest : public ::testing::TestWithParam<BadSpec> {};
 
