@@ -377,6 +377,13 @@ absl::Status Chief::WriteReport(const std::string& stop_reason) {
   }
   j["workers"] = workers;
   j["workers_examples_per_sec"] = worker_rate;  // sum of the workers' steady-state rates
+  // The chief's own summary beside the other tasks' (its run, without the tasks' details).
+  nlohmann::json own = j;
+  for (const char* key : {"workers", "ps", "placement_table"}) own.erase(key);
+  own["job"] = c_.task.job_name;
+  own["task_index"] = c_.task.task_index;
+  FULCRUM_RETURN_IF_ERROR(
+      WriteFileAtomically(run_dir_ / c_.task.dir_name() / "summary.json", own.dump(2) + "\n"));
   return WriteFileAtomically(run_dir_ / "report.json", j.dump(2) + "\n");
 }
 

@@ -267,7 +267,7 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c)
     const auto t1 = Clock::now();
     ++local_steps;
     ++window_steps;
-    pushes += sharded.num_chunks();
+    pushes += xfer.applied + xfer.dropped;  // what the PS took (none once it has stopped)
     dropped += xfer.dropped;
     duplicates += xfer.duplicates;
     retries += xfer.retries;
