@@ -20,7 +20,7 @@ inline constexpr int kMaxMessageBytes = 256 << 20;
 // An insecure channel to "host:port" with Fulcrum's limits and keepalive.
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address);
 
-// Builder settings for a Fulcrum server (message limits, keepalive).
+// Builder settings for a Fulcrum server (message limits, keepalive, no port sharing).
 void ConfigureServerBuilder(grpc::ServerBuilder* builder);
 
 // gRPC status -> absl::Status, prefixed with what was called ("Pull on ps:0 (host:port)").

@@ -1,19 +1,26 @@
 #include "runtime/ps_client.h"
 
-#include "absl/synchronization/notification.h"
+#include <condition_variable>
+#include <mutex>
 
 namespace fulcrum::runtime {
 namespace {
 
 template <typename Call>
 absl::Status Wait(Call call) {
-  absl::Notification done;
+  // std::mutex rather than absl::Notification: ThreadSanitizer sees through it.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
   absl::Status result;
   call([&](absl::Status s) {
+    std::lock_guard<std::mutex> lock(mu);
     result = std::move(s);
-    done.Notify();
+    done = true;
+    cv.notify_one();
   });
-  done.WaitForNotification();  // the call's own timeout bounds this wait
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return done; });  // the call's own timeout bounds this wait
   return result;
 }
 

@@ -136,6 +136,7 @@ absl::Status ShardedVariables::PushPullAll(int64_t step, int64_t min_step,
   *result = TransferResult();
   for (auto& slot : slots_) {
     pb::PushRequest& req = slot->push_request;
+    if (next_request_ == 0) ++next_request_;  // 0 means "no dedup" to the PS
     req.set_request_id(next_request_++);
     req.set_step(step);
     req.set_min_step(min_step);

@@ -1,0 +1,52 @@
+// ps: PsClient that calls a Shard in the same process, no network. The contract tests run
+// over it and over GrpcPsClient alike, and bench/ps_throughput uses it as the baseline that
+// costs only the PS's own work. Asynchronous calls run inline on the calling thread and call
+// `done` before returning; the timeout bounds a pull's wait as a gRPC deadline would.
+// Shutdown only records that it was asked for (there is no server to stop).
+// Thread-safety: all methods are thread-safe (the shard is).
+#pragma once
+
+#include <atomic>
+#include <string>
+
+#include "ps/shard.h"
+#include "runtime/ps_client.h"
+
+namespace fulcrum::ps {
+
+class InProcessPsClient final : public runtime::PsClient {
+ public:
+  // `shard` must outlive the client.
+  explicit InProcessPsClient(Shard* shard) : shard_(shard) {}
+
+  std::string target() const override;
+
+  void PullAsync(const pb::PullRequest* request, pb::PullResponse* response, absl::Duration timeout,
+                 Done done) override;
+  void PushAsync(const pb::PushRequest* request, pb::PushResponse* response, absl::Duration timeout,
+                 Done done) override;
+  void PushPullAsync(const pb::PushRequest* request, pb::PushResponse* response,
+                     absl::Duration timeout, Done done) override;
+
+  absl::Status CreateVariables(const pb::CreateVariablesRequest& request,
+                               pb::CreateVariablesResponse* response,
+                               absl::Duration timeout) override;
+  absl::Status SaveShard(const pb::SaveShardRequest& request, pb::SaveShardResponse* response,
+                         absl::Duration timeout) override;
+  absl::Status RestoreShard(const pb::RestoreShardRequest& request,
+                            pb::RestoreShardResponse* response, absl::Duration timeout) override;
+  absl::Status Stats(pb::StatsResponse* response, absl::Duration timeout) override;
+  absl::Status Stop(const std::string& reason, absl::Duration timeout) override;
+  absl::Status Shutdown(const std::string& reason, absl::Duration timeout) override;
+  absl::Status Ping(const pb::PingRequest& request, pb::PingResponse* response,
+                    absl::Duration timeout) override;
+
+  // True once Shutdown was called.
+  bool shutdown_requested() const { return shutdown_requested_.load(); }
+
+ private:
+  Shard* const shard_;
+  std::atomic<bool> shutdown_requested_{false};
+};
+
+}  // namespace fulcrum::ps

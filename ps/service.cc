@@ -1,0 +1,112 @@
+#include "ps/service.h"
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/grpc_util.h"
+
+namespace fulcrum::ps {
+namespace {
+
+// The caller's deadline, so a wait on the PS never outlives the call it serves.
+absl::Time CallDeadline(const grpc::ServerContext* context) {
+  const auto deadline = context->deadline();
+  if (deadline == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();
+  return absl::FromChrono(deadline);
+}
+
+}  // namespace
+
+grpc::Status PsService::CreateVariables(grpc::ServerContext*,
+                                        const pb::CreateVariablesRequest* request,
+                                        pb::CreateVariablesResponse* response) {
+  return runtime::ToGrpc(shard_->CreateVariables(*request, response));
+}
+
+grpc::Status PsService::Pull(grpc::ServerContext* context, const pb::PullRequest* request,
+                             pb::PullResponse* response) {
+  return runtime::ToGrpc(shard_->Pull(*request, response, CallDeadline(context)));
+}
+
+grpc::Status PsService::Push(grpc::ServerContext*, const pb::PushRequest* request,
+                             pb::PushResponse* response) {
+  return runtime::ToGrpc(shard_->Push(*request, response));
+}
+
+grpc::Status PsService::PushPull(grpc::ServerContext* context, const pb::PushRequest* request,
+                                 pb::PushResponse* response) {
+  return runtime::ToGrpc(shard_->PushPull(*request, response, CallDeadline(context)));
+}
+
+grpc::Status PsService::SaveShard(grpc::ServerContext*, const pb::SaveShardRequest* request,
+                                  pb::SaveShardResponse* response) {
+  return runtime::ToGrpc(shard_->SaveShard(*request, response));
+}
+
+grpc::Status PsService::RestoreShard(grpc::ServerContext*, const pb::RestoreShardRequest* request,
+                                     pb::RestoreShardResponse* response) {
+  return runtime::ToGrpc(shard_->RestoreShard(*request, response));
+}
+
+grpc::Status PsService::Stats(grpc::ServerContext*, const pb::StatsRequest*,
+                              pb::StatsResponse* response) {
+  shard_->Stats(response);
+  return grpc::Status::OK;
+}
+
+grpc::Status PsService::Stop(grpc::ServerContext*, const pb::StopRequest* request,
+                             pb::StopResponse*) {
+  shard_->Stop(request->reason());
+  return grpc::Status::OK;
+}
+
+grpc::Status PsService::Shutdown(grpc::ServerContext*, const pb::ShutdownRequest* request,
+                                 pb::ShutdownResponse*) {
+  shard_->Touch();
+  std::lock_guard lock(mu_);
+  if (!shutdown_requested_) {
+    shutdown_requested_ = true;
+    shutdown_reason_ = request->reason();
+  }
+  shutdown_cv_.notify_all();
+  return grpc::Status::OK;
+}
+
+grpc::Status PsService::Ping(grpc::ServerContext*, const pb::PingRequest* request,
+                             pb::PingResponse* response) {
+  return runtime::ToGrpc(shard_->Ping(*request, response));
+}
+
+bool PsService::WaitForShutdown(absl::Duration timeout, std::string* reason) {
+  std::unique_lock lock(mu_);
+  if (!shutdown_cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout),
+                             [&] { return shutdown_requested_; })) {
+    return false;
+  }
+  *reason = shutdown_reason_;
+  return true;
+}
+
+absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(PsService* service,
+                                                          const std::string& task_name,
+                                                          const std::string& address, int* port) {
+  grpc::ServerBuilder builder;
+  runtime::ConfigureServerBuilder(&builder);
+  // A sync server takes a thread per running call, and in sync mode every worker may have a
+  // Pull per chunk blocked until its step completes. gRPC grows the pool on demand up to
+  // the resource quota's thread limit, which stays at its default (unbounded) here.
+  // ConfigureServerBuilder turns gRPC's SO_REUSEPORT off, so a taken port is an error.
+  int selected_port = 0;
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &selected_port);
+  builder.RegisterService(service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || selected_port == 0) {
+    if (server != nullptr) server->Shutdown();
+    return absl::UnavailableError(
+        absl::StrCat(task_name, " cannot listen on ", address, " (in use?)"));
+  }
+  if (port != nullptr) *port = selected_port;
+  return server;
+}
+
+}  // namespace fulcrum::ps

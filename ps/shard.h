@@ -1,0 +1,182 @@
+// ps: Shard, the parameter-server core. It holds one PS task's variables (whole model
+// variables or first-axis slices of them), their optimizer slots and the chunk plan
+// (runtime/chunk_plan.h), and implements the proto/ps.proto contract on proto messages:
+// create, pull (optionally waiting for a global step), push (async: apply on arrival; sync:
+// SyncReplicasOptimizer-style aggregation of replicas_to_aggregate gradients per step,
+// stale gradients dropped), deduplication of retried pushes, stop, stats and checkpoint
+// shard I/O. The gRPC service (ps/service.h) and the in-process client
+// (ps/in_process_client.h) both forward to it. Every error message names the task ("ps:0").
+//
+// Thread-safety: every method may be called from many threads at once. Each chunk has its
+// own lock, so pushes and pulls of different chunks never contend; a push or pull holds one
+// chunk lock at a time, a checkpoint save or restore holds all of them (in chunk order).
+// The locks are std::mutex rather than absl::Mutex so that ThreadSanitizer, which cannot see
+// inside Debian's uninstrumented Abseil, checks them.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "ops/optimizer.h"
+#include "ops/tensor.h"
+#include "proto/ps.pb.h"
+#include "runtime/chunk_plan.h"
+
+namespace fulcrum::ps {
+
+// A Pull whose request gives no timeout_ms waits at most this long for min_step.
+inline constexpr absl::Duration kDefaultPullWait = absl::Seconds(60);
+// How many (task, request_id) pairs of past pushes are remembered for deduplication; the
+// oldest are forgotten first.
+inline constexpr size_t kDedupCapacity = 100000;
+
+class Shard {
+ public:
+  // `task_index` is this ps task's index in the cluster spec.
+  explicit Shard(int task_index);
+  ~Shard();
+  Shard(const Shard&) = delete;
+  Shard& operator=(const Shard&) = delete;
+
+  int task_index() const { return task_index_; }
+  // "ps:<index>", the prefix of every error message.
+  const std::string& name() const { return name_; }
+
+  // Validates the definition and initialises every variable deterministically: the whole
+  // source variable (full_shape) is initialised from the def's seed and the def's rows are
+  // copied, so a slice holds exactly the bits the single-process trainer gives that part.
+  // Slots start at ops::SlotInitialValue. A repeat with the same run_id and an identical
+  // request is an OK no-op; any other request once created is FailedPrecondition.
+  absl::Status CreateVariables(const pb::CreateVariablesRequest& request,
+                               pb::CreateVariablesResponse* response);
+
+  // Reads the requested chunks (empty = all). With min_step > 0, first waits until each
+  // chunk's step reaches it, until Stop, or until the earlier of the request's timeout_ms
+  // (kDefaultPullWait when <= 0) and `deadline` (the caller's own deadline) —
+  // DeadlineExceeded then, naming the chunk and the step it waited for.
+  absl::Status Pull(const pb::PullRequest& request, pb::PullResponse* response,
+                    absl::Time deadline = absl::InfiniteFuture());
+  // Applies (async) or accumulates (sync) the request's chunk gradients. A request whose
+  // (task, request_id) was seen before applies nothing and is answered with duplicate=true;
+  // request_id 0 means the caller does not ask for deduplication. The whole request is
+  // validated before anything is applied (chunk ids, payload sizes, sync steps).
+  absl::Status Push(const pb::PushRequest& request, pb::PushResponse* response);
+  // Push, then Pull of the pushed chunks with the request's min_step and timeout_ms; the
+  // values go to response->values. A duplicate still pulls.
+  absl::Status PushPull(const pb::PushRequest& request, pb::PushResponse* response,
+                        absl::Time deadline = absl::InfiniteFuture());
+
+  // Writes a consistent pb::ShardCheckpoint atomically (temporary file, fsync, rename).
+  absl::Status SaveShard(const pb::SaveShardRequest& request, pb::SaveShardResponse* response);
+  // Replaces values, slots, chunk steps and update counts with a checkpoint's (pending sync
+  // gradients are discarded and counted as dropped). NotFound when the file is missing, DataLoss
+  // when it does not parse or is truncated, FailedPrecondition when it is of another shard layout;
+  // nothing changes on any failure.
+  absl::Status RestoreShard(const pb::RestoreShardRequest& request,
+                            pb::RestoreShardResponse* response);
+
+  void Stats(pb::StatsResponse* response);
+  // Echoes reply_bytes zero bytes and the task index; touches no variable (the transfer
+  // baseline of bench/ps_throughput). InvalidArgument for a negative or oversized reply.
+  absl::Status Ping(const pb::PingRequest& request, pb::PingResponse* response);
+  // Training has ended: wakes every waiting pull; later pulls answer at once with
+  // stopped=true (values still filled), later pushes apply nothing and say stopped=true.
+  // Gradients of an unfinished sync step are discarded and counted as dropped, so that
+  // afterwards pushes_received == pushes_applied + pushes_dropped.
+  void Stop(const std::string& reason);
+
+  // Records contact from a client now (every method above does it too).
+  void Touch();
+  // When a client last called this shard (construction time before any call).
+  absl::Time last_contact() const;
+  bool initialized() const;
+  bool stopped() const { return stopped_.load(std::memory_order_acquire); }
+  // The created definition's run_dir ("" before CreateVariables).
+  std::string run_dir() const;
+  // Sync mode: gradients accumulated into a step that has not been applied yet. With the
+  // counters: pushes_received == pushes_applied + pushes_dropped + pending_gradients().
+  int64_t pending_gradients() const;
+
+ private:
+  struct Variable {
+    pb::VariableDef def;
+    ops::Tensor value;               // the def's rows, shape [rows, full_shape[1:]...]
+    std::vector<ops::Tensor> slots;  // ops::SlotNames order, shaped like value
+  };
+  struct ChunkState {
+    runtime::Chunk plan;
+    std::mutex mu;                     // guards the chunk's values and slots and the fields below
+    std::condition_variable advanced;  // notified when step grows or the shard stops
+    int64_t step = 0;                  // global step of the chunk
+    int64_t updates = 0;               // applies done (Adam's t = updates + 1)
+    std::vector<float> accum;          // sync: sum of this step's gradients
+    int count = 0;                     // sync: gradients in accum
+    std::atomic<int64_t> published_step{0};  // step, readable without the lock
+  };
+  // Everything CreateVariables builds. Its layout never changes afterwards; values, slots
+  // and chunk state change under the chunk locks.
+  struct Store {
+    pb::CreateVariablesRequest definition;
+    ops::OptimizerConfig optimizer;
+    bool sync = false;
+    int replicas = 1;
+    std::vector<Variable> variables;
+    std::vector<std::unique_ptr<ChunkState>> chunks;
+    int64_t bytes_held = 0;
+  };
+  struct Counters {
+    std::atomic<int64_t> pushes_received{0};
+    std::atomic<int64_t> pushes_applied{0};
+    std::atomic<int64_t> pushes_dropped{0};
+    std::atomic<int64_t> pushes_duplicate{0};
+    std::atomic<int64_t> steps_applied{0};
+    std::atomic<int64_t> pulls{0};
+    std::atomic<int64_t> bytes_pushed{0};
+    std::atomic<int64_t> bytes_pulled{0};
+    std::atomic<int64_t> pull_wait_timeouts{0};
+  };
+
+  // The store, or FailedPrecondition before CreateVariables.
+  absl::StatusOr<std::shared_ptr<Store>> GetStore() const;
+  absl::StatusOr<std::shared_ptr<Store>> BuildStore(const pb::CreateVariablesRequest& request);
+  // Reads the chunks into `out`; waits for min_step as Pull describes.
+  absl::Status PullChunks(Store& store, const std::vector<int>& chunk_ids, int64_t min_step,
+                          int64_t timeout_ms, absl::Time deadline,
+                          google::protobuf::RepeatedPtrField<pb::ChunkData>* out);
+  // True when (task, request_id) was seen before; records it otherwise.
+  bool SeenBefore(const std::string& task, uint64_t request_id);
+  // Applies one gradient (the mean, in sync mode) to a chunk's segments and advances its
+  // step. The caller holds chunk.mu.
+  absl::Status ApplyToChunk(Store& store, ChunkState& chunk, std::span<const float> grad);
+  int64_t GlobalStep(const Store& store) const;
+  // The caller holds chunk.mu.
+  std::string ChunkWaitMessage(const Store& store, const ChunkState& chunk, int chunk_id,
+                               int64_t min_step, absl::Duration waited) const;
+  std::shared_ptr<Store> store() const;
+
+  const int task_index_;
+  const std::string name_;
+  std::atomic<bool> stopped_{false};
+  std::atomic<int64_t> last_contact_ns_;  // absl::ToUnixNanos
+
+  mutable std::mutex store_mu_;   // guards store_; serialises CreateVariables
+  std::shared_ptr<Store> store_;  // null until CreateVariables
+
+  std::mutex dedup_mu_;  // guards the two below
+  absl::flat_hash_set<std::pair<std::string, uint64_t>> dedup_seen_;
+  std::deque<std::pair<std::string, uint64_t>> dedup_order_;
+
+  Counters counters_;
+};
+
+}  // namespace fulcrum::ps

@@ -1,0 +1,893 @@
+// tests: the parameter-server contract (proto/ps.proto), run over both PsClient
+// implementations: the in-process client calling a Shard directly, and GrpcPsClient talking
+// to a real gRPC server on 127.0.0.1 (port chosen by the kernel). Deterministic: waits that
+// must succeed have generous deadlines, and only a wait that must fail uses a short one.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "grpcpp/server.h"
+#include "gtest/gtest.h"
+#include "ops/initializer.h"
+#include "ops/optimizer.h"
+#include "ops/tensor.h"
+#include "ps/in_process_client.h"
+#include "ps/service.h"
+#include "ps/shard.h"
+#include "runtime/chunk_plan.h"
+#include "runtime/grpc_ps_client.h"
+#include "runtime/proto_convert.h"
+#include "runtime/tensor_coding.h"
+
+namespace fulcrum::ps {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr absl::Duration kTimeout = absl::Seconds(30);
+
+enum class Transport { kInProcess, kGrpc };
+
+void PrintTo(Transport t, std::ostream* os) {
+  *os << (t == Transport::kGrpc ? "gRPC on 127.0.0.1" : "in-process");
+}
+
+// ---- definitions -----------------------------------------------------------------------
+
+pb::VariableDef Var(const std::string& name, std::vector<int64_t> full_shape,
+                    const ops::Initializer& init, uint64_t seed, int64_t row_begin = 0,
+                    int64_t row_end = -1) {
+  pb::VariableDef def;
+  def.set_name(name);
+  def.set_source(name);
+  for (int64_t d : full_shape) def.add_full_shape(d);
+  def.set_row_begin(row_begin);
+  def.set_row_end(row_end < 0 ? full_shape[0] : row_end);
+  *def.mutable_initializer() = runtime::InitializerToProto(init);
+  def.set_seed(seed);
+  return def;
+}
+
+ops::OptimizerConfig Sgd(float lr) {
+  ops::OptimizerConfig c;
+  c.kind = ops::OptimizerKind::kSgd;
+  c.learning_rate = lr;
+  return c;
+}
+
+pb::CreateVariablesRequest Definition(std::vector<pb::VariableDef> vars,
+                                      const ops::OptimizerConfig& optimizer,
+                                      pb::Mode mode = pb::MODE_ASYNC, int replicas = 0,
+                                      int64_t chunk_bytes = 1 << 20) {
+  pb::CreateVariablesRequest r;
+  r.set_run_id("run-1");
+  for (auto& v : vars) *r.add_variables() = std::move(v);
+  *r.mutable_optimizer() = runtime::OptimizerToProto(optimizer);
+  r.set_mode(mode);
+  r.set_replicas_to_aggregate(replicas);
+  r.set_chunk_bytes(chunk_bytes);
+  r.set_task_index(0);
+  return r;
+}
+
+// Three variables, 28-byte (7-float) chunks: "w" [4, 5] spans three chunks, and chunk 2
+// holds the end of "w" and the start of "b".
+pb::CreateVariablesRequest SmallModel(const ops::OptimizerConfig& optimizer,
+                                      pb::Mode mode = pb::MODE_ASYNC, int replicas = 0) {
+  return Definition({Var("w", {4, 5}, ops::Initializer::GlorotUniform(), 11),
+                     Var("b", {5}, ops::Initializer::Constant(0.5f), 12),
+                     Var("e", {6, 3}, ops::Initializer::Uniform(1.0f), 13, 2, 5)},
+                    optimizer, mode, replicas, /*chunk_bytes=*/28);
+}
+
+std::vector<runtime::Chunk> Plan(const pb::CreateVariablesRequest& def) {
+  std::vector<int64_t> elements;
+  for (const auto& v : def.variables()) {
+    int64_t n = v.row_end() - v.row_begin();
+    for (int i = 1; i < v.full_shape_size(); ++i) n *= v.full_shape(i);
+    elements.push_back(n);
+  }
+  return runtime::PlanChunks(elements, def.chunk_bytes());
+}
+
+using Values = std::vector<std::vector<float>>;  // per variable
+
+Values ZerosLike(const pb::CreateVariablesRequest& def) {
+  Values out;
+  for (const auto& v : def.variables()) {
+    int64_t n = v.row_end() - v.row_begin();
+    for (int i = 1; i < v.full_shape_size(); ++i) n *= v.full_shape(i);
+    out.emplace_back(static_cast<size_t>(n), 0.0f);
+  }
+  return out;
+}
+
+Values Filled(const pb::CreateVariablesRequest& def, float value) {
+  Values out = ZerosLike(def);
+  for (auto& v : out) std::fill(v.begin(), v.end(), value);
+  return out;
+}
+
+// The value the single-process trainer gives a variable: the whole source variable's
+// initial value, then the def's rows.
+std::vector<float> ExpectedInitial(const pb::VariableDef& def) {
+  std::vector<int64_t> dims(def.full_shape().begin(), def.full_shape().end());
+  ops::Tensor whole = ops::Tensor::Zeros(ops::Shape(dims));
+  auto init = runtime::InitializerFromProto(def.initializer());
+  EXPECT_TRUE(init.ok());
+  EXPECT_TRUE(ops::Initialize(*init, def.seed(), &whole).ok());
+  const ops::Tensor rows = whole.Rows(def.row_begin(), def.row_end());
+  return {rows.flat().begin(), rows.flat().end()};
+}
+
+// A push of per-variable gradients, cut into every chunk of the plan.
+pb::PushRequest PushOf(const pb::CreateVariablesRequest& def, const Values& grads,
+                       const std::string& task, uint64_t request_id, int64_t step = 0) {
+  pb::PushRequest r;
+  r.set_task(task);
+  r.set_request_id(request_id);
+  r.set_step(step);
+  const auto plan = Plan(def);
+  for (size_t c = 0; c < plan.size(); ++c) {
+    std::vector<std::span<const float>> parts;
+    for (const auto& seg : plan[c].segments) {
+      parts.push_back(
+          std::span<const float>(grads[static_cast<size_t>(seg.variable)])
+              .subspan(static_cast<size_t>(seg.offset), static_cast<size_t>(seg.count)));
+    }
+    pb::ChunkData* g = r.add_gradients();
+    g->set_chunk(static_cast<int>(c));
+    runtime::EncodeFloats(parts, g->mutable_data());
+  }
+  return r;
+}
+
+// Scatters chunk payloads back into per-variable values.
+Values Assemble(const pb::CreateVariablesRequest& def,
+                const google::protobuf::RepeatedPtrField<pb::ChunkData>& chunks) {
+  Values out = ZerosLike(def);
+  const auto plan = Plan(def);
+  for (const pb::ChunkData& data : chunks) {
+    std::vector<std::span<float>> parts;
+    for (const auto& seg : plan[static_cast<size_t>(data.chunk())].segments) {
+      parts.push_back(
+          std::span<float>(out[static_cast<size_t>(seg.variable)])
+              .subspan(static_cast<size_t>(seg.offset), static_cast<size_t>(seg.count)));
+    }
+    EXPECT_TRUE(runtime::DecodeFloats(data.data(), parts, "test pull").ok());
+  }
+  return out;
+}
+
+// ---- fixture -----------------------------------------------------------------------------
+
+class PsContractTest : public ::testing::TestWithParam<Transport> {
+ protected:
+  void SetUp() override {
+    shard_ = std::make_unique<Shard>(0);
+    if (GetParam() == Transport::kInProcess) {
+      client_ = std::make_unique<InProcessPsClient>(shard_.get());
+      return;
+    }
+    service_ = std::make_unique<PsService>(shard_.get());
+    int port = 0;
+    auto server = StartServer(service_.get(), "ps:0", "127.0.0.1:0", &port);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    auto grpc_client =
+        std::make_unique<runtime::GrpcPsClient>("ps:0", absl::StrCat("127.0.0.1:", port));
+    ASSERT_TRUE(grpc_client->WaitUntilReady(kTimeout));
+    client_ = std::move(grpc_client);
+  }
+
+  void TearDown() override {
+    if (!temp_dir_.empty()) std::filesystem::remove_all(temp_dir_);
+    client_.reset();
+    shard_->Stop("test over");
+    if (server_ != nullptr) {
+      server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+      server_->Wait();
+    }
+  }
+
+  void Create(const pb::CreateVariablesRequest& def) {
+    pb::CreateVariablesResponse response;
+    ASSERT_TRUE(client_->CreateVariables(def, &response, kTimeout).ok());
+  }
+
+  Values PullAll(const pb::CreateVariablesRequest& def, int64_t* global_step = nullptr) {
+    pb::PullRequest request;
+    request.set_task("worker:0");
+    pb::PullResponse response;
+    const absl::Status s = client_->Pull(request, &response, kTimeout);
+    EXPECT_TRUE(s.ok()) << s;
+    if (global_step != nullptr) *global_step = response.global_step();
+    return Assemble(def, response.chunks());
+  }
+
+  pb::PushResponse Push(const pb::PushRequest& request) {
+    pb::PushResponse response;
+    const absl::Status s = client_->Push(request, &response, kTimeout);
+    EXPECT_TRUE(s.ok()) << s;
+    return response;
+  }
+
+  pb::StatsResponse Stats() {
+    pb::StatsResponse stats;
+    EXPECT_TRUE(client_->Stats(&stats, kTimeout).ok());
+    return stats;
+  }
+
+  // A path in a scratch folder of this test, removed afterwards.
+  std::string TempPath(const std::string& name) {
+    if (temp_dir_.empty()) {
+      const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+      std::string test = absl::StrCat(info->test_suite_name(), "_", info->name());
+      std::replace(test.begin(), test.end(), '/', '_');
+      temp_dir_ = std::filesystem::path(::testing::TempDir()) /
+                  absl::StrCat("fulcrum_ps_test_", ::getpid(), "_", test);
+      std::filesystem::create_directories(temp_dir_);
+    }
+    return (temp_dir_ / name).string();
+  }
+
+  std::filesystem::path temp_dir_;
+  std::unique_ptr<Shard> shard_;
+  std::unique_ptr<PsService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<runtime::PsClient> client_;
+};
+
+INSTANTIATE_TEST_SUITE_P(Transports, PsContractTest,
+                         ::testing::Values(Transport::kInProcess, Transport::kGrpc),
+                         [](const ::testing::TestParamInfo<Transport>& info) {
+                           return info.param == Transport::kGrpc ? "Grpc" : "InProcess";
+                         });
+
+// ---- creation and initial values ----------------------------------------------------------
+
+TEST_P(PsContractTest, InitialValuesEqualSingleProcessInitOfTheWholeVariable) {
+  const auto def = SmallModel(Sgd(0.1f));
+  pb::CreateVariablesResponse created;
+  ASSERT_TRUE(client_->CreateVariables(def, &created, kTimeout).ok());
+  const auto plan = Plan(def);
+  EXPECT_EQ(created.num_chunks(), static_cast<int>(plan.size()));
+  EXPECT_EQ(created.bytes_held(), (20 + 5 + 9) * 4);
+  ASSERT_GT(plan.size(), 3u);              // variables span several chunks
+  EXPECT_EQ(plan[2].segments.size(), 2u);  // and a chunk holds several variables
+
+  int64_t global_step = -1;
+  const Values got = PullAll(def, &global_step);
+  EXPECT_EQ(global_step, 0);
+  for (int v = 0; v < def.variables_size(); ++v) {
+    EXPECT_EQ(got[static_cast<size_t>(v)], ExpectedInitial(def.variables(v)))
+        << def.variables(v).name();
+  }
+  // The slice "e" holds rows 2..4 of the whole [6, 3] variable, not a fresh [3, 3] init.
+  ops::Tensor fresh = ops::Tensor::Zeros(ops::Shape({3, 3}));
+  ASSERT_TRUE(ops::Initialize(ops::Initializer::Uniform(1.0f), 13, &fresh).ok());
+  EXPECT_NE(got[2], std::vector<float>(fresh.flat().begin(), fresh.flat().end()));
+}
+
+TEST_P(PsContractTest, PullOfChosenChunksReturnsThemInOrder) {
+  const auto def = SmallModel(Sgd(0.1f));
+  Create(def);
+  pb::PullRequest request;
+  request.add_chunks(3);
+  request.add_chunks(0);
+  pb::PullResponse response;
+  ASSERT_TRUE(client_->Pull(request, &response, kTimeout).ok());
+  ASSERT_EQ(response.chunks_size(), 2);
+  EXPECT_EQ(response.chunks(0).chunk(), 3);
+  EXPECT_EQ(response.chunks(1).chunk(), 0);
+  const auto plan = Plan(def);
+  EXPECT_EQ(response.chunks(0).data().size(), static_cast<size_t>(plan[3].num_elements * 4));
+  EXPECT_EQ(response.chunks(1).data().size(), static_cast<size_t>(plan[0].num_elements * 4));
+  EXPECT_FALSE(response.stopped());
+  EXPECT_EQ(Stats().pulls(), 2);
+}
+
+TEST_P(PsContractTest, CreateVariablesRepeatIsANoOpAndAConflictIsRefused) {
+  const auto def = SmallModel(Sgd(0.1f));
+  Create(def);
+  pb::CreateVariablesResponse response;
+  EXPECT_TRUE(client_->CreateVariables(def, &response, kTimeout).ok());
+  EXPECT_EQ(response.num_chunks(), static_cast<int>(Plan(def).size()));
+
+  auto other_run = def;
+  other_run.set_run_id("run-2");
+  absl::Status s = client_->CreateVariables(other_run, &response, kTimeout);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(s.message(), HasSubstr("run-1"));
+  EXPECT_THAT(s.message(), HasSubstr("ps:0"));
+
+  auto other_def = def;
+  other_def.mutable_variables(0)->set_seed(99);
+  s = client_->CreateVariables(other_def, &response, kTimeout);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+}
+
+TEST_P(PsContractTest, InvalidDefinitionsAreRefusedAndCreateNothing) {
+  pb::CreateVariablesResponse response;
+  auto expect_invalid = [&](const pb::CreateVariablesRequest& def, const std::string& text) {
+    const absl::Status s = client_->CreateVariables(def, &response, kTimeout);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_THAT(s.message(), HasSubstr(text));
+    EXPECT_THAT(s.message(), HasSubstr("ps:0"));
+  };
+  auto def = SmallModel(Sgd(0.1f));
+  def.set_task_index(1);
+  expect_invalid(def, "ps:1");
+  def = SmallModel(Sgd(0.1f));
+  def.mutable_variables(2)->set_row_end(7);
+  expect_invalid(def, "'e'");
+  def = SmallModel(Sgd(0.1f));
+  def.mutable_variables(1)->set_name("w");
+  expect_invalid(def, "defined twice");
+  def = SmallModel(Sgd(0.1f));
+  def.mutable_variables(0)->mutable_initializer()->set_kind("ones");
+  expect_invalid(def, "ones");
+  def = SmallModel(Sgd(0.1f));
+  def.mutable_optimizer()->set_kind("rmsprop");
+  expect_invalid(def, "rmsprop");
+  def = SmallModel(Sgd(0.1f), pb::MODE_SYNC, 0);
+  expect_invalid(def, "replicas_to_aggregate");
+  def = SmallModel(Sgd(0.1f));
+  def.set_chunk_bytes(0);
+  expect_invalid(def, "chunk_bytes");
+  def = SmallModel(Sgd(0.1f));
+  def.mutable_variables(0)->set_full_shape(1, 0);
+  expect_invalid(def, "'w'");
+  EXPECT_FALSE(Stats().initialized());
+  Create(SmallModel(Sgd(0.1f)));  // a valid one still works afterwards
+  EXPECT_TRUE(Stats().initialized());
+}
+
+TEST_P(PsContractTest, EveryDataCallBeforeCreateVariablesIsFailedPrecondition) {
+  pb::PullResponse pulled;
+  absl::Status s = client_->Pull(pb::PullRequest(), &pulled, kTimeout);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("ps:0 has no variables yet"));
+  pb::PushResponse pushed;
+  s = client_->Push(pb::PushRequest(), &pushed, kTimeout);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  s = client_->PushPull(pb::PushRequest(), &pushed, kTimeout);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  pb::SaveShardRequest save;
+  save.set_path(TempPath("never.ckpt"));
+  pb::SaveShardResponse saved;
+  s = client_->SaveShard(save, &saved, kTimeout);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("ps:0 has no variables yet"));
+  const auto stats = Stats();
+  EXPECT_FALSE(stats.initialized());
+  EXPECT_EQ(stats.task_index(), 0);
+}
+
+TEST_P(PsContractTest, BadChunkIdOrPayloadSizeIsInvalidArgumentAndAppliesNothing) {
+  const auto def = SmallModel(Sgd(1.0f));
+  Create(def);
+  const Values before = PullAll(def);
+
+  pb::PullRequest pull;
+  pull.add_chunks(99);
+  pb::PullResponse pulled;
+  absl::Status s = client_->Pull(pull, &pulled, kTimeout);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("chunk 99"));
+
+  // The first chunk is fine, the last one is short: nothing of the request applies.
+  pb::PushRequest push = PushOf(def, Filled(def, 1.0f), "worker:0", 1);
+  auto* last = push.mutable_gradients(push.gradients_size() - 1);
+  last->mutable_data()->resize(last->data().size() - 4);
+  pb::PushResponse pushed;
+  s = client_->Push(push, &pushed, kTimeout);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr(absl::StrCat("chunk ", push.gradients_size() - 1)));
+  EXPECT_THAT(s.message(), HasSubstr("bytes"));
+
+  push = PushOf(def, Filled(def, 1.0f), "worker:0", 2);
+  push.mutable_gradients(1)->set_chunk(-1);
+  s = client_->Push(push, &pushed, kTimeout);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("chunk -1"));
+
+  EXPECT_EQ(PullAll(def), before);
+  EXPECT_EQ(Stats().pushes_received(), 0);
+}
+
+// ---- async mode -----------------------------------------------------------------------------
+
+TEST_P(PsContractTest, AsyncSgdAppliesEachPushExactly) {
+  auto def = SmallModel(Sgd(0.5f));
+  Create(def);
+  const Values start = PullAll(def);
+  Values grad = ZerosLike(def);
+  for (size_t v = 0; v < grad.size(); ++v) {
+    for (size_t i = 0; i < grad[v].size(); ++i) grad[v][i] = static_cast<float>(i % 7) - 3.0f;
+  }
+  const pb::PushResponse r = Push(PushOf(def, grad, "worker:0", 1));
+  EXPECT_EQ(r.applied(), static_cast<int>(Plan(def).size()));
+  EXPECT_EQ(r.dropped(), 0);
+  EXPECT_FALSE(r.duplicate());
+  EXPECT_EQ(r.global_step(), 1);
+
+  int64_t step = 0;
+  const Values got = PullAll(def, &step);
+  EXPECT_EQ(step, 1);
+  for (size_t v = 0; v < got.size(); ++v) {
+    for (size_t i = 0; i < got[v].size(); ++i) {
+      EXPECT_EQ(got[v][i], start[v][i] - 0.5f * grad[v][i]) << v << "/" << i;
+    }
+  }
+  const auto stats = Stats();
+  EXPECT_EQ(stats.pushes_received(), r.applied());
+  EXPECT_EQ(stats.pushes_applied(), r.applied());
+  EXPECT_EQ(stats.steps_applied(), 1);
+  EXPECT_EQ(stats.bytes_pushed(), (20 + 5 + 9) * 4);
+  EXPECT_EQ(stats.mode(), pb::MODE_ASYNC);
+}
+
+TEST_P(PsContractTest, ManyConcurrentPushersLoseNothing) {
+  const auto def = Definition({Var("w", {10, 3}, ops::Initializer::Zeros(), 1),
+                               Var("b", {3}, ops::Initializer::Zeros(), 2)},
+                              Sgd(1.0f), pb::MODE_ASYNC, 0, /*chunk_bytes=*/40);
+  Create(def);
+  constexpr int kThreads = 8;
+  constexpr int kPushes = 200;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      const std::string task = absl::StrCat("worker:", t);
+      const auto request = [&](int i) {
+        return PushOf(def, Filled(def, -static_cast<float>(t + 1)), task,
+                      static_cast<uint64_t>(i + 1));
+      };
+      for (int i = 0; i < kPushes; ++i) {
+        pb::PushResponse response;
+        const absl::Status s = client_->Push(request(i), &response, kTimeout);
+        EXPECT_TRUE(s.ok()) << s;
+        EXPECT_FALSE(response.duplicate());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  int64_t step = 0;
+  const Values got = PullAll(def, &step);
+  EXPECT_EQ(step, kThreads * kPushes);
+  const float expected = kPushes * (kThreads * (kThreads + 1) / 2);  // 200 * 36, exact
+  for (const auto& v : got) {
+    for (float x : v) ASSERT_EQ(x, expected);
+  }
+  const auto stats = Stats();
+  const int64_t chunks = static_cast<int64_t>(Plan(def).size());
+  EXPECT_EQ(stats.pushes_received(), kThreads * kPushes * chunks);
+  EXPECT_EQ(stats.pushes_applied(), kThreads * kPushes * chunks);
+  EXPECT_EQ(stats.steps_applied(), kThreads * kPushes);
+  EXPECT_EQ(stats.pushes_duplicate(), 0);
+}
+
+TEST_P(PsContractTest, DuplicateRequestIdIsAnsweredButNotApplied) {
+  const auto def = SmallModel(Sgd(1.0f));
+  Create(def);
+  const Values start = PullAll(def);
+  const pb::PushRequest request = PushOf(def, Filled(def, 1.0f), "worker:3", 42);
+  EXPECT_FALSE(Push(request).duplicate());
+  const pb::PushResponse again = Push(request);
+  EXPECT_TRUE(again.duplicate());
+  EXPECT_EQ(again.applied(), 0);
+  // The same id from another task is another push.
+  pb::PushRequest other = request;
+  other.set_task("worker:4");
+  EXPECT_FALSE(Push(other).duplicate());
+
+  int64_t step = 0;
+  const Values got = PullAll(def, &step);
+  EXPECT_EQ(step, 2);
+  EXPECT_EQ(got[1][0], start[1][0] - 2.0f);
+
+  // PushPull: a duplicate applies nothing but still returns the values.
+  pb::PushRequest pp = PushOf(def, Filled(def, 1.0f), "worker:3", 43);
+  pb::PushResponse first;
+  ASSERT_TRUE(client_->PushPull(pp, &first, kTimeout).ok());
+  pb::PushResponse second;
+  ASSERT_TRUE(client_->PushPull(pp, &second, kTimeout).ok());
+  EXPECT_FALSE(first.duplicate());
+  EXPECT_TRUE(second.duplicate());
+  EXPECT_EQ(Assemble(def, second.values()), Assemble(def, first.values()));
+  EXPECT_EQ(Assemble(def, second.values())[1][0], start[1][0] - 3.0f);
+  EXPECT_EQ(second.global_step(), 3);
+
+  const auto stats = Stats();
+  const int64_t chunks = static_cast<int64_t>(Plan(def).size());
+  EXPECT_EQ(stats.pushes_duplicate(), 2 * chunks);
+  EXPECT_EQ(stats.pushes_received(), 3 * chunks);
+}
+
+// Momentum, Adam and Adagrad keep slots per element; cutting variables into chunks must
+// give what one apply over the whole tensor gives.
+TEST_P(PsContractTest, SlotOptimizersAcrossChunksMatchWholeTensorApply) {
+  for (const ops::OptimizerKind kind :
+       {ops::OptimizerKind::kMomentum, ops::OptimizerKind::kAdam, ops::OptimizerKind::kAdagrad}) {
+    SCOPED_TRACE(ops::OptimizerName(kind));
+    TearDown();
+    SetUp();
+    ops::OptimizerConfig config;
+    config.kind = kind;
+    config.learning_rate = 0.1f;
+    const auto def = Definition({Var("w", {7, 3}, ops::Initializer::Uniform(1.0f), 5),
+                                 Var("b", {5}, ops::Initializer::Constant(0.2f), 6)},
+                                config, pb::MODE_ASYNC, 0, /*chunk_bytes=*/20);
+    Create(def);
+    // Reference: whole tensors with their own slots.
+    std::vector<ops::Tensor> vars;
+    std::vector<std::vector<ops::Tensor>> slots;
+    for (const auto& v : def.variables()) {
+      const std::vector<float> init = ExpectedInitial(v);
+      ops::Tensor t = ops::Tensor::Zeros(ops::Shape({static_cast<int64_t>(init.size())}));
+      std::copy(init.begin(), init.end(), t.flat().begin());
+      vars.push_back(t);
+      slots.emplace_back();
+      for (size_t s = 0; s < ops::SlotNames(kind).size(); ++s) {
+        slots.back().push_back(
+            ops::Tensor::Filled(t.shape(), ops::SlotInitialValue(config, static_cast<int>(s))));
+      }
+    }
+    for (int step = 1; step <= 3; ++step) {
+      Values grad = ZerosLike(def);
+      for (size_t v = 0; v < grad.size(); ++v) {
+        for (size_t i = 0; i < grad[v].size(); ++i) {
+          grad[v][i] =
+              0.1f * static_cast<float>((i * 7 + v * 3 + static_cast<size_t>(step)) % 11) - 0.5f;
+        }
+        ops::Tensor g = ops::Tensor::View(grad[v].data(), vars[v].shape());
+        ASSERT_TRUE(ops::ApplyGradient(config, step, g, &vars[v], slots[v]).ok());
+      }
+      Push(PushOf(def, grad, "worker:0", static_cast<uint64_t>(step)));
+    }
+    const Values got = PullAll(def);
+    for (size_t v = 0; v < got.size(); ++v) {
+      for (size_t i = 0; i < got[v].size(); ++i) {
+        // Eigen's vectorised body and scalar tail round Adam's sqrt/divide chain slightly
+        // differently, and chunk cuts move where the tails fall: equal to ~1e-6, not bitwise.
+        const float want = vars[v].flat()[i];
+        EXPECT_NEAR(got[v][i], want, 1e-5f * std::abs(want) + 1e-7f)
+            << "variable " << v << " element " << i;
+      }
+    }
+  }
+}
+
+// ---- sync mode --------------------------------------------------------------------------------
+
+TEST_P(PsContractTest, SyncAppliesTheMeanOfTheReplicasOnceAndDropsStaleGradients) {
+  const auto def = Definition(
+      {Var("w", {3, 4}, ops::Initializer::Zeros(), 1), Var("b", {4}, ops::Initializer::Zeros(), 2)},
+      Sgd(1.0f), pb::MODE_SYNC, 2, /*chunk_bytes=*/24);
+  Create(def);
+  const int chunks = static_cast<int>(Plan(def).size());
+
+  pb::PushResponse r = Push(PushOf(def, Filled(def, 2.0f), "worker:0", 1, /*step=*/0));
+  EXPECT_EQ(r.applied(), chunks);  // accumulated
+  EXPECT_EQ(r.global_step(), 0);
+  int64_t step = -1;
+  EXPECT_EQ(PullAll(def, &step)[0][0], 0.0f);  // not applied yet
+  EXPECT_EQ(step, 0);
+  EXPECT_EQ(shard_->pending_gradients(), chunks);
+
+  r = Push(PushOf(def, Filled(def, 4.0f), "worker:1", 1, /*step=*/0));
+  EXPECT_EQ(r.global_step(), 1);
+  const Values after = PullAll(def, &step);
+  EXPECT_EQ(step, 1);
+  for (const auto& v : after) {
+    for (float x : v) EXPECT_EQ(x, -3.0f);  // mean of 2 and 4, lr 1, applied once
+  }
+
+  // A third worker's gradient for step 0 arrives late: dropped and counted.
+  r = Push(PushOf(def, Filled(def, 100.0f), "worker:2", 1, /*step=*/0));
+  EXPECT_EQ(r.dropped(), chunks);
+  EXPECT_EQ(r.applied(), 0);
+  EXPECT_EQ(PullAll(def), after);
+
+  // Half of step 1.
+  Push(PushOf(def, Filled(def, 1.0f), "worker:0", 2, /*step=*/1));
+  const auto stats = Stats();
+  EXPECT_EQ(stats.mode(), pb::MODE_SYNC);
+  EXPECT_EQ(stats.global_step(), 1);
+  EXPECT_EQ(stats.steps_applied(), 1);
+  EXPECT_EQ(stats.pushes_received(), 4 * chunks);
+  EXPECT_EQ(stats.pushes_applied(), 2 * chunks);
+  EXPECT_EQ(stats.pushes_dropped(), chunks);
+  EXPECT_EQ(stats.pushes_received(),
+            stats.pushes_applied() + stats.pushes_dropped() + shard_->pending_gradients());
+}
+
+TEST_P(PsContractTest, SyncBackupWorkerGradientsAreDropped) {
+  // replicas_to_aggregate 1 with two workers: the slower one is a backup.
+  const auto def = SmallModel(Sgd(1.0f), pb::MODE_SYNC, 1);
+  Create(def);
+  const Values start = PullAll(def);
+  const int chunks = static_cast<int>(Plan(def).size());
+  pb::PushResponse r = Push(PushOf(def, Filled(def, 1.0f), "worker:0", 1, 0));
+  EXPECT_EQ(r.global_step(), 1);
+  r = Push(PushOf(def, Filled(def, 1.0f), "worker:1", 1, 0));
+  EXPECT_EQ(r.dropped(), chunks);
+  EXPECT_EQ(PullAll(def)[1][0], start[1][0] - 1.0f);
+  const auto stats = Stats();
+  EXPECT_EQ(stats.pushes_received(), stats.pushes_applied() + stats.pushes_dropped());
+}
+
+TEST_P(PsContractTest, SyncGradientForAFutureStepIsFailedPrecondition) {
+  const auto def = SmallModel(Sgd(1.0f), pb::MODE_SYNC, 2);
+  Create(def);
+  const Values start = PullAll(def);
+  pb::PushResponse r;
+  const absl::Status s =
+      client_->Push(PushOf(def, Filled(def, 1.0f), "worker:0", 1, /*step=*/5), &r, kTimeout);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(s.message(), HasSubstr("gradient for step 5"));
+  EXPECT_THAT(s.message(), HasSubstr("at step 0"));
+  EXPECT_THAT(s.message(), HasSubstr("ps:0"));
+  EXPECT_EQ(PullAll(def), start);
+  EXPECT_EQ(Stats().pushes_received(), 0);
+  EXPECT_EQ(shard_->pending_gradients(), 0);
+  // The refused request id was not remembered: the corrected retry applies.
+  r = Push(PushOf(def, Filled(def, 1.0f), "worker:0", 1, /*step=*/0));
+  EXPECT_FALSE(r.duplicate());
+}
+
+TEST_P(PsContractTest, PullWithMinStepWaitsForTheStep) {
+  const auto def = SmallModel(Sgd(1.0f), pb::MODE_SYNC, 2);
+  Create(def);
+  const Values start = PullAll(def);
+  pb::PullResponse waited;
+  absl::Status wait_status;
+  std::thread puller([&] {
+    pb::PullRequest request;
+    request.set_task("worker:0");
+    request.set_min_step(1);
+    request.set_timeout_ms(30000);
+    wait_status = client_->Pull(request, &waited, kTimeout);
+  });
+  Push(PushOf(def, Filled(def, 1.0f), "worker:0", 1, 0));
+  Push(PushOf(def, Filled(def, 3.0f), "worker:1", 1, 0));
+  puller.join();
+  ASSERT_TRUE(wait_status.ok()) << wait_status;
+  EXPECT_EQ(waited.global_step(), 1);
+  for (const auto& c : waited.chunks()) EXPECT_EQ(c.step(), 1);
+  EXPECT_EQ(Assemble(def, waited.chunks())[1][0], start[1][0] - 2.0f);
+}
+
+TEST_P(PsContractTest, PullWithMinStepTimesOutNamingTheStep) {
+  const auto def = SmallModel(Sgd(1.0f), pb::MODE_SYNC, 2);
+  Create(def);
+  Push(PushOf(def, Filled(def, 1.0f), "worker:0", 1, 0));  // 1 of 2 gradients
+  pb::PullRequest request;
+  request.set_task("worker:0");
+  request.add_chunks(2);
+  request.set_min_step(1);
+  request.set_timeout_ms(200);
+  pb::PullResponse response;
+  const absl::Status s = client_->Pull(request, &response, kTimeout);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_THAT(s.message(), HasSubstr("ps:0"));
+  EXPECT_THAT(s.message(), HasSubstr("chunk 2 to reach step 1"));
+  EXPECT_THAT(s.message(), HasSubstr("at step 0 with 1 of 2 gradients"));
+  EXPECT_EQ(Stats().pull_wait_timeouts(), 1);
+}
+
+TEST_P(PsContractTest, PushPullReturnsTheValuesAfterTheStep) {
+  const auto def = SmallModel(Sgd(1.0f), pb::MODE_SYNC, 2);
+  Create(def);
+  const Values start = PullAll(def);
+  pb::PushResponse responses[2];
+  absl::Status statuses[2];
+  std::vector<std::thread> workers;
+  for (int w = 0; w < 2; ++w) {
+    workers.emplace_back([&, w] {
+      pb::PushRequest request =
+          PushOf(def, Filled(def, w == 0 ? 1.0f : 5.0f), absl::StrCat("worker:", w), 1, 0);
+      request.set_min_step(1);
+      request.set_timeout_ms(30000);
+      statuses[w] = client_->PushPull(request, &responses[w], kTimeout);
+    });
+  }
+  for (auto& t : workers) t.join();
+  for (int w = 0; w < 2; ++w) {
+    ASSERT_TRUE(statuses[w].ok()) << statuses[w];
+    EXPECT_EQ(responses[w].global_step(), 1);
+    const Values got = Assemble(def, responses[w].values());
+    for (size_t v = 0; v < got.size(); ++v) {
+      for (size_t i = 0; i < got[v].size(); ++i) EXPECT_EQ(got[v][i], start[v][i] - 3.0f);
+    }
+  }
+}
+
+// Every worker but the last blocks in its PushPull until the step completes: the server must
+// hold that many waiting calls at once, step after step.
+TEST_P(PsContractTest, ManySyncWorkersWaitingTogetherAdvanceInLockstep) {
+  constexpr int kWorkers = 16;
+  constexpr int kSteps = 5;
+  const auto def = Definition({Var("w", {8, 4}, ops::Initializer::Zeros(), 1)}, Sgd(1.0f),
+                              pb::MODE_SYNC, kWorkers, /*chunk_bytes=*/64);
+  Create(def);
+  std::vector<std::thread> workers;
+  for (int w = 0; w < kWorkers; ++w) {
+    workers.emplace_back([&, w] {
+      for (int step = 0; step < kSteps; ++step) {
+        pb::PushRequest request =
+            PushOf(def, Filled(def, static_cast<float>(w + 1)), absl::StrCat("worker:", w),
+                   static_cast<uint64_t>(step + 1), step);
+        request.set_min_step(step + 1);
+        request.set_timeout_ms(30000);
+        pb::PushResponse response;
+        const absl::Status s = client_->PushPull(request, &response, kTimeout);
+        ASSERT_TRUE(s.ok()) << s;
+        ASSERT_EQ(response.dropped(), 0);
+        ASSERT_GE(response.global_step(), step + 1);
+      }
+    });
+  }
+  for (auto& t : workers) t.join();
+  int64_t step = 0;
+  const Values got = PullAll(def, &step);
+  EXPECT_EQ(step, kSteps);
+  for (float x : got[0]) ASSERT_EQ(x, -kSteps * (kWorkers + 1) / 2.0f);  // mean of 1..16
+  const auto stats = Stats();
+  EXPECT_EQ(stats.pushes_applied(), stats.pushes_received());
+  EXPECT_EQ(stats.steps_applied(), kSteps);
+}
+
+TEST_P(PsContractTest, StopWakesABlockedPullAndEndsPushes) {
+  const auto def = SmallModel(Sgd(1.0f), pb::MODE_SYNC, 2);
+  Create(def);
+  const Values start = PullAll(def);
+  Push(PushOf(def, Filled(def, 1.0f), "worker:0", 1, 0));  // 1 of 2: never completes
+  pb::PullResponse waited;
+  absl::Status wait_status;
+  std::thread puller([&] {
+    pb::PullRequest request;
+    request.set_min_step(100);
+    request.set_timeout_ms(60000);
+    wait_status = client_->Pull(request, &waited, kTimeout);
+  });
+  ASSERT_TRUE(client_->Stop("test", kTimeout).ok());
+  puller.join();
+  ASSERT_TRUE(wait_status.ok()) << wait_status;
+  EXPECT_TRUE(waited.stopped());
+  EXPECT_EQ(Assemble(def, waited.chunks()), start);
+
+  const pb::PushResponse r = Push(PushOf(def, Filled(def, 1.0f), "worker:1", 1, 0));
+  EXPECT_TRUE(r.stopped());
+  EXPECT_EQ(r.applied(), 0);
+  EXPECT_EQ(PullAll(def), start);
+  const auto stats = Stats();
+  EXPECT_TRUE(stats.stopped());
+  // The unfinished step's gradients were dropped; the push after Stop was not received.
+  EXPECT_EQ(shard_->pending_gradients(), 0);
+  EXPECT_EQ(stats.pushes_received(), static_cast<int64_t>(Plan(def).size()));
+  EXPECT_EQ(stats.pushes_received(), stats.pushes_applied() + stats.pushes_dropped());
+}
+
+// ---- checkpoints
+// ---------------------------------------------------------------------------------
+
+TEST_P(PsContractTest, CheckpointRestoresValuesSlotsAndSteps) {
+  ops::OptimizerConfig adam;
+  adam.kind = ops::OptimizerKind::kAdam;
+  adam.learning_rate = 0.05f;
+  const auto def = SmallModel(adam);
+  Create(def);
+  Push(PushOf(def, Filled(def, 0.5f), "worker:0", 1));
+  Push(PushOf(def, Filled(def, -0.25f), "worker:0", 2));
+
+  pb::SaveShardRequest save;
+  save.set_path(TempPath("shard.ckpt"));
+  pb::SaveShardResponse saved;
+  ASSERT_TRUE(client_->SaveShard(save, &saved, kTimeout).ok());
+  EXPECT_EQ(saved.global_step(), 2);
+  EXPECT_GT(saved.bytes_written(), 3 * (20 + 5 + 9) * 4);
+  EXPECT_FALSE(std::filesystem::exists(save.path() + ".tmp"));
+  const Values at_save = PullAll(def);
+
+  Push(PushOf(def, Filled(def, 0.75f), "worker:0", 3));  // step 3 from the saved state
+  const Values continued = PullAll(def);
+  Push(PushOf(def, Filled(def, 9.0f), "worker:0", 4));  // and more
+
+  pb::RestoreShardRequest restore;
+  restore.set_path(save.path());
+  pb::RestoreShardResponse restored;
+  ASSERT_TRUE(client_->RestoreShard(restore, &restored, kTimeout).ok());
+  EXPECT_EQ(restored.global_step(), 2);
+  int64_t step = 0;
+  EXPECT_EQ(PullAll(def, &step), at_save);
+  EXPECT_EQ(step, 2);
+  // The same step again gives the same values: Adam's moments and t came back too.
+  Push(PushOf(def, Filled(def, 0.75f), "worker:0", 5));
+  EXPECT_EQ(PullAll(def), continued);
+}
+
+TEST_P(PsContractTest, BadCheckpointsAreRefusedAndChangeNothing) {
+  const auto def = SmallModel(Sgd(1.0f));
+  Create(def);
+  pb::SaveShardRequest save;
+  save.set_path(TempPath("good.ckpt"));
+  pb::SaveShardResponse saved;
+  ASSERT_TRUE(client_->SaveShard(save, &saved, kTimeout).ok());
+  Push(PushOf(def, Filled(def, 1.0f), "worker:0", 1));
+  const Values now = PullAll(def);
+
+  std::string bytes;
+  {
+    std::ifstream in(save.path(), std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  auto write = [](const std::string& path, const std::string& contents) {
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << contents;
+    return path;
+  };
+  pb::RestoreShardRequest restore;
+  pb::RestoreShardResponse restored;
+
+  restore.set_path(write(TempPath("truncated.ckpt"), bytes.substr(0, bytes.size() / 2)));
+  absl::Status s = client_->RestoreShard(restore, &restored, kTimeout);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_THAT(s.message(), HasSubstr("truncated.ckpt"));
+
+  restore.set_path(write(TempPath("corrupt.ckpt"), std::string(64, '\xff')));
+  s = client_->RestoreShard(restore, &restored, kTimeout);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+
+  restore.set_path(TempPath("missing.ckpt"));
+  s = client_->RestoreShard(restore, &restored, kTimeout);
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
+  EXPECT_THAT(s.message(), HasSubstr("missing.ckpt"));
+
+  // A checkpoint of another layout.
+  Shard other(0);
+  pb::CreateVariablesResponse created;
+  ASSERT_TRUE(
+      other
+          .CreateVariables(Definition({Var("w", {4, 4}, ops::Initializer::Zeros(), 1)}, Sgd(1.0f)),
+                           &created)
+          .ok());
+  pb::SaveShardRequest other_save;
+  other_save.set_path(TempPath("other.ckpt"));
+  ASSERT_TRUE(other.SaveShard(other_save, &saved).ok());
+  restore.set_path(other_save.path());
+  s = client_->RestoreShard(restore, &restored, kTimeout);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+
+  int64_t step = 0;
+  EXPECT_EQ(PullAll(def, &step), now);
+  EXPECT_EQ(step, 1);
+}
+
+// ---- ping
+// -----------------------------------------------------------------------------------------
+
+TEST_P(PsContractTest, PingEchoesTheRequestedBytes) {
+  pb::PingRequest request;
+  request.set_payload(std::string(1000, 'x'));
+  request.set_reply_bytes(4096);
+  pb::PingResponse response;
+  ASSERT_TRUE(client_->Ping(request, &response, kTimeout).ok());
+  EXPECT_EQ(response.payload().size(), 4096u);
+  EXPECT_EQ(response.task_index(), 0);
+  request.set_reply_bytes(-1);
+  EXPECT_EQ(client_->Ping(request, &response, kTimeout).code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace fulcrum::ps
