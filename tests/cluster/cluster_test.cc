@@ -155,6 +155,43 @@ INSTANTIATE_TEST_SUITE_P(Layouts, ClusterTrainingTest,
                                            Layout{1, 3, "sync", 2}),
                          LayoutName);
 
+// TensorFlow's way to name the cluster and the task: TF_CONFIG only, no spec file and no
+// --job_name/--task_index. The run stops at --target_accuracy, and the report says when.
+TEST(ClusterTfConfigTest, TfConfigClusterStopsAtTargetAccuracy) {
+  if (!HaveData()) GTEST_SKIP() << "the dataset-fashion-mnist package is not installed";
+  const fs::path dir = FreshDir("cluster_tf_config");
+  const std::string cluster = ReadFile(WriteLocalSpec(dir / "spec.json", 1, 2));
+  const fs::path run_dir = dir / "run";
+  const std::vector<std::string> flags = {
+      "--model=logreg", "--batch_size=128", "--learning_rate=0.1", "--train_steps=20000",
+      "--mode=sync", "--target_accuracy=0.78", "--eval_every=50", "--threads=1",
+      "--startup_timeout=60", absl::StrCat("--run_dir=", run_dir.string())};
+  auto tf_config = [&](const std::string& job, int index) {
+    return absl::StrCat(R"({"cluster": )", cluster, R"(, "task": {"type": ")", job,
+                        R"(", "index": )", index, "}}");
+  };
+  LocalCluster c(dir);
+  c.Start("ps", 0, flags, tf_config("ps", 0));
+  c.Start("worker", 0, flags, tf_config("worker", 0));
+  c.Start("worker", 1, flags, tf_config("worker", 1));
+  c.Start("chief", 0, flags, tf_config("chief", 0));
+  c.WaitAll(std::chrono::seconds(300));
+  for (const auto& t : c.tasks()) ASSERT_EQ(t.exit_code, 0) << t.name() << "\n" << c.Logs();
+  const nlohmann::json report = ReadJson(run_dir / "report.json");
+  ASSERT_TRUE(report.is_object()) << c.Logs();
+  EXPECT_EQ(report["stop_reason"], "reached target accuracy 0.78");
+  EXPECT_GE(report["final_test_accuracy"].get<double>(), 0.78);
+  EXPECT_LT(report["global_step"].get<int64_t>(), 20000);
+  ASSERT_TRUE(report["time_to_target_accuracy_seconds"].is_number()) << report.dump();
+  EXPECT_GT(report["time_to_target_accuracy_seconds"].get<double>(), 0.0);
+  EXPECT_LE(report["time_to_target_accuracy_seconds"].get<double>(),
+            report["train_seconds"].get<double>());
+  for (const auto& ps : report["ps"]) {  // a stop mid-step drops the unfinished aggregate
+    EXPECT_EQ(ps["pushes_received"].get<int64_t>(),
+              ps["pushes_applied"].get<int64_t>() + ps["pushes_dropped"].get<int64_t>());
+  }
+}
+
 // A worker started with flags that differ from the chief's is refused by name (exit 2); the
 // chief gives up waiting for it after --startup_timeout (exit 1) and still shuts the PS down.
 TEST(ClusterFailureTest, MismatchedWorkerFlagsAreRefusedByName) {

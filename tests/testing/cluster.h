@@ -84,21 +84,26 @@ class LocalCluster {
     }
   }
 
-  // Starts build/bin/<job> with --job_name/--task_index and `flags` (one argv entry each).
-  void Start(const std::string& job, int index, const std::vector<std::string>& flags) {
+  // Starts build/bin/<job> with `flags` (one argv entry each) and, unless `tf_config` is
+  // given (then it is the child's TF_CONFIG and names the task), --job_name/--task_index.
+  void Start(const std::string& job, int index, const std::vector<std::string>& flags,
+             const std::string& tf_config = "") {
     Task t;
     t.job = job;
     t.index = index;
     t.log = dir_ / absl::StrCat(job, "-", index, ".log");
-    std::vector<std::string> args = {absl::StrCat(FULCRUM_BIN_DIR, "/", job),
-                                     absl::StrCat("--job_name=", job),
-                                     absl::StrCat("--task_index=", index)};
+    std::vector<std::string> args = {absl::StrCat(FULCRUM_BIN_DIR, "/", job)};
+    if (tf_config.empty()) {
+      args.push_back(absl::StrCat("--job_name=", job));
+      args.push_back(absl::StrCat("--task_index=", index));
+    }
     args.insert(args.end(), flags.begin(), flags.end());
     const pid_t pid = ::fork();
     if (pid == 0) {
       const int fd = ::open(t.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       ::dup2(fd, 1);
       ::dup2(fd, 2);
+      if (!tf_config.empty()) ::setenv("TF_CONFIG", tf_config.c_str(), 1);
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
