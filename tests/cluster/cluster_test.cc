@@ -233,6 +233,36 @@ TEST(ClusterFailureTest, WorkerWithoutChiefGivesUpAfterStartupTimeout) {
   EXPECT_NE(r.output.find("--startup_timeout"), std::string::npos) << r.output;
 }
 
+// No hangs: when a worker dies in the middle of a sync run, the other worker's step cannot
+// complete; it gives up after --step_timeout naming what it waited for, the chief notices
+// the silent worker after --heartbeat_timeout, and every surviving task exits (code 1 for the
+// failed run; the PS is shut down by the chief and exits 0).
+TEST(ClusterFailureTest, DeadWorkerInSyncModeEndsTheRunWithinTheDeadlines) {
+  if (!HaveData()) GTEST_SKIP() << "the dataset-fashion-mnist package is not installed";
+  const fs::path dir = FreshDir("cluster_dead_worker");
+  const std::string spec = WriteLocalSpec(dir / "spec.json", 1, 2);
+  const std::vector<std::string> flags = {
+      absl::StrCat("--cluster_spec=", spec), "--model=logreg", "--train_steps=10000000",
+      "--mode=sync", "--eval_every=0", "--threads=1", "--startup_timeout=60",
+      "--step_timeout=2", "--heartbeat_timeout=5",
+      absl::StrCat("--run_dir=", (dir / "run").string())};
+  LocalCluster cluster(dir);
+  cluster.StartAll(1, 2, flags);
+  ASSERT_TRUE(cluster.WaitForLog("worker", 1, "training:", std::chrono::seconds(120)))
+      << cluster.Logs();
+  cluster.Kill("worker", 1);
+  const auto killed_at = std::chrono::steady_clock::now();
+  cluster.WaitAll(std::chrono::seconds(120));
+  EXPECT_LT(std::chrono::steady_clock::now() - killed_at, std::chrono::seconds(60));
+  EXPECT_EQ(cluster.task("worker", 0).exit_code, 1) << cluster.Logs();
+  EXPECT_NE(ReadFile(cluster.task("worker", 0).log).find("to reach step"), std::string::npos)
+      << cluster.Logs();
+  EXPECT_EQ(cluster.task("chief", 0).exit_code, 1) << cluster.Logs();
+  EXPECT_NE(ReadFile(cluster.task("chief", 0).log).find("worker:1 silent"), std::string::npos)
+      << cluster.Logs();
+  EXPECT_EQ(cluster.task("ps", 0).exit_code, 0) << cluster.Logs();
+}
+
 // Bad cluster specs are refused by every binary with exit code 2 and a message naming the
 // problem, before any socket opens (the spec's ports stay free).
 struct BadSpec {

@@ -152,6 +152,28 @@ class LocalCluster {
     }
   }
 
+  // Waits until the task's log contains `text`; false after `timeout`.
+  bool WaitForLog(const std::string& job, int index, const std::string& text,
+                  std::chrono::seconds timeout) const {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (ReadFile(task(job, index).log).find(text) != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+
+  // Kills the task at once (SIGKILL), as a crash or a lost machine would.
+  void Kill(const std::string& job, int index) {
+    for (Task& t : tasks_) {
+      if (t.job == job && t.index == index && t.pid > 0) {
+        ::kill(t.pid, SIGKILL);
+        ::waitpid(t.pid, nullptr, 0);
+        t.pid = -1;
+      }
+    }
+  }
+
   const std::vector<Task>& tasks() const { return tasks_; }
   const Task& task(const std::string& job, int index) const {
     for (const Task& t : tasks_) {
