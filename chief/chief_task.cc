@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -66,7 +67,7 @@ class Chief {
   void StopAll(const std::string& reason);
   void ShutdownAll(const std::string& reason);
   absl::Status WriteReport(const std::string& stop_reason);
-  int64_t GlobalStep();
+  absl::StatusOr<int64_t> GlobalStep();
 
   const TrainingOptions& t_;
   const ClusterOptions& c_;
@@ -187,10 +188,18 @@ absl::Status Chief::CreateVariables() {
   return absl::OkStatus();
 }
 
-int64_t Chief::GlobalStep() {
-  pb::StatsResponse stats;
-  if (!ps_[0]->Stats(&stats, absl::Seconds(5)).ok()) return -1;
-  return stats.global_step();
+absl::StatusOr<int64_t> Chief::GlobalStep() {
+  // The cluster's step is the slowest PS's: a sync step is complete once every PS applied it.
+  // These calls are also the PS tasks' sign that the chief is alive.
+  int64_t step = std::numeric_limits<int64_t>::max();
+  for (size_t p = 0; p < ps_.size(); ++p) {
+    pb::StatsResponse stats;
+    if (absl::Status s = ps_[p]->Stats(&stats, absl::Seconds(5)); !s.ok()) {
+      return absl::UnavailableError(absl::StrCat("chief lost ps:", p, ": ", s.message()));
+    }
+    step = std::min(step, stats.global_step());
+  }
+  return step;
 }
 
 absl::StatusOr<Eval> Chief::Evaluate(const char* when) {
@@ -222,23 +231,13 @@ absl::Status Chief::Monitor() {
   int64_t next_eval = c_.eval_every > 0 ? c_.eval_every : train_steps_ + 1;
   int64_t last_step = -1;
   absl::Time last_progress = absl::Now();
-  absl::Time next_ps_check = absl::Now();
   while (true) {
     absl::SleepFor(absl::Milliseconds(20));
-    const int64_t step = GlobalStep();
+    FULCRUM_ASSIGN_OR_RETURN(const int64_t step, GlobalStep());
     const absl::Time now = absl::Now();
     if (step > last_step) {
       last_step = step;
       last_progress = now;
-    }
-    if (now >= next_ps_check) {  // also the PS tasks' sign that the chief is alive
-      for (size_t p = 1; p < ps_.size(); ++p) {
-        pb::StatsResponse stats;
-        if (absl::Status s = ps_[p]->Stats(&stats, absl::Seconds(5)); !s.ok()) {
-          return absl::UnavailableError(absl::StrCat("chief lost ps:", p, ": ", s.message()));
-        }
-      }
-      next_ps_check = now + absl::Seconds(1);
     }
     if (step >= next_eval && step < train_steps_) {
       FULCRUM_ASSIGN_OR_RETURN(Eval e, Evaluate("eval at"));

