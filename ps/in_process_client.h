@@ -1,6 +1,5 @@
 // ps: PsClient that calls a Shard in the same process, no network. The contract tests run
-// over it and over GrpcPsClient alike, and bench/ps_throughput uses it as the baseline that
-// costs only the PS's own work. Asynchronous calls run inline on the calling thread and call
+// over it and over GrpcPsClient alike. Asynchronous calls run inline on the calling thread and call
 // `done` before returning; the timeout bounds a pull's wait as a gRPC deadline would.
 // Shutdown only records that it was asked for (there is no server to stop).
 // Thread-safety: all methods are thread-safe (the shard is).

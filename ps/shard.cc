@@ -15,6 +15,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/random.h"
 #include "base/status_macros.h"
 #include "ops/initializer.h"
 #include "runtime/grpc_util.h"
@@ -316,10 +317,10 @@ absl::Status Shard::Pull(const pb::PullRequest& request, pb::PullResponse* respo
 // Push
 
 bool Shard::SeenBefore(const std::string& task, uint64_t request_id) {
+  const std::pair<uint64_t, uint64_t> key(NameHash(task), request_id);  // no allocation
   std::lock_guard lock(dedup_mu_);
-  auto key = std::make_pair(task, request_id);
   if (!dedup_seen_.insert(key).second) return true;
-  dedup_order_.push_back(std::move(key));
+  dedup_order_.push_back(key);
   if (dedup_order_.size() > kDedupCapacity) {
     dedup_seen_.erase(dedup_order_.front());
     dedup_order_.pop_front();
@@ -369,12 +370,15 @@ absl::Status Shard::Push(const pb::PushRequest& request, pb::PushResponse* respo
                                                      num_chunks, " chunks)"));
     }
     const ChunkState& chunk = *store->chunks[static_cast<size_t>(g.chunk())];
-    FULCRUM_ASSIGN_OR_RETURN(
-        std::span<const float> floats,
+    absl::StatusOr<std::span<const float>> floats =
         runtime::ViewFloats(g.data(), chunk.plan.num_elements, &scratch[static_cast<size_t>(i)],
-                            absl::StrCat(name_, ": Push from ", request.task(), ": chunk ",
-                                         g.chunk(), " gradient")));
-    grads.push_back(floats);
+                            "gradient");
+    if (!floats.ok()) {  // the label is built only on this path: pushes are hot
+      return absl::InvalidArgumentError(absl::StrCat(name_, ": Push from ", request.task(),
+                                                     ": chunk ", g.chunk(), " ",
+                                                     floats.status().message()));
+    }
+    grads.push_back(*floats);
   }
   if (store->sync) {
     for (const pb::ChunkData& g : request.gradients()) {

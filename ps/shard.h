@@ -8,8 +8,9 @@
 // (ps/in_process_client.h) both forward to it. Every error message names the task ("ps:0").
 //
 // Thread-safety: every method may be called from many threads at once. Each chunk has its
-// own lock, so pushes and pulls of different chunks never contend; a push or pull holds one
-// chunk lock at a time, a checkpoint save or restore holds all of them (in chunk order).
+// own lock, so pushes and pulls of different chunks contend only for the brief insert into
+// the shard-wide table of seen request ids; a push or pull holds one chunk lock at a time,
+// a checkpoint save or restore holds all of them (in chunk order).
 // The locks are std::mutex rather than absl::Mutex so that ThreadSanitizer, which cannot see
 // inside Debian's uninstrumented Abseil, checks them.
 #pragma once
@@ -173,8 +174,9 @@ class Shard {
   std::shared_ptr<Store> store_;  // null until CreateVariables
 
   std::mutex dedup_mu_;  // guards the two below
-  absl::flat_hash_set<std::pair<std::string, uint64_t>> dedup_seen_;
-  std::deque<std::pair<std::string, uint64_t>> dedup_order_;
+  // (NameHash(task), request_id) of past pushes, and their arrival order for eviction.
+  absl::flat_hash_set<std::pair<uint64_t, uint64_t>> dedup_seen_;
+  std::deque<std::pair<uint64_t, uint64_t>> dedup_order_;
 
   Counters counters_;
 };

@@ -17,6 +17,7 @@ class GrpcPsClient final : public PsClient {
   GrpcPsClient(std::string name, const std::string& address);
 
   std::string target() const override { return target_; }
+  const std::string& name() const { return name_; }
 
   void PullAsync(const pb::PullRequest* request, pb::PullResponse* response,
                  absl::Duration timeout, Done done) override;

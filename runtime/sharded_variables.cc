@@ -48,6 +48,16 @@ bool Retryable(const absl::Status& s) { return absl::IsUnavailable(s); }
 
 }  // namespace
 
+// Names the chunk in an error (built only on failure: this is the per-chunk hot path).
+absl::Status ShardedVariables::InChunk(const absl::Status& s, const Slot& slot) {
+  return absl::Status(s.code(),
+                      absl::StrCat("chunk ", slot.chunk, " of ps:", slot.ps, ": ", s.message()));
+}
+
+namespace {
+
+}  // namespace
+
 ShardedVariables::ShardedVariables(const Placement& placement, int64_t chunk_bytes,
                                    std::vector<PsClient*> clients, std::string task)
     : clients_(std::move(clients)), task_(std::move(task)) {
@@ -109,8 +119,8 @@ absl::Status ShardedVariables::PullAll(int64_t min_step, absl::Duration timeout,
                                                    " chunks to a pull of one"));
             } else {
               s = DecodeFloats(slot->pull_response.chunks(0).data(),
-                               Spans<float>(slot->ps, slot->chunk, values),
-                               absl::StrCat("pull of chunk ", slot->chunk, " from ps:", slot->ps));
+                               Spans<float>(slot->ps, slot->chunk, values), "pulled values");
+              if (!s.ok()) s = InChunk(s, *slot);
             }
           }
           slot->status = std::move(s);
@@ -164,9 +174,8 @@ absl::Status ShardedVariables::PushPullAll(int64_t step, int64_t min_step,
                                                      " chunks to a push-pull of one"));
               } else {
                 s = DecodeFloats(slot->push_response.values(0).data(),
-                                 Spans<float>(slot->ps, slot->chunk, values),
-                                 absl::StrCat("values of chunk ", slot->chunk, " from ps:",
-                                              slot->ps));
+                                 Spans<float>(slot->ps, slot->chunk, values), "returned values");
+                if (!s.ok()) s = InChunk(s, *slot);
               }
             }
             slot->status = std::move(s);

@@ -72,6 +72,8 @@ class ShardedVariables {
   template <typename T, typename Tensors>
   std::vector<std::span<T>> Spans(int ps, int chunk, Tensors tensors) const;
 
+  static absl::Status InChunk(const absl::Status& s, const Slot& slot);
+
   std::vector<Shard> shards_;
   std::vector<PsClient*> clients_;
   std::string task_;
