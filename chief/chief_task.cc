@@ -119,8 +119,8 @@ absl::Status Chief::Prepare() {
       placement_, runtime::PlaceVariables(infos, c_.task.cluster.num_tasks(runtime::kPsJob),
                                           c_.placement, c_.partition_min_bytes));
 
-  run_id_ = absl::StrCat(t_.model, "-", absl::FormatTime("%Y%m%d-%H%M%S", absl::Now(),
-                                                         absl::LocalTimeZone()));
+  run_id_ = absl::StrCat(t_.model, "-",
+                         absl::FormatTime("%Y%m%d-%H%M%S", absl::Now(), absl::LocalTimeZone()));
   run_dir_ = t_.run_dir.empty() ? std::filesystem::path("runs") / run_id_
                                 : std::filesystem::path(t_.run_dir);
   FULCRUM_RETURN_IF_ERROR(MakeDirs(run_dir_ / c_.task.dir_name(), "--run_dir"));
@@ -180,8 +180,8 @@ absl::Status Chief::CreateVariables() {
       def->set_seed(VariableSeed(t_.seed, spec.name));
     }
     pb::CreateVariablesResponse response;
-    FULCRUM_RETURN_IF_ERROR(
-        ps_[static_cast<size_t>(p)]->CreateVariables(request, &response, kControlTimeout));
+    FULCRUM_RETURN_IF_ERROR(runtime::RemoteFailure(
+        ps_[static_cast<size_t>(p)]->CreateVariables(request, &response, kControlTimeout)));
     spdlog::info("ps:{} holds {} variable(s), {} bytes, in {} chunk(s)", p,
                  request.variables_size(), response.bytes_held(), response.num_chunks());
   }
@@ -204,7 +204,8 @@ absl::StatusOr<int64_t> Chief::GlobalStep() {
 
 absl::StatusOr<Eval> Chief::Evaluate(const char* when) {
   runtime::TransferResult pulled;
-  FULCRUM_RETURN_IF_ERROR(sharded_->PullAll(0, c_.step_timeout, values_, &pulled));
+  FULCRUM_RETURN_IF_ERROR(
+      runtime::RemoteFailure(sharded_->PullAll(0, c_.step_timeout, values_, &pulled)));
   FULCRUM_ASSIGN_OR_RETURN(models::EvalResult r,
                            models::EvaluateDataset(*model_, test_, values_, t_.eval_batch_size));
   Eval e;
@@ -212,7 +213,8 @@ absl::StatusOr<Eval> Chief::Evaluate(const char* when) {
   e.seconds = absl::ToDoubleSeconds(absl::Now() - train_start_);
   e.loss = r.loss_sum / static_cast<double>(std::max<int64_t>(1, r.examples));
   if (model_->has_accuracy()) {
-    e.accuracy = static_cast<double>(r.correct) / static_cast<double>(std::max<int64_t>(1, r.examples));
+    e.accuracy =
+        static_cast<double>(r.correct) / static_cast<double>(std::max<int64_t>(1, r.examples));
     spdlog::info("{} global step {}/{}: test accuracy {:.4f}, test loss {:.4f} ({:.1f} s)", when,
                  e.global_step, train_steps_, *e.accuracy, e.loss, e.seconds);
   } else {
@@ -251,20 +253,20 @@ absl::Status Chief::Monitor() {
       stop_reason_ = absl::StrCat("reached train_steps ", train_steps_);
       return absl::OkStatus();
     }
-    if (coordinator_->summaries().size() == static_cast<size_t>(c_.task.cluster.num_tasks(runtime::kWorkerJob))) {
+    if (coordinator_->summaries().size() ==
+        static_cast<size_t>(c_.task.cluster.num_tasks(runtime::kWorkerJob))) {
       stop_reason_ = "every worker finished";
       return absl::OkStatus();
     }
     if (const auto silent = coordinator_->SilentWorkers(c_.heartbeat_timeout); !silent.empty()) {
-      return absl::UnavailableError(absl::StrCat("chief: ", Join(silent, "worker"),
-                                                 " silent for ",
+      return absl::UnavailableError(absl::StrCat("chief: ", Join(silent, "worker"), " silent for ",
                                                  absl::FormatDuration(c_.heartbeat_timeout),
                                                  " (--heartbeat_timeout)"));
     }
     if (now - last_progress > c_.heartbeat_timeout) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "chief: no progress for ", absl::FormatDuration(c_.heartbeat_timeout),
-          ": global step stuck at ", last_step, " of ", train_steps_));
+      return absl::DeadlineExceededError(
+          absl::StrCat("chief: no progress for ", absl::FormatDuration(c_.heartbeat_timeout),
+                       ": global step stuck at ", last_step, " of ", train_steps_));
     }
   }
 }
@@ -301,14 +303,17 @@ absl::Status Chief::WriteReport(const std::string& stop_reason) {
   j["placement"] = runtime::PlacementName(c_.placement);
   j["num_ps"] = placement_.num_ps();
   j["num_workers"] = num_workers;
-  j["replicas_to_aggregate"] = sync ? nlohmann::json(c_.replicas_to_aggregate) : nlohmann::json(nullptr);
+  j["replicas_to_aggregate"] =
+      sync ? nlohmann::json(c_.replicas_to_aggregate) : nlohmann::json(nullptr);
   j["train_steps"] = train_steps_;
   j["stop_reason"] = stop_reason;
   const Eval& last = evals_.back();
   j["global_step"] = last.global_step;
-  j["final_test_accuracy"] = last.accuracy ? nlohmann::json(*last.accuracy) : nlohmann::json(nullptr);
+  j["final_test_accuracy"] =
+      last.accuracy ? nlohmann::json(*last.accuracy) : nlohmann::json(nullptr);
   j["final_test_loss"] = last.loss;
-  j["target_accuracy"] = c_.target_accuracy > 0 ? nlohmann::json(c_.target_accuracy) : nlohmann::json(nullptr);
+  j["target_accuracy"] =
+      c_.target_accuracy > 0 ? nlohmann::json(c_.target_accuracy) : nlohmann::json(nullptr);
   j["time_to_target_accuracy_seconds"] =
       time_to_target_ ? nlohmann::json(*time_to_target_) : nlohmann::json(nullptr);
   const double train_seconds = absl::ToDoubleSeconds(train_end_ - train_start_);
@@ -317,15 +322,15 @@ absl::Status Chief::WriteReport(const std::string& stop_reason) {
   // Examples the applied updates consumed: one batch per async step, replicas_to_aggregate
   // batches per sync step.
   const int64_t per_step = t_.batch_size * (sync ? c_.replicas_to_aggregate : 1);
-  j["examples_per_sec"] = train_seconds > 0
-                              ? static_cast<double>(last.global_step * per_step) / train_seconds
-                              : 0.0;
+  j["examples_per_sec"] =
+      train_seconds > 0 ? static_cast<double>(last.global_step * per_step) / train_seconds : 0.0;
   nlohmann::json evals = nlohmann::json::array();
   for (const Eval& e : evals_) {
-    evals.push_back({{"global_step", e.global_step},
-                     {"seconds", e.seconds},
-                     {"test_accuracy", e.accuracy ? nlohmann::json(*e.accuracy) : nlohmann::json(nullptr)},
-                     {"test_loss", e.loss}});
+    evals.push_back(
+        {{"global_step", e.global_step},
+         {"seconds", e.seconds},
+         {"test_accuracy", e.accuracy ? nlohmann::json(*e.accuracy) : nlohmann::json(nullptr)},
+         {"test_loss", e.loss}});
   }
   j["evals"] = evals;
   nlohmann::json placement = nlohmann::json::array();
@@ -390,14 +395,13 @@ absl::Status Chief::Run() {
   InitLogging(c_.task.task_name());
   FULCRUM_RETURN_IF_ERROR(Prepare());
   spdlog::info("run {} in {}: {} {} over {} ps and {} worker(s), {} global steps", run_id_,
-               run_dir_.string(), c_.mode == runtime::SyncMode::kSync ? "sync" : "async",
-               t_.model, placement_.num_ps(), c_.task.cluster.num_tasks(runtime::kWorkerJob),
-               train_steps_);
+               run_dir_.string(), c_.mode == runtime::SyncMode::kSync ? "sync" : "async", t_.model,
+               placement_.num_ps(), c_.task.cluster.num_tasks(runtime::kWorkerJob), train_steps_);
   spdlog::info("placement ({}):\n{}", runtime::PlacementName(c_.placement), placement_.Table());
 
-  coordinator_ = std::make_unique<Coordinator>(
-      run_id_, run_dir_.string(), runtime::ConfigFingerprint(t_, c_),
-      c_.task.cluster.num_tasks(runtime::kWorkerJob));
+  coordinator_ =
+      std::make_unique<Coordinator>(run_id_, run_dir_.string(), runtime::ConfigFingerprint(t_, c_),
+                                    c_.task.cluster.num_tasks(runtime::kWorkerJob));
   grpc::ServerBuilder builder;
   runtime::ConfigureServerBuilder(&builder);
   int bound_port = 0;

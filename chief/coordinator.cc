@@ -25,8 +25,7 @@ grpc::Status Coordinator::CheckWorker(const pb::TaskId& task) const {
   return grpc::Status::OK;
 }
 
-grpc::Status Coordinator::RegisterTask(grpc::ServerContext*,
-                                       const pb::RegisterTaskRequest* request,
+grpc::Status Coordinator::RegisterTask(grpc::ServerContext*, const pb::RegisterTaskRequest* request,
                                        pb::RegisterTaskResponse* response) {
   absl::MutexLock lock(&mu_);
   if (grpc::Status s = CheckWorker(request->task()); !s.ok()) return s;
@@ -51,8 +50,7 @@ grpc::Status Coordinator::RegisterTask(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status Coordinator::WaitForStart(grpc::ServerContext*,
-                                       const pb::WaitForStartRequest* request,
+grpc::Status Coordinator::WaitForStart(grpc::ServerContext*, const pb::WaitForStartRequest* request,
                                        pb::WaitForStartResponse* response) {
   const absl::Duration wait =
       std::clamp(absl::Milliseconds(request->timeout_ms()), absl::ZeroDuration(), absl::Seconds(5));

@@ -19,7 +19,7 @@ struct SourceOptions {
   int64_t synthetic_examples = 60000;
   std::vector<int64_t> synthetic_shape = {1, 28, 28};
   int synthetic_classes = 10;
-  uint64_t seed = 1;           // synthetic data only
+  uint64_t seed = 1;  // synthetic data only
 };
 
 struct TrainTest {

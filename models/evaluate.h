@@ -14,7 +14,6 @@ namespace fulcrum::models {
 
 // Sums Evaluate over `dataset` in batches of `batch_size` examples.
 absl::StatusOr<EvalResult> EvaluateDataset(Model& model, const data::Dataset& dataset,
-                                           std::span<const ops::Tensor> values,
-                                           int64_t batch_size);
+                                           std::span<const ops::Tensor> values, int64_t batch_size);
 
 }  // namespace fulcrum::models

@@ -59,8 +59,8 @@ absl::Status ParsePort(absl::string_view address, absl::string_view text, int* p
 absl::Status CheckHostChars(absl::string_view address, absl::string_view host) {
   for (char c : host) {
     if (absl::ascii_isspace(static_cast<unsigned char>(c)) ||
-        !absl::ascii_isprint(static_cast<unsigned char>(c)) || c == '/' || c == '[' ||
-        c == ']' || c == '@') {
+        !absl::ascii_isprint(static_cast<unsigned char>(c)) || c == '/' || c == '[' || c == ']' ||
+        c == '@') {
       return PortError(address, absl::StrCat("host \"", host, "\" has an invalid character"));
     }
   }
@@ -75,8 +75,7 @@ std::string TaskWhere(absl::string_view source, absl::string_view job, size_t in
 absl::StatusOr<std::string> ReadSpecFile(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) {
-    return absl::NotFoundError(
-        absl::StrCat("--cluster_spec=", path, ": no such file"));
+    return absl::NotFoundError(absl::StrCat("--cluster_spec=", path, ": no such file"));
   }
   if (std::filesystem::is_directory(path, ec)) {
     return absl::NotFoundError(
@@ -111,8 +110,8 @@ absl::Status ParseTfTask(const Json& config, TfTask* task) {
   }
   if (const auto type = it->find("type"); type != it->end() && !type->is_null()) {
     if (!type->is_string()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "TF_CONFIG: task \"type\" must be a string (", kJobList, "), got ", TypeName(*type)));
+      return absl::InvalidArgumentError(absl::StrCat("TF_CONFIG: task \"type\" must be a string (",
+                                                     kJobList, "), got ", TypeName(*type)));
     }
     task->type = type->get<std::string>();
   }
@@ -167,8 +166,8 @@ absl::Status SplitHostPort(absl::string_view address, std::string* host, int* po
     }
     port_part = rest.substr(1);
     for (char c : host_part) {
-      const bool ok = absl::ascii_isxdigit(static_cast<unsigned char>(c)) || c == ':' ||
-                      c == '.' || c == '%' || absl::ascii_isalnum(static_cast<unsigned char>(c));
+      const bool ok = absl::ascii_isxdigit(static_cast<unsigned char>(c)) || c == ':' || c == '.' ||
+                      c == '%' || absl::ascii_isalnum(static_cast<unsigned char>(c));
       if (!ok) {
         return PortError(address,
                          absl::StrCat("bracketed host \"", host_part, "\" is not an IPv6 address"));
@@ -200,20 +199,20 @@ absl::StatusOr<ClusterSpec> ParseClusterSpec(absl::string_view json, absl::strin
   try {
     root = Json::parse(json.begin(), json.end());
   } catch (const Json::parse_error& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source, ": not valid JSON: ", e.what()));
+    return absl::InvalidArgumentError(absl::StrCat(source, ": not valid JSON: ", e.what()));
   }
   if (!root.is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        source, ": a cluster spec must be a JSON object like {\"chief\": [\"host:port\"], "
-                "\"ps\": [...], \"worker\": [...]}, got ",
-        TypeName(root)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(source,
+                     ": a cluster spec must be a JSON object like {\"chief\": [\"host:port\"], "
+                     "\"ps\": [...], \"worker\": [...]}, got ",
+                     TypeName(root)));
   }
   std::map<std::string, std::vector<std::string>> jobs;
   for (const auto& [job, tasks] : root.items()) {
     if (!IsKnownJob(job)) {
-      return absl::InvalidArgumentError(absl::StrCat(source, ": unknown job \"", job,
-                                                     "\" (expected ", kJobList, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(source, ": unknown job \"", job, "\" (expected ", kJobList, ")"));
     }
     if (!tasks.is_array()) {
       return absl::InvalidArgumentError(
@@ -224,9 +223,9 @@ absl::StatusOr<ClusterSpec> ParseClusterSpec(absl::string_view json, absl::strin
     for (size_t i = 0; i < tasks.size(); ++i) {
       const Json& task = tasks[i];
       if (!task.is_string()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(TaskWhere(source, job, i), ": expected a \"host:port\" string, got ",
-                         TypeName(task), " ", task.dump()));
+        return absl::InvalidArgumentError(absl::StrCat(TaskWhere(source, job, i),
+                                                       ": expected a \"host:port\" string, got ",
+                                                       TypeName(task), " ", task.dump()));
       }
       std::string address = task.get<std::string>();
       std::string host;
@@ -246,8 +245,8 @@ absl::StatusOr<ClusterSpec> ParseClusterSpec(absl::string_view json, absl::strin
         absl::StrCat(source, ": no chief job: the spec needs \"chief\": [\"host:port\"]"));
   }
   if (chiefs != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        source, ": job \"chief\" must have exactly 1 task, has ", chiefs));
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": job \"chief\" must have exactly 1 task, has ", chiefs));
   }
   if (!jobs.count(kPsJob) || jobs[kPsJob].empty()) {
     return absl::InvalidArgumentError(
@@ -283,9 +282,9 @@ std::string TaskConfig::task_name() const { return absl::StrCat(job_name, ":", t
 
 std::string TaskConfig::dir_name() const { return absl::StrCat(job_name, "-", task_index); }
 
-absl::StatusOr<TaskConfig> ResolveTask(const std::string& cluster_spec_path,
-                                       const char* tf_config, const std::string& job_name,
-                                       int task_index, absl::string_view default_job) {
+absl::StatusOr<TaskConfig> ResolveTask(const std::string& cluster_spec_path, const char* tf_config,
+                                       const std::string& job_name, int task_index,
+                                       absl::string_view default_job) {
   TaskConfig config;
   TfTask tf_task;
   const bool have_tf_config = tf_config != nullptr && *tf_config != '\0';
@@ -343,9 +342,9 @@ absl::StatusOr<TaskConfig> ResolveTask(const std::string& cluster_spec_path,
         absl::StrCat(job_from, ": unknown job (expected ", kJobList, ")"));
   }
   if (config.job_name != default_job) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        job_from, ": this is the ", default_job, " binary; start build/bin/", config.job_name,
-        " for ", config.job_name, " tasks"));
+    return absl::InvalidArgumentError(absl::StrCat(job_from, ": this is the ", default_job,
+                                                   " binary; start build/bin/", config.job_name,
+                                                   " for ", config.job_name, " tasks"));
   }
 
   // The index: flag, else TF_CONFIG's task index, else 0.
@@ -362,9 +361,9 @@ absl::StatusOr<TaskConfig> ResolveTask(const std::string& cluster_spec_path,
   }
   const int tasks = config.cluster.num_tasks(config.job_name);
   if (config.task_index >= tasks) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        index_from, ": the cluster spec has ", tasks, " ", config.job_name, " task(s) (0..",
-        tasks - 1, ") in ", config.source));
+    return absl::InvalidArgumentError(absl::StrCat(index_from, ": the cluster spec has ", tasks,
+                                                   " ", config.job_name, " task(s) (0..", tasks - 1,
+                                                   ") in ", config.source));
   }
   return config;
 }

@@ -51,7 +51,7 @@ struct TaskConfig {
   ClusterSpec cluster;
   std::string job_name;  // chief, ps or worker
   int task_index = 0;
-  std::string source;    // where the spec came from: the file path or "TF_CONFIG"
+  std::string source;  // where the spec came from: the file path or "TF_CONFIG"
 
   std::string task_name() const;  // "worker:1"
   std::string dir_name() const;   // "worker-1" (its run sub-folder)
@@ -63,8 +63,8 @@ struct TaskConfig {
 // non-empty, else TF_CONFIG's task type, else `default_job` (the binary's own role); the
 // index likewise from `task_index` (>= 0) or TF_CONFIG's task index, else 0. A job that is
 // not default_job is refused: the ps binary only runs ps tasks.
-absl::StatusOr<TaskConfig> ResolveTask(const std::string& cluster_spec_path,
-                                       const char* tf_config, const std::string& job_name,
-                                       int task_index, absl::string_view default_job);
+absl::StatusOr<TaskConfig> ResolveTask(const std::string& cluster_spec_path, const char* tf_config,
+                                       const std::string& job_name, int task_index,
+                                       absl::string_view default_job);
 
 }  // namespace fulcrum::runtime

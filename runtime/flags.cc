@@ -46,9 +46,11 @@ ABSL_FLAG(int32_t, synthetic_classes, 10, "Classes of the synthetic dataset.");
 ABSL_FLAG(std::string, cluster_spec, "",
           "ClusterSpec JSON file {\"chief\": [...], \"ps\": [...], \"worker\": [...]}; "
           "without it TF_CONFIG is read, and without either the worker trains alone.");
-ABSL_FLAG(std::string, job_name, "", "This task's job: chief, ps or worker (default: the binary's).");
+ABSL_FLAG(std::string, job_name, "",
+          "This task's job: chief, ps or worker (default: the binary's).");
 ABSL_FLAG(int32_t, task_index, -1, "This task's index within its job (default: TF_CONFIG's or 0).");
-ABSL_FLAG(std::string, mode, "async", "Distributed training: sync (aggregate, like "
+ABSL_FLAG(std::string, mode, "async",
+          "Distributed training: sync (aggregate, like "
           "SyncReplicasOptimizer) or async (apply each push on arrival).");
 ABSL_FLAG(int32_t, replicas_to_aggregate, 0,
           "Sync mode: gradients aggregated per step (default: the number of workers; fewer "
@@ -74,8 +76,7 @@ namespace {
 
 [[noreturn]] void FailFlag(absl::string_view program, const std::string& message) {
   std::fprintf(stderr, "%s: %s\n", std::string(program).c_str(), message.c_str());
-  std::fprintf(stderr, "%s: run with --help for the list of flags\n",
-               std::string(program).c_str());
+  std::fprintf(stderr, "%s: run with --help for the list of flags\n", std::string(program).c_str());
   std::exit(kExitBadInput);
 }
 
@@ -172,8 +173,7 @@ absl::StatusOr<TrainingOptions> TrainingOptionsFromFlags() {
   o.optimizer.learning_rate = static_cast<float>(lr);
   const double momentum = absl::GetFlag(FLAGS_momentum);
   if (!(momentum >= 0 && momentum < 1)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--momentum=", momentum, ": must be in [0, 1)"));
+    return absl::InvalidArgumentError(absl::StrCat("--momentum=", momentum, ": must be in [0, 1)"));
   }
   o.optimizer.momentum = static_cast<float>(momentum);
   o.train_steps = absl::GetFlag(FLAGS_train_steps);
@@ -183,7 +183,8 @@ absl::StatusOr<TrainingOptions> TrainingOptionsFromFlags() {
         absl::StrCat("--train_steps=", o.train_steps, ": must not be negative"));
   }
   if (o.epochs < 0 || !std::isfinite(o.epochs)) {
-    return absl::InvalidArgumentError(absl::StrCat("--epochs=", o.epochs, ": must not be negative"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--epochs=", o.epochs, ": must not be negative"));
   }
   if ((o.train_steps > 0) == (o.epochs > 0)) {
     return absl::InvalidArgumentError(
@@ -191,14 +192,15 @@ absl::StatusOr<TrainingOptions> TrainingOptionsFromFlags() {
   }
   o.dataset = absl::GetFlag(FLAGS_dataset);
   if (o.dataset != "mnist" && o.dataset != "cifar10" && o.dataset != "synthetic") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--dataset=", o.dataset, ": expected one of mnist, cifar10, synthetic"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--dataset=", o.dataset, ": expected one of mnist, cifar10, synthetic"));
   }
   o.data_dir = absl::GetFlag(FLAGS_data_dir);
   if (o.data_dir.empty() && o.dataset == "mnist") o.data_dir = "/usr/share/datasets/fashion-mnist";
   if (o.data_dir.empty() && o.dataset == "cifar10") {
-    return absl::InvalidArgumentError("--dataset=cifar10 needs --data_dir (the folder of "
-                                      "data_batch_*.bin and test_batch.bin)");
+    return absl::InvalidArgumentError(
+        "--dataset=cifar10 needs --data_dir (the folder of "
+        "data_batch_*.bin and test_batch.bin)");
   }
   o.run_dir = absl::GetFlag(FLAGS_run_dir);
   o.seed = absl::GetFlag(FLAGS_seed);
@@ -259,25 +261,24 @@ bool ClusterRequested() {
 absl::StatusOr<ClusterOptions> ClusterOptionsFromFlags(absl::string_view default_job) {
   ClusterOptions o;
   FULCRUM_ASSIGN_OR_RETURN(
-      o.task, ResolveTask(absl::GetFlag(FLAGS_cluster_spec), std::getenv("TF_CONFIG"),
-                          absl::GetFlag(FLAGS_job_name), absl::GetFlag(FLAGS_task_index),
-                          default_job));
+      o.task,
+      ResolveTask(absl::GetFlag(FLAGS_cluster_spec), std::getenv("TF_CONFIG"),
+                  absl::GetFlag(FLAGS_job_name), absl::GetFlag(FLAGS_task_index), default_job));
   const std::string mode = absl::GetFlag(FLAGS_mode);
   if (mode == "sync") {
     o.mode = SyncMode::kSync;
   } else if (mode == "async") {
     o.mode = SyncMode::kAsync;
   } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--mode=", mode, ": expected sync or async"));
+    return absl::InvalidArgumentError(absl::StrCat("--mode=", mode, ": expected sync or async"));
   }
   const int workers = o.task.cluster.num_tasks(kWorkerJob);
   o.replicas_to_aggregate = absl::GetFlag(FLAGS_replicas_to_aggregate);
   if (o.replicas_to_aggregate == 0) o.replicas_to_aggregate = workers;
   if (o.replicas_to_aggregate < 1 || o.replicas_to_aggregate > workers) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--replicas_to_aggregate=", o.replicas_to_aggregate, ": must be between 1 and the ",
-        workers, " worker(s) of the cluster spec"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--replicas_to_aggregate=", o.replicas_to_aggregate,
+                     ": must be between 1 and the ", workers, " worker(s) of the cluster spec"));
   }
   FULCRUM_ASSIGN_OR_RETURN(o.placement, ParsePlacementStrategy(absl::GetFlag(FLAGS_placement)));
   o.partition_min_bytes = absl::GetFlag(FLAGS_partition_min_bytes);
@@ -285,8 +286,8 @@ absl::StatusOr<ClusterOptions> ClusterOptionsFromFlags(absl::string_view default
       Positive("partition_min_bytes", static_cast<double>(o.partition_min_bytes)));
   o.chunk_bytes = absl::GetFlag(FLAGS_rpc_chunk_bytes);
   if (o.chunk_bytes < 4 || o.chunk_bytes > (64 << 20)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--rpc_chunk_bytes=", o.chunk_bytes, ": must be between 4 and 67108864"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--rpc_chunk_bytes=", o.chunk_bytes, ": must be between 4 and 67108864"));
   }
   FULCRUM_ASSIGN_OR_RETURN(o.startup_timeout,
                            Seconds("startup_timeout", absl::GetFlag(FLAGS_startup_timeout)));
@@ -313,12 +314,11 @@ std::string ConfigFingerprint(const TrainingOptions& t, const ClusterOptions& c)
       "\noptimizer=", ops::OptimizerName(t.optimizer.kind),
       "\nlearning_rate=", t.optimizer.learning_rate, "\nmomentum=", t.optimizer.momentum,
       "\ntrain_steps=", t.train_steps, "\nepochs=", t.epochs, "\ndataset=", t.dataset,
-      "\ntrain_subset=", t.train_subset, "\ndataset_repeat=", t.dataset_repeat,
-      "\nseed=", t.seed, "\nmode=", c.mode == SyncMode::kSync ? "sync" : "async",
+      "\ntrain_subset=", t.train_subset, "\ndataset_repeat=", t.dataset_repeat, "\nseed=", t.seed,
+      "\nmode=", c.mode == SyncMode::kSync ? "sync" : "async",
       "\nreplicas_to_aggregate=", c.replicas_to_aggregate,
-      "\nplacement=", PlacementName(c.placement),
-      "\npartition_min_bytes=", c.partition_min_bytes, "\nrpc_chunk_bytes=", c.chunk_bytes,
-      "\ncluster=", c.task.cluster.ToJson());
+      "\nplacement=", PlacementName(c.placement), "\npartition_min_bytes=", c.partition_min_bytes,
+      "\nrpc_chunk_bytes=", c.chunk_bytes, "\ncluster=", c.task.cluster.ToJson());
 }
 
 std::string FingerprintDifference(const std::string& mine, const std::string& theirs) {
@@ -344,11 +344,10 @@ int64_t GlobalTrainSteps(const TrainingOptions& t, const ClusterOptions& c,
   int64_t examples = train_examples;
   if (t.train_subset > 0) examples = std::min(examples, t.train_subset);
   examples *= t.dataset_repeat;
-  const int64_t per_step =
-      t.batch_size * (c.mode == SyncMode::kSync ? c.replicas_to_aggregate : 1);
+  const int64_t per_step = t.batch_size * (c.mode == SyncMode::kSync ? c.replicas_to_aggregate : 1);
   return std::max<int64_t>(
-      1, static_cast<int64_t>(std::ceil(t.epochs * static_cast<double>(examples) /
-                                        static_cast<double>(per_step))));
+      1, static_cast<int64_t>(
+             std::ceil(t.epochs * static_cast<double>(examples) / static_cast<double>(per_step))));
 }
 
 }  // namespace fulcrum::runtime

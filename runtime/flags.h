@@ -5,10 +5,10 @@
 
 #include <cstdint>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "data/load.h"
 #include "ops/optimizer.h"
@@ -64,8 +64,8 @@ struct ClusterOptions {
   absl::Duration startup_timeout = absl::Seconds(120);
   absl::Duration step_timeout = absl::Seconds(60);
   absl::Duration heartbeat_timeout = absl::Seconds(60);
-  int64_t eval_every = 100;       // global steps between the chief's evaluations; 0 = end only
-  double target_accuracy = 0.0;   // stop once test accuracy reaches it; 0 = off
+  int64_t eval_every = 100;      // global steps between the chief's evaluations; 0 = end only
+  double target_accuracy = 0.0;  // stop once test accuracy reaches it; 0 = off
 };
 
 // True when --cluster_spec or TF_CONFIG is set (the worker trains alone otherwise).

@@ -24,10 +24,10 @@ void StartCall(const char* method, const GrpcPsClient* client, absl::Duration ti
   call->context.set_deadline(DeadlineIn(timeout));
   start(&call->context, [call](grpc::Status status) {
     PsClient::Done d = std::move(call->done);
-    absl::Status s =
-        status.ok() ? absl::OkStatus()
-                    : FromGrpc(status, absl::StrCat(call->method, " on ", call->client->name(),
-                                                    " (", call->client->target(), ")"));
+    absl::Status s = status.ok()
+                         ? absl::OkStatus()
+                         : FromGrpc(status, absl::StrCat(call->method, " on ", call->client->name(),
+                                                         " (", call->client->target(), ")"));
     delete call;
     d(std::move(s));
   });
@@ -65,10 +65,10 @@ void GrpcPsClient::PushPullAsync(const pb::PushRequest* request, pb::PushRespons
             });
 }
 
-#define FULCRUM_UNARY(Method, request, response)                                   \
-  grpc::ClientContext context;                                                     \
-  context.set_deadline(DeadlineIn(timeout));                                       \
-  return FromGrpc(stub_->Method(&context, request, response),                      \
+#define FULCRUM_UNARY(Method, request, response)              \
+  grpc::ClientContext context;                                \
+  context.set_deadline(DeadlineIn(timeout));                  \
+  return FromGrpc(stub_->Method(&context, request, response), \
                   absl::StrCat(#Method " on ", name_, " (", target_, ")"))
 
 absl::Status GrpcPsClient::CreateVariables(const pb::CreateVariablesRequest& request,

@@ -19,10 +19,10 @@ class GrpcPsClient final : public PsClient {
   std::string target() const override { return target_; }
   const std::string& name() const { return name_; }
 
-  void PullAsync(const pb::PullRequest* request, pb::PullResponse* response,
-                 absl::Duration timeout, Done done) override;
-  void PushAsync(const pb::PushRequest* request, pb::PushResponse* response,
-                 absl::Duration timeout, Done done) override;
+  void PullAsync(const pb::PullRequest* request, pb::PullResponse* response, absl::Duration timeout,
+                 Done done) override;
+  void PushAsync(const pb::PushRequest* request, pb::PushResponse* response, absl::Duration timeout,
+                 Done done) override;
   void PushPullAsync(const pb::PushRequest* request, pb::PushResponse* response,
                      absl::Duration timeout, Done done) override;
 

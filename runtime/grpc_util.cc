@@ -1,6 +1,7 @@
 #include "runtime/grpc_util.h"
 
 #include "absl/strings/str_cat.h"
+#include "base/exit_code.h"
 
 namespace fulcrum::runtime {
 
@@ -37,10 +38,14 @@ absl::Status FromGrpc(const grpc::Status& status, absl::string_view what) {
                       absl::StrCat(what, ": ", status.error_message()));
 }
 
+absl::Status RemoteFailure(absl::Status status) {
+  if (status.ok() || ExitCodeForStatus(status) != kExitBadInput) return status;
+  return absl::InternalError(status.message());
+}
+
 grpc::Status ToGrpc(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                      std::string(status.message()));
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
 std::chrono::system_clock::time_point DeadlineIn(absl::Duration timeout) {

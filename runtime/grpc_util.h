@@ -25,6 +25,10 @@ void ConfigureServerBuilder(grpc::ServerBuilder* builder);
 
 // gRPC status -> absl::Status, prefixed with what was called ("Pull on ps:0 (host:port)").
 absl::Status FromGrpc(const grpc::Status& status, absl::string_view what);
+// An error another task answered is a failure of the run (exit code 1), even when its code
+// would mean bad input in this process (e.g. FailedPrecondition, "ps:0 has no variables
+// yet"): such codes become Internal, keeping the message. Others pass through.
+absl::Status RemoteFailure(absl::Status status);
 // absl::Status -> gRPC status (same code and message).
 grpc::Status ToGrpc(const absl::Status& status);
 

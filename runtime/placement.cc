@@ -54,9 +54,10 @@ absl::StatusOr<PlacementStrategy> ParsePlacementStrategy(absl::string_view name)
   if (name == "round_robin") return PlacementStrategy::kRoundRobin;
   if (name == "greedy") return PlacementStrategy::kGreedy;
   if (name == "partition") return PlacementStrategy::kPartition;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--placement=", name, ": unknown placement strategy (expected round_robin, greedy or "
-                            "partition)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("--placement=", name,
+                   ": unknown placement strategy (expected round_robin, greedy or "
+                   "partition)"));
 }
 
 const char* PlacementName(PlacementStrategy strategy) {
@@ -130,17 +131,16 @@ std::string Placement::Table() const {
     const int64_t bytes = shard_bytes(p);
     const double share =
         total > 0 ? 100.0 * static_cast<double>(bytes) / static_cast<double>(total) : 0.0;
-    absl::StrAppendFormat(&out, "ps %-*d  %*d bytes  %5.1f%%  (%d variable(s))\n", 4, p, bw,
-                          bytes, share, shards[static_cast<size_t>(p)].size());
+    absl::StrAppendFormat(&out, "ps %-*d  %*d bytes  %5.1f%%  (%d variable(s))\n", 4, p, bw, bytes,
+                          share, shards[static_cast<size_t>(p)].size());
   }
-  absl::StrAppendFormat(&out, "total %*d bytes; imbalance (max/mean shard bytes) %.3f\n", bw,
-                        total, imbalance());
+  absl::StrAppendFormat(&out, "total %*d bytes; imbalance (max/mean shard bytes) %.3f\n", bw, total,
+                        imbalance());
   return out;
 }
 
 absl::StatusOr<Placement> PlaceVariables(std::span<const VariableInfo> variables, int num_ps,
-                                         PlacementStrategy strategy,
-                                         int64_t partition_min_bytes) {
+                                         PlacementStrategy strategy, int64_t partition_min_bytes) {
   if (num_ps < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("placement over ", num_ps, " ps task(s): need at least one ps task"));
@@ -150,8 +150,7 @@ absl::StatusOr<Placement> PlaceVariables(std::span<const VariableInfo> variables
     for (int64_t d : v.shape.dims()) empty = empty || d <= 0;
     if (empty || v.shape.num_elements() <= 0) {
       return absl::InvalidArgumentError(absl::StrCat("variable \"", v.name, "\" has shape ",
-                                                     v.shape.ToString(),
-                                                     ": no elements to place"));
+                                                     v.shape.ToString(), ": no elements to place"));
     }
   }
 
@@ -214,11 +213,10 @@ absl::StatusOr<Placement> PlaceVariables(std::span<const VariableInfo> variables
   }
 
   for (auto& shard : placement.shards) {
-    std::stable_sort(shard.begin(), shard.end(),
-                     [](const PlacedVariable& a, const PlacedVariable& b) {
-                       return std::make_pair(a.source, a.row_begin) <
-                              std::make_pair(b.source, b.row_begin);
-                     });
+    std::stable_sort(
+        shard.begin(), shard.end(), [](const PlacedVariable& a, const PlacedVariable& b) {
+          return std::make_pair(a.source, a.row_begin) < std::make_pair(b.source, b.row_begin);
+        });
   }
   return placement;
 }

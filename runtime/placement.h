@@ -36,14 +36,14 @@ struct VariableInfo {
 
 // One variable (or slice) as a PS holds it.
 struct PlacedVariable {
-  std::string name;           // the model variable's name, or "<name>/part_<i>" for a slice
-  int source = 0;             // index of the model variable
+  std::string name;  // the model variable's name, or "<name>/part_<i>" for a slice
+  int source = 0;    // index of the model variable
   int ps = 0;
-  int64_t row_begin = 0;      // rows [row_begin, row_end) of the first axis
+  int64_t row_begin = 0;  // rows [row_begin, row_end) of the first axis
   int64_t row_end = 0;
-  int64_t element_offset = 0; // first element within the model variable
+  int64_t element_offset = 0;  // first element within the model variable
   int64_t num_elements = 0;
-  ops::Shape shape;           // the slice's shape (the variable's when whole)
+  ops::Shape shape;  // the slice's shape (the variable's when whole)
   int64_t bytes() const { return num_elements * static_cast<int64_t>(sizeof(float)); }
 };
 
@@ -63,7 +63,6 @@ struct Placement {
 
 // InvalidArgument when num_ps < 1 or a variable has no elements.
 absl::StatusOr<Placement> PlaceVariables(std::span<const VariableInfo> variables, int num_ps,
-                                         PlacementStrategy strategy,
-                                         int64_t partition_min_bytes);
+                                         PlacementStrategy strategy, int64_t partition_min_bytes);
 
 }  // namespace fulcrum::runtime

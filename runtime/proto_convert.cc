@@ -9,11 +9,21 @@ pb::InitializerDef InitializerToProto(const ops::Initializer& init) {
   pb::InitializerDef def;
   using Kind = ops::Initializer::Kind;
   switch (init.kind) {
-    case Kind::kZeros: def.set_kind("zeros"); break;
-    case Kind::kConstant: def.set_kind("constant"); break;
-    case Kind::kGlorotUniform: def.set_kind("glorot_uniform"); break;
-    case Kind::kUniform: def.set_kind("uniform"); break;
-    case Kind::kNormal: def.set_kind("truncated_normal"); break;
+    case Kind::kZeros:
+      def.set_kind("zeros");
+      break;
+    case Kind::kConstant:
+      def.set_kind("constant");
+      break;
+    case Kind::kGlorotUniform:
+      def.set_kind("glorot_uniform");
+      break;
+    case Kind::kUniform:
+      def.set_kind("uniform");
+      break;
+    case Kind::kNormal:
+      def.set_kind("truncated_normal");
+      break;
   }
   def.set_value(init.value);
   return def;
@@ -35,9 +45,9 @@ absl::StatusOr<ops::Initializer> InitializerFromProto(const pb::InitializerDef& 
   } else if (k == "truncated_normal") {
     init.kind = Kind::kNormal;
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "unknown initializer '", k,
-        "': expected zeros, constant, glorot_uniform, uniform or truncated_normal"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown initializer '", k,
+                     "': expected zeros, constant, glorot_uniform, uniform or truncated_normal"));
   }
   return init;
 }

@@ -40,8 +40,7 @@ class PsClient {
   virtual absl::Status SaveShard(const pb::SaveShardRequest& request,
                                  pb::SaveShardResponse* response, absl::Duration timeout) = 0;
   virtual absl::Status RestoreShard(const pb::RestoreShardRequest& request,
-                                    pb::RestoreShardResponse* response,
-                                    absl::Duration timeout) = 0;
+                                    pb::RestoreShardResponse* response, absl::Duration timeout) = 0;
   virtual absl::Status Stats(pb::StatsResponse* response, absl::Duration timeout) = 0;
   virtual absl::Status Stop(const std::string& reason, absl::Duration timeout) = 0;
   virtual absl::Status Shutdown(const std::string& reason, absl::Duration timeout) = 0;

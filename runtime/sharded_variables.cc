@@ -1,9 +1,9 @@
 #include "runtime/sharded_variables.h"
 
 #include <algorithm>
+#include <condition_variable>
 #include <limits>
 #include <mutex>
-#include <condition_variable>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -54,9 +54,7 @@ absl::Status ShardedVariables::InChunk(const absl::Status& s, const Slot& slot) 
                       absl::StrCat("chunk ", slot.chunk, " of ps:", slot.ps, ": ", s.message()));
 }
 
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 ShardedVariables::ShardedVariables(const Placement& placement, int64_t chunk_bytes,
                                    std::vector<PsClient*> clients, std::string task)

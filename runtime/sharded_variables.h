@@ -32,15 +32,15 @@ struct TransferResult {
   int64_t duplicates = 0;   // chunks answered as duplicates of an earlier try
   int64_t bytes_sent = 0;   // tensor payload bytes
   int64_t bytes_received = 0;
-  int retries = 0;          // RPCs re-sent after a transport failure
+  int retries = 0;  // RPCs re-sent after a transport failure
 };
 
 class ShardedVariables {
  public:
   // `clients[p]` talks to ps p (not owned; must outlive this). `task` names the caller in
   // requests ("worker:1"); request ids are unique per (task, call).
-  ShardedVariables(const Placement& placement, int64_t chunk_bytes,
-                   std::vector<PsClient*> clients, std::string task);
+  ShardedVariables(const Placement& placement, int64_t chunk_bytes, std::vector<PsClient*> clients,
+                   std::string task);
   ~ShardedVariables();
 
   int num_ps() const { return static_cast<int>(shards_.size()); }

@@ -46,8 +46,8 @@ pb::TaskId MyTask(const ClusterOptions& c) {
 
 // Registers with the chief, retrying with backoff until `deadline` while it is unreachable.
 absl::StatusOr<pb::RegisterTaskResponse> Register(pb::Coordinator::Stub& chief,
-                                                  const TrainingOptions& t,
-                                                  const ClusterOptions& c, absl::Time deadline) {
+                                                  const TrainingOptions& t, const ClusterOptions& c,
+                                                  absl::Time deadline) {
   pb::RegisterTaskRequest request;
   *request.mutable_task() = MyTask(c);
   request.set_config_fingerprint(runtime::ConfigFingerprint(t, c));
@@ -92,12 +92,16 @@ absl::Status WaitForStart(pb::Coordinator::Stub& chief, const ClusterOptions& c,
     grpc::ClientContext context;
     context.set_deadline(runtime::DeadlineIn(absl::Seconds(10)));
     const grpc::Status s = chief.WaitForStart(&context, request, &response);
-    if (s.ok() && (response.started() || response.should_stop())) return absl::OkStatus();
+    if (s.ok() && response.started()) return absl::OkStatus();
+    if (s.ok() && response.should_stop()) {
+      return absl::AbortedError(
+          absl::StrCat(c.task.task_name(), ": the chief ended the run before it started"));
+    }
     if (absl::Now() >= deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          c.task.task_name(), ": the chief did not start the run within ",
-          absl::FormatDuration(c.startup_timeout), " (--startup_timeout)",
-          s.ok() ? "" : absl::StrCat(": ", s.error_message())));
+      return absl::DeadlineExceededError(
+          absl::StrCat(c.task.task_name(), ": the chief did not start the run within ",
+                       absl::FormatDuration(c.startup_timeout), " (--startup_timeout)",
+                       s.ok() ? "" : absl::StrCat(": ", s.error_message())));
     }
     if (absl::Now() >= next_log) {
       spdlog::info("registered; waiting for the chief to start the run");
@@ -187,9 +191,9 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c)
   }
   const int num_ps = c.task.cluster.num_tasks(runtime::kPsJob);
   const int num_workers = c.task.cluster.num_tasks(runtime::kWorkerJob);
-  FULCRUM_ASSIGN_OR_RETURN(runtime::Placement placement,
-                           runtime::PlaceVariables(infos, num_ps, c.placement,
-                                                   c.partition_min_bytes));
+  FULCRUM_ASSIGN_OR_RETURN(
+      runtime::Placement placement,
+      runtime::PlaceVariables(infos, num_ps, c.placement, c.partition_min_bytes));
   data::BatcherOptions bo;
   bo.batch_size = t.batch_size;
   bo.worker_index = c.task.task_index;
@@ -202,8 +206,8 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c)
   const bool sync = c.mode == runtime::SyncMode::kSync;
 
   // Chief: register (the chief checks our flags against its own), then wait for the start.
-  auto chief = pb::Coordinator::NewStub(
-      runtime::MakeChannel(c.task.cluster.address(runtime::kChiefJob, 0)));
+  auto chief =
+      pb::Coordinator::NewStub(runtime::MakeChannel(c.task.cluster.address(runtime::kChiefJob, 0)));
   FULCRUM_ASSIGN_OR_RETURN(pb::RegisterTaskResponse registered,
                            Register(*chief, t, c, startup_deadline));
   const std::filesystem::path task_dir =
@@ -218,10 +222,11 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c)
         absl::StrCat("ps:", p), c.task.cluster.address(runtime::kPsJob, p)));
     clients.push_back(ps.back().get());
     if (!ps.back()->WaitUntilReady(std::max(absl::Seconds(1), startup_deadline - absl::Now()))) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          c.task.task_name(), ": ps:", p, " at ", ps.back()->target(), " did not answer"));
+      return absl::DeadlineExceededError(absl::StrCat(c.task.task_name(), ": ps:", p, " at ",
+                                                      ps.back()->target(), " did not answer"));
     }
-    FULCRUM_RETURN_IF_ERROR(ps.back()->Warm(c.chunk_bytes, 2, c.step_timeout));
+    FULCRUM_RETURN_IF_ERROR(
+        runtime::RemoteFailure(ps.back()->Warm(c.chunk_bytes, 2, c.step_timeout)));
   }
   runtime::ShardedVariables sharded(placement, c.chunk_bytes, clients, c.task.task_name());
   Heartbeat heartbeat(chief.get(), MyTask(c), c.heartbeat_timeout);
@@ -229,7 +234,8 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c)
   ops::Tensor inputs = ops::Tensor::Zeros({t.batch_size, train.example_size()});
   std::vector<int32_t> labels(static_cast<size_t>(t.batch_size));
   runtime::TransferResult xfer;
-  FULCRUM_RETURN_IF_ERROR(sharded.PullAll(0, c.step_timeout, values, &xfer));
+  FULCRUM_RETURN_IF_ERROR(
+      runtime::RemoteFailure(sharded.PullAll(0, c.step_timeout, values, &xfer)));
   int64_t global_step = xfer.global_step;
   int64_t local_steps = 0, pushes = 0, dropped = 0, duplicates = 0, retries = 0;
   int64_t bytes_sent = 0, bytes_received = xfer.bytes_received;
@@ -258,12 +264,11 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c)
     batcher.Next(&inputs, labels, &pool);
     FULCRUM_ASSIGN_OR_RETURN(float loss, model->ComputeGradients(inputs, labels, values, grads));
     if (!std::isfinite(loss)) {
-      return absl::InternalError(absl::StrCat("loss became ", loss, " at global step ",
-                                              global_step,
+      return absl::InternalError(absl::StrCat("loss became ", loss, " at global step ", global_step,
                                               ": the learning rate is probably too high"));
     }
-    FULCRUM_RETURN_IF_ERROR(sharded.PushPullAll(global_step, sync ? global_step + 1 : 0, grads,
-                                                values, c.step_timeout, &xfer));
+    FULCRUM_RETURN_IF_ERROR(runtime::RemoteFailure(sharded.PushPullAll(
+        global_step, sync ? global_step + 1 : 0, grads, values, c.step_timeout, &xfer)));
     const auto t1 = Clock::now();
     ++local_steps;
     ++window_steps;
@@ -294,11 +299,10 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c)
   const int64_t steady_steps = local_steps - kWarmupSteps;
   const double rate_all =
       train_seconds > 0 ? static_cast<double>(local_steps * t.batch_size) / train_seconds : 0.0;
-  const double rate =
-      steady_steps > 0
-          ? static_cast<double>(steady_steps * t.batch_size) /
-                std::chrono::duration<double>(train_end - steady_start).count()
-          : rate_all;
+  const double rate = steady_steps > 0
+                          ? static_cast<double>(steady_steps * t.batch_size) /
+                                std::chrono::duration<double>(train_end - steady_start).count()
+                          : rate_all;
   double tail_loss = 0.0;
   const size_t tail = std::min<size_t>(100, losses.size());
   for (size_t i = losses.size() - tail; i < losses.size(); ++i) tail_loss += losses[i];
@@ -328,9 +332,10 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c)
   j["wall_seconds"] = absl::ToDoubleSeconds(absl::Now() - process_start);
   const std::string text = j.dump(2) + "\n";
   FULCRUM_RETURN_IF_ERROR(WriteFileAtomically(task_dir / "summary.json", text));
-  spdlog::info("done after {} local steps (global step {}): {}; {:.0f} examples/sec, "
-               "{} of {} pushes dropped as stale",
-               local_steps, global_step, stop_reason, rate, dropped, pushes);
+  spdlog::info(
+      "done after {} local steps (global step {}): {}; {:.0f} examples/sec, "
+      "{} of {} pushes dropped as stale",
+      local_steps, global_step, stop_reason, rate, dropped, pushes);
 
   pb::ReportSummaryRequest report;
   *report.mutable_task() = MyTask(c);
@@ -338,8 +343,8 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c)
   pb::ReportSummaryResponse ack;
   grpc::ClientContext context;
   context.set_deadline(runtime::DeadlineIn(absl::Seconds(30)));
-  return runtime::FromGrpc(chief->ReportSummary(&context, report, &ack),
-                           "ReportSummary to chief:0");
+  return runtime::RemoteFailure(
+      runtime::FromGrpc(chief->ReportSummary(&context, report, &ack), "ReportSummary to chief:0"));
 }
 
 }  // namespace fulcrum::worker

@@ -73,8 +73,8 @@ nlohmann::json SummaryJson(const runtime::TrainingOptions& o, const SingleRunRes
   j["learning_rate"] = o.optimizer.learning_rate;
   j["seed"] = o.seed;
   j["threads"] = o.threads;
-  j["final_test_accuracy"] = r.final_test_accuracy ? nlohmann::json(*r.final_test_accuracy)
-                                                   : nlohmann::json(nullptr);
+  j["final_test_accuracy"] =
+      r.final_test_accuracy ? nlohmann::json(*r.final_test_accuracy) : nlohmann::json(nullptr);
   j["final_test_loss"] =
       r.final_test_loss ? nlohmann::json(*r.final_test_loss) : nlohmann::json(nullptr);
   j["final_train_loss"] = r.final_train_loss;
@@ -105,8 +105,8 @@ absl::StatusOr<SingleRunResult> RunSingle(const runtime::TrainingOptions& o) {
   config.width = o.model_width;
   FULCRUM_ASSIGN_OR_RETURN(std::unique_ptr<models::Model> model, registry.Create(o.model, config));
   model->set_thread_pool(&pool);
-  spdlog::info("model: {} ({} variables, {} parameters)", model->name(),
-               model->variables().size(), model->num_parameters());
+  spdlog::info("model: {} ({} variables, {} parameters)", model->name(), model->variables().size(),
+               model->num_parameters());
 
   data::BatcherOptions bo;
   bo.batch_size = o.batch_size;
@@ -146,8 +146,8 @@ absl::StatusOr<SingleRunResult> RunSingle(const runtime::TrainingOptions& o) {
                                               ": the learning rate is probably too high"));
     }
     for (size_t i = 0; i < vars.values.size(); ++i) {
-      FULCRUM_RETURN_IF_ERROR(ops::ApplyGradient(o.optimizer, step, vars.grads[i],
-                                                 &vars.values[i], vars.slots[i]));
+      FULCRUM_RETURN_IF_ERROR(
+          ops::ApplyGradient(o.optimizer, step, vars.grads[i], &vars.values[i], vars.slots[i]));
     }
     const auto t1 = Clock::now();
     step_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
@@ -172,10 +172,10 @@ absl::StatusOr<SingleRunResult> RunSingle(const runtime::TrainingOptions& o) {
   r.examples_per_sec_all = static_cast<double>(steps * o.batch_size) / r.train_seconds;
   // Steady state excludes the first kWarmupSteps steps; a run too short for that reports all.
   const int64_t steady_steps = steps - kWarmupSteps;
-  r.examples_per_sec =
-      steady_steps > 0 ? static_cast<double>(steady_steps * o.batch_size) /
-                             std::chrono::duration<double>(train_end - steady_start).count()
-                       : r.examples_per_sec_all;
+  r.examples_per_sec = steady_steps > 0
+                           ? static_cast<double>(steady_steps * o.batch_size) /
+                                 std::chrono::duration<double>(train_end - steady_start).count()
+                           : r.examples_per_sec_all;
   const size_t tail = std::min<size_t>(100, losses.size());
   double tail_sum = 0.0;
   for (size_t i = losses.size() - tail; i < losses.size(); ++i) tail_sum += losses[i];
@@ -184,8 +184,9 @@ absl::StatusOr<SingleRunResult> RunSingle(const runtime::TrainingOptions& o) {
   r.step_time_p99_ms = Percentile(step_ms, 0.99);
 
   if (o.eval) {
-    FULCRUM_ASSIGN_OR_RETURN(models::EvalResult e,
-                             models::EvaluateDataset(*model, data.test, vars.values, o.eval_batch_size));
+    FULCRUM_ASSIGN_OR_RETURN(
+        models::EvalResult e,
+        models::EvaluateDataset(*model, data.test, vars.values, o.eval_batch_size));
     r.final_test_loss = e.loss_sum / static_cast<double>(e.examples);
     if (model->has_accuracy()) {
       r.final_test_accuracy = static_cast<double>(e.correct) / static_cast<double>(e.examples);

@@ -3,6 +3,8 @@
 // Checks what the issue promises: accuracy within 2 points of single mode, every process
 // exits 0, and in sync mode the applied steps equal train_steps while the drop counter
 // accounts for every other push. One compute thread per process (CTest runs two at once).
+#include "tests/testing/cluster.h"
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -12,7 +14,6 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "tests/testing/cluster.h"
 #include "tests/testing/subprocess.h"
 
 namespace fulcrum {
@@ -63,8 +64,8 @@ void PrintTo(const Layout& l, std::ostream* os) {
 }
 
 std::string LayoutName(const ::testing::TestParamInfo<Layout>& info) {
-  std::string name = absl::StrCat(info.param.num_ps, "ps_", info.param.num_workers, "w_",
-                                  info.param.mode);
+  std::string name =
+      absl::StrCat(info.param.num_ps, "ps_", info.param.num_workers, "w_", info.param.mode);
   if (info.param.replicas > 0) name += absl::StrCat("_aggregate", info.param.replicas);
   return name;
 }
@@ -85,12 +86,18 @@ TEST_P(ClusterTrainingTest, TrainsLikeSingleModeAndEveryTaskExitsCleanly) {
   // Sync aggregates one batch per worker and applies the mean: 2 x 128 = one 256 update.
   const int replicas = p.replicas > 0 ? p.replicas : p.num_workers;
   const int batch = sync ? 256 / replicas : 256;
-  std::vector<std::string> flags = {
-      absl::StrCat("--cluster_spec=", spec), "--model=logreg",
-      absl::StrCat("--batch_size=", batch), absl::StrCat("--learning_rate=", kLearningRate),
-      absl::StrCat("--train_steps=", kSteps), absl::StrCat("--mode=", p.mode),
-      "--eval_every=200", "--threads=1", "--log_every=200", "--startup_timeout=60",
-      "--heartbeat_timeout=60", absl::StrCat("--run_dir=", run_dir.string())};
+  std::vector<std::string> flags = {absl::StrCat("--cluster_spec=", spec),
+                                    "--model=logreg",
+                                    absl::StrCat("--batch_size=", batch),
+                                    absl::StrCat("--learning_rate=", kLearningRate),
+                                    absl::StrCat("--train_steps=", kSteps),
+                                    absl::StrCat("--mode=", p.mode),
+                                    "--eval_every=200",
+                                    "--threads=1",
+                                    "--log_every=200",
+                                    "--startup_timeout=60",
+                                    "--heartbeat_timeout=60",
+                                    absl::StrCat("--run_dir=", run_dir.string())};
   if (p.replicas > 0) flags.push_back(absl::StrCat("--replicas_to_aggregate=", p.replicas));
 
   LocalCluster cluster(dir);
@@ -164,8 +171,10 @@ TEST(ClusterTfConfigTest, TfConfigClusterStopsAtTargetAccuracy) {
   const std::string cluster = ReadFile(WriteLocalSpec(dir / "spec.json", 1, 2));
   const fs::path run_dir = dir / "run";
   const std::vector<std::string> flags = {
-      "--model=logreg", "--batch_size=128", "--learning_rate=0.1", "--train_steps=20000",
-      "--mode=sync", "--target_accuracy=0.78", "--eval_every=50", "--threads=1",
+      "--model=logreg",       "--batch_size=128",
+      "--learning_rate=0.1",  "--train_steps=20000",
+      "--mode=sync",          "--target_accuracy=0.78",
+      "--eval_every=50",      "--threads=1",
       "--startup_timeout=60", absl::StrCat("--run_dir=", run_dir.string())};
   auto tf_config = [&](const std::string& job, int index) {
     return absl::StrCat(R"({"cluster": )", cluster, R"(, "task": {"type": ")", job,
@@ -203,9 +212,12 @@ TEST(ClusterFailureTest, MismatchedWorkerFlagsAreRefusedByName) {
   if (!HaveData()) GTEST_SKIP() << "the dataset-fashion-mnist package is not installed";
   const fs::path dir = FreshDir("cluster_mismatch");
   const std::string spec = WriteLocalSpec(dir / "spec.json", 1, 1);
-  const std::vector<std::string> common = {
-      absl::StrCat("--cluster_spec=", spec), "--model=logreg", "--train_steps=50",
-      "--threads=1", "--startup_timeout=4", absl::StrCat("--run_dir=", (dir / "run").string())};
+  const std::vector<std::string> common = {absl::StrCat("--cluster_spec=", spec),
+                                           "--model=logreg",
+                                           "--train_steps=50",
+                                           "--threads=1",
+                                           "--startup_timeout=4",
+                                           absl::StrCat("--run_dir=", (dir / "run").string())};
   LocalCluster cluster(dir);
   cluster.Start("ps", 0, common);
   std::vector<std::string> worker_flags = common;
@@ -230,8 +242,9 @@ TEST(ClusterFailureTest, WorkerWithoutChiefGivesUpAfterStartupTimeout) {
   if (!HaveData()) GTEST_SKIP() << "the dataset-fashion-mnist package is not installed";
   const fs::path dir = FreshDir("cluster_no_chief");
   const std::string spec = WriteLocalSpec(dir / "spec.json", 1, 1);
-  const auto r = RunBinary("worker", {absl::StrCat("--cluster_spec=", spec), "--task_index=0",
-                                      "--train_steps=10", "--startup_timeout=2"},
+  const auto r = RunBinary("worker",
+                           {absl::StrCat("--cluster_spec=", spec), "--task_index=0",
+                            "--train_steps=10", "--startup_timeout=2"},
                            120);
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("chief:0 at 127.0.0.1:"), std::string::npos) << r.output;
@@ -246,11 +259,16 @@ TEST(ClusterFailureTest, DeadWorkerInSyncModeEndsTheRunWithinTheDeadlines) {
   if (!HaveData()) GTEST_SKIP() << "the dataset-fashion-mnist package is not installed";
   const fs::path dir = FreshDir("cluster_dead_worker");
   const std::string spec = WriteLocalSpec(dir / "spec.json", 1, 2);
-  const std::vector<std::string> flags = {
-      absl::StrCat("--cluster_spec=", spec), "--model=logreg", "--train_steps=10000000",
-      "--mode=sync", "--eval_every=0", "--threads=1", "--startup_timeout=60",
-      "--step_timeout=2", "--heartbeat_timeout=5",
-      absl::StrCat("--run_dir=", (dir / "run").string())};
+  const std::vector<std::string> flags = {absl::StrCat("--cluster_spec=", spec),
+                                          "--model=logreg",
+                                          "--train_steps=10000000",
+                                          "--mode=sync",
+                                          "--eval_every=0",
+                                          "--threads=1",
+                                          "--startup_timeout=60",
+                                          "--step_timeout=2",
+                                          "--heartbeat_timeout=5",
+                                          absl::StrCat("--run_dir=", (dir / "run").string())};
   LocalCluster cluster(dir);
   cluster.StartAll(1, 2, flags);
   ASSERT_TRUE(cluster.WaitForLog("worker", 1, "training:", std::chrono::seconds(120)))
@@ -301,10 +319,8 @@ TEST_P(BadSpecTest, EveryBinaryRefusesWithExitCode2) {
 INSTANTIATE_TEST_SUITE_P(
     Specs, BadSpecTest,
     ::testing::Values(
-        BadSpec{"missing_chief", R"({"ps": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"]})",
-                "chief"},
-        BadSpec{"no_worker", R"({"chief": ["127.0.0.1:1"], "ps": ["127.0.0.1:2"]})",
-                "no worker"},
+        BadSpec{"missing_chief", R"({"ps": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"]})", "chief"},
+        BadSpec{"no_worker", R"({"chief": ["127.0.0.1:1"], "ps": ["127.0.0.1:2"]})", "no worker"},
         BadSpec{"malformed_address",
                 R"({"chief": ["127.0.0.1:1"], "ps": ["127.0.0.1"], "worker": ["127.0.0.1:3"]})",
                 "127.0.0.1"},

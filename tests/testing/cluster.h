@@ -32,10 +32,9 @@ namespace fulcrum::testing {
 // range (32768 and up), so an outgoing connection of another process cannot take it between
 // this check and the task's bind; random, so tests running at once rarely pick the same.
 inline int FreePort() {
-  static std::mt19937 rng(static_cast<unsigned>(::getpid()) ^
-                          static_cast<unsigned>(std::chrono::steady_clock::now()
-                                                    .time_since_epoch()
-                                                    .count()));
+  static std::mt19937 rng(
+      static_cast<unsigned>(::getpid()) ^
+      static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count()));
   static std::set<int> handed_out;  // never the same port twice in one test process
   std::uniform_int_distribution<int> pick(20000, 32000);
   for (int attempt = 0; attempt < 1000; ++attempt) {
@@ -55,8 +54,7 @@ inline int FreePort() {
 }
 
 // Writes {"chief": [..], "ps": [..], "worker": [..]} on 127.0.0.1 with fresh ports.
-inline std::string WriteLocalSpec(const std::filesystem::path& path, int num_ps,
-                                  int num_workers) {
+inline std::string WriteLocalSpec(const std::filesystem::path& path, int num_ps, int num_workers) {
   auto addresses = [](int n) {
     std::vector<std::string> out;
     for (int i = 0; i < n; ++i) out.push_back(absl::StrCat("\"127.0.0.1:", FreePort(), "\""));
@@ -197,8 +195,8 @@ class LocalCluster {
   std::string Logs() const {
     std::string out;
     for (const Task& t : tasks_) {
-      out += absl::StrCat("----- ", t.name(), " (exit ", t.exit_code, ") -----\n",
-                          ReadFile(t.log), "\n");
+      out += absl::StrCat("----- ", t.name(), " (exit ", t.exit_code, ") -----\n", ReadFile(t.log),
+                          "\n");
     }
     return out;
   }
