@@ -1,0 +1,140 @@
+// scripts/local_cluster.sh as a user runs it: it starts every task of a spec with the same
+// flags, prefixes each task's log lines with its name, returns 0 when all exit 0, and on
+// Ctrl-C (SIGINT) stops every task it started.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/testing/cluster.h"
+#include "tests/testing/subprocess.h"
+
+namespace fulcrum {
+namespace {
+
+namespace fs = std::filesystem;
+using ::fulcrum::testing::FreshDir;
+using ::fulcrum::testing::ReadFile;
+using ::fulcrum::testing::WriteLocalSpec;
+
+constexpr char kFashionMnist[] = "/usr/share/datasets/fashion-mnist";
+
+// Starts the script with its output in `log`; returns its pid.
+pid_t StartScript(const std::vector<std::string>& args, const fs::path& log) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::setenv("BIN_DIR", FULCRUM_BIN_DIR, 1);
+    std::vector<std::string> argv_s = {
+        "/bin/bash", absl::StrCat(FULCRUM_SOURCE_DIR, "/scripts/local_cluster.sh")};
+    argv_s.insert(argv_s.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : argv_s) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// Waits for `pid` up to `timeout`; its exit code, or -1 (killed after the timeout).
+int WaitFor(pid_t pid, std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid) {
+      return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  return -1;
+}
+
+// Processes whose command line mentions `needle` (the run's unique spec path).
+int ProcessesMentioning(const std::string& needle) {
+  int n = 0;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmdline = ReadFile(entry.path() / "cmdline");
+    for (char& c : cmdline) {
+      if (c == '\0') c = ' ';
+    }
+    if (cmdline.find(needle) != std::string::npos && name != std::to_string(::getpid())) ++n;
+  }
+  return n;
+}
+
+class LocalClusterScriptTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(fs::path(kFashionMnist) / "train-images-idx3-ubyte.gz")) {
+      GTEST_SKIP() << "the dataset-fashion-mnist package is not installed";
+    }
+  }
+};
+
+TEST_F(LocalClusterScriptTest, RunsEveryTaskWithPrefixedLogsAndExitsZero) {
+  const fs::path dir = FreshDir("local_cluster_ok");
+  const std::string spec = WriteLocalSpec(dir / "spec.json", 1, 2);
+  const fs::path log = dir / "out.log";
+  const pid_t pid =
+      StartScript({spec, "--train_steps=200", "--mode=sync", "--threads=1", "--eval_every=0",
+                   absl::StrCat("--run_dir=", (dir / "run").string())},
+                  log);
+  EXPECT_EQ(WaitFor(pid, std::chrono::seconds(300)), 0) << ReadFile(log);
+  const std::string out = ReadFile(log);
+  for (const char* task : {"[ps:0] ", "[worker:0] ", "[worker:1] ", "[chief:0] "}) {
+    EXPECT_NE(out.find(task), std::string::npos) << task << " missing:\n" << out;
+  }
+  EXPECT_TRUE(fs::exists(dir / "run" / "report.json")) << out;
+  EXPECT_EQ(ProcessesMentioning(spec), 0);
+}
+
+TEST_F(LocalClusterScriptTest, CtrlCStopsEveryTask) {
+  const fs::path dir = FreshDir("local_cluster_sigint");
+  const std::string spec = WriteLocalSpec(dir / "spec.json", 1, 2);
+  const fs::path log = dir / "out.log";
+  const pid_t pid = StartScript({spec, "--train_steps=100000000", "--threads=1", "--eval_every=0",
+                                 absl::StrCat("--run_dir=", (dir / "run").string())},
+                                log);
+  // Wait until the workers train, then press Ctrl-C.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (ReadFile(log).find("[worker:1] ") == std::string::npos ||
+         ReadFile(log).find("training:") == std::string::npos) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << ReadFile(log);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ::kill(pid, SIGINT);
+  EXPECT_EQ(WaitFor(pid, std::chrono::seconds(60)), 130) << ReadFile(log);
+  EXPECT_NE(ReadFile(log).find("stopping every task"), std::string::npos) << ReadFile(log);
+  // Every task is gone (give the kernel a moment to reap the last ones).
+  for (int i = 0; i < 50 && ProcessesMentioning(spec) > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(ProcessesMentioning(spec), 0);
+}
+
+TEST(LocalClusterScriptBadInputTest, MissingSpecExitsTwo) {
+  const fs::path dir = FreshDir("local_cluster_bad");
+  const fs::path log = dir / "out.log";
+  const pid_t pid = StartScript({(dir / "no-such-spec.json").string(), "--train_steps=1"}, log);
+  EXPECT_EQ(WaitFor(pid, std::chrono::seconds(60)), 2) << ReadFile(log);
+  EXPECT_NE(ReadFile(log).find("no-such-spec.json"), std::string::npos) << ReadFile(log);
+}
+
+}  // namespace
+}  // namespace fulcrum
