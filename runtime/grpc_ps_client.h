@@ -18,6 +18,8 @@ class GrpcPsClient final : public PsClient {
 
   std::string target() const override { return target_; }
   const std::string& name() const { return name_; }
+  // The channel (its own connection): other stubs on it share that connection.
+  const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
 
   void PullAsync(const pb::PullRequest* request, pb::PullResponse* response, absl::Duration timeout,
                  Done done) override;
