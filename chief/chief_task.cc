@@ -18,12 +18,15 @@
 #include "base/random.h"
 #include "base/status_macros.h"
 #include "chief/coordinator.h"
+#include "chief/report.h"
+#include "chief/report_html.h"
 #include "data/load.h"
 #include "models/evaluate.h"
 #include "models/registry.h"
 #include "nlohmann/json.hpp"
 #include "ops/cpu/thread_pool.h"
 #include "ops/optimizer.h"
+#include "profiler/profiler.h"
 #include "runtime/grpc_ps_client.h"
 #include "runtime/grpc_util.h"
 #include "runtime/proto_convert.h"
@@ -54,7 +57,8 @@ std::string Join(const std::vector<int>& indices, const char* job) {
 // Everything the chief owns during a run.
 class Chief {
  public:
-  Chief(const TrainingOptions& t, const ClusterOptions& c) : t_(t), c_(c), pool_(t.threads) {}
+  Chief(const TrainingOptions& t, const ClusterOptions& c, const runtime::ProfileFlags& profile)
+      : t_(t), c_(c), profile_(profile), pool_(t.threads) {}
 
   absl::Status Run();
 
@@ -65,13 +69,18 @@ class Chief {
   absl::Status Monitor();
   absl::StatusOr<Eval> Evaluate(const char* when);
   void StopAll(const std::string& reason);
+  // Shuts every ps down; keeps the summaries they answer with.
   void ShutdownAll(const std::string& reason);
   absl::Status WriteReport(const std::string& stop_reason);
+  nlohmann::json RunJson(const std::string& stop_reason) const;
   absl::StatusOr<int64_t> GlobalStep();
 
   const TrainingOptions& t_;
   const ClusterOptions& c_;
+  const runtime::ProfileFlags& profile_;
   ops::ThreadPool pool_;
+  std::unique_ptr<profiler::Profiler> prof_;
+  std::vector<std::string> ps_summaries_;  // by ps index; "" when a ps gave none
   absl::Time process_start_ = absl::Now();
   absl::Time train_start_;
   absl::Time train_end_;
@@ -222,6 +231,12 @@ absl::StatusOr<Eval> Chief::Evaluate(const char* when) {
                  train_steps_, e.loss, e.seconds);
   }
   evals_.push_back(e);
+  profiler::EvalRecord record;
+  record.unix_us = profiler::NowUnixMicros();
+  record.global_step = e.global_step;
+  record.accuracy = e.accuracy ? *e.accuracy : -1.0;
+  record.loss = e.loss;
+  prof_->RecordEval(record);
   if (c_.target_accuracy > 0 && e.accuracy && *e.accuracy >= c_.target_accuracy &&
       !time_to_target_) {
     time_to_target_ = e.seconds;
@@ -281,14 +296,15 @@ void Chief::StopAll(const std::string& reason) {
 }
 
 void Chief::ShutdownAll(const std::string& reason) {
+  ps_summaries_.assign(ps_.size(), "");
   for (size_t p = 0; p < ps_.size(); ++p) {
-    if (absl::Status s = ps_[p]->Shutdown(reason, kControlTimeout); !s.ok()) {
+    if (absl::Status s = ps_[p]->Shutdown(reason, kControlTimeout, &ps_summaries_[p]); !s.ok()) {
       spdlog::warn("shutting down ps:{}: {}", p, s.ToString());
     }
   }
 }
 
-absl::Status Chief::WriteReport(const std::string& stop_reason) {
+nlohmann::json Chief::RunJson(const std::string& stop_reason) const {
   nlohmann::json j;
   const int num_workers = c_.task.cluster.num_tasks(runtime::kWorkerJob);
   const bool sync = c_.mode == runtime::SyncMode::kSync;
@@ -341,29 +357,31 @@ absl::Status Chief::WriteReport(const std::string& stop_reason) {
   }
   j["placement_table"] = placement;
   j["placement_imbalance"] = placement_.imbalance();
+  return j;
+}
+
+absl::Status Chief::WriteReport(const std::string& stop_reason) {
+  nlohmann::json j = RunJson(stop_reason);
+  // The chief's own summary: the run figures and its profile.
+  nlohmann::json own = j;
+  own["job"] = c_.task.job_name;
+  own["task_index"] = c_.task.task_index;
+  FULCRUM_RETURN_IF_ERROR(prof_->Finish(&own));
+  FULCRUM_RETURN_IF_ERROR(
+      WriteFileAtomically(run_dir_ / c_.task.dir_name() / "summary.json", own.dump(2) + "\n"));
+
   nlohmann::json ps = nlohmann::json::array();
   int64_t received = 0, applied = 0, dropped = 0;
-  for (size_t p = 0; p < ps_.size(); ++p) {
-    pb::StatsResponse s;
-    if (absl::Status st = ps_[p]->Stats(&s, kControlTimeout); !st.ok()) {
-      spdlog::warn("stats of ps:{}: {}", p, st.ToString());
+  for (size_t p = 0; p < ps_summaries_.size(); ++p) {
+    nlohmann::json s = nlohmann::json::parse(ps_summaries_[p], nullptr, false);
+    if (s.is_discarded() || !s.is_object()) {
+      spdlog::warn("no summary from ps:{}", p);
       continue;
     }
-    ps.push_back({{"task_index", p},
-                  {"global_step", s.global_step()},
-                  {"bytes_held", s.bytes_held()},
-                  {"num_chunks", s.num_chunks()},
-                  {"pushes_received", s.pushes_received()},
-                  {"pushes_applied", s.pushes_applied()},
-                  {"pushes_dropped", s.pushes_dropped()},
-                  {"pushes_duplicate", s.pushes_duplicate()},
-                  {"steps_applied", s.steps_applied()},
-                  {"pulls", s.pulls()},
-                  {"bytes_pushed", s.bytes_pushed()},
-                  {"bytes_pulled", s.bytes_pulled()}});
-    received += s.pushes_received();
-    applied += s.pushes_applied();
-    dropped += s.pushes_dropped();
+    received += s.value("pushes_received", int64_t{0});
+    applied += s.value("pushes_applied", int64_t{0});
+    dropped += s.value("pushes_dropped", int64_t{0});
+    ps.push_back(std::move(s));
   }
   j["ps"] = ps;
   j["pushes_received"] = received;
@@ -381,19 +399,19 @@ absl::Status Chief::WriteReport(const std::string& stop_reason) {
   }
   j["workers"] = workers;
   j["workers_examples_per_sec"] = worker_rate;  // sum of the workers' steady-state rates
-  // The chief's own summary beside the other tasks' (its run, without the tasks' details).
-  nlohmann::json own = j;
-  for (const char* key : {"workers", "ps", "placement_table"}) own.erase(key);
-  own["job"] = c_.task.job_name;
-  own["task_index"] = c_.task.task_index;
-  FULCRUM_RETURN_IF_ERROR(
-      WriteFileAtomically(run_dir_ / c_.task.dir_name() / "summary.json", own.dump(2) + "\n"));
-  return WriteFileAtomically(run_dir_ / "report.json", j.dump(2) + "\n");
+  j["chief"] = own;
+  AddClusterTables(&j);
+  FULCRUM_RETURN_IF_ERROR(WriteFileAtomically(run_dir_ / "report.json", j.dump(2) + "\n"));
+  return WriteFileAtomically(run_dir_ / "report.html", RenderReportHtml(j));
 }
 
 absl::Status Chief::Run() {
   InitLogging(c_.task.task_name());
   FULCRUM_RETURN_IF_ERROR(Prepare());
+  FULCRUM_ASSIGN_OR_RETURN(prof_,
+                           profiler::Profiler::Start(runtime::ProfilerOptionsFor(
+                               profile_, &c_.task.cluster, c_.task.job_name, c_.task.task_index,
+                               (run_dir_ / c_.task.dir_name()).string())));
   spdlog::info("run {} in {}: {} {} over {} ps and {} worker(s), {} global steps", run_id_,
                run_dir_.string(), c_.mode == runtime::SyncMode::kSync ? "sync" : "async", t_.model,
                placement_.num_ps(), c_.task.cluster.num_tasks(runtime::kWorkerJob), train_steps_);
@@ -418,6 +436,7 @@ absl::Status Chief::Run() {
   for (int p = 0; p < c_.task.cluster.num_tasks(runtime::kPsJob); ++p) {
     ps_.push_back(std::make_unique<runtime::GrpcPsClient>(
         absl::StrCat("ps:", p), c_.task.cluster.address(runtime::kPsJob, p)));
+    ps_.back()->set_observer(prof_.get());
     clients.push_back(ps_.back().get());
   }
   sharded_ = std::make_unique<runtime::ShardedVariables>(placement_, c_.chunk_bytes, clients,
@@ -472,18 +491,24 @@ absl::Status Chief::Run() {
     if (!missing.empty()) {
       spdlog::warn("no summary from {}", Join(missing, "worker"));
     }
-    status = WriteReport(stop_reason_);
-    if (status.ok()) spdlog::info("report: {}", (run_dir_ / "report.json").string());
   }
+  // The ps tasks answer the shutdown with their summaries, which the report gathers.
   ShutdownAll(status.ok() ? "run finished" : std::string(status.message()));
+  if (status.ok()) {
+    status = WriteReport(stop_reason_);
+    if (status.ok()) {
+      spdlog::info("report: {} and report.html", (run_dir_ / "report.json").string());
+    }
+  }
   server_->Shutdown(runtime::DeadlineIn(absl::Seconds(2)));
   return status;
 }
 
 }  // namespace
 
-absl::Status RunChief(const TrainingOptions& training, const ClusterOptions& cluster) {
-  Chief chief(training, cluster);
+absl::Status RunChief(const TrainingOptions& training, const ClusterOptions& cluster,
+                      const runtime::ProfileFlags& profile) {
+  Chief chief(training, cluster, profile);
   return chief.Run();
 }
 

@@ -24,7 +24,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "chief: %s\n", std::string(cluster.status().message()).c_str());
     return fulcrum::kExitBadInput;
   }
-  const absl::Status status = fulcrum::chief::RunChief(*training, *cluster);
+  auto profile = fulcrum::runtime::ProfileFlagsFromFlags();
+  if (!profile.ok()) {
+    std::fprintf(stderr, "chief: %s\n", std::string(profile.status().message()).c_str());
+    return fulcrum::kExitBadInput;
+  }
+  const absl::Status status = fulcrum::chief::RunChief(*training, *cluster, *profile);
   if (!status.ok()) {
     spdlog::error("{}", status.ToString());
     return fulcrum::ExitCodeForStatus(status);

@@ -1,5 +1,7 @@
 #include "models/model.h"
 
+#include <chrono>
+
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "ops/cpu/kernels.h"
@@ -44,14 +46,13 @@ absl::Status Model::CheckOperands(const ops::Tensor& inputs, std::span<const int
     }
   }
   if (inputs.cols() != input_size_) {
-    return absl::InvalidArgumentError(absl::StrCat(name_, ": inputs ", inputs.shape().ToString(),
-                                                   " have ", inputs.cols(),
-                                                   " values per example, the model takes ",
-                                                   input_size_));
+    return absl::InvalidArgumentError(
+        absl::StrCat(name_, ": inputs ", inputs.shape().ToString(), " have ", inputs.cols(),
+                     " values per example, the model takes ", input_size_));
   }
   if (has_accuracy() && static_cast<int64_t>(labels.size()) != inputs.rows()) {
-    return absl::InvalidArgumentError(absl::StrCat(name_, ": ", labels.size(), " labels for ",
-                                                   inputs.rows(), " examples"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(name_, ": ", labels.size(), " labels for ", inputs.rows(), " examples"));
   }
   return absl::OkStatus();
 }
@@ -71,7 +72,8 @@ absl::Status Model::Forward(const ops::Tensor& inputs, std::span<const ops::Tens
                             Workspace& ws) const {
   const ops::Tensor* x = &inputs;
   for (size_t i = 0; i < layers_.size(); ++i) {
-    FULCRUM_RETURN_IF_ERROR(layers_[i]->Forward(LayerValues(values, i), *x, &ws.activations[i], pool_));
+    FULCRUM_RETURN_IF_ERROR(
+        layers_[i]->Forward(LayerValues(values, i), *x, &ws.activations[i], pool_));
     x = &ws.activations[i];
   }
   return absl::OkStatus();
@@ -80,12 +82,12 @@ absl::Status Model::Forward(const ops::Tensor& inputs, std::span<const ops::Tens
 absl::StatusOr<float> Model::ComputeGradients(const ops::Tensor& inputs,
                                               std::span<const int32_t> labels,
                                               std::span<const ops::Tensor> values,
-                                              std::span<ops::Tensor> grads) {
+                                              std::span<ops::Tensor> grads, double* forward_ms) {
+  const auto start = std::chrono::steady_clock::now();
   FULCRUM_RETURN_IF_ERROR(CheckOperands(inputs, labels, values));
   if (grads.size() != values.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(name_, ": got ", grads.size(),
-                                                   " gradient tensors for ", values.size(),
-                                                   " variables"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        name_, ": got ", grads.size(), " gradient tensors for ", values.size(), " variables"));
   }
   // A batch given as [batch, c, h, w] is seen as [batch, c*h*w] by the dense layers.
   FULCRUM_ASSIGN_OR_RETURN(const ops::Tensor flat_inputs,
@@ -94,12 +96,15 @@ absl::StatusOr<float> Model::ComputeGradients(const ops::Tensor& inputs,
   FULCRUM_RETURN_IF_ERROR(Forward(flat_inputs, values, ws));
   float loss = 0.0f;
   if (loss_ == LossKind::kSoftmaxCrossEntropy) {
-    FULCRUM_ASSIGN_OR_RETURN(loss,
-                             ops::SoftmaxCrossEntropy(ws.activations.back(), labels,
-                                                      &ws.deltas.back()));
+    FULCRUM_ASSIGN_OR_RETURN(
+        loss, ops::SoftmaxCrossEntropy(ws.activations.back(), labels, &ws.deltas.back()));
   } else {
     FULCRUM_ASSIGN_OR_RETURN(
         loss, ops::MeanSquaredError(ws.activations.back(), flat_inputs, &ws.deltas.back()));
+  }
+  if (forward_ms != nullptr) {
+    *forward_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   }
   for (size_t i = layers_.size(); i-- > 0;) {
     const ops::Tensor& x = i == 0 ? flat_inputs : ws.activations[i - 1];
@@ -123,8 +128,8 @@ absl::StatusOr<EvalResult> Model::Evaluate(const ops::Tensor& inputs,
   result.examples = inputs.rows();
   float mean = 0.0f;
   if (loss_ == LossKind::kSoftmaxCrossEntropy) {
-    FULCRUM_ASSIGN_OR_RETURN(mean, ops::SoftmaxCrossEntropy(ws.activations.back(), labels,
-                                                            nullptr));
+    FULCRUM_ASSIGN_OR_RETURN(mean,
+                             ops::SoftmaxCrossEntropy(ws.activations.back(), labels, nullptr));
     FULCRUM_ASSIGN_OR_RETURN(result.correct, ops::CountCorrect(ws.activations.back(), labels));
   } else {
     FULCRUM_ASSIGN_OR_RETURN(mean,

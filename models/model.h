@@ -47,10 +47,12 @@ class Model {
   // Mean loss over the batch; writes d(mean loss)/d(variable i) into grads[i].
   // inputs: [batch, input_size]; labels: batch entries (ignored for reconstruction);
   // values and grads: one tensor per variables() entry, shaped as declared.
-  absl::StatusOr<float> ComputeGradients(const ops::Tensor& inputs,
-                                         std::span<const int32_t> labels,
+  // `forward_ms` (optional) receives the time of the forward pass and the loss; the rest of
+  // the call is the backward pass.
+  absl::StatusOr<float> ComputeGradients(const ops::Tensor& inputs, std::span<const int32_t> labels,
                                          std::span<const ops::Tensor> values,
-                                         std::span<ops::Tensor> grads);
+                                         std::span<ops::Tensor> grads,
+                                         double* forward_ms = nullptr);
 
   // Forward only: loss and (classification) correct predictions over the batch.
   absl::StatusOr<EvalResult> Evaluate(const ops::Tensor& inputs, std::span<const int32_t> labels,

@@ -52,7 +52,7 @@ absl::Status InProcessPsClient::Stop(const std::string& reason, absl::Duration) 
   return absl::OkStatus();
 }
 
-absl::Status InProcessPsClient::Shutdown(const std::string&, absl::Duration) {
+absl::Status InProcessPsClient::Shutdown(const std::string&, absl::Duration, std::string*) {
   shard_->Touch();
   shutdown_requested_.store(true);
   return absl::OkStatus();

@@ -36,7 +36,9 @@ class InProcessPsClient final : public runtime::PsClient {
                             pb::RestoreShardResponse* response, absl::Duration timeout) override;
   absl::Status Stats(pb::StatsResponse* response, absl::Duration timeout) override;
   absl::Status Stop(const std::string& reason, absl::Duration timeout) override;
-  absl::Status Shutdown(const std::string& reason, absl::Duration timeout) override;
+  using PsClient::Shutdown;
+  absl::Status Shutdown(const std::string& reason, absl::Duration timeout,
+                        std::string* summary_json) override;
   absl::Status Ping(const pb::PingRequest& request, pb::PingResponse* response,
                     absl::Duration timeout) override;
 

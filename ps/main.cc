@@ -34,7 +34,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ps: %s\n", std::string(cluster.status().message()).c_str());
     return fulcrum::kExitBadInput;
   }
-  const absl::Status status = fulcrum::ps::RunPsTask(*cluster, *training);
+  auto profile = fulcrum::runtime::ProfileFlagsFromFlags();
+  if (!profile.ok()) {
+    std::fprintf(stderr, "ps: %s\n", std::string(profile.status().message()).c_str());
+    return fulcrum::kExitBadInput;
+  }
+  const absl::Status status = fulcrum::ps::RunPsTask(*cluster, *training, *profile);
   if (!status.ok()) {
     spdlog::error("{}", status.ToString());
     return fulcrum::ExitCodeForStatus(status);

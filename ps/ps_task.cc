@@ -1,16 +1,17 @@
 #include "ps/ps_task.h"
 
+#include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <string>
-#include <system_error>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/files.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
 #include "nlohmann/json.hpp"
+#include "profiler/profiler.h"
 #include "ps/service.h"
 #include "ps/shard.h"
 #include "spdlog/spdlog.h"
@@ -22,22 +23,6 @@ namespace {
 constexpr absl::Duration kPollInterval = absl::Milliseconds(200);
 // How long in-flight calls get to finish once the server shuts down.
 constexpr absl::Duration kShutdownGrace = absl::Seconds(2);
-
-// Writes the file next to its final name and renames it into place, so a crash never
-// leaves a half-written summary.
-absl::Status WriteFileAtomically(const std::filesystem::path& path, const std::string& text) {
-  const std::filesystem::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) return absl::InternalError(absl::StrCat(tmp.string(), ": write failed"));
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) return absl::InternalError(absl::StrCat(path.string(), ": ", ec.message()));
-  return absl::OkStatus();
-}
 
 nlohmann::json SummaryJson(const pb::StatsResponse& s) {
   nlohmann::json j;
@@ -61,12 +46,16 @@ nlohmann::json SummaryJson(const pb::StatsResponse& s) {
   j["bytes_pushed"] = s.bytes_pushed();
   j["bytes_pulled"] = s.bytes_pulled();
   j["pull_wait_timeouts"] = s.pull_wait_timeouts();
+  j["apply_ms"] = static_cast<double>(s.apply_us()) / 1000.0;
+  j["request_wait_ms"] = static_cast<double>(s.wait_us()) / 1000.0;
   return j;
 }
 
-// Logs the final counters and writes <run_dir>/ps-<i>/summary.json.
-absl::Status WriteSummary(Shard& shard, const runtime::TaskConfig& task,
-                          const std::string& fallback_run_dir) {
+// Logs the final counters, adds the profile's figures and writes
+// <run_dir>/ps-<i>/summary.json (when there is a run directory); returns the summary's text.
+absl::StatusOr<std::string> WriteSummary(Shard& shard, profiler::Profiler& prof,
+                                         const runtime::TaskConfig& task,
+                                         const std::string& run_dir, absl::Time start) {
   pb::StatsResponse stats;
   shard.Stats(&stats);
   spdlog::info(
@@ -75,34 +64,51 @@ absl::Status WriteSummary(Shard& shard, const runtime::TaskConfig& task,
       shard.name(), stats.global_step(), stats.pushes_received(), stats.pushes_applied(),
       stats.pushes_dropped(), stats.pushes_duplicate(), stats.pulls(), stats.bytes_pushed(),
       stats.bytes_pulled(), stats.pull_wait_timeouts());
-  std::string run_dir = shard.run_dir();
-  if (run_dir.empty()) run_dir = fallback_run_dir;
+  nlohmann::json j = SummaryJson(stats);
+  j["wall_seconds"] = absl::ToDoubleSeconds(absl::Now() - start);
+  FULCRUM_RETURN_IF_ERROR(prof.Finish(&j));
+  const std::string text = j.dump(2) + "\n";
   if (run_dir.empty()) {
     spdlog::warn(
         "{}: no run directory (neither the chief nor --run_dir gave one); "
         "summary.json not written",
         shard.name());
-    return absl::OkStatus();
+    return text;
   }
   const std::filesystem::path dir = std::filesystem::path(run_dir) / task.dir_name();
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) {
-    return absl::UnavailableError(
-        absl::StrCat(shard.name(), ": cannot create ", dir.string(), ": ", ec.message()));
-  }
-  FULCRUM_RETURN_IF_ERROR(
-      WriteFileAtomically(dir / "summary.json", SummaryJson(stats).dump(2) + "\n"));
+  FULCRUM_RETURN_IF_ERROR(MakeDirs(dir, "run directory"));
+  FULCRUM_RETURN_IF_ERROR(WriteFileAtomically(dir / "summary.json", text));
   spdlog::info("{}: summary in {}", shard.name(), (dir / "summary.json").string());
-  return absl::OkStatus();
+  return text;
+}
+
+// The shard's progress as a profiler record.
+profiler::PsRecord Progress(const Shard& shard) {
+  pb::StatsResponse s;
+  shard.LocalStats(&s);
+  profiler::PsRecord r;
+  r.unix_us = profiler::NowUnixMicros();
+  r.global_step = s.global_step();
+  r.pushes_received = s.pushes_received();
+  r.pushes_applied = s.pushes_applied();
+  r.pushes_dropped = s.pushes_dropped();
+  r.pulls = s.pulls();
+  r.bytes_pushed = s.bytes_pushed();
+  r.bytes_pulled = s.bytes_pulled();
+  r.apply_ms = static_cast<double>(s.apply_us()) / 1000.0;
+  r.wait_ms = static_cast<double>(s.wait_us()) / 1000.0;
+  return r;
 }
 
 // Serves until Shutdown (OK) or a timeout (the error).
-absl::Status Serve(Shard& shard, PsService& service, const runtime::ClusterOptions& cluster,
+absl::Status Serve(Shard& shard, PsService& service, profiler::Profiler& prof,
+                   const runtime::ClusterOptions& cluster, const std::string& fallback_run_dir,
                    std::string* shutdown_reason) {
   const absl::Time start = absl::Now();
   bool announced = false;
-  while (!service.WaitForShutdown(kPollInterval, shutdown_reason)) {
+  absl::Time next_record = start;
+  const absl::Duration poll = std::min(kPollInterval, prof.options().interval);
+  while (!service.WaitForShutdown(poll, shutdown_reason)) {
     const absl::Time now = absl::Now();
     if (!shard.initialized()) {
       if (now - start > cluster.startup_timeout) {
@@ -115,6 +121,16 @@ absl::Status Serve(Shard& shard, PsService& service, const runtime::ClusterOptio
     if (!announced) {
       spdlog::info("{}: variables created; serving", shard.name());
       announced = true;
+      std::string run_dir = shard.run_dir();
+      if (run_dir.empty()) run_dir = fallback_run_dir;
+      if (!run_dir.empty()) {
+        FULCRUM_RETURN_IF_ERROR(
+            prof.SetTaskDir((std::filesystem::path(run_dir) / cluster.task.dir_name()).string()));
+      }
+    }
+    if (prof.enabled() && now >= next_record) {
+      prof.RecordPs(Progress(shard));
+      next_record = now + prof.options().interval;
     }
     if (now - shard.last_contact() > cluster.heartbeat_timeout) {
       return absl::UnavailableError(absl::StrCat(shard.name(), ": chief silent for ",
@@ -128,22 +144,33 @@ absl::Status Serve(Shard& shard, PsService& service, const runtime::ClusterOptio
 }  // namespace
 
 absl::Status RunPsTask(const runtime::ClusterOptions& cluster,
-                       const runtime::TrainingOptions& training) {
+                       const runtime::TrainingOptions& training,
+                       const runtime::ProfileFlags& profile) {
+  const absl::Time start = absl::Now();
   const runtime::TaskConfig& task = cluster.task;
   InitLogging(task.dir_name());
+  FULCRUM_ASSIGN_OR_RETURN(std::unique_ptr<profiler::Profiler> prof,
+                           profiler::Profiler::Start(runtime::ProfilerOptionsFor(
+                               profile, &task.cluster, task.job_name, task.task_index, "")));
   Shard shard(task.task_index);
-  PsService service(&shard);
+  PsService service(&shard, prof.get());
   const std::string& address = task.address();
   FULCRUM_ASSIGN_OR_RETURN(std::unique_ptr<grpc::Server> server,
                            StartServer(&service, shard.name(), address, nullptr));
   spdlog::info("{} listening on {} (cluster spec from {})", shard.name(), address, task.source);
 
   std::string reason;
-  absl::Status status = Serve(shard, service, cluster, &reason);
+  absl::Status status = Serve(shard, service, *prof, cluster, training.run_dir, &reason);
   if (status.ok()) {
     spdlog::info("{}: shutdown requested: {}", shard.name(),
                  reason.empty() ? "no reason given" : reason);
-    status = WriteSummary(shard, task, training.run_dir);
+    if (prof->enabled()) prof->RecordPs(Progress(shard));
+    std::string run_dir = shard.run_dir();
+    if (run_dir.empty()) run_dir = training.run_dir;
+    absl::StatusOr<std::string> summary = WriteSummary(shard, *prof, task, run_dir, start);
+    // The chief's Shutdown call waits for this text (the report gathers every task's).
+    service.SetShutdownSummary(summary.ok() ? *summary : std::string());
+    status = summary.status();
   }
   // Wake every waiting pull so the handlers return, then stop the server.
   shard.Stop(status.ok() ? "shutdown" : std::string(status.message()));

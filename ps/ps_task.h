@@ -12,7 +12,9 @@ namespace fulcrum::ps {
 
 // Only training.run_dir is read: the fallback run directory when the chief's
 // CreateVariablesRequest names none.
+// `profile` says what the built-in profiler samples and writes into ps-<i>/.
 absl::Status RunPsTask(const runtime::ClusterOptions& cluster,
-                       const runtime::TrainingOptions& training);
+                       const runtime::TrainingOptions& training,
+                       const runtime::ProfileFlags& profile);
 
 }  // namespace fulcrum::ps

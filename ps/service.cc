@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "runtime/grpc_util.h"
 
 namespace fulcrum::ps {
@@ -15,7 +16,32 @@ absl::Time CallDeadline(const grpc::ServerContext* context) {
   return absl::FromChrono(deadline);
 }
 
+int64_t NowUnixMicros() { return absl::GetCurrentTimeNanos() / 1000; }
+
 }  // namespace
+
+template <typename Request, typename Response>
+void PsService::Observe(const char* method, const Request& request, const Response& response,
+                        int64_t begin_unix_us) {
+  if (observer_ == nullptr) return;
+  const std::string* peer;
+  {
+    std::lock_guard lock(peers_mu_);
+    auto it = peers_.find(request.task());
+    if (it == peers_.end()) {
+      it = peers_.emplace(request.task(), profiler::PeerName(request.task())).first;
+    }
+    peer = &it->second;  // map nodes are stable
+  }
+  profiler::RpcEvent e;
+  e.peer = peer;
+  e.method = method;
+  e.begin_unix_us = begin_unix_us;
+  e.duration_us = NowUnixMicros() - begin_unix_us;
+  e.bytes_sent = response.ByteSizeLong();
+  e.bytes_received = request.ByteSizeLong();
+  observer_->OnRpc(e);
+}
 
 grpc::Status PsService::CreateVariables(grpc::ServerContext*,
                                         const pb::CreateVariablesRequest* request,
@@ -25,17 +51,26 @@ grpc::Status PsService::CreateVariables(grpc::ServerContext*,
 
 grpc::Status PsService::Pull(grpc::ServerContext* context, const pb::PullRequest* request,
                              pb::PullResponse* response) {
-  return runtime::ToGrpc(shard_->Pull(*request, response, CallDeadline(context)));
+  const int64_t begin = NowUnixMicros();
+  grpc::Status s = runtime::ToGrpc(shard_->Pull(*request, response, CallDeadline(context)));
+  Observe("Pull", *request, *response, begin);
+  return s;
 }
 
 grpc::Status PsService::Push(grpc::ServerContext*, const pb::PushRequest* request,
                              pb::PushResponse* response) {
-  return runtime::ToGrpc(shard_->Push(*request, response));
+  const int64_t begin = NowUnixMicros();
+  grpc::Status s = runtime::ToGrpc(shard_->Push(*request, response));
+  Observe("Push", *request, *response, begin);
+  return s;
 }
 
 grpc::Status PsService::PushPull(grpc::ServerContext* context, const pb::PushRequest* request,
                                  pb::PushResponse* response) {
-  return runtime::ToGrpc(shard_->PushPull(*request, response, CallDeadline(context)));
+  const int64_t begin = NowUnixMicros();
+  grpc::Status s = runtime::ToGrpc(shard_->PushPull(*request, response, CallDeadline(context)));
+  Observe("PushPull", *request, *response, begin);
+  return s;
 }
 
 grpc::Status PsService::SaveShard(grpc::ServerContext*, const pb::SaveShardRequest* request,
@@ -60,16 +95,29 @@ grpc::Status PsService::Stop(grpc::ServerContext*, const pb::StopRequest* reques
   return grpc::Status::OK;
 }
 
-grpc::Status PsService::Shutdown(grpc::ServerContext*, const pb::ShutdownRequest* request,
-                                 pb::ShutdownResponse*) {
+grpc::Status PsService::Shutdown(grpc::ServerContext* context, const pb::ShutdownRequest* request,
+                                 pb::ShutdownResponse* response) {
   shard_->Touch();
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   if (!shutdown_requested_) {
     shutdown_requested_ = true;
     shutdown_reason_ = request->reason();
   }
   shutdown_cv_.notify_all();
+  // Wait for the runner's summary, but never past the caller's deadline.
+  const absl::Time deadline = std::min(CallDeadline(context), absl::Now() + kSummaryWait);
+  shutdown_cv_.wait_for(
+      lock, absl::ToChronoNanoseconds(std::max(deadline - absl::Now(), absl::ZeroDuration())),
+      [&] { return summary_ready_; });
+  if (summary_ready_) response->set_summary_json(summary_json_);
   return grpc::Status::OK;
+}
+
+void PsService::SetShutdownSummary(std::string summary_json) {
+  std::lock_guard lock(mu_);
+  summary_json_ = std::move(summary_json);
+  summary_ready_ = true;
+  shutdown_cv_.notify_all();
 }
 
 grpc::Status PsService::Ping(grpc::ServerContext*, const pb::PingRequest* request,

@@ -1,10 +1,13 @@
 // ps: the ParameterServer gRPC service (proto/ps.proto). Every data and control RPC forwards
 // to a Shard; Ping is a bare echo (the no-PS-logic baseline of bench/ps_throughput);
-// Shutdown records the request for the task runner (ps/ps_task.h) to act on.
+// Shutdown records the request for the task runner (ps/ps_task.h) to act on and answers
+// with the summary the runner hands back. Data RPCs are reported to an optional
+// profiler::RpcObserver (per-peer traffic as the PS sees it).
 // Thread-safety: gRPC calls the handlers from many threads at once; all methods are safe.
 #pragma once
 
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -12,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "grpcpp/server.h"
+#include "profiler/profiler.h"
 #include "proto/ps.grpc.pb.h"
 #include "ps/shard.h"
 
@@ -19,7 +23,9 @@ namespace fulcrum::ps {
 
 class PsService final : public pb::ParameterServer::Service {
  public:
-  explicit PsService(Shard* shard) : shard_(shard) {}
+  // `observer` (not owned, may be null) hears of every Pull, Push and PushPull.
+  explicit PsService(Shard* shard, profiler::RpcObserver* observer = nullptr)
+      : shard_(shard), observer_(observer) {}
 
   grpc::Status CreateVariables(grpc::ServerContext* context,
                                const pb::CreateVariablesRequest* request,
@@ -45,13 +51,26 @@ class PsService final : public pb::ParameterServer::Service {
 
   // Waits up to `timeout` for a Shutdown RPC; true (and its reason in *reason) once one came.
   bool WaitForShutdown(absl::Duration timeout, std::string* reason);
+  // The runner's answer to Shutdown: the task's summary.json text. A Shutdown call waits for
+  // it up to kSummaryWait (then answers without one).
+  void SetShutdownSummary(std::string summary_json);
+  static constexpr absl::Duration kSummaryWait = absl::Seconds(20);
 
  private:
+  template <typename Request, typename Response>
+  void Observe(const char* method, const Request& request, const Response& response,
+               int64_t begin_unix_us);
+
   Shard* const shard_;
-  std::mutex mu_;  // guards the two below
+  profiler::RpcObserver* const observer_;
+  std::mutex mu_;  // guards the members below
   std::condition_variable shutdown_cv_;
   bool shutdown_requested_ = false;
   std::string shutdown_reason_;
+  bool summary_ready_ = false;
+  std::string summary_json_;
+  std::mutex peers_mu_;  // guards peers_: "worker:1" -> "worker-1", built once per peer
+  std::map<std::string, std::string, std::less<>> peers_;
 };
 
 // Starts a gRPC server for `service` on `address` ("host:port"; port 0 picks a free one,

@@ -251,7 +251,7 @@ std::string Shard::ChunkWaitMessage(const Store& store, const ChunkState& chunk,
 
 absl::Status Shard::PullChunks(Store& store, const std::vector<int>& chunk_ids, int64_t min_step,
                                int64_t timeout_ms, absl::Time deadline,
-                               RepeatedPtrField<pb::ChunkData>* out) {
+                               RepeatedPtrField<pb::ChunkData>* out, int64_t* waited_us) {
   const absl::Time start = absl::Now();
   const absl::Duration wait = timeout_ms > 0 ? absl::Milliseconds(timeout_ms) : kDefaultPullWait;
   deadline = std::min(deadline, start + wait);
@@ -265,9 +265,15 @@ absl::Status Shard::PullChunks(Store& store, const std::vector<int>& chunk_ids, 
       const auto steady_deadline =
           std::chrono::steady_clock::now() +
           absl::ToChronoNanoseconds(std::max(deadline - absl::Now(), absl::ZeroDuration()));
+      const auto wait_start = std::chrono::steady_clock::now();
       const bool reached = chunk.advanced.wait_until(lock, steady_deadline, [&] {
         return chunk.step >= min_step || stopped_.load(std::memory_order_acquire);
       });
+      const int64_t waited_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                    std::chrono::steady_clock::now() - wait_start)
+                                    .count();
+      counters_.wait_ns.fetch_add(waited_ns, std::memory_order_relaxed);
+      *waited_us += waited_ns / 1000;
       if (!reached) {
         counters_.pull_wait_timeouts.fetch_add(1, std::memory_order_relaxed);
         return absl::DeadlineExceededError(
@@ -306,8 +312,10 @@ absl::Status Shard::Pull(const pb::PullRequest& request, pb::PullResponse* respo
     }
   }
   response->Clear();
+  int64_t waited_us = 0;
   FULCRUM_RETURN_IF_ERROR(PullChunks(*store, ids, request.min_step(), request.timeout_ms(),
-                                     deadline, response->mutable_chunks()));
+                                     deadline, response->mutable_chunks(), &waited_us));
+  response->set_wait_us(waited_us);
   response->set_global_step(GlobalStep(*store));
   response->set_stopped(stopped());
   return absl::OkStatus();
@@ -329,6 +337,7 @@ bool Shard::SeenBefore(const std::string& task, uint64_t request_id) {
 }
 
 absl::Status Shard::ApplyToChunk(Store& store, ChunkState& chunk, std::span<const float> grad) {
+  const auto apply_start = std::chrono::steady_clock::now();
   const int64_t t = chunk.updates + 1;
   std::vector<ops::Tensor> slots;
   for (const runtime::Segment& seg : chunk.plan.segments) {
@@ -342,6 +351,10 @@ absl::Status Shard::ApplyToChunk(Store& store, ChunkState& chunk, std::span<cons
     grad = grad.subspan(static_cast<size_t>(seg.count));
     FULCRUM_RETURN_IF_ERROR(ops::ApplyGradient(store.optimizer, t, g, &value, slots));
   }
+  counters_.apply_ns.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now() - apply_start)
+                                   .count(),
+                               std::memory_order_relaxed);
   chunk.updates = t;
   ++chunk.step;
   chunk.published_step.store(chunk.step, std::memory_order_release);
@@ -370,9 +383,8 @@ absl::Status Shard::Push(const pb::PushRequest& request, pb::PushResponse* respo
                                                      num_chunks, " chunks)"));
     }
     const ChunkState& chunk = *store->chunks[static_cast<size_t>(g.chunk())];
-    absl::StatusOr<std::span<const float>> floats =
-        runtime::ViewFloats(g.data(), chunk.plan.num_elements, &scratch[static_cast<size_t>(i)],
-                            "gradient");
+    absl::StatusOr<std::span<const float>> floats = runtime::ViewFloats(
+        g.data(), chunk.plan.num_elements, &scratch[static_cast<size_t>(i)], "gradient");
     if (!floats.ok()) {  // the label is built only on this path: pushes are hot
       return absl::InvalidArgumentError(absl::StrCat(name_, ": Push from ", request.task(),
                                                      ": chunk ", g.chunk(), " ",
@@ -451,8 +463,10 @@ absl::Status Shard::PushPull(const pb::PushRequest& request, pb::PushResponse* r
   FULCRUM_ASSIGN_OR_RETURN(std::shared_ptr<Store> store, GetStore());
   std::vector<int> ids;
   for (const pb::ChunkData& g : request.gradients()) ids.push_back(g.chunk());
+  int64_t waited_us = 0;
   FULCRUM_RETURN_IF_ERROR(PullChunks(*store, ids, request.min_step(), request.timeout_ms(),
-                                     deadline, response->mutable_values()));
+                                     deadline, response->mutable_values(), &waited_us));
+  response->set_wait_us(waited_us);
   response->set_global_step(GlobalStep(*store));
   response->set_stopped(stopped());
   return absl::OkStatus();
@@ -491,6 +505,10 @@ int64_t Shard::pending_gradients() const {
 
 void Shard::Stats(pb::StatsResponse* response) {
   Touch();
+  LocalStats(response);
+}
+
+void Shard::LocalStats(pb::StatsResponse* response) const {
   response->Clear();
   response->set_task_index(task_index_);
   response->set_stopped(stopped());
@@ -516,6 +534,8 @@ void Shard::Stats(pb::StatsResponse* response) {
   response->set_bytes_pushed(c.bytes_pushed.load(std::memory_order_relaxed));
   response->set_bytes_pulled(c.bytes_pulled.load(std::memory_order_relaxed));
   response->set_pull_wait_timeouts(c.pull_wait_timeouts.load(std::memory_order_relaxed));
+  response->set_apply_us(c.apply_ns.load(std::memory_order_relaxed) / 1000);
+  response->set_wait_us(c.wait_ns.load(std::memory_order_relaxed) / 1000);
 }
 
 absl::Status Shard::Ping(const pb::PingRequest& request, pb::PingResponse* response) {

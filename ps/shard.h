@@ -86,7 +86,10 @@ class Shard {
   absl::Status RestoreShard(const pb::RestoreShardRequest& request,
                             pb::RestoreShardResponse* response);
 
+  // Counts as contact from a client (the chief's polls are its heartbeat to the PS).
   void Stats(pb::StatsResponse* response);
+  // The same figures for the task's own use (its profiler): not a sign of the chief.
+  void LocalStats(pb::StatsResponse* response) const;
   // Echoes reply_bytes zero bytes and the task index; touches no variable (the transfer
   // baseline of bench/ps_throughput). InvalidArgument for a negative or oversized reply.
   absl::Status Ping(const pb::PingRequest& request, pb::PingResponse* response);
@@ -145,15 +148,19 @@ class Shard {
     std::atomic<int64_t> bytes_pushed{0};
     std::atomic<int64_t> bytes_pulled{0};
     std::atomic<int64_t> pull_wait_timeouts{0};
+    std::atomic<int64_t> apply_ns{0};  // inside ApplyToChunk
+    std::atomic<int64_t> wait_ns{0};   // requests held for min_step
   };
 
   // The store, or FailedPrecondition before CreateVariables.
   absl::StatusOr<std::shared_ptr<Store>> GetStore() const;
   absl::StatusOr<std::shared_ptr<Store>> BuildStore(const pb::CreateVariablesRequest& request);
-  // Reads the chunks into `out`; waits for min_step as Pull describes.
+  // Reads the chunks into `out`; waits for min_step as Pull describes, and adds the time it
+  // waited to *waited_us.
   absl::Status PullChunks(Store& store, const std::vector<int>& chunk_ids, int64_t min_step,
                           int64_t timeout_ms, absl::Time deadline,
-                          google::protobuf::RepeatedPtrField<pb::ChunkData>* out);
+                          google::protobuf::RepeatedPtrField<pb::ChunkData>* out,
+                          int64_t* waited_us);
   // True when (task, request_id) was seen before; records it otherwise.
   bool SeenBefore(const std::string& task, uint64_t request_id);
   // Applies one gradient (the mean, in sync mode) to a chunk's segments and advances its

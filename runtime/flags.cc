@@ -71,6 +71,15 @@ ABSL_FLAG(int64_t, eval_every, 100,
 ABSL_FLAG(double, target_accuracy, 0,
           "Stop once the chief's test accuracy reaches this (0 = train --train_steps).");
 
+// Profiler flags.
+ABSL_FLAG(std::string, profile, "on",
+          "on: sample CPU, memory and network and write steps.csv, samples.csv, trace.json and "
+          "TensorBoard events into the task's folder; off: only summary.json's run figures.");
+ABSL_FLAG(int64_t, profile_interval_ms, 500, "Milliseconds between two profiler samples.");
+ABSL_FLAG(int32_t, metrics_port, -1,
+          "Prometheus endpoint (/metrics): -1 = none, 0 = any free port, P = P plus the task's "
+          "position in the cluster spec (chief, ps..., worker...).");
+
 namespace fulcrum::runtime {
 namespace {
 
@@ -251,6 +260,54 @@ data::SourceOptions DataSource(const TrainingOptions& o) {
   s.synthetic_classes = o.synthetic_classes;
   s.seed = o.seed;
   return s;
+}
+
+absl::StatusOr<ProfileFlags> ProfileFlagsFromFlags() {
+  ProfileFlags f;
+  const std::string profile = absl::GetFlag(FLAGS_profile);
+  if (profile == "on") {
+    f.enabled = true;
+  } else if (profile == "off") {
+    f.enabled = false;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("--profile=", profile, ": expected on or off"));
+  }
+  const int64_t ms = absl::GetFlag(FLAGS_profile_interval_ms);
+  if (ms < 10 || ms > 3600000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--profile_interval_ms=", ms, ": must be between 10 and 3600000"));
+  }
+  f.interval = absl::Milliseconds(ms);
+  f.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  if (f.metrics_port < -1 || f.metrics_port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--metrics_port=", f.metrics_port, ": must be -1 (off), 0 (any) or a port 1-65535"));
+  }
+  return f;
+}
+
+profiler::ProfilerOptions ProfilerOptionsFor(const ProfileFlags& flags, const ClusterSpec* cluster,
+                                             const std::string& job, int task_index,
+                                             const std::string& task_dir) {
+  profiler::ProfilerOptions o;
+  o.enabled = flags.enabled;
+  o.interval = flags.interval;
+  o.job = job;
+  o.task_index = task_index;
+  o.task_dir = task_dir;
+  o.metrics_port = flags.metrics_port;
+  if (flags.metrics_port > 0 && cluster != nullptr) {
+    int position = 0;
+    for (const char* j : {kChiefJob, kPsJob, kWorkerJob}) {
+      if (job == j) {
+        position += task_index;
+        break;
+      }
+      position += cluster->num_tasks(j);
+    }
+    o.metrics_port = flags.metrics_port + position;
+  }
+  return o;
 }
 
 bool ClusterRequested() {

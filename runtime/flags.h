@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "data/load.h"
 #include "ops/optimizer.h"
+#include "profiler/profiler.h"
 #include "runtime/cluster_spec.h"
 #include "runtime/placement.h"
 
@@ -67,6 +68,23 @@ struct ClusterOptions {
   int64_t eval_every = 100;      // global steps between the chief's evaluations; 0 = end only
   double target_accuracy = 0.0;  // stop once test accuracy reaches it; 0 = off
 };
+
+// The profiler flags: --profile=on|off, --profile_interval_ms, --metrics_port.
+struct ProfileFlags {
+  bool enabled = true;
+  absl::Duration interval = absl::Milliseconds(500);
+  // < 0: no Prometheus endpoint; 0: any free port; P > 0: see ProfilerOptionsFor.
+  int metrics_port = -1;
+};
+absl::StatusOr<ProfileFlags> ProfileFlagsFromFlags();
+
+// The profiler options of one task writing into `task_dir`. With --metrics_port=P > 0 the
+// tasks of a cluster listen on P + their position in the spec (chief first, then ps, then
+// worker tasks in index order), so one command line serves every task of a host; a task
+// without a cluster (single mode) listens on P.
+profiler::ProfilerOptions ProfilerOptionsFor(const ProfileFlags& flags, const ClusterSpec* cluster,
+                                             const std::string& job, int task_index,
+                                             const std::string& task_dir);
 
 // True when --cluster_spec or TF_CONFIG is set (the worker trains alone otherwise).
 bool ClusterRequested();

@@ -3,10 +3,18 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "runtime/grpc_util.h"
 
 namespace fulcrum::runtime {
 namespace {
+
+using profiler::NowUnixMicros;
+
+void Report(const GrpcPsClient* client, const char* method, int64_t begin_unix_us,
+            const google::protobuf::Message& request, const google::protobuf::Message& response) {
+  profiler::ReportRpc(client->observer(), client->peer(), method, begin_unix_us, request, response);
+}
 
 // Owns the ClientContext of one callback call until it completes. The error label is built
 // only when the call fails: the data path makes thousands of calls a second.
@@ -15,15 +23,20 @@ struct Call {
   PsClient::Done done;
   const char* method;
   const GrpcPsClient* client;
+  const google::protobuf::Message* request;
+  const google::protobuf::Message* response;
+  int64_t begin_unix_us;
 };
 
 template <typename Start>
 void StartCall(const char* method, const GrpcPsClient* client, absl::Duration timeout,
+               const google::protobuf::Message* request, const google::protobuf::Message* response,
                PsClient::Done done, Start start) {
-  auto* call = new Call{{}, std::move(done), method, client};
+  auto* call = new Call{{}, std::move(done), method, client, request, response, NowUnixMicros()};
   call->context.set_deadline(DeadlineIn(timeout));
   start(&call->context, [call](grpc::Status status) {
     PsClient::Done d = std::move(call->done);
+    Report(call->client, call->method, call->begin_unix_us, *call->request, *call->response);
     absl::Status s = status.ok()
                          ? absl::OkStatus()
                          : FromGrpc(status, absl::StrCat(call->method, " on ", call->client->name(),
@@ -37,13 +50,14 @@ void StartCall(const char* method, const GrpcPsClient* client, absl::Duration ti
 
 GrpcPsClient::GrpcPsClient(std::string name, const std::string& address)
     : name_(std::move(name)),
+      peer_(profiler::PeerName(name_)),
       target_(address),
       channel_(MakeChannel(address)),
       stub_(pb::ParameterServer::NewStub(channel_)) {}
 
 void GrpcPsClient::PullAsync(const pb::PullRequest* request, pb::PullResponse* response,
                              absl::Duration timeout, Done done) {
-  StartCall("Pull", this, timeout, std::move(done),
+  StartCall("Pull", this, timeout, request, response, std::move(done),
             [&](grpc::ClientContext* ctx, std::function<void(grpc::Status)> cb) {
               stub_->async()->Pull(ctx, request, response, std::move(cb));
             });
@@ -51,7 +65,7 @@ void GrpcPsClient::PullAsync(const pb::PullRequest* request, pb::PullResponse* r
 
 void GrpcPsClient::PushAsync(const pb::PushRequest* request, pb::PushResponse* response,
                              absl::Duration timeout, Done done) {
-  StartCall("Push", this, timeout, std::move(done),
+  StartCall("Push", this, timeout, request, response, std::move(done),
             [&](grpc::ClientContext* ctx, std::function<void(grpc::Status)> cb) {
               stub_->async()->Push(ctx, request, response, std::move(cb));
             });
@@ -59,17 +73,19 @@ void GrpcPsClient::PushAsync(const pb::PushRequest* request, pb::PushResponse* r
 
 void GrpcPsClient::PushPullAsync(const pb::PushRequest* request, pb::PushResponse* response,
                                  absl::Duration timeout, Done done) {
-  StartCall("PushPull", this, timeout, std::move(done),
+  StartCall("PushPull", this, timeout, request, response, std::move(done),
             [&](grpc::ClientContext* ctx, std::function<void(grpc::Status)> cb) {
               stub_->async()->PushPull(ctx, request, response, std::move(cb));
             });
 }
 
-#define FULCRUM_UNARY(Method, request, response)              \
-  grpc::ClientContext context;                                \
-  context.set_deadline(DeadlineIn(timeout));                  \
-  return FromGrpc(stub_->Method(&context, request, response), \
-                  absl::StrCat(#Method " on ", name_, " (", target_, ")"))
+#define FULCRUM_UNARY(Method, request, response)                          \
+  grpc::ClientContext context;                                            \
+  context.set_deadline(DeadlineIn(timeout));                              \
+  const int64_t begin = NowUnixMicros();                                  \
+  const grpc::Status status = stub_->Method(&context, request, response); \
+  Report(this, #Method, begin, request, *(response));                     \
+  return FromGrpc(status, absl::StrCat(#Method " on ", name_, " (", target_, ")"))
 
 absl::Status GrpcPsClient::CreateVariables(const pb::CreateVariablesRequest& request,
                                            pb::CreateVariablesResponse* response,
@@ -100,11 +116,14 @@ absl::Status GrpcPsClient::Stop(const std::string& reason, absl::Duration timeou
   FULCRUM_UNARY(Stop, request, &response);
 }
 
-absl::Status GrpcPsClient::Shutdown(const std::string& reason, absl::Duration timeout) {
+absl::Status GrpcPsClient::Shutdown(const std::string& reason, absl::Duration timeout,
+                                    std::string* summary_json) {
   pb::ShutdownRequest request;
   request.set_reason(reason);
   pb::ShutdownResponse response;
-  FULCRUM_UNARY(Shutdown, request, &response);
+  absl::Status s = [&]() -> absl::Status { FULCRUM_UNARY(Shutdown, request, &response); }();
+  if (s.ok() && summary_json != nullptr) *summary_json = response.summary_json();
+  return s;
 }
 
 absl::Status GrpcPsClient::Ping(const pb::PingRequest& request, pb::PingResponse* response,

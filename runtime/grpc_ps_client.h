@@ -1,11 +1,13 @@
 // runtime: PsClient over gRPC to one ps task. Asynchronous calls use gRPC's callback API,
 // so a worker can have one call per chunk in flight on every PS at once.
-// Thread-safety: all methods are thread-safe.
+// Every call is reported to an optional profiler::RpcObserver (bytes and time per RPC).
+// Thread-safety: all methods are thread-safe; set_observer before the first call.
 #pragma once
 
 #include <memory>
 #include <string>
 
+#include "profiler/profiler.h"
 #include "proto/ps.grpc.pb.h"
 #include "runtime/ps_client.h"
 
@@ -18,6 +20,11 @@ class GrpcPsClient final : public PsClient {
 
   std::string target() const override { return target_; }
   const std::string& name() const { return name_; }
+  // The peer as the profiler names it ("ps-0").
+  const std::string& peer() const { return peer_; }
+  // Not owned; null (the default) reports nothing.
+  void set_observer(profiler::RpcObserver* observer) { observer_ = observer; }
+  profiler::RpcObserver* observer() const { return observer_; }
   // The channel (its own connection): other stubs on it share that connection.
   const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
 
@@ -37,7 +44,9 @@ class GrpcPsClient final : public PsClient {
                             pb::RestoreShardResponse* response, absl::Duration timeout) override;
   absl::Status Stats(pb::StatsResponse* response, absl::Duration timeout) override;
   absl::Status Stop(const std::string& reason, absl::Duration timeout) override;
-  absl::Status Shutdown(const std::string& reason, absl::Duration timeout) override;
+  using PsClient::Shutdown;
+  absl::Status Shutdown(const std::string& reason, absl::Duration timeout,
+                        std::string* summary_json) override;
   absl::Status Ping(const pb::PingRequest& request, pb::PingResponse* response,
                     absl::Duration timeout) override;
 
@@ -50,7 +59,9 @@ class GrpcPsClient final : public PsClient {
 
  private:
   std::string name_;
+  std::string peer_;
   std::string target_;
+  profiler::RpcObserver* observer_ = nullptr;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<pb::ParameterServer::Stub> stub_;
 };

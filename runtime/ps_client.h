@@ -43,7 +43,12 @@ class PsClient {
                                     pb::RestoreShardResponse* response, absl::Duration timeout) = 0;
   virtual absl::Status Stats(pb::StatsResponse* response, absl::Duration timeout) = 0;
   virtual absl::Status Stop(const std::string& reason, absl::Duration timeout) = 0;
-  virtual absl::Status Shutdown(const std::string& reason, absl::Duration timeout) = 0;
+  // Asks the ps task to exit; *summary_json (if not null) receives the summary it wrote.
+  virtual absl::Status Shutdown(const std::string& reason, absl::Duration timeout,
+                                std::string* summary_json) = 0;
+  absl::Status Shutdown(const std::string& reason, absl::Duration timeout) {
+    return Shutdown(reason, timeout, nullptr);
+  }
   virtual absl::Status Ping(const pb::PingRequest& request, pb::PingResponse* response,
                             absl::Duration timeout) = 0;
 

@@ -132,6 +132,7 @@ absl::Status ShardedVariables::PullAll(int64_t min_step, absl::Duration timeout,
     result->global_step = std::min(result->global_step, slot->pull_response.chunks(0).step());
     result->stopped = result->stopped || slot->pull_response.stopped();
     result->bytes_received += static_cast<int64_t>(slot->pull_response.chunks(0).data().size());
+    result->max_wait_us = std::max(result->max_wait_us, slot->pull_response.wait_us());
   }
   if (slots_.empty()) result->global_step = 0;
   return absl::OkStatus();
@@ -199,6 +200,7 @@ absl::Status ShardedVariables::PushPullAll(int64_t step, int64_t min_step,
     result->duplicates += r.duplicate() ? 1 : 0;
     result->bytes_sent += static_cast<int64_t>(slot->push_request.gradients(0).data().size());
     result->bytes_received += static_cast<int64_t>(r.values(0).data().size());
+    result->max_wait_us = std::max(result->max_wait_us, r.wait_us());
   }
   if (slots_.empty()) result->global_step = 0;
   return absl::OkStatus();

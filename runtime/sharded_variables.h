@@ -33,6 +33,10 @@ struct TransferResult {
   int64_t bytes_sent = 0;   // tensor payload bytes
   int64_t bytes_received = 0;
   int retries = 0;  // RPCs re-sent after a transport failure
+  // The longest time one PS held a request of this call waiting for min_step (the PS's own
+  // measurement): the sync wait of a step. The calls run in parallel, so it is the longest,
+  // not the sum.
+  int64_t max_wait_us = 0;
 };
 
 class ShardedVariables {

@@ -14,6 +14,7 @@ PACKAGES=(
   libeigen3-dev libabsl-dev libspdlog-dev nlohmann-json3-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
+  prometheus-cpp-dev prometheus
 )
 
 build=1

@@ -22,6 +22,7 @@
 #include "models/registry.h"
 #include "nlohmann/json.hpp"
 #include "ops/cpu/thread_pool.h"
+#include "profiler/profiler.h"
 #include "proto/coordinator.grpc.pb.h"
 #include "runtime/grpc_ps_client.h"
 #include "runtime/grpc_util.h"
@@ -45,9 +46,12 @@ pb::TaskId MyTask(const ClusterOptions& c) {
 }
 
 // Registers with the chief, retrying with backoff until `deadline` while it is unreachable.
+const std::string kChiefPeer = "chief-0";
+
 absl::StatusOr<pb::RegisterTaskResponse> Register(pb::Coordinator::Stub& chief,
                                                   const TrainingOptions& t, const ClusterOptions& c,
-                                                  absl::Time deadline) {
+                                                  absl::Time deadline,
+                                                  profiler::RpcObserver* observer) {
   pb::RegisterTaskRequest request;
   *request.mutable_task() = MyTask(c);
   request.set_config_fingerprint(runtime::ConfigFingerprint(t, c));
@@ -62,7 +66,9 @@ absl::StatusOr<pb::RegisterTaskResponse> Register(pb::Coordinator::Stub& chief,
     grpc::ClientContext context;
     context.set_deadline(runtime::DeadlineIn(absl::Seconds(5)));
     pb::RegisterTaskResponse response;
+    const int64_t begin = profiler::NowUnixMicros();
     const grpc::Status s = chief.RegisterTask(&context, request, &response);
+    profiler::ReportRpc(observer, kChiefPeer, "RegisterTask", begin, request, response);
     if (s.ok()) return response;
     if (s.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
       return absl::InvalidArgumentError(s.error_message());
@@ -82,7 +88,7 @@ absl::StatusOr<pb::RegisterTaskResponse> Register(pb::Coordinator::Stub& chief,
 }
 
 absl::Status WaitForStart(pb::Coordinator::Stub& chief, const ClusterOptions& c,
-                          absl::Time deadline) {
+                          absl::Time deadline, profiler::RpcObserver* observer) {
   absl::Time next_log = absl::Now() + absl::Seconds(5);
   while (true) {
     pb::WaitForStartRequest request;
@@ -91,7 +97,9 @@ absl::Status WaitForStart(pb::Coordinator::Stub& chief, const ClusterOptions& c,
     pb::WaitForStartResponse response;
     grpc::ClientContext context;
     context.set_deadline(runtime::DeadlineIn(absl::Seconds(10)));
+    const int64_t begin = profiler::NowUnixMicros();
     const grpc::Status s = chief.WaitForStart(&context, request, &response);
+    profiler::ReportRpc(observer, kChiefPeer, "WaitForStart", begin, request, response);
     if (s.ok() && response.started()) return absl::OkStatus();
     if (s.ok() && response.should_stop()) {
       return absl::AbortedError(
@@ -115,8 +123,13 @@ absl::Status WaitForStart(pb::Coordinator::Stub& chief, const ClusterOptions& c,
 // chief that has gone silent for longer than --heartbeat_timeout.
 class Heartbeat {
  public:
-  Heartbeat(pb::Coordinator::Stub* chief, pb::TaskId task, absl::Duration timeout)
-      : chief_(chief), task_(std::move(task)), timeout_(timeout), thread_([this] { Loop(); }) {}
+  Heartbeat(pb::Coordinator::Stub* chief, pb::TaskId task, absl::Duration timeout,
+            profiler::RpcObserver* observer)
+      : chief_(chief),
+        task_(std::move(task)),
+        timeout_(timeout),
+        observer_(observer),
+        thread_([this] { Loop(); }) {}
   ~Heartbeat() {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -141,7 +154,10 @@ class Heartbeat {
       pb::HeartbeatResponse response;
       grpc::ClientContext context;
       context.set_deadline(runtime::DeadlineIn(absl::Seconds(5)));
-      if (chief_->Heartbeat(&context, request, &response).ok()) {
+      const int64_t begin = profiler::NowUnixMicros();
+      const bool ok = chief_->Heartbeat(&context, request, &response).ok();
+      profiler::ReportRpc(observer_, kChiefPeer, "Heartbeat", begin, request, response);
+      if (ok) {
         last_ok = absl::Now();
         if (response.should_stop()) should_stop_ = true;
       } else if (absl::Now() - last_ok > timeout_) {
@@ -155,6 +171,7 @@ class Heartbeat {
   pb::Coordinator::Stub* chief_;
   const pb::TaskId task_;
   const absl::Duration timeout_;
+  profiler::RpcObserver* const observer_;
   std::atomic<int64_t> step_{0};
   std::atomic<bool> should_stop_{false};
   std::atomic<bool> chief_lost_{false};
@@ -166,10 +183,16 @@ class Heartbeat {
 
 }  // namespace
 
-absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c) {
+absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c,
+                              const runtime::ProfileFlags& profile) {
   const absl::Time process_start = absl::Now();
   const absl::Time startup_deadline = process_start + c.startup_timeout;
   InitLogging(c.task.task_name());
+  // The profiler samples from the start; its files go to the task's folder once the chief
+  // has said where the run directory is.
+  FULCRUM_ASSIGN_OR_RETURN(std::unique_ptr<profiler::Profiler> prof,
+                           profiler::Profiler::Start(runtime::ProfilerOptionsFor(
+                               profile, &c.task.cluster, c.task.job_name, c.task.task_index, "")));
   ops::ThreadPool pool(t.threads);
 
   FULCRUM_ASSIGN_OR_RETURN(data::Dataset train,
@@ -209,17 +232,19 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c)
   auto chief =
       pb::Coordinator::NewStub(runtime::MakeChannel(c.task.cluster.address(runtime::kChiefJob, 0)));
   FULCRUM_ASSIGN_OR_RETURN(pb::RegisterTaskResponse registered,
-                           Register(*chief, t, c, startup_deadline));
+                           Register(*chief, t, c, startup_deadline, prof.get()));
   const std::filesystem::path task_dir =
       std::filesystem::path(registered.run_dir()) / c.task.dir_name();
   FULCRUM_RETURN_IF_ERROR(MakeDirs(task_dir, "run directory"));
-  FULCRUM_RETURN_IF_ERROR(WaitForStart(*chief, c, startup_deadline));
+  FULCRUM_RETURN_IF_ERROR(prof->SetTaskDir(task_dir.string()));
+  FULCRUM_RETURN_IF_ERROR(WaitForStart(*chief, c, startup_deadline, prof.get()));
 
   std::vector<std::unique_ptr<runtime::GrpcPsClient>> ps;
   std::vector<runtime::PsClient*> clients;
   for (int p = 0; p < num_ps; ++p) {
     ps.push_back(std::make_unique<runtime::GrpcPsClient>(
         absl::StrCat("ps:", p), c.task.cluster.address(runtime::kPsJob, p)));
+    ps.back()->set_observer(prof.get());
     clients.push_back(ps.back().get());
     if (!ps.back()->WaitUntilReady(std::max(absl::Seconds(1), startup_deadline - absl::Now()))) {
       return absl::DeadlineExceededError(absl::StrCat(c.task.task_name(), ": ps:", p, " at ",
@@ -229,13 +254,17 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c)
         runtime::RemoteFailure(ps.back()->Warm(c.chunk_bytes, 2, c.step_timeout)));
   }
   runtime::ShardedVariables sharded(placement, c.chunk_bytes, clients, c.task.task_name());
-  Heartbeat heartbeat(chief.get(), MyTask(c), c.heartbeat_timeout);
+  Heartbeat heartbeat(chief.get(), MyTask(c), c.heartbeat_timeout, prof.get());
 
   ops::Tensor inputs = ops::Tensor::Zeros({t.batch_size, train.example_size()});
   std::vector<int32_t> labels(static_cast<size_t>(t.batch_size));
   runtime::TransferResult xfer;
+  const int64_t first_pull_begin = profiler::NowUnixMicros();
   FULCRUM_RETURN_IF_ERROR(
       runtime::RemoteFailure(sharded.PullAll(0, c.step_timeout, values, &xfer)));
+  // The first step's values come from this pull; later ones come back with each push.
+  double pending_pull_ms =
+      static_cast<double>(profiler::NowUnixMicros() - first_pull_begin) / 1000.0;
   int64_t global_step = xfer.global_step;
   int64_t local_steps = 0, pushes = 0, dropped = 0, duplicates = 0, retries = 0;
   int64_t bytes_sent = 0, bytes_received = xfer.bytes_received;
@@ -260,9 +289,14 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c)
                                                  absl::FormatDuration(c.heartbeat_timeout),
                                                  " (--heartbeat_timeout)"));
     }
+    const int64_t begin_unix_us = profiler::NowUnixMicros();
     const auto t0 = Clock::now();
     batcher.Next(&inputs, labels, &pool);
-    FULCRUM_ASSIGN_OR_RETURN(float loss, model->ComputeGradients(inputs, labels, values, grads));
+    const auto t_data = Clock::now();
+    double forward_ms = 0.0;
+    FULCRUM_ASSIGN_OR_RETURN(float loss,
+                             model->ComputeGradients(inputs, labels, values, grads, &forward_ms));
+    const auto t_grad = Clock::now();
     if (!std::isfinite(loss)) {
       return absl::InternalError(absl::StrCat("loss became ", loss, " at global step ", global_step,
                                               ": the learning rate is probably too high"));
@@ -283,6 +317,27 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c)
     heartbeat.set_step(local_steps);
     step_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
     losses.push_back(loss);
+    {
+      using Ms = std::chrono::duration<double, std::milli>;
+      profiler::StepRecord r;
+      r.step = local_steps;
+      r.global_step = global_step;
+      r.examples = t.batch_size;
+      r.loss = loss;
+      r.begin_unix_us = begin_unix_us;
+      r.data_ms = Ms(t_data - t0).count();
+      r.pull_ms = pending_pull_ms;
+      pending_pull_ms = 0.0;
+      r.forward_ms = forward_ms;
+      r.backward_ms = std::max(0.0, Ms(t_grad - t_data).count() - forward_ms);
+      const double rpc_ms = Ms(t1 - t_grad).count();
+      r.sync_wait_ms = std::min(rpc_ms, static_cast<double>(xfer.max_wait_us) / 1000.0);
+      r.push_ms = rpc_ms - r.sync_wait_ms;
+      // The first step also carries its initial pull, before t0.
+      r.wall_ms = Ms(t1 - t0).count() + r.pull_ms;
+      if (r.pull_ms > 0) r.begin_unix_us -= std::llround(r.pull_ms * 1000.0);
+      prof->RecordStep(r);
+    }
     if (local_steps == kWarmupSteps) steady_start = t1;
     if (local_steps % t.log_every == 0) {
       const double secs = std::chrono::duration<double>(t1 - window_start).count();
@@ -330,6 +385,7 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c)
   j["step_time_p99_ms"] = Percentile(step_ms, 0.99);
   j["train_seconds"] = train_seconds;
   j["wall_seconds"] = absl::ToDoubleSeconds(absl::Now() - process_start);
+  FULCRUM_RETURN_IF_ERROR(prof->Finish(&j));
   const std::string text = j.dump(2) + "\n";
   FULCRUM_RETURN_IF_ERROR(WriteFileAtomically(task_dir / "summary.json", text));
   spdlog::info(
@@ -343,8 +399,8 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c)
   pb::ReportSummaryResponse ack;
   grpc::ClientContext context;
   context.set_deadline(runtime::DeadlineIn(absl::Seconds(30)));
-  return runtime::RemoteFailure(
-      runtime::FromGrpc(chief->ReportSummary(&context, report, &ack), "ReportSummary to chief:0"));
+  const grpc::Status sent = chief->ReportSummary(&context, report, &ack);
+  return runtime::RemoteFailure(runtime::FromGrpc(sent, "ReportSummary to chief:0"));
 }
 
 }  // namespace fulcrum::worker

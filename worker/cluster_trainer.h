@@ -14,7 +14,9 @@ namespace fulcrum::worker {
 
 // Bad input (flags, data, a configuration the chief refuses) is InvalidArgument/NotFound
 // (exit 2); a chief or PS that never answers is DeadlineExceeded/Unavailable (exit 1).
+// `profile` says what the built-in profiler samples and writes into the task's folder.
 absl::Status RunClusterWorker(const runtime::TrainingOptions& training,
-                              const runtime::ClusterOptions& cluster);
+                              const runtime::ClusterOptions& cluster,
+                              const runtime::ProfileFlags& profile);
 
 }  // namespace fulcrum::worker

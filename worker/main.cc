@@ -11,9 +11,10 @@
 
 namespace {
 
-int RunSingleMode(const fulcrum::runtime::TrainingOptions& options) {
+int RunSingleMode(const fulcrum::runtime::TrainingOptions& options,
+                  const fulcrum::runtime::ProfileFlags& profile) {
   fulcrum::InitLogging("worker");
-  auto result = fulcrum::worker::RunSingle(options);
+  auto result = fulcrum::worker::RunSingle(options, profile);
   if (!result.ok()) {
     spdlog::error("{}", result.status().ToString());
     return fulcrum::ExitCodeForStatus(result.status());
@@ -43,13 +44,18 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "worker: %s\n", std::string(options.status().message()).c_str());
     return fulcrum::kExitBadInput;
   }
-  if (!fulcrum::runtime::ClusterRequested()) return RunSingleMode(*options);
+  auto profile = fulcrum::runtime::ProfileFlagsFromFlags();
+  if (!profile.ok()) {
+    std::fprintf(stderr, "worker: %s\n", std::string(profile.status().message()).c_str());
+    return fulcrum::kExitBadInput;
+  }
+  if (!fulcrum::runtime::ClusterRequested()) return RunSingleMode(*options, *profile);
   auto cluster = fulcrum::runtime::ClusterOptionsFromFlags("worker");
   if (!cluster.ok()) {
     std::fprintf(stderr, "worker: %s\n", std::string(cluster.status().message()).c_str());
     return fulcrum::kExitBadInput;
   }
-  const absl::Status status = fulcrum::worker::RunClusterWorker(*options, *cluster);
+  const absl::Status status = fulcrum::worker::RunClusterWorker(*options, *cluster, *profile);
   if (!status.ok()) {
     spdlog::error("{}", status.ToString());
     return fulcrum::ExitCodeForStatus(status);

@@ -21,6 +21,7 @@
 #include "ops/cpu/kernels.h"
 #include "ops/initializer.h"
 #include "ops/optimizer.h"
+#include "profiler/profiler.h"
 #include "spdlog/spdlog.h"
 
 namespace fulcrum::worker {
@@ -89,8 +90,14 @@ nlohmann::json SummaryJson(const runtime::TrainingOptions& o, const SingleRunRes
 
 }  // namespace
 
-absl::StatusOr<SingleRunResult> RunSingle(const runtime::TrainingOptions& o) {
+absl::StatusOr<SingleRunResult> RunSingle(const runtime::TrainingOptions& o,
+                                          const runtime::ProfileFlags& profile) {
   const auto run_start = Clock::now();
+  const std::filesystem::path run_dir = o.run_dir.empty() ? DefaultRunDir(o.model) : o.run_dir;
+  FULCRUM_RETURN_IF_ERROR(MakeDirs(run_dir, "--run_dir"));
+  FULCRUM_ASSIGN_OR_RETURN(std::unique_ptr<profiler::Profiler> prof,
+                           profiler::Profiler::Start(runtime::ProfilerOptionsFor(
+                               profile, nullptr, "worker", 0, run_dir.string())));
   ops::ThreadPool pool(o.threads);
 
   models::ModelRegistry registry;
@@ -120,9 +127,6 @@ absl::StatusOr<SingleRunResult> RunSingle(const runtime::TrainingOptions& o) {
           : std::max<int64_t>(1, static_cast<int64_t>(std::ceil(
                                      o.epochs * static_cast<double>(batcher.steps_per_epoch()))));
 
-  const std::filesystem::path run_dir = o.run_dir.empty() ? DefaultRunDir(o.model) : o.run_dir;
-  FULCRUM_RETURN_IF_ERROR(MakeDirs(run_dir, "--run_dir"));
-
   FULCRUM_ASSIGN_OR_RETURN(Variables vars, InitVariables(*model, o.optimizer, o.seed));
   ops::Tensor inputs = ops::Tensor::Zeros({o.batch_size, data.train.example_size()});
   std::vector<int32_t> labels(static_cast<size_t>(o.batch_size));
@@ -137,10 +141,14 @@ absl::StatusOr<SingleRunResult> RunSingle(const runtime::TrainingOptions& o) {
   auto steady_start = train_start;
   auto window_start = train_start;
   for (int64_t step = 1; step <= steps; ++step) {
+    const int64_t begin_unix_us = profiler::NowUnixMicros();
     const auto t0 = Clock::now();
     batcher.Next(&inputs, labels, &pool);
-    FULCRUM_ASSIGN_OR_RETURN(float loss,
-                             model->ComputeGradients(inputs, labels, vars.values, vars.grads));
+    const auto t_data = Clock::now();
+    double forward_ms = 0.0;
+    FULCRUM_ASSIGN_OR_RETURN(
+        float loss, model->ComputeGradients(inputs, labels, vars.values, vars.grads, &forward_ms));
+    const auto t_grad = Clock::now();
     if (!std::isfinite(loss)) {
       return absl::InternalError(absl::StrCat("loss became ", loss, " at step ", step,
                                               ": the learning rate is probably too high"));
@@ -152,6 +160,22 @@ absl::StatusOr<SingleRunResult> RunSingle(const runtime::TrainingOptions& o) {
     const auto t1 = Clock::now();
     step_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
     losses.push_back(loss);
+    {
+      // Single mode: the optimizer's apply takes the place of the push.
+      using Ms = std::chrono::duration<double, std::milli>;
+      profiler::StepRecord rec;
+      rec.step = step;
+      rec.global_step = step;
+      rec.examples = o.batch_size;
+      rec.loss = loss;
+      rec.begin_unix_us = begin_unix_us;
+      rec.wall_ms = Ms(t1 - t0).count();
+      rec.data_ms = Ms(t_data - t0).count();
+      rec.forward_ms = forward_ms;
+      rec.backward_ms = std::max(0.0, Ms(t_grad - t_data).count() - forward_ms);
+      rec.push_ms = Ms(t1 - t_grad).count();
+      prof->RecordStep(rec);
+    }
     if (step == kWarmupSteps) steady_start = t1;
     if (step % o.log_every == 0 || step == steps) {
       const int64_t window_steps = step % o.log_every == 0 ? o.log_every : step % o.log_every;
@@ -194,8 +218,9 @@ absl::StatusOr<SingleRunResult> RunSingle(const runtime::TrainingOptions& o) {
   }
   r.run_dir = run_dir.string();
   r.wall_seconds = std::chrono::duration<double>(Clock::now() - run_start).count();
-  FULCRUM_RETURN_IF_ERROR(
-      WriteFileAtomically(run_dir / "summary.json", SummaryJson(o, r).dump(2) + "\n"));
+  nlohmann::json summary = SummaryJson(o, r);
+  FULCRUM_RETURN_IF_ERROR(prof->Finish(&summary));
+  FULCRUM_RETURN_IF_ERROR(WriteFileAtomically(run_dir / "summary.json", summary.dump(2) + "\n"));
   return r;
 }
 

@@ -18,14 +18,14 @@ struct SingleRunResult {
   std::string model;
   int64_t batch_size = 0;
   int64_t steps = 0;
-  double epochs = 0.0;                  // passes over the training set the steps amounted to
+  double epochs = 0.0;                        // passes over the training set the steps amounted to
   std::optional<double> final_test_accuracy;  // absent for models without accuracy
   std::optional<double> final_test_loss;      // absent with --eval=false
-  double final_train_loss = 0.0;        // mean loss of the last min(100, steps) steps
-  double examples_per_sec = 0.0;        // steady state: steps after the first 20 only
-  double examples_per_sec_all = 0.0;    // every step
-  double wall_seconds = 0.0;            // whole run, data loading and evaluation included
-  double train_seconds = 0.0;           // the training loop only
+  double final_train_loss = 0.0;              // mean loss of the last min(100, steps) steps
+  double examples_per_sec = 0.0;              // steady state: steps after the first 20 only
+  double examples_per_sec_all = 0.0;          // every step
+  double wall_seconds = 0.0;                  // whole run, data loading and evaluation included
+  double train_seconds = 0.0;                 // the training loop only
   double step_time_p50_ms = 0.0;
   double step_time_p99_ms = 0.0;
   std::string run_dir;
@@ -34,6 +34,9 @@ struct SingleRunResult {
 // Loads the data, trains, evaluates, writes summary.json. Bad input (flags, data files) comes
 // back as InvalidArgument/NotFound/DataLoss; nothing is written to run_dir before the data
 // and model are known to be good.
-absl::StatusOr<SingleRunResult> RunSingle(const runtime::TrainingOptions& options);
+// `profile` says what the built-in profiler samples and writes into the run directory
+// (default: on, as the flags' defaults).
+absl::StatusOr<SingleRunResult> RunSingle(const runtime::TrainingOptions& options,
+                                          const runtime::ProfileFlags& profile = {});
 
 }  // namespace fulcrum::worker

@@ -233,7 +233,11 @@ def main():
                                            checkpoint_dir=None, save_checkpoint_secs=None,
                                            save_summaries_steps=None,
                                            save_summaries_secs=None,
-                                           log_step_count_steps=None) as sess:
+                                           log_step_count_steps=None,
+                                           # SyncReplicasOptimizer's queue runner stays blocked
+                                           # on the accumulator at the end; the default 120 s
+                                           # grace period would only delay the exit.
+                                           stop_grace_period_secs=2) as sess:
         raw = sess._tf_sess()  # barrier ops run without the training hooks
         raw.run(join_op)
         while raw.run(joined) < num_workers:
@@ -252,9 +256,21 @@ def main():
                 tf.errors.AbortedError, tf.errors.UnavailableError) as e:
             # A sync worker can still wait for a token the chief no longer sends.
             stop_reason = "stopped by %s" % type(e).__name__
-    # The rates end with the last step, not with the session's close (the chief's close stops
-    # SyncReplicasOptimizer's queue runners, which can take a while).
-    t_end = t_last if t_last is not None else time.perf_counter()
+        t_loop_end = time.perf_counter()
+        final = {}
+        if is_chief:
+            # Final evaluation on the variables the ps holds, before the session closes.
+            c, l = 0, 0.0
+            for i in range(0, x_test.shape[0], 5000):
+                cc, ll = raw.run([correct, eval_loss],
+                                 {x_ph: x_test[i:i + 5000], y_ph: y_test[i:i + 5000]})
+                c += int(cc)
+                l += float(ll)
+            final = {"final_global_step": int(raw.run(global_step)),
+                     "final_test_accuracy": c / x_test.shape[0],
+                     "final_test_loss": l / x_test.shape[0]}
+    # The rates end with the last training step (not with the evaluation or the close).
+    t_end = t_last if t_last is not None else t_loop_end
 
     summary = {
         "job": "worker", "task_index": args.task_index, "is_chief": is_chief,
@@ -273,19 +289,7 @@ def main():
         "step_time_p99_ms": float(np.percentile(step_times, 99) * 1e3) if step_times else None,
         "train_seconds": t_end - t_train,
     }
-    if is_chief:
-        # Final evaluation on the variables the ps holds (the ps outlives the workers).
-        with v1.Session(server.target, config=sess_config) as es:
-            gs_final, c, l = 0, 0, 0.0
-            for i in range(0, x_test.shape[0], 5000):
-                cc, ll = es.run([correct, eval_loss],
-                                {x_ph: x_test[i:i + 5000], y_ph: y_test[i:i + 5000]})
-                c += int(cc)
-                l += float(ll)
-            gs_final = int(es.run(global_step))
-        summary["final_global_step"] = gs_final
-        summary["final_test_accuracy"] = c / x_test.shape[0]
-        summary["final_test_loss"] = l / x_test.shape[0]
+    summary.update(final)
     summary["wall_seconds"] = time.perf_counter() - t_wall
     text = json.dumps(summary, indent=1)
     if args.summary:

@@ -52,6 +52,57 @@ double SingleModeAccuracy() {
   return accuracy;
 }
 
+// The profiler's promises for a whole-cluster run: every task's folder holds its files, and
+// the report lists every task with non-zero CPU, memory and traffic.
+void ExpectProfiled(const fs::path& run_dir, const nlohmann::json& report, int num_ps,
+                    int num_workers) {
+  std::vector<std::string> names = {"chief-0"};
+  for (int i = 0; i < num_ps; ++i) names.push_back(absl::StrCat("ps-", i));
+  for (int i = 0; i < num_workers; ++i) names.push_back(absl::StrCat("worker-", i));
+  for (const std::string& name : names) {
+    const fs::path dir = run_dir / name;
+    for (const char* file : {"summary.json", "samples.csv", "steps.csv", "trace.json"}) {
+      EXPECT_TRUE(fs::exists(dir / file)) << dir / file;
+    }
+    bool events = false;
+    for (const auto& e : fs::directory_iterator(dir)) {
+      events = events || e.path().filename().string().rfind("events.out.tfevents.", 0) == 0;
+    }
+    EXPECT_TRUE(events) << "no TensorBoard events in " << dir;
+    const nlohmann::json trace = ReadJson(dir / "trace.json");
+    EXPECT_TRUE(trace.is_object() && trace["traceEvents"].is_array()) << dir / "trace.json";
+  }
+  ASSERT_TRUE(report["tasks"].is_array()) << report.dump();
+  ASSERT_EQ(report["tasks"].size(), names.size()) << report["tasks"].dump();
+  for (const auto& t : report["tasks"]) {
+    EXPECT_EQ(t["profile"], "on") << t.dump();
+    EXPECT_GT(t["cpu_seconds"].get<double>(), 0.0) << t.dump();
+    EXPECT_GT(t["peak_rss_bytes"].get<double>(), 1e6) << t.dump();
+    EXPECT_GT(t["net_bytes_sent"].get<double>(), 0.0) << t.dump();
+    EXPECT_GT(t["loopback_bytes_received"].get<double>(), 0.0) << t.dump();
+    EXPECT_GT(t["app_bytes_sent"].get<double>(), 0.0) << t.dump();
+    EXPECT_GT(t["app_bytes_received"].get<double>(), 0.0) << t.dump();
+  }
+  EXPECT_GE(report["hosts"].size(), 1u);
+  EXPECT_EQ(report["cluster"]["tasks"], names.size());
+  // Each worker talked to every ps and to the chief; its steps.csv has a row per step.
+  for (const auto& w : report["workers"]) {
+    std::vector<std::string> peers;
+    for (const auto& p : w["peer_traffic"]) peers.push_back(p["peer"]);
+    for (int i = 0; i < num_ps; ++i) {
+      EXPECT_NE(std::find(peers.begin(), peers.end(), absl::StrCat("ps-", i)), peers.end())
+          << w["peer_traffic"].dump();
+    }
+    EXPECT_NE(std::find(peers.begin(), peers.end(), "chief-0"), peers.end());
+    const std::string steps =
+        ReadFile(run_dir / absl::StrCat("worker-", w["task_index"].get<int>()) / "steps.csv");
+    EXPECT_EQ(std::count(steps.begin(), steps.end(), '\n'), w["local_steps"].get<int64_t>() + 1);
+  }
+  const std::string html = ReadFile(run_dir / "report.html");
+  EXPECT_NE(html.find("<svg"), std::string::npos);
+  EXPECT_NE(html.find("worker-0"), std::string::npos);
+}
+
 struct Layout {
   int num_ps;
   int num_workers;
@@ -155,6 +206,7 @@ TEST_P(ClusterTrainingTest, TrainsLikeSingleModeAndEveryTaskExitsCleanly) {
   if (sync) {
     EXPECT_EQ(report["global_step"], kSteps);
   }
+  ExpectProfiled(run_dir, report, p.num_ps, p.num_workers);
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, ClusterTrainingTest,
@@ -165,17 +217,23 @@ INSTANTIATE_TEST_SUITE_P(Layouts, ClusterTrainingTest,
 
 // TensorFlow's way to name the cluster and the task: TF_CONFIG only, no spec file and no
 // --job_name/--task_index. The run stops at --target_accuracy, and the report says when.
+// With --profile=off every task writes only its summary.json (run figures, no profile).
 TEST(ClusterTfConfigTest, TfConfigClusterStopsAtTargetAccuracy) {
   if (!HaveData()) GTEST_SKIP() << "the dataset-fashion-mnist package is not installed";
   const fs::path dir = FreshDir("cluster_tf_config");
   const std::string cluster = ReadFile(WriteLocalSpec(dir / "spec.json", 1, 2));
   const fs::path run_dir = dir / "run";
-  const std::vector<std::string> flags = {
-      "--model=logreg",       "--batch_size=128",
-      "--learning_rate=0.1",  "--train_steps=20000",
-      "--mode=sync",          "--target_accuracy=0.78",
-      "--eval_every=50",      "--threads=1",
-      "--startup_timeout=60", absl::StrCat("--run_dir=", run_dir.string())};
+  const std::vector<std::string> flags = {"--model=logreg",
+                                          "--batch_size=128",
+                                          "--learning_rate=0.1",
+                                          "--train_steps=20000",
+                                          "--mode=sync",
+                                          "--target_accuracy=0.78",
+                                          "--eval_every=50",
+                                          "--threads=1",
+                                          "--startup_timeout=60",
+                                          "--profile=off",
+                                          absl::StrCat("--run_dir=", run_dir.string())};
   auto tf_config = [&](const std::string& job, int index) {
     return absl::StrCat(R"({"cluster": )", cluster, R"(, "task": {"type": ")", job,
                         R"(", "index": )", index, "}}");
@@ -204,6 +262,17 @@ TEST(ClusterTfConfigTest, TfConfigClusterStopsAtTargetAccuracy) {
     EXPECT_EQ(ps["pushes_received"].get<int64_t>(),
               ps["pushes_applied"].get<int64_t>() + ps["pushes_dropped"].get<int64_t>());
   }
+  for (const char* task : {"chief-0", "ps-0", "worker-0", "worker-1"}) {
+    std::vector<std::string> files;
+    for (const auto& e : fs::directory_iterator(run_dir / task)) {
+      files.push_back(e.path().filename().string());
+    }
+    EXPECT_EQ(files, std::vector<std::string>{"summary.json"}) << task;
+    const nlohmann::json s = ReadJson(run_dir / task / "summary.json");
+    EXPECT_EQ(s["profile"], "off") << task;
+    EXPECT_FALSE(s.contains("Total CPU Usage")) << task;
+  }
+  EXPECT_TRUE(report["workers"][0]["examples_per_sec"].get<double>() > 0);
 }
 
 // A worker started with flags that differ from the chief's is refused by name (exit 2); the

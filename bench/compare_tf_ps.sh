@@ -1,0 +1,254 @@
+#!/usr/bin/env bash
+# The same between-graph parameter-server job in TensorFlow 1.x style (tf.compat.v1: Server,
+# replica_device_setter, SyncReplicasOptimizer, MonitoredTrainingSession) and in Fulcrum
+# (build/bin/ps, worker, chief via scripts/local_cluster.sh), side by side on this machine.
+#
+# Layout: TF 1 ps + W workers (worker 0 is TF's chief: it trains, initialises, evaluates);
+# Fulcrum 1 ps + W workers + a chief process (coordinates and evaluates, does not train).
+# Both: Fashion-MNIST, the same model, per-worker batch, optimizer, learning rate, number of
+# global steps and mode (sync: W gradients of batch B averaged per step, SyncReplicasOptimizer
+# with replicas_to_aggregate=W on the TF side; async: each gradient applied on arrival).
+# Reported figure per side: the sum over workers of steady-state examples/sec (each worker's
+# local steps after its first 20), and the chief's final test accuracy.
+#
+# Per (model, mode): one unreported warm-up run of each side, then N pairs; inside a pair the
+# thread counts interleave (TF t1, Fulcrum t1, TF t2, Fulcrum t2). Each side's figure is the
+# median at its best thread count; the ratio column is the median and min-max of the pairwise
+# ratios Fulcrum/TF at each side's best thread count. /proc/loadavg before and after each
+# (model, mode) block. The TF side runs from a virtual environment build/tf-venv (created on
+# first use: Debian's python3 -m venv + pip install tensorflow-cpu) and is fed from a numpy
+# copy of its shard (feed_dict; --feed=dataset for tf.data).
+#
+# Usage: bench/compare_tf_ps.sh [--models=logreg[,mlp]] [--modes=sync,async]
+#          [--threads=1,2] [--pairs=3] [--workers=2] [--batch_size=256]
+#          [--logreg_steps=2000] [--mlp_steps=1000] [--feed=feed_dict|dataset]
+#          [--out=build/compare_tf_ps.md] [--keep] [--setup_only]
+#   logreg: 784->10, SGD lr 0.03.   mlp: 784-256-128-10 ReLU, Adam lr 1e-3.
+#   --keep        keep the per-run folders (logs, summaries, report.json) under $TMPDIR.
+#   --setup_only  only create the TF virtual environment.
+# Environment: TF_PIP_SPEC (default tensorflow-cpu==2.21.0), VENV (default build/tf-venv),
+#   VENV_PYTHON (default /usr/bin/python3, Debian's), RUN_TIMEOUT (s per run, default 300).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+TF_SCRIPT="${ROOT}/bench/reference/tf_ps_reference.py"
+VENV="${VENV:-${ROOT}/build/tf-venv}"
+VENV_PYTHON="${VENV_PYTHON:-/usr/bin/python3}"
+TF_PIP_SPEC="${TF_PIP_SPEC:-tensorflow-cpu==2.21.0}"
+RUN_TIMEOUT="${RUN_TIMEOUT:-300}"
+DATA_DIR=/usr/share/datasets/fashion-mnist
+
+models=logreg modes=sync,async threads_list=1,2 pairs=3 workers=2 batch=256
+logreg_steps=2000 mlp_steps=1000 feed=feed_dict out="${ROOT}/build/compare_tf_ps.md"
+keep=0 setup_only=0
+die() { echo "compare_tf_ps: error: $*" >&2; exit 2; }
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
+for arg in "$@"; do
+  case "$arg" in
+    --models=*) models="${arg#*=}" ;;
+    --modes=*) modes="${arg#*=}" ;;
+    --threads=*) threads_list="${arg#*=}" ;;
+    --pairs=*) pairs="${arg#*=}" ;;
+    --workers=*) workers="${arg#*=}" ;;
+    --batch_size=*) batch="${arg#*=}" ;;
+    --logreg_steps=*) logreg_steps="${arg#*=}" ;;
+    --mlp_steps=*) mlp_steps="${arg#*=}" ;;
+    --feed=*) feed="${arg#*=}" ;;
+    --out=*) out="${arg#*=}" ;;
+    --keep) keep=1 ;;
+    --setup_only) setup_only=1 ;;
+    -h|--help) usage; exit 0 ;;
+    *) usage >&2; die "unknown argument: $arg" ;;
+  esac
+done
+for m in ${models//,/ }; do [[ "$m" =~ ^(logreg|mlp)$ ]] || die "unknown model '$m'"; done
+for m in ${modes//,/ }; do [[ "$m" =~ ^(sync|async)$ ]] || die "unknown mode '$m'"; done
+[[ "$feed" =~ ^(feed_dict|dataset)$ ]] || die "--feed must be feed_dict or dataset"
+for v in $pairs $workers $batch $logreg_steps $mlp_steps ${threads_list//,/ }; do
+  [[ "$v" =~ ^[1-9][0-9]*$ ]] || die "expected a positive integer, got '$v'"
+done
+(( pairs >= 3 )) || echo "compare_tf_ps: note: fewer than 3 pairs; BENCHMARKING.md asks for at least 3" >&2
+
+# --- The TF virtual environment (idempotent).
+setup_venv() {
+  if [[ -x "$VENV/bin/python" ]] && "$VENV/bin/python" -c "import tensorflow" 2>/dev/null; then
+    return 0
+  fi
+  [[ -x "$VENV_PYTHON" ]] || die "$VENV_PYTHON not found (set VENV_PYTHON)"
+  if ! "$VENV_PYTHON" -c "import ensurepip, venv" 2>/dev/null; then
+    # Debian splits venv/ensurepip out of the interpreter package.
+    echo "compare_tf_ps: installing python3-venv (apt-get)" >&2
+    SUDO=""; (( EUID == 0 )) || SUDO=sudo
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends python3-venv >&2 ||
+      die "could not install python3-venv"
+  fi
+  echo "compare_tf_ps: creating $VENV with $TF_PIP_SPEC (pip, PyPI)" >&2
+  rm -rf "$VENV"
+  "$VENV_PYTHON" -m venv "$VENV" || die "python3 -m venv $VENV failed"
+  "$VENV/bin/pip" install -q --upgrade pip >&2 || die "pip upgrade failed"
+  "$VENV/bin/pip" install -q "$TF_PIP_SPEC" >&2 || die "pip install $TF_PIP_SPEC failed"
+  "$VENV/bin/python" -c "import tensorflow" 2>/dev/null || die "the venv cannot import tensorflow"
+}
+setup_venv
+TF_VERSION=$(TF_CPP_MIN_LOG_LEVEL=3 "$VENV/bin/python" -c "import tensorflow as tf; print(tf.__version__)" 2>/dev/null)
+(( setup_only )) && { echo "compare_tf_ps: $VENV ready (TensorFlow $TF_VERSION)"; exit 0; }
+
+[[ -r "$TF_SCRIPT" ]] || die "$TF_SCRIPT missing"
+for b in ps worker chief; do
+  [[ -x "$ROOT/build/bin/$b" ]] || die "build/bin/$b not found - build the project first"
+done
+[[ -r "$DATA_DIR/train-images-idx3-ubyte.gz" || -r "$DATA_DIR/train-images-idx3-ubyte" ]] ||
+  die "Fashion-MNIST not found in $DATA_DIR"
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/compare_tf_ps.XXXXXX")"
+cleanup() {
+  local pid
+  for pid in $(jobs -p); do kill -TERM "$pid" 2>/dev/null || true; done
+  (( keep )) || rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'echo "compare_tf_ps: interrupted" >&2; exit 130' INT TERM
+# A private copy of the Fulcrum binaries, so a rebuild of build/ during the run cannot change
+# (or break) them half-way.
+mkdir -p "$work/bin"
+cp "$ROOT/build/bin/ps" "$ROOT/build/bin/worker" "$ROOT/build/bin/chief" "$work/bin/"
+results="$work/results.tsv"
+: > "$results"
+
+# A ClusterSpec on free localhost ports (chief, 1 ps, workers).
+make_spec() { python3 "$ROOT/bench/free_spec.py" "$1" 1 "$workers"; }
+
+model_flags() {  # model -> flags shared by both sides
+  case "$1" in
+    logreg) echo "--model=logreg --optimizer=sgd --learning_rate=0.03 --train_steps=$logreg_steps" ;;
+    mlp) echo "--model=mlp --optimizer=adam --learning_rate=0.001 --train_steps=$mlp_steps" ;;
+  esac
+}
+
+# run_tf MODEL MODE THREADS DIR: sets result="ex_per_sec accuracy"
+run_tf() {
+  local model=$1 mode=$2 t=$3 dir=$4 i ps_pid rc=0
+  local -a wpids=()
+  mkdir -p "$dir"; make_spec "$dir/spec.json"
+  local -a common=(--cluster_spec="$dir/spec.json" --mode="$mode" --threads="$t"
+                   --batch_size="$batch" --feed="$feed" $(model_flags "$model"))
+  TF_CPP_MIN_LOG_LEVEL=2 "$VENV/bin/python" "$TF_SCRIPT" "${common[@]}" --job_name=ps \
+    --task_index=0 > "$dir/ps-0.log" 2>&1 &
+  ps_pid=$!
+  for ((i = 0; i < workers; i++)); do
+    TF_CPP_MIN_LOG_LEVEL=2 timeout "$RUN_TIMEOUT" "$VENV/bin/python" "$TF_SCRIPT" "${common[@]}" \
+      --job_name=worker --task_index=$i --summary="$dir/worker-$i.json" \
+      > "$dir/worker-$i.log" 2>&1 &
+    wpids+=($!)
+  done
+  for i in "${wpids[@]}"; do wait "$i" || rc=$?; done
+  # TensorFlow's ps serves forever: stop it now that the workers are done.
+  kill -TERM "$ps_pid" 2>/dev/null || true
+  for i in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$ps_pid" 2>/dev/null || break; sleep 0.2; done
+  kill -KILL "$ps_pid" 2>/dev/null || true
+  wait "$ps_pid" 2>/dev/null || true
+  if (( rc != 0 )); then
+    echo "compare_tf_ps: TF run failed (exit $rc); logs in $dir:" >&2
+    tail -n 5 "$dir"/worker-*.log >&2
+    keep=1; exit 1
+  fi
+  result=$(python3 - "$dir" "$workers" <<'EOF'
+import json, sys
+s = [json.load(open("%s/worker-%d.json" % (sys.argv[1], i))) for i in range(int(sys.argv[2]))]
+print(sum(w["examples_per_sec"] for w in s), s[0]["final_test_accuracy"])
+EOF
+) || die "no worker summaries in $dir"
+}
+
+# run_fulcrum MODEL MODE THREADS DIR: sets result="ex_per_sec accuracy"
+run_fulcrum() {
+  local model=$1 mode=$2 t=$3 dir=$4
+  mkdir -p "$dir"; make_spec "$dir/spec.json"
+  if ! BIN_DIR="$work/bin" timeout "$RUN_TIMEOUT" "$ROOT/scripts/local_cluster.sh" "$dir/spec.json" \
+      $(model_flags "$model") --batch_size="$batch" --mode="$mode" --threads="$t" \
+      --eval_every=0 --log_every=100000 --run_dir="$dir/run" > "$dir/cluster.log" 2>&1; then
+    echo "compare_tf_ps: Fulcrum run failed; log in $dir/cluster.log:" >&2
+    tail -n 5 "$dir/cluster.log" >&2
+    keep=1; exit 1
+  fi
+  result=$(python3 - "$dir/run/report.json" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(r["workers_examples_per_sec"], r["final_test_accuracy"])
+EOF
+) || die "no report.json in $dir/run"
+}
+
+record() {  # model mode side threads pair (uses $result = "ex acc")
+  echo -e "$1\t$2\t$3\t$4\t$5\t${result% *}\t${result#* }" >> "$results"
+  printf '  %-6s %-5s %-7s t=%s pair %s: %10.0f ex/s  acc %s\n' "$1" "$2" "$3" "$4" "$5" \
+    "${result% *}" "${result#* }" >&2
+}
+
+echo "compare_tf_ps: TensorFlow $TF_VERSION ($VENV), Fulcrum $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?') (binaries copied from build/bin), $(nproc) cores" >&2
+loads="$work/loads.tsv"; : > "$loads"
+t_start=$(date +%s)
+n=0
+for model in ${models//,/ }; do
+  for mode in ${modes//,/ }; do
+    load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+    echo "compare_tf_ps: $model $mode - load before: $load_before" >&2
+    t0=${threads_list%%,*}
+    run_tf "$model" "$mode" "$t0" "$work/r$((++n))"          # warm-up, unreported
+    run_fulcrum "$model" "$mode" "$t0" "$work/r$((++n))"
+    for ((p = 1; p <= pairs; p++)); do
+      for t in ${threads_list//,/ }; do
+        run_tf "$model" "$mode" "$t" "$work/r$((++n))"
+        record "$model" "$mode" tf "$t" "$p"
+        run_fulcrum "$model" "$mode" "$t" "$work/r$((++n))"
+        record "$model" "$mode" fulcrum "$t" "$p"
+      done
+    done
+    load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+    echo "compare_tf_ps: $model $mode - load after: $load_after" >&2
+    echo -e "$model\t$mode\t$load_before\t$load_after" >> "$loads"
+  done
+done
+elapsed=$(( $(date +%s) - t_start ))
+
+mkdir -p "$(dirname "$out")"
+python3 - "$results" "$loads" "$TF_VERSION" "$workers" "$batch" "$pairs" "$feed" "$elapsed" \
+    "$logreg_steps" "$mlp_steps" <<'EOF' | tee "$out"
+import statistics as st, sys
+from collections import defaultdict
+res, loads, tfv, W, B, P, feed, elapsed, lsteps, msteps = sys.argv[1:]
+runs = defaultdict(dict)          # (model, mode, side, threads) -> {pair: (ex, acc)}
+for line in open(res):
+    model, mode, side, t, p, ex, acc = line.rstrip("\n").split("\t")
+    runs[(model, mode, side, int(t))][int(p)] = (float(ex), float(acc) if acc != "None" else None)
+load = {(l.split("\t")[0], l.split("\t")[1]): l.rstrip("\n").split("\t")[2:] for l in open(loads)}
+desc = {"logreg": "logreg 784-10, SGD lr 0.03, %s steps" % lsteps,
+        "mlp": "mlp 784-256-128-10, Adam lr 1e-3, %s steps" % msteps}
+print("Between-graph PS job, 1 ps + %s workers, batch %s per worker, Fashion-MNIST; "
+      "TensorFlow %s (tf.compat.v1, %s) vs Fulcrum; %s pairs after a warm-up; "
+      "examples/sec = sum of the workers' steady-state rates (first 20 steps dropped), "
+      "median at each side's best thread count (t=N). Ratio = Fulcrum/TF, median [min-max] "
+      "of the pairwise ratios. Accuracy: median final test accuracy. Bench time %d s.\n"
+      % (W, B, tfv, feed, P, int(elapsed)))
+print("| config | mode | TF ex/s | Fulcrum ex/s | Fulcrum/TF | TF acc | Fulcrum acc | load before -> after |")
+print("| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |")
+for (model, mode) in load:
+    best = {}
+    for side in ("tf", "fulcrum"):
+        cands = [(st.median(v[0] for v in runs[k].values()), k[3]) for k in runs
+                 if k[:3] == (model, mode, side)]
+        best[side] = max(cands)
+    rt, rf = runs[(model, mode, "tf", best["tf"][1])], runs[(model, mode, "fulcrum", best["fulcrum"][1])]
+    ratios = [rf[p][0] / rt[p][0] for p in rt if p in rf]
+    acc = lambda r: st.median(v[1] for v in r.values() if v[1] is not None)
+    print("| %s | %s | %.0f (t=%d) | %.0f (t=%d) | %.2fx [%.2f-%.2f] | %.4f | %.4f | %s -> %s |"
+          % (desc[model], mode, best["tf"][0], best["tf"][1], best["fulcrum"][0], best["fulcrum"][1],
+             st.median(ratios), min(ratios), max(ratios), acc(rt), acc(rf),
+             load[(model, mode)][0], load[(model, mode)][1]))
+print("\nAll medians (ex/s): " + " | ".join(
+    "%s %s: " % mm + "; ".join("%s t=%d %.0f" % (k[2], k[3], st.median(v[0] for v in runs[k].values()))
+                               for k in sorted(runs) if k[:2] == mm) for mm in load))
+EOF
+echo "compare_tf_ps: table written to ${out#${ROOT}/}" >&2
+(( keep )) && echo "compare_tf_ps: run folders kept in ${work#${ROOT}/}" >&2
+exit 0

@@ -1,0 +1,97 @@
+// What the profiler costs per event, beside the work it measures: recording one worker step,
+// reporting one RPC, and taking one /proc sample, each next to a baseline from the same run
+// (an empty loop body's clock read; one logreg forward/backward step of batch 256).
+//   build/bin/profiler_bench [--benchmark_repetitions=3]
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "benchmark/benchmark.h"
+#include "models/model.h"
+#include "models/registry.h"
+#include "ops/tensor.h"
+#include "profiler/profiler.h"
+#include "profiler/sampler.h"
+
+namespace fulcrum {
+namespace {
+
+std::unique_ptr<profiler::Profiler> Enabled() {
+  profiler::ProfilerOptions o;
+  o.interval = absl::Hours(1);  // the sampler thread stays idle during the measurement
+  auto p = profiler::Profiler::Start(o);
+  if (!p.ok()) return nullptr;
+  return std::move(*p);
+}
+
+// Baseline: the clock read every step record starts with.
+void BM_ClockRead(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(profiler::NowUnixMicros());
+}
+BENCHMARK(BM_ClockRead);
+
+void BM_RecordStep(benchmark::State& state) {
+  auto prof = Enabled();
+  if (prof == nullptr) return state.SkipWithError("profiler did not start");
+  profiler::StepRecord r;
+  r.examples = 256;
+  r.wall_ms = 1.0;
+  for (auto _ : state) {
+    r.begin_unix_us = profiler::NowUnixMicros();
+    ++r.step;
+    prof->RecordStep(r);
+  }
+}
+BENCHMARK(BM_RecordStep);
+
+void BM_OnRpc(benchmark::State& state) {
+  auto prof = Enabled();
+  if (prof == nullptr) return state.SkipWithError("profiler did not start");
+  const std::string peer = "ps-0";
+  profiler::RpcEvent e;
+  e.peer = &peer;
+  e.method = "PushPull";
+  e.bytes_sent = 31400;
+  e.bytes_received = 31400;
+  for (auto _ : state) {
+    e.begin_unix_us = profiler::NowUnixMicros();
+    prof->OnRpc(e);
+  }
+}
+BENCHMARK(BM_OnRpc);
+
+// One sample of the live /proc (four files read and parsed), on the caller's thread.
+void BM_Sample(benchmark::State& state) {
+  profiler::Sampler sampler(profiler::LiveProcSource(), absl::Hours(1));
+  if (!sampler.SampleNow().ok()) return state.SkipWithError("cannot read /proc");
+  for (auto _ : state) benchmark::DoNotOptimize(sampler.SampleNow());
+}
+BENCHMARK(BM_Sample);
+
+// The work a step record describes: a logreg forward/backward of batch 256 (no data, no RPC).
+void BM_LogregStep(benchmark::State& state) {
+  models::ModelRegistry registry;
+  (void)models::RegisterBuiltinModels(&registry);
+  models::ModelConfig config;
+  config.input_size = 784;
+  config.num_classes = 10;
+  auto model = registry.Create("logreg", config);
+  if (!model.ok()) return state.SkipWithError("no logreg model");
+  std::vector<ops::Tensor> values, grads;
+  for (const auto& v : (*model)->variables()) {
+    values.push_back(ops::Tensor::Zeros(v.shape));
+    grads.push_back(ops::Tensor::Zeros(v.shape));
+  }
+  ops::Tensor inputs = ops::Tensor::Zeros({256, 784});
+  std::vector<int32_t> labels(256, 3);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize((*model)->ComputeGradients(inputs, labels, values, grads));
+  }
+}
+BENCHMARK(BM_LogregStep);
+
+}  // namespace
+}  // namespace fulcrum
+
+BENCHMARK_MAIN();

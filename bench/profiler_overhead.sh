@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# What the built-in profiler costs: the same local cluster run with --profile=on and
+# --profile=off, alternately (on off on off ...), after one unreported warm-up pair. The figure
+# per run is report.json's workers_examples_per_sec (the sum of the workers' steady-state
+# rates, first 20 steps dropped); the table gives the median of each side and the median
+# (min-max) of the pairwise ratios on/off. Target: >= 0.98. /proc/loadavg before and after.
+#
+# Usage: bench/profiler_overhead.sh [--pairs=5] [--model=logreg] [--ps=1] [--workers=2]
+#          [--mode=async] [--batch_size=256] [--steps=3000] [--interval_ms=500]
+#          [--extra="--metrics_port=0"] [--out=build/profiler_overhead.md]
+# Environment: BIN_DIR (default build/bin), RUN_TIMEOUT (s per run, default 300).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BIN_DIR="${BIN_DIR:-$ROOT/build/bin}"
+RUN_TIMEOUT="${RUN_TIMEOUT:-300}"
+pairs=5 model=logreg num_ps=1 workers=2 mode=async batch=256 steps=3000 interval=500 extra=""
+out="$ROOT/build/profiler_overhead.md"
+die() { echo "profiler_overhead: error: $*" >&2; exit 2; }
+for arg in "$@"; do
+  case "$arg" in
+    --pairs=*) pairs="${arg#*=}" ;;
+    --model=*) model="${arg#*=}" ;;
+    --ps=*) num_ps="${arg#*=}" ;;
+    --workers=*) workers="${arg#*=}" ;;
+    --mode=*) mode="${arg#*=}" ;;
+    --batch_size=*) batch="${arg#*=}" ;;
+    --steps=*) steps="${arg#*=}" ;;
+    --interval_ms=*) interval="${arg#*=}" ;;
+    --extra=*) extra="${arg#*=}" ;;
+    --out=*) out="${arg#*=}" ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown argument: $arg (see --help)" ;;
+  esac
+done
+for v in $pairs $num_ps $workers $batch $steps $interval; do
+  [[ "$v" =~ ^[1-9][0-9]*$ ]] || die "expected a positive integer, got '$v'"
+done
+[[ "$mode" =~ ^(sync|async)$ ]] || die "--mode must be sync or async"
+for b in ps worker chief; do [[ -x "$BIN_DIR/$b" ]] || die "$BIN_DIR/$b not found: build first"; done
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/profiler_overhead.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+# A private copy of the binaries: a rebuild during the run cannot change them half-way.
+mkdir -p "$work/bin"
+cp "$BIN_DIR/ps" "$BIN_DIR/worker" "$BIN_DIR/chief" "$work/bin/"
+results="$work/results.tsv"
+: > "$results"
+
+# run PROFILE N: one cluster run; appends "profile pair ex/s" to the results.
+run() {
+  local profile=$1 n=$2 dir="$work/r$1-$2"
+  mkdir -p "$dir"
+  python3 "$ROOT/bench/free_spec.py" "$dir/spec.json" "$num_ps" "$workers"
+  # shellcheck disable=SC2086
+  if ! BIN_DIR="$work/bin" timeout "$RUN_TIMEOUT" "$ROOT/scripts/local_cluster.sh" \
+      "$dir/spec.json" --model="$model" --batch_size="$batch" --train_steps="$steps" \
+      --mode="$mode" --threads=1 --eval_every=0 --log_every=100000 \
+      --profile="$profile" --profile_interval_ms="$interval" $extra \
+      --run_dir="$dir/run" > "$dir/cluster.log" 2>&1; then
+    tail -n 20 "$dir/cluster.log" >&2
+    die "the $profile run failed (log above)"
+  fi
+  local rate
+  rate=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["workers_examples_per_sec"])' \
+    "$dir/run/report.json")
+  (( n > 0 )) && echo -e "$profile\t$n\t$rate" >> "$results"
+  printf '  %-3s %s: %10.0f ex/s\n' "$profile" "${n/#0/warm-up}" "$rate" >&2
+  rm -rf "$dir"
+}
+
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+t0=$(date +%s)
+echo "profiler_overhead: $model $mode, $num_ps ps + $workers workers, batch $batch, $steps steps," \
+  "$pairs pairs; load before: $load_before" >&2
+run on 0
+run off 0
+for ((p = 1; p <= pairs; p++)); do
+  run on "$p"
+  run off "$p"
+done
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+elapsed=$(( $(date +%s) - t0 ))
+
+mkdir -p "$(dirname "$out")"
+python3 - "$results" "$model" "$mode" "$num_ps" "$workers" "$batch" "$steps" "$interval" \
+    "$load_before" "$load_after" "$elapsed" "$extra" <<'EOF' | tee "$out"
+import statistics as st, sys
+res, model, mode, nps, nw, batch, steps, interval, lb, la, elapsed, extra = sys.argv[1:]
+runs = {"on": {}, "off": {}}
+for line in open(res):
+    side, p, rate = line.split("\t")
+    runs[side][int(p)] = float(rate)
+ratios = [runs["on"][p] / runs["off"][p] for p in runs["on"] if p in runs["off"]]
+print("Profiler overhead: %s %s, %s ps + %s workers, batch %s, %s steps, interval %s ms%s; "
+      "%d pairs (on, off alternating) after a warm-up pair; workers' summed steady-state "
+      "examples/sec from report.json. Load %s -> %s; %s s.\n"
+      % (model, mode, nps, nw, batch, steps, interval, (", " + extra) if extra else "",
+         len(ratios), lb, la, elapsed))
+print("| profile on ex/s (median) | profile off ex/s (median) | on/off median | min-max |")
+print("| ---: | ---: | ---: | --- |")
+print("| %.0f | %.0f | %.3f | %.3f-%.3f |" % (st.median(runs["on"].values()),
+      st.median(runs["off"].values()), st.median(ratios), min(ratios), max(ratios)))
+EOF

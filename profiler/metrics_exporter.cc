@@ -1,0 +1,229 @@
+#include "profiler/metrics_exporter.h"
+
+#include <algorithm>
+#include <exception>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "prometheus/counter.h"
+#include "prometheus/exposer.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/labels.h"
+#include "prometheus/registry.h"
+
+namespace fulcrum::profiler {
+namespace {
+
+using prometheus::Counter;
+using prometheus::Family;
+using prometheus::Gauge;
+
+// Civetweb reads "host:port"; an IPv6 literal needs brackets or its colons would be taken for
+// the port separator.
+std::string ListenSpec(const std::string& bind_address, int port) {
+  const bool ipv6 = bind_address.find(':') != std::string::npos && bind_address.front() != '[';
+  return ipv6 ? absl::StrCat("[", bind_address, "]:", port) : absl::StrCat(bind_address, ":", port);
+}
+
+// prometheus-cpp counters can only grow by an increment, while our sources report totals: the
+// step from the published value to the new total is what we add. A smaller total (a restarted
+// source, a reordered call) is ignored, so a scraper never sees a counter go back, which it
+// would read as a reset.
+void AdvanceTo(Counter& counter, double total) {
+  const double published = counter.Value();
+  if (total > published) counter.Increment(total - published);
+}
+
+}  // namespace
+
+struct MetricsExporter::Impl {
+  explicit Impl(prometheus::Labels constant_labels)
+      : constant(std::move(constant_labels)),
+        registry(std::make_shared<prometheus::Registry>()),
+        cpu_seconds(Counters("process_cpu_seconds_total",
+                             "Total user and system CPU time spent in seconds.")),
+        rss(Gauges("process_resident_memory_bytes", "Resident memory size in bytes.")),
+        peak_rss(Gauges("process_resident_memory_max_bytes",
+                        "Peak resident memory size (VmHWM) in bytes.")),
+        core_utilization(Gauges("fulcrum_cpu_core_utilization_ratio",
+                                "Busy share of each CPU core over the last sampling interval.")),
+        net_rx_bytes(Counters("fulcrum_network_receive_bytes_total",
+                              "Bytes received per network interface since the sampler started.")),
+        net_tx_bytes(
+            Counters("fulcrum_network_transmit_bytes_total",
+                     "Bytes transmitted per network interface since the sampler started.")),
+        net_rx_packets(
+            Counters("fulcrum_network_receive_packets_total",
+                     "Packets received per network interface since the sampler started.")),
+        net_tx_packets(
+            Counters("fulcrum_network_transmit_packets_total",
+                     "Packets transmitted per network interface since the sampler started.")),
+        rpc_sent(Counters("fulcrum_rpc_sent_bytes_total",
+                          "Application bytes sent per peer and RPC method.")),
+        rpc_received(Counters("fulcrum_rpc_received_bytes_total",
+                              "Application bytes received per peer and RPC method.")),
+        rpcs(Counters("fulcrum_rpcs_total", "RPCs issued per peer and RPC method.")),
+        examples_per_second(Gauges("fulcrum_step_examples_per_second",
+                                   "Training throughput of the last step in examples per second.")),
+        steps(Counters("fulcrum_steps_total", "Training steps run by this task.")),
+        examples(Counters("fulcrum_examples_total", "Training examples processed by this task.")),
+        step_loss(Gauges("fulcrum_step_loss", "Training loss of the last step.")),
+        global_step(Gauges("fulcrum_global_step", "Last global step seen by this task.")),
+        pushes_applied(Counters("fulcrum_ps_pushes_applied_total",
+                                "Gradient pushes applied by this parameter server.")),
+        pushes_dropped(Counters("fulcrum_ps_pushes_dropped_total",
+                                "Stale gradient pushes dropped by this parameter server.")),
+        test_accuracy(
+            Gauges("fulcrum_test_accuracy", "Accuracy of the last evaluation on the test set.")),
+        test_loss(Gauges("fulcrum_test_loss", "Loss of the last evaluation on the test set.")) {}
+
+  Family<Counter>& Counters(const std::string& name, const std::string& help) {
+    return prometheus::BuildCounter().Name(name).Help(help).Register(*registry);
+  }
+  Family<Gauge>& Gauges(const std::string& name, const std::string& help) {
+    return prometheus::BuildGauge().Name(name).Help(help).Register(*registry);
+  }
+
+  // job and task go into every series' own labels rather than the family's constant labels:
+  // prometheus-cpp prints constant labels first, and merged into one sorted map the labels come
+  // out in the canonical sorted order ({device="lo",job="worker",task="1"}) that scrapers and
+  // greps expect.
+  prometheus::Labels With(prometheus::Labels labels) const {
+    labels.insert(constant.begin(), constant.end());
+    return labels;
+  }
+
+  const prometheus::Labels constant;  // job, task
+  // Declared before the metrics and the exposer so it is destroyed after both: the families
+  // live in it, and the exposer only holds a weak pointer to it.
+  std::shared_ptr<prometheus::Registry> registry;
+  Family<Counter>& cpu_seconds;
+  Family<Gauge>& rss;
+  Family<Gauge>& peak_rss;
+  Family<Gauge>& core_utilization;
+  Family<Counter>& net_rx_bytes;
+  Family<Counter>& net_tx_bytes;
+  Family<Counter>& net_rx_packets;
+  Family<Counter>& net_tx_packets;
+  Family<Counter>& rpc_sent;
+  Family<Counter>& rpc_received;
+  Family<Counter>& rpcs;
+  Family<Gauge>& examples_per_second;
+  Family<Counter>& steps;
+  Family<Counter>& examples;
+  Family<Gauge>& step_loss;
+  Family<Gauge>& global_step;
+  Family<Counter>& pushes_applied;
+  Family<Counter>& pushes_dropped;
+  Family<Gauge>& test_accuracy;
+  Family<Gauge>& test_loss;
+
+  // Each metric is thread-safe on its own, but "read the published value, add the difference"
+  // is not: two callers could both add the same difference. One lock makes each update atomic.
+  absl::Mutex mu;
+
+  // Declared last so it is destroyed first: the server stops before the metrics go away.
+  std::unique_ptr<prometheus::Exposer> exposer;
+};
+
+absl::StatusOr<std::unique_ptr<MetricsExporter>> MetricsExporter::Start(
+    const std::string& job, int task_index, int port, const std::string& bind_address) {
+  if (job.empty()) return absl::InvalidArgumentError("metrics exporter: empty job name");
+  if (task_index < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metrics exporter: negative task index ", task_index));
+  }
+  if (port < 0 || port > 65535 || bind_address.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metrics exporter: bad listen address '", bind_address, "' port ", port));
+  }
+  const std::string spec = ListenSpec(bind_address, port);
+  // prometheus-cpp reports failure by throwing (civetweb cannot bind, a bad option); this is
+  // the module's edge, so every exception becomes a Status here and none reaches the caller.
+  try {
+    auto impl = std::make_unique<Impl>(
+        prometheus::Labels{{"job", job}, {"task", std::to_string(task_index)}});
+    impl->exposer = std::make_unique<prometheus::Exposer>(spec, /*num_threads=*/2);
+    impl->exposer->RegisterCollectable(impl->registry);
+    if (impl->exposer->GetListeningPorts().empty()) {
+      return absl::UnavailableError(absl::StrCat("metrics exporter: not listening on ", spec));
+    }
+    return std::unique_ptr<MetricsExporter>(new MetricsExporter(std::move(impl)));
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(
+        absl::StrCat("metrics exporter: cannot listen on ", spec, ": ", e.what()));
+  }
+}
+
+MetricsExporter::MetricsExporter(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+MetricsExporter::~MetricsExporter() = default;
+
+int MetricsExporter::port() const { return impl_->exposer->GetListeningPorts().front(); }
+
+// A series is created on its first update (Family::Add returns the existing one after that), so
+// each task publishes only what its role feeds: no test accuracy of 0 on a worker.
+// Family::Add only throws for invalid or reserved label names; ours are fixed literals
+// that prometheus-cpp accepts, so these methods cannot throw.
+void MetricsExporter::OnSample(const SystemSample& sample) {
+  absl::MutexLock lock(&impl_->mu);
+  AdvanceTo(impl_->cpu_seconds.Add(impl_->constant), sample.cpu_seconds);
+  impl_->rss.Add(impl_->constant).Set(static_cast<double>(sample.rss_bytes));
+  impl_->peak_rss.Add(impl_->constant).Set(static_cast<double>(sample.peak_rss_bytes));
+  for (size_t core = 0; core < sample.core_percent.size(); ++core) {
+    impl_->core_utilization.Add(impl_->With({{"core", std::to_string(core)}}))
+        .Set(sample.core_percent[core] / 100.0);
+  }
+  // An interface that vanished keeps its series at the last total: a counter that disappears
+  // and comes back would look like a reset to rate().
+  for (const InterfaceSample& nic : sample.interfaces) {
+    const prometheus::Labels device = impl_->With({{"device", nic.name}});
+    AdvanceTo(impl_->net_rx_bytes.Add(device), static_cast<double>(nic.rx_bytes));
+    AdvanceTo(impl_->net_tx_bytes.Add(device), static_cast<double>(nic.tx_bytes));
+    AdvanceTo(impl_->net_rx_packets.Add(device), static_cast<double>(nic.rx_packets));
+    AdvanceTo(impl_->net_tx_packets.Add(device), static_cast<double>(nic.tx_packets));
+  }
+}
+
+void MetricsExporter::OnTraffic(const std::vector<RpcTrafficPoint>& traffic) {
+  absl::MutexLock lock(&impl_->mu);
+  for (const RpcTrafficPoint& point : traffic) {
+    const prometheus::Labels labels = impl_->With({{"peer", point.peer}, {"method", point.method}});
+    AdvanceTo(impl_->rpcs.Add(labels), static_cast<double>(point.rpcs));
+    AdvanceTo(impl_->rpc_sent.Add(labels), static_cast<double>(point.bytes_sent));
+    AdvanceTo(impl_->rpc_received.Add(labels), static_cast<double>(point.bytes_received));
+  }
+}
+
+void MetricsExporter::OnStep(int64_t /*local_step*/, int64_t global_step, int64_t examples,
+                             double loss, double examples_per_second) {
+  absl::MutexLock lock(&impl_->mu);
+  // One call per step, so the call count is the step count whether local_step starts at 0 or 1.
+  impl_->steps.Add(impl_->constant).Increment();
+  impl_->examples.Add(impl_->constant)
+      .Increment(static_cast<double>(std::max<int64_t>(0, examples)));
+  impl_->global_step.Add(impl_->constant).Set(static_cast<double>(global_step));
+  impl_->step_loss.Add(impl_->constant).Set(loss);
+  impl_->examples_per_second.Add(impl_->constant).Set(examples_per_second);
+}
+
+void MetricsExporter::OnPs(int64_t global_step, int64_t pushes_applied, int64_t pushes_dropped) {
+  absl::MutexLock lock(&impl_->mu);
+  impl_->global_step.Add(impl_->constant).Set(static_cast<double>(global_step));
+  AdvanceTo(impl_->pushes_applied.Add(impl_->constant), static_cast<double>(pushes_applied));
+  AdvanceTo(impl_->pushes_dropped.Add(impl_->constant), static_cast<double>(pushes_dropped));
+}
+
+void MetricsExporter::OnEval(int64_t global_step, double accuracy, double loss) {
+  absl::MutexLock lock(&impl_->mu);
+  impl_->global_step.Add(impl_->constant).Set(static_cast<double>(global_step));
+  impl_->test_accuracy.Add(impl_->constant).Set(accuracy);
+  impl_->test_loss.Add(impl_->constant).Set(loss);
+}
+
+}  // namespace fulcrum::profiler

@@ -1,0 +1,66 @@
+// profiler: the Prometheus endpoint of one process (--metrics_port), served by Debian's
+// prometheus-cpp (a Registry and its pull Exposer; no hand-written HTTP). Conventional names:
+//   process_cpu_seconds_total, process_resident_memory_bytes,
+//   process_resident_memory_max_bytes, fulcrum_cpu_core_utilization_ratio{core},
+//   fulcrum_network_receive_bytes_total{device}, fulcrum_network_transmit_bytes_total{device},
+//   fulcrum_network_receive_packets_total{device}, fulcrum_network_transmit_packets_total{device},
+//   fulcrum_rpc_sent_bytes_total{peer,method}, fulcrum_rpc_received_bytes_total{peer,method},
+//   fulcrum_rpcs_total{peer,method},
+//   fulcrum_step_examples_per_second, fulcrum_steps_total, fulcrum_examples_total,
+//   fulcrum_step_loss, fulcrum_global_step, fulcrum_ps_pushes_applied_total,
+//   fulcrum_ps_pushes_dropped_total, fulcrum_test_accuracy, fulcrum_test_loss
+// Every metric carries the constant labels job="worker|ps|chief" and task="<index>"
+// (except prometheus-cpp's own exposer_* metrics about the scrapes, which it adds itself).
+// Thread-safety: all methods are thread-safe (prometheus-cpp's metrics are).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "profiler/sampler.h"
+
+namespace fulcrum::profiler {
+
+// Per-peer, per-method application traffic as the exporter publishes it (totals so far).
+struct RpcTrafficPoint {
+  std::string peer;    // "ps-0", "worker-1", "chief-0"
+  std::string method;  // "PushPull", "Pull", ...
+  uint64_t rpcs = 0;
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_received = 0;
+};
+
+class MetricsExporter {
+ public:
+  // Listens on `bind_address`:`port` ("0.0.0.0" by default; port 0 = any free port).
+  // Unavailable naming the address when it cannot listen.
+  static absl::StatusOr<std::unique_ptr<MetricsExporter>> Start(
+      const std::string& job, int task_index, int port,
+      const std::string& bind_address = "0.0.0.0");
+  ~MetricsExporter();
+
+  int port() const;  // the port actually bound
+
+  // Updates the process, core and network metrics from a sample (counters are set to the
+  // sample's totals: they only ever grow).
+  void OnSample(const SystemSample& sample);
+  void OnTraffic(const std::vector<RpcTrafficPoint>& traffic);
+  // Training progress (worker): one call per step. `examples` are this step's examples (added
+  // to fulcrum_examples_total); fulcrum_steps_total counts the calls; the rest are gauges.
+  void OnStep(int64_t local_step, int64_t global_step, int64_t examples, double loss,
+              double examples_per_second);
+  // PS progress: the totals so far.
+  void OnPs(int64_t global_step, int64_t pushes_applied, int64_t pushes_dropped);
+  // Chief evaluation.
+  void OnEval(int64_t global_step, double accuracy, double loss);
+
+ private:
+  struct Impl;
+  explicit MetricsExporter(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fulcrum::profiler

@@ -1,0 +1,352 @@
+#include "profiler/sampler.h"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <map>
+#include <optional>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "base/status_macros.h"
+#include "spdlog/spdlog.h"
+
+namespace fulcrum::profiler {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+// Intervals come from the steady clock so that a wall-clock step (NTP) cannot make a rate
+// negative or huge; only unix_micros is wall-clock time.
+absl::Time MonotonicNow() {
+  return absl::UnixEpoch() + absl::FromChrono(SteadyClock::now().time_since_epoch());
+}
+
+// The figures read at one moment; a part is empty when its file could not be read or parsed.
+struct Readings {
+  std::optional<ProcessTimes> process;
+  std::optional<std::vector<CoreTimes>> cores;
+  std::optional<MemoryStatus> memory;
+  std::optional<std::vector<InterfaceCounters>> net;
+};
+
+template <typename T>
+absl::Status ReadPart(ProcSource& source, absl::string_view name,
+                      absl::StatusOr<T> (*parse)(absl::string_view), std::optional<T>* out) {
+  absl::StatusOr<std::string> text = source.Read(name);
+  // Whatever the reason (gone, permission), the sampler cannot get the figure: Unavailable.
+  if (!text.ok()) return absl::UnavailableError(text.status().message());
+  absl::StatusOr<T> parsed = parse(*text);
+  if (!parsed.ok()) return parsed.status();
+  *out = *std::move(parsed);
+  return absl::OkStatus();
+}
+
+// The share of `now` over `before` that was busy, in percent. Per-core iowait is known to go
+// backwards on some kernels, so a shrinking counter is taken as no progress (not a wrap of a
+// 64-bit jiffy count, which cannot happen) and the result is capped at 100.
+double BusyPercent(const CoreTimes& before, const CoreTimes& now) {
+  const uint64_t busy = now.busy >= before.busy ? now.busy - before.busy : 0;
+  const uint64_t total = now.total >= before.total ? now.total - before.total : 0;
+  if (total == 0) return 0.0;
+  return std::min(100.0, 100.0 * static_cast<double>(busy) / static_cast<double>(total));
+}
+
+double PerSecond(uint64_t delta, double seconds) {
+  return seconds > 0 ? static_cast<double>(delta) / seconds : 0.0;
+}
+
+// Turns successive Readings into SystemSamples: keeps the previous kernel counters, the
+// per-interface totals (in order of first appearance, vanished ones included) and the last
+// sample, whose figures stand in for a part that could not be read.
+class SeriesBuilder {
+ public:
+  explicit SeriesBuilder(int64_t ticks_per_second)
+      : ticks_per_second_(static_cast<double>(ticks_per_second > 0 ? ticks_per_second : 100)) {}
+
+  bool has_baseline() const { return has_baseline_; }
+
+  // The first call is the baseline and needs every part.
+  SystemSample Add(const Readings& readings, absl::Time now, int64_t unix_micros) {
+    SystemSample sample;
+    if (!has_baseline_) baseline_time_ = now;
+    sample.seconds = absl::ToDoubleSeconds(now - baseline_time_);
+    sample.unix_micros = unix_micros;
+    AddProcess(readings, now, &sample);
+    AddCores(readings, &sample);
+    if (readings.memory.has_value()) {
+      sample.rss_bytes = readings.memory->rss_bytes;
+      sample.peak_rss_bytes = readings.memory->peak_rss_bytes;
+    } else {
+      sample.rss_bytes = last_.rss_bytes;
+      sample.peak_rss_bytes = last_.peak_rss_bytes;
+    }
+    AddNet(readings, now, &sample);
+    has_baseline_ = true;
+    last_ = sample;
+    return sample;
+  }
+
+  std::vector<InterfaceTotals> Totals() const {
+    std::vector<InterfaceTotals> totals;
+    totals.reserve(interfaces_.size());
+    for (const Tracked& tracked : interfaces_) totals.push_back(tracked.totals);
+    return totals;
+  }
+
+ private:
+  struct Tracked {
+    InterfaceTotals totals;
+    InterfaceCounters last;  // the kernel's counters when last listed
+    bool listed = false;     // in the latest net/dev that could be read
+  };
+
+  void AddProcess(const Readings& readings, absl::Time now, SystemSample* sample) {
+    if (!readings.process.has_value()) {
+      sample->cpu_percent = last_.cpu_percent;
+      sample->cpu_seconds = last_.cpu_seconds;
+      return;
+    }
+    const uint64_t ticks = readings.process->user_ticks + readings.process->system_ticks;
+    sample->cpu_seconds = static_cast<double>(ticks) / ticks_per_second_;
+    if (has_baseline_) {
+      // Measured from the last time self/stat was read, which a failed read may make longer
+      // than one interval: the percentage is still the true average over that span.
+      const double seconds = absl::ToDoubleSeconds(now - process_time_);
+      const uint64_t used = ticks >= process_ticks_ ? ticks - process_ticks_ : 0;
+      sample->cpu_percent = 100.0 * PerSecond(used, seconds) / ticks_per_second_;
+    }
+    process_ticks_ = ticks;
+    process_time_ = now;
+  }
+
+  void AddCores(const Readings& readings, SystemSample* sample) {
+    if (!readings.cores.has_value()) {
+      sample->core_percent = last_.core_percent;
+      return;
+    }
+    // Indexed by core number: with a core offline (absent from /proc/stat) the others keep
+    // their places and the gap reads 0.
+    int max_core = -1;
+    for (const CoreTimes& core : *readings.cores) max_core = std::max(max_core, core.core);
+    sample->core_percent.assign(static_cast<size_t>(max_core + 1), 0.0);
+    for (const CoreTimes& core : *readings.cores) {
+      auto before = std::find_if(cores_.begin(), cores_.end(),
+                                 [&](const CoreTimes& c) { return c.core == core.core; });
+      if (before != cores_.end()) sample->core_percent[core.core] = BusyPercent(*before, core);
+    }
+    cores_ = *readings.cores;
+  }
+
+  void AddNet(const Readings& readings, absl::Time now, SystemSample* sample) {
+    if (!readings.net.has_value()) {
+      sample->interfaces = last_.interfaces;
+      return;
+    }
+    const double seconds = absl::ToDoubleSeconds(now - net_time_);
+    std::vector<bool> listed(interfaces_.size(), false);
+    for (const InterfaceCounters& row : *readings.net) {
+      auto [it, inserted] = index_.try_emplace(row.name, interfaces_.size());
+      if (inserted) {
+        Tracked tracked;
+        tracked.totals.name = row.name;
+        tracked.totals.loopback = row.name == "lo";
+        interfaces_.push_back(std::move(tracked));
+        listed.push_back(false);
+      }
+      Tracked& tracked = interfaces_[it->second];
+      InterfaceSample out;
+      out.name = row.name;
+      out.loopback = tracked.totals.loopback;
+      // An interface not listed last time is new (or re-created, with counters from 0): its
+      // counters now are its starting point, whatever it carried before we saw it.
+      if (tracked.listed) {
+        const uint64_t rx = CounterDelta(tracked.last.rx_bytes, row.rx_bytes);
+        const uint64_t tx = CounterDelta(tracked.last.tx_bytes, row.tx_bytes);
+        tracked.totals.rx_bytes += rx;
+        tracked.totals.tx_bytes += tx;
+        tracked.totals.rx_packets += CounterDelta(tracked.last.rx_packets, row.rx_packets);
+        tracked.totals.tx_packets += CounterDelta(tracked.last.tx_packets, row.tx_packets);
+        out.rx_bytes_per_sec = PerSecond(rx, seconds);
+        out.tx_bytes_per_sec = PerSecond(tx, seconds);
+      }
+      tracked.last = row;
+      listed[it->second] = true;
+      out.rx_bytes = tracked.totals.rx_bytes;
+      out.tx_bytes = tracked.totals.tx_bytes;
+      out.rx_packets = tracked.totals.rx_packets;
+      out.tx_packets = tracked.totals.tx_packets;
+      sample->interfaces.push_back(std::move(out));
+    }
+    for (size_t i = 0; i < interfaces_.size(); ++i) interfaces_[i].listed = listed[i];
+    net_time_ = now;
+  }
+
+  const double ticks_per_second_;
+  bool has_baseline_ = false;
+  absl::Time baseline_time_;
+  uint64_t process_ticks_ = 0;
+  absl::Time process_time_;
+  std::vector<CoreTimes> cores_;
+  absl::Time net_time_;
+  std::vector<Tracked> interfaces_;
+  std::map<std::string, size_t> index_;  // name -> position in interfaces_
+  SystemSample last_;
+};
+
+}  // namespace
+
+struct Sampler::State {
+  State(std::unique_ptr<ProcSource> proc, absl::Duration every, std::function<absl::Time()> clock)
+      : interval(every),
+        wall_from_clock(clock != nullptr),
+        now(clock != nullptr ? std::move(clock) : MonotonicNow),
+        source(std::move(proc)),
+        builder(source->ClockTicksPerSecond()) {}
+
+  absl::Status TakeSample(bool strict);
+  void Run();
+
+  const absl::Duration interval;
+  const bool wall_from_clock;  // an injected clock also gives unix_micros (tests)
+  const std::function<absl::Time()> now;
+
+  // Serializes sampling (the thread's, SampleNow()'s, Start()'s and Stop()'s) and the listener.
+  absl::Mutex sample_mu;
+  std::unique_ptr<ProcSource> source ABSL_GUARDED_BY(sample_mu);
+  SeriesBuilder builder ABSL_GUARDED_BY(sample_mu);
+  std::function<void(const SystemSample&)> listener ABSL_GUARDED_BY(sample_mu);
+  // Whether each of the four files failed at the last sample, so a lasting failure is logged
+  // once and not every interval.
+  std::array<bool, 4> failing ABSL_GUARDED_BY(sample_mu) = {};
+
+  // What readers see, and the stop request; never held while reading /proc.
+  mutable absl::Mutex mu;
+  absl::CondVar wake;
+  bool stop ABSL_GUARDED_BY(mu) = false;
+  std::vector<SystemSample> samples ABSL_GUARDED_BY(mu);
+  std::vector<InterfaceTotals> totals ABSL_GUARDED_BY(mu);
+
+  // Held by Start() and Stop() so concurrent calls see one consistent thread.
+  absl::Mutex thread_mu;
+  std::thread thread ABSL_GUARDED_BY(thread_mu);
+};
+
+absl::Status Sampler::State::TakeSample(bool strict) {
+  absl::MutexLock lock(&sample_mu);
+  strict = strict || !builder.has_baseline();
+  Readings readings;
+  const std::array<absl::Status, 4> status = {
+      ReadPart(*source, "self/stat", &ParseSelfStat, &readings.process),
+      ReadPart(*source, "stat", &ParseCpuStat, &readings.cores),
+      ReadPart(*source, "self/status", &ParseSelfStatus, &readings.memory),
+      ReadPart(*source, "net/dev", &ParseNetDev, &readings.net)};
+  for (size_t i = 0; i < status.size(); ++i) {
+    if (strict && !status[i].ok()) {
+      return absl::Status(status[i].code(),
+                          absl::StrCat("profiler sampler: ", status[i].message()));
+    }
+    if (!status[i].ok() && !failing[i]) {
+      spdlog::warn("profiler sampler: {}; keeping the previous figures until it reads again",
+                   std::string(status[i].message()));
+    }
+    failing[i] = !status[i].ok();
+  }
+  const absl::Time time = now();
+  const int64_t unix_micros = absl::ToUnixMicros(wall_from_clock ? time : absl::Now());
+  SystemSample sample = builder.Add(readings, time, unix_micros);
+  {
+    absl::MutexLock data_lock(&mu);
+    samples.push_back(sample);
+    totals = builder.Totals();
+  }
+  if (listener) listener(sample);
+  return absl::OkStatus();
+}
+
+void Sampler::State::Run() {
+  const auto period = absl::ToChronoNanoseconds(interval);
+  SteadyClock::time_point next = SteadyClock::now() + period;
+  while (true) {
+    {
+      absl::MutexLock lock(&mu);
+      // Wakes at the deadline or at once on Stop(); spurious wake-ups just wait again.
+      while (!stop && SteadyClock::now() < next) {
+        wake.WaitWithTimeout(&mu, absl::FromChrono(next - SteadyClock::now()));
+      }
+      if (stop) return;
+    }
+    absl::Status status = TakeSample(/*strict=*/false);
+    if (!status.ok()) spdlog::warn("{}", std::string(status.message()));
+    next += period;
+    // After a stall (a suspended machine, a slow read) skip the missed ticks rather than
+    // sample in a burst.
+    const SteadyClock::time_point now_steady = SteadyClock::now();
+    if (next < now_steady) next = now_steady + period;
+  }
+}
+
+Sampler::Sampler(std::unique_ptr<ProcSource> source, absl::Duration interval,
+                 std::function<absl::Time()> now)
+    : state_(std::make_unique<State>(std::move(source), interval, std::move(now))) {}
+
+Sampler::~Sampler() { Stop(); }
+
+absl::Status Sampler::Start() {
+  absl::MutexLock lock(&state_->thread_mu);
+  if (state_->thread.joinable()) {
+    return absl::FailedPreconditionError("profiler sampler: already started");
+  }
+  if (state_->interval <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "profiler sampler: interval must be > 0, got ", absl::FormatDuration(state_->interval)));
+  }
+  FULCRUM_RETURN_IF_ERROR(state_->TakeSample(/*strict=*/true));
+  state_->thread = std::thread([state = state_.get()] { state->Run(); });
+  return absl::OkStatus();
+}
+
+void Sampler::Stop() {
+  absl::MutexLock lock(&state_->thread_mu);
+  if (!state_->thread.joinable()) return;
+  {
+    absl::MutexLock data_lock(&state_->mu);
+    state_->stop = true;
+    state_->wake.Signal();
+  }
+  state_->thread.join();
+  {
+    absl::MutexLock data_lock(&state_->mu);
+    state_->stop = false;
+  }
+  absl::Status status = state_->TakeSample(/*strict=*/false);
+  if (!status.ok()) spdlog::warn("{}", std::string(status.message()));
+}
+
+absl::Status Sampler::SampleNow() { return state_->TakeSample(/*strict=*/false); }
+
+std::vector<SystemSample> Sampler::Samples() const {
+  absl::MutexLock lock(&state_->mu);
+  return state_->samples;
+}
+
+bool Sampler::Latest(SystemSample* out) const {
+  absl::MutexLock lock(&state_->mu);
+  if (state_->samples.empty()) return false;
+  *out = state_->samples.back();
+  return true;
+}
+
+std::vector<InterfaceTotals> Sampler::Totals() const {
+  absl::MutexLock lock(&state_->mu);
+  return state_->totals;
+}
+
+void Sampler::SetListener(std::function<void(const SystemSample&)> listener) {
+  absl::MutexLock lock(&state_->sample_mu);
+  state_->listener = std::move(listener);
+}
+
+}  // namespace fulcrum::profiler

@@ -1,0 +1,312 @@
+#include "profiler/metrics_exporter.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace fulcrum::profiler {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+struct HttpResponse {
+  int status = 0;
+  std::string body;
+};
+
+// A plain HTTP/1.0 GET over a POSIX socket, so the test needs no HTTP client library and the
+// exporter is exercised exactly as a Prometheus server scrapes it.
+absl::StatusOr<HttpResponse> HttpGet(int port, const std::string& path) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
+  timeval timeout{};
+  timeout.tv_sec = 10;  // a hung server fails the test instead of hanging it
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    const std::string error = std::strerror(errno);
+    ::close(fd);
+    return absl::UnavailableError(absl::StrCat("connect to port ", port, ": ", error));
+  }
+  const std::string request =
+      absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+  size_t sent = 0;
+  while (sent < request.size()) {
+    const ssize_t n = ::send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) {
+      ::close(fd);
+      return absl::UnavailableError("send failed");
+    }
+    sent += static_cast<size_t>(n);
+  }
+  // Read until the body is complete by its Content-Length: civetweb lingers before closing
+  // the connection, so waiting for EOF would add seconds to every scrape.
+  std::string raw;
+  char buffer[4096];
+  size_t header_end = std::string::npos;
+  size_t expected_size = std::string::npos;
+  while (raw.size() < expected_size) {
+    const ssize_t n = ::recv(fd, buffer, sizeof(buffer), 0);
+    if (n == 0) break;
+    if (n < 0) {
+      ::close(fd);
+      return absl::UnavailableError(absl::StrCat("recv: ", std::strerror(errno)));
+    }
+    raw.append(buffer, static_cast<size_t>(n));
+    if (header_end == std::string::npos &&
+        (header_end = raw.find("\r\n\r\n")) != std::string::npos) {
+      const std::string headers = absl::AsciiStrToLower(raw.substr(0, header_end));
+      const size_t length_at = headers.find("\r\ncontent-length:");
+      size_t length = 0;
+      if (length_at != std::string::npos &&
+          std::sscanf(headers.c_str() + length_at, "\r\ncontent-length: %zu", &length) == 1) {
+        expected_size = header_end + 4 + length;
+      }
+    }
+  }
+  ::close(fd);
+  if (header_end == std::string::npos) return absl::DataLossError("no HTTP header end: " + raw);
+  HttpResponse response;
+  // "HTTP/1.1 200 OK"
+  if (std::sscanf(raw.c_str(), "HTTP/%*d.%*d %d", &response.status) != 1) {
+    return absl::DataLossError("bad status line: " + raw.substr(0, raw.find("\r\n")));
+  }
+  response.body = raw.substr(header_end + 4);
+  return response;
+}
+
+bool HasLine(const std::string& body, absl::string_view line) {
+  for (absl::string_view l : absl::StrSplit(body, '\n')) {
+    if (l == line) return true;
+  }
+  return false;
+}
+
+// Two interfaces and two cores, as a sampler on a worker host would report them.
+SystemSample MakeSample(uint64_t lo_tx_bytes) {
+  SystemSample sample;
+  sample.seconds = 2.0;
+  sample.cpu_seconds = 12.5;
+  sample.cpu_percent = 150.0;
+  sample.core_percent = {25.0, 75.0};
+  sample.rss_bytes = 1048576;
+  sample.peak_rss_bytes = 2097152;
+  InterfaceSample lo;
+  lo.name = "lo";
+  lo.loopback = true;
+  lo.rx_bytes = lo_tx_bytes;
+  lo.tx_bytes = lo_tx_bytes;
+  lo.rx_packets = 10;
+  lo.tx_packets = 10;
+  InterfaceSample eth0;
+  eth0.name = "eth0";
+  eth0.rx_bytes = 5000;
+  eth0.tx_bytes = 7000;
+  eth0.rx_packets = 50;
+  eth0.tx_packets = 70;
+  sample.interfaces = {lo, eth0};
+  return sample;
+}
+
+// Feeds one of every kind of figure the exporter publishes.
+void FeedEverything(MetricsExporter& exporter) {
+  exporter.OnSample(MakeSample(1000));
+  exporter.OnTraffic({{"ps-0", "PushPull", 3, 4096, 8192}, {"ps-1", "Pull", 2, 128, 256}});
+  exporter.OnStep(/*local_step=*/1, /*global_step=*/7, /*examples=*/64, /*loss=*/0.5,
+                  /*examples_per_second=*/320.0);
+  exporter.OnPs(/*global_step=*/7, /*pushes_applied=*/20, /*pushes_dropped=*/2);
+  exporter.OnEval(/*global_step=*/7, /*accuracy=*/0.875, /*loss=*/0.25);
+}
+
+std::string Scrape(const MetricsExporter& exporter) {
+  absl::StatusOr<HttpResponse> response = HttpGet(exporter.port(), "/metrics");
+  EXPECT_TRUE(response.ok()) << response.status();
+  if (!response.ok()) return "";
+  EXPECT_EQ(response->status, 200) << response->body;
+  return response->body;
+}
+
+TEST(MetricsExporterTest, ServesEveryMetricWithConstantLabelsOverHttp) {
+  absl::StatusOr<std::unique_ptr<MetricsExporter>> exporter =
+      MetricsExporter::Start("worker", 1, /*port=*/0, "127.0.0.1");
+  ASSERT_TRUE(exporter.ok()) << exporter.status();
+  ASSERT_GT((*exporter)->port(), 0);
+  FeedEverything(**exporter);
+
+  const std::string body = Scrape(**exporter);
+  const std::vector<std::string> expected = {
+      R"(process_cpu_seconds_total{job="worker",task="1"} 12.5)",
+      R"(process_resident_memory_bytes{job="worker",task="1"} 1048576)",
+      R"(process_resident_memory_max_bytes{job="worker",task="1"} 2097152)",
+      R"(fulcrum_cpu_core_utilization_ratio{core="0",job="worker",task="1"} 0.25)",
+      R"(fulcrum_cpu_core_utilization_ratio{core="1",job="worker",task="1"} 0.75)",
+      R"(fulcrum_network_transmit_bytes_total{device="lo",job="worker",task="1"} 1000)",
+      R"(fulcrum_network_receive_bytes_total{device="lo",job="worker",task="1"} 1000)",
+      R"(fulcrum_network_transmit_bytes_total{device="eth0",job="worker",task="1"} 7000)",
+      R"(fulcrum_network_receive_bytes_total{device="eth0",job="worker",task="1"} 5000)",
+      R"(fulcrum_network_transmit_packets_total{device="eth0",job="worker",task="1"} 70)",
+      R"(fulcrum_network_receive_packets_total{device="eth0",job="worker",task="1"} 50)",
+      R"(fulcrum_rpcs_total{job="worker",method="PushPull",peer="ps-0",task="1"} 3)",
+      R"(fulcrum_rpc_sent_bytes_total{job="worker",method="PushPull",peer="ps-0",task="1"} 4096)",
+      R"(fulcrum_rpc_received_bytes_total{job="worker",method="PushPull",peer="ps-0",task="1"} 8192)",
+      R"(fulcrum_rpc_sent_bytes_total{job="worker",method="Pull",peer="ps-1",task="1"} 128)",
+      R"(fulcrum_steps_total{job="worker",task="1"} 1)",
+      R"(fulcrum_examples_total{job="worker",task="1"} 64)",
+      R"(fulcrum_step_loss{job="worker",task="1"} 0.5)",
+      R"(fulcrum_step_examples_per_second{job="worker",task="1"} 320)",
+      R"(fulcrum_global_step{job="worker",task="1"} 7)",
+      R"(fulcrum_ps_pushes_applied_total{job="worker",task="1"} 20)",
+      R"(fulcrum_ps_pushes_dropped_total{job="worker",task="1"} 2)",
+      R"(fulcrum_test_accuracy{job="worker",task="1"} 0.875)",
+      R"(fulcrum_test_loss{job="worker",task="1"} 0.25)",
+      "# TYPE fulcrum_network_transmit_bytes_total counter",
+      "# TYPE process_resident_memory_bytes gauge",
+  };
+  for (const std::string& line : expected) {
+    EXPECT_TRUE(HasLine(body, line)) << "missing line: " << line << "\nin:\n" << body;
+  }
+}
+
+TEST(MetricsExporterTest, StepsAndExamplesAccumulateOverCalls) {
+  absl::StatusOr<std::unique_ptr<MetricsExporter>> exporter =
+      MetricsExporter::Start("worker", 0, /*port=*/0, "127.0.0.1");
+  ASSERT_TRUE(exporter.ok()) << exporter.status();
+  for (int step = 1; step <= 3; ++step) (*exporter)->OnStep(step, 10 + step, 32, 1.0, 100.0);
+  const std::string body = Scrape(**exporter);
+  // A worker publishes no PS or evaluation series it was never fed.
+  EXPECT_THAT(body, Not(HasSubstr("fulcrum_ps_pushes_applied_total{"))) << body;
+  EXPECT_THAT(body, Not(HasSubstr("fulcrum_test_accuracy{"))) << body;
+  EXPECT_TRUE(HasLine(body, R"(fulcrum_steps_total{job="worker",task="0"} 3)")) << body;
+  EXPECT_TRUE(HasLine(body, R"(fulcrum_examples_total{job="worker",task="0"} 96)")) << body;
+  EXPECT_TRUE(HasLine(body, R"(fulcrum_global_step{job="worker",task="0"} 13)")) << body;
+}
+
+TEST(MetricsExporterTest, CountersNeverDecrease) {
+  absl::StatusOr<std::unique_ptr<MetricsExporter>> exporter =
+      MetricsExporter::Start("ps", 0, /*port=*/0, "127.0.0.1");
+  ASSERT_TRUE(exporter.ok()) << exporter.status();
+  const char* kLoTx = R"(fulcrum_network_transmit_bytes_total{device="lo",job="ps",task="0"} )";
+  const char* kApplied = R"(fulcrum_ps_pushes_applied_total{job="ps",task="0"} )";
+  const char* kSent =
+      R"(fulcrum_rpc_sent_bytes_total{job="ps",method="Pull",peer="worker-0",task="0"} )";
+
+  (*exporter)->OnSample(MakeSample(1000));
+  (*exporter)->OnPs(5, 10, 0);
+  (*exporter)->OnTraffic({{"worker-0", "Pull", 4, 900, 100}});
+  // Smaller totals (e.g. a restarted source) must not pull the published counters back.
+  (*exporter)->OnSample(MakeSample(400));
+  (*exporter)->OnPs(6, 3, 0);
+  (*exporter)->OnTraffic({{"worker-0", "Pull", 1, 200, 50}});
+  std::string body = Scrape(**exporter);
+  EXPECT_TRUE(HasLine(body, absl::StrCat(kLoTx, "1000"))) << body;
+  EXPECT_TRUE(HasLine(body, absl::StrCat(kApplied, "10"))) << body;
+  EXPECT_TRUE(HasLine(body, absl::StrCat(kSent, "900"))) << body;
+
+  // Larger totals are published exactly, not added to the old ones.
+  (*exporter)->OnSample(MakeSample(1500));
+  (*exporter)->OnPs(7, 12, 0);
+  (*exporter)->OnTraffic({{"worker-0", "Pull", 5, 1000, 120}});
+  body = Scrape(**exporter);
+  EXPECT_TRUE(HasLine(body, absl::StrCat(kLoTx, "1500"))) << body;
+  EXPECT_TRUE(HasLine(body, absl::StrCat(kApplied, "12"))) << body;
+  EXPECT_TRUE(HasLine(body, absl::StrCat(kSent, "1000"))) << body;
+}
+
+TEST(MetricsExporterTest, UsedPortIsUnavailableNamingTheAddress) {
+  absl::StatusOr<std::unique_ptr<MetricsExporter>> first =
+      MetricsExporter::Start("worker", 0, /*port=*/0, "127.0.0.1");
+  ASSERT_TRUE(first.ok()) << first.status();
+  const int port = (*first)->port();
+  absl::StatusOr<std::unique_ptr<MetricsExporter>> second =
+      MetricsExporter::Start("worker", 1, port, "127.0.0.1");
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable) << second.status();
+  EXPECT_THAT(std::string(second.status().message()), HasSubstr(absl::StrCat("127.0.0.1:", port)));
+  // The first exporter is unharmed by the failed attempt.
+  (*first)->OnStep(1, 1, 32, 1.0, 10.0);
+  EXPECT_THAT(Scrape(**first), HasSubstr("fulcrum_steps_total"));
+}
+
+TEST(MetricsExporterTest, RejectsBadArguments) {
+  EXPECT_EQ(MetricsExporter::Start("", 0, 0, "127.0.0.1").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MetricsExporter::Start("ps", -1, 0, "127.0.0.1").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MetricsExporter::Start("ps", 0, 70000, "127.0.0.1").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(MetricsExporterTest, DefaultBindAddressServesLoopback) {
+  absl::StatusOr<std::unique_ptr<MetricsExporter>> exporter =
+      MetricsExporter::Start("chief", 0, /*port=*/0);
+  ASSERT_TRUE(exporter.ok()) << exporter.status();
+  (*exporter)->OnEval(100, 0.9, 0.3);
+  EXPECT_TRUE(HasLine(Scrape(**exporter), R"(fulcrum_test_accuracy{job="chief",task="0"} 0.9)"));
+}
+
+std::string FindPromtool() {
+  const char* path = std::getenv("PATH");
+  for (absl::string_view dir : absl::StrSplit(path ? path : "/usr/bin", ':')) {
+    const std::string candidate = absl::StrCat(dir, "/promtool");
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return "";
+}
+
+// promtool both parses the exposition format and lints it (counter names, units, help texts);
+// a lint finding makes it exit non-zero, so this pins the names to Prometheus's conventions.
+TEST(MetricsExporterTest, PromtoolAcceptsTheBody) {
+  const std::string promtool = FindPromtool();
+  if (promtool.empty()) {
+    GTEST_SKIP() << "promtool not found: install Debian's 'prometheus' package";
+  }
+  absl::StatusOr<std::unique_ptr<MetricsExporter>> exporter =
+      MetricsExporter::Start("worker", 1, /*port=*/0, "127.0.0.1");
+  ASSERT_TRUE(exporter.ok()) << exporter.status();
+  FeedEverything(**exporter);
+  const std::string body = Scrape(**exporter);
+  ASSERT_FALSE(body.empty());
+
+  const std::string file = absl::StrCat(::testing::TempDir(), "/metrics_", ::getpid(), ".txt");
+  {
+    std::ofstream out(file, std::ios::binary);
+    out << body;
+    ASSERT_TRUE(out.good()) << file;
+  }
+  const std::string command = absl::StrCat(promtool, " check metrics < '", file, "' 2>&1");
+  FILE* pipe = ::popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr) << command;
+  std::string output;
+  char buffer[1024];
+  while (size_t n = std::fread(buffer, 1, sizeof(buffer), pipe)) output.append(buffer, n);
+  const int status = ::pclose(pipe);
+  std::remove(file.c_str());
+  ASSERT_TRUE(WIFEXITED(status)) << command;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "promtool said:\n" << output << "\nbody:\n" << body;
+}
+
+}  // namespace
+}  // namespace fulcrum::profiler
