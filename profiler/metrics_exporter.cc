@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "prometheus/counter.h"
 #include "prometheus/exposer.h"
 #include "prometheus/family.h"
@@ -125,7 +125,9 @@ struct MetricsExporter::Impl {
 
   // Each metric is thread-safe on its own, but "read the published value, add the difference"
   // is not: two callers could both add the same difference. One lock makes each update atomic.
-  absl::Mutex mu;
+  // std::mutex, not absl::Mutex: ThreadSanitizer cannot see inside Debian's uninstrumented
+  // Abseil (as in sampler.cc).
+  std::mutex mu;
 
   // Declared last so it is destroyed first: the server stops before the metrics go away.
   std::unique_ptr<prometheus::Exposer> exposer;
@@ -171,7 +173,7 @@ int MetricsExporter::port() const { return impl_->exposer->GetListeningPorts().f
 // Family::Add only throws for invalid or reserved label names; ours are fixed literals
 // that prometheus-cpp accepts, so these methods cannot throw.
 void MetricsExporter::OnSample(const SystemSample& sample) {
-  absl::MutexLock lock(&impl_->mu);
+  std::lock_guard<std::mutex> lock(impl_->mu);
   AdvanceTo(impl_->cpu_seconds.Add(impl_->constant), sample.cpu_seconds);
   impl_->rss.Add(impl_->constant).Set(static_cast<double>(sample.rss_bytes));
   impl_->peak_rss.Add(impl_->constant).Set(static_cast<double>(sample.peak_rss_bytes));
@@ -191,7 +193,7 @@ void MetricsExporter::OnSample(const SystemSample& sample) {
 }
 
 void MetricsExporter::OnTraffic(const std::vector<RpcTrafficPoint>& traffic) {
-  absl::MutexLock lock(&impl_->mu);
+  std::lock_guard<std::mutex> lock(impl_->mu);
   for (const RpcTrafficPoint& point : traffic) {
     const prometheus::Labels labels = impl_->With({{"peer", point.peer}, {"method", point.method}});
     AdvanceTo(impl_->rpcs.Add(labels), static_cast<double>(point.rpcs));
@@ -202,7 +204,7 @@ void MetricsExporter::OnTraffic(const std::vector<RpcTrafficPoint>& traffic) {
 
 void MetricsExporter::OnStep(int64_t /*local_step*/, int64_t global_step, int64_t examples,
                              double loss, double examples_per_second) {
-  absl::MutexLock lock(&impl_->mu);
+  std::lock_guard<std::mutex> lock(impl_->mu);
   // One call per step, so the call count is the step count whether local_step starts at 0 or 1.
   impl_->steps.Add(impl_->constant).Increment();
   impl_->examples.Add(impl_->constant)
@@ -213,14 +215,14 @@ void MetricsExporter::OnStep(int64_t /*local_step*/, int64_t global_step, int64_
 }
 
 void MetricsExporter::OnPs(int64_t global_step, int64_t pushes_applied, int64_t pushes_dropped) {
-  absl::MutexLock lock(&impl_->mu);
+  std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->global_step.Add(impl_->constant).Set(static_cast<double>(global_step));
   AdvanceTo(impl_->pushes_applied.Add(impl_->constant), static_cast<double>(pushes_applied));
   AdvanceTo(impl_->pushes_dropped.Add(impl_->constant), static_cast<double>(pushes_dropped));
 }
 
 void MetricsExporter::OnEval(int64_t global_step, double accuracy, double loss) {
-  absl::MutexLock lock(&impl_->mu);
+  std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->global_step.Add(impl_->constant).Set(static_cast<double>(global_step));
   impl_->test_accuracy.Add(impl_->constant).Set(accuracy);
   impl_->test_loss.Add(impl_->constant).Set(loss);

@@ -132,8 +132,8 @@ absl::StatusOr<ProcessTimes> ParseSelfStat(absl::string_view text) {
 absl::StatusOr<std::vector<CoreTimes>> ParseCpuStat(absl::string_view text) {
   // Column order of a cpuN line: user nice system idle iowait irq softirq steal guest
   // guest_nice. guest and guest_nice are already inside user and nice, so they are not added.
-  static constexpr const char* kColumns[] = {"user", "nice",    "system", "idle",
-                                             "iowait", "irq", "softirq", "steal"};
+  static constexpr const char* kColumns[] = {"user",   "nice", "system",  "idle",
+                                             "iowait", "irq",  "softirq", "steal"};
   constexpr size_t kIdle = 3;
   constexpr size_t kIowait = 4;
   std::vector<CoreTimes> cores;
@@ -153,8 +153,8 @@ absl::StatusOr<std::vector<CoreTimes>> ParseCpuStat(absl::string_view text) {
                         absl::StrCat("has ", fields.size() - 1, " columns, want at least 4"));
     }
     for (size_t i = 0; i < std::size(kColumns) && i + 1 < fields.size(); ++i) {
-      auto value = ParseCounter("stat", absl::StrCat("cpu", core.core, " ", kColumns[i]),
-                                fields[i + 1]);
+      auto value =
+          ParseCounter("stat", absl::StrCat("cpu", core.core, " ", kColumns[i]), fields[i + 1]);
       if (!value.ok()) return value.status();
       if (i != kIdle && i != kIowait) core.busy += *value;
       core.total += *value;

@@ -3,13 +3,14 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <condition_variable>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "base/status_macros.h"
 #include "spdlog/spdlog.h"
 
@@ -78,7 +79,11 @@ class SeriesBuilder {
     AddCores(readings, &sample);
     if (readings.memory.has_value()) {
       sample.rss_bytes = readings.memory->rss_bytes;
-      sample.peak_rss_bytes = readings.memory->peak_rss_bytes;
+      // The kernel raises VmHWM only when RSS is about to shrink (munmap, reclaim), from
+      // approximate per-CPU counters, so after a free it can read a little below an RSS seen
+      // earlier; a peak is never below any RSS we saw.
+      sample.peak_rss_bytes = std::max(
+          {readings.memory->peak_rss_bytes, readings.memory->rss_bytes, last_.peak_rss_bytes});
     } else {
       sample.rss_bytes = last_.rss_bytes;
       sample.peak_rss_bytes = last_.peak_rss_bytes;
@@ -214,7 +219,9 @@ struct Sampler::State {
   const std::function<absl::Time()> now;
 
   // Serializes sampling (the thread's, SampleNow()'s, Start()'s and Stop()'s) and the listener.
-  absl::Mutex sample_mu;
+  // std::mutex rather than absl::Mutex: Debian's Abseil is not built with ThreadSanitizer,
+  // which then cannot see absl::Mutex's ordering, while it intercepts pthread's.
+  std::mutex sample_mu;
   std::unique_ptr<ProcSource> source ABSL_GUARDED_BY(sample_mu);
   SeriesBuilder builder ABSL_GUARDED_BY(sample_mu);
   std::function<void(const SystemSample&)> listener ABSL_GUARDED_BY(sample_mu);
@@ -223,19 +230,19 @@ struct Sampler::State {
   std::array<bool, 4> failing ABSL_GUARDED_BY(sample_mu) = {};
 
   // What readers see, and the stop request; never held while reading /proc.
-  mutable absl::Mutex mu;
-  absl::CondVar wake;
+  mutable std::mutex mu;
+  std::condition_variable wake;
   bool stop ABSL_GUARDED_BY(mu) = false;
   std::vector<SystemSample> samples ABSL_GUARDED_BY(mu);
   std::vector<InterfaceTotals> totals ABSL_GUARDED_BY(mu);
 
   // Held by Start() and Stop() so concurrent calls see one consistent thread.
-  absl::Mutex thread_mu;
+  std::mutex thread_mu;
   std::thread thread ABSL_GUARDED_BY(thread_mu);
 };
 
 absl::Status Sampler::State::TakeSample(bool strict) {
-  absl::MutexLock lock(&sample_mu);
+  std::lock_guard<std::mutex> lock(sample_mu);
   strict = strict || !builder.has_baseline();
   Readings readings;
   const std::array<absl::Status, 4> status = {
@@ -258,7 +265,7 @@ absl::Status Sampler::State::TakeSample(bool strict) {
   const int64_t unix_micros = absl::ToUnixMicros(wall_from_clock ? time : absl::Now());
   SystemSample sample = builder.Add(readings, time, unix_micros);
   {
-    absl::MutexLock data_lock(&mu);
+    std::lock_guard<std::mutex> data_lock(mu);
     samples.push_back(sample);
     totals = builder.Totals();
   }
@@ -271,12 +278,11 @@ void Sampler::State::Run() {
   SteadyClock::time_point next = SteadyClock::now() + period;
   while (true) {
     {
-      absl::MutexLock lock(&mu);
+      std::unique_lock<std::mutex> lock(mu);
       // Wakes at the deadline or at once on Stop(); spurious wake-ups just wait again.
-      while (!stop && SteadyClock::now() < next) {
-        wake.WaitWithTimeout(&mu, absl::FromChrono(next - SteadyClock::now()));
+      if (wake.wait_until(lock, next, [this] { return stop; })) {
+        return;
       }
-      if (stop) return;
     }
     absl::Status status = TakeSample(/*strict=*/false);
     if (!status.ok()) spdlog::warn("{}", std::string(status.message()));
@@ -295,13 +301,13 @@ Sampler::Sampler(std::unique_ptr<ProcSource> source, absl::Duration interval,
 Sampler::~Sampler() { Stop(); }
 
 absl::Status Sampler::Start() {
-  absl::MutexLock lock(&state_->thread_mu);
+  std::lock_guard<std::mutex> lock(state_->thread_mu);
   if (state_->thread.joinable()) {
     return absl::FailedPreconditionError("profiler sampler: already started");
   }
   if (state_->interval <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "profiler sampler: interval must be > 0, got ", absl::FormatDuration(state_->interval)));
+    return absl::InvalidArgumentError(absl::StrCat("profiler sampler: interval must be > 0, got ",
+                                                   absl::FormatDuration(state_->interval)));
   }
   FULCRUM_RETURN_IF_ERROR(state_->TakeSample(/*strict=*/true));
   state_->thread = std::thread([state = state_.get()] { state->Run(); });
@@ -309,16 +315,16 @@ absl::Status Sampler::Start() {
 }
 
 void Sampler::Stop() {
-  absl::MutexLock lock(&state_->thread_mu);
+  std::lock_guard<std::mutex> lock(state_->thread_mu);
   if (!state_->thread.joinable()) return;
   {
-    absl::MutexLock data_lock(&state_->mu);
+    std::lock_guard<std::mutex> data_lock(state_->mu);
     state_->stop = true;
-    state_->wake.Signal();
+    state_->wake.notify_all();
   }
   state_->thread.join();
   {
-    absl::MutexLock data_lock(&state_->mu);
+    std::lock_guard<std::mutex> data_lock(state_->mu);
     state_->stop = false;
   }
   absl::Status status = state_->TakeSample(/*strict=*/false);
@@ -328,24 +334,24 @@ void Sampler::Stop() {
 absl::Status Sampler::SampleNow() { return state_->TakeSample(/*strict=*/false); }
 
 std::vector<SystemSample> Sampler::Samples() const {
-  absl::MutexLock lock(&state_->mu);
+  std::lock_guard<std::mutex> lock(state_->mu);
   return state_->samples;
 }
 
 bool Sampler::Latest(SystemSample* out) const {
-  absl::MutexLock lock(&state_->mu);
+  std::lock_guard<std::mutex> lock(state_->mu);
   if (state_->samples.empty()) return false;
   *out = state_->samples.back();
   return true;
 }
 
 std::vector<InterfaceTotals> Sampler::Totals() const {
-  absl::MutexLock lock(&state_->mu);
+  std::lock_guard<std::mutex> lock(state_->mu);
   return state_->totals;
 }
 
 void Sampler::SetListener(std::function<void(const SystemSample&)> listener) {
-  absl::MutexLock lock(&state_->sample_mu);
+  std::lock_guard<std::mutex> lock(state_->sample_mu);
   state_->listener = std::move(listener);
 }
 

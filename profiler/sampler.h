@@ -36,15 +36,15 @@ struct InterfaceSample {
 };
 
 struct SystemSample {
-  double seconds = 0.0;        // since the baseline sample (monotonic clock)
-  int64_t unix_micros = 0;     // wall-clock time of the sample
-  double cpu_percent = 0.0;    // process user+sys over the interval; 100 = one full core
-  double cpu_seconds = 0.0;    // process user+sys since the process started
+  double seconds = 0.0;      // since the baseline sample (monotonic clock)
+  int64_t unix_micros = 0;   // wall-clock time of the sample
+  double cpu_percent = 0.0;  // process user+sys over the interval; 100 = one full core
+  double cpu_seconds = 0.0;  // process user+sys since the process started
   // Per core, indexed by N of "cpuN": busy share of that core over the interval (0..100; an
   // offline core reads 0).
   std::vector<double> core_percent;
   int64_t rss_bytes = 0;
-  int64_t peak_rss_bytes = 0;  // VmHWM
+  int64_t peak_rss_bytes = 0;               // VmHWM
   std::vector<InterfaceSample> interfaces;  // in /proc/net/dev order
 };
 
