@@ -68,16 +68,16 @@ double Mean(const std::vector<double>& v) {
 int64_t NowUnixMicros() { return absl::GetCurrentTimeNanos() / 1000; }
 
 void ReportRpc(RpcObserver* observer, const std::string& peer, const char* method,
-               int64_t begin_unix_us, const google::protobuf::Message& request,
-               const google::protobuf::Message& response) {
+               int64_t begin_unix_us, const google::protobuf::Message& sent,
+               const google::protobuf::Message& received) {
   if (observer == nullptr) return;
   RpcEvent e;
   e.peer = &peer;
   e.method = method;
   e.begin_unix_us = begin_unix_us;
   e.duration_us = NowUnixMicros() - begin_unix_us;
-  e.bytes_sent = request.ByteSizeLong();
-  e.bytes_received = response.ByteSizeLong();
+  e.bytes_sent = sent.ByteSizeLong();
+  e.bytes_received = received.ByteSizeLong();
   observer->OnRpc(e);
 }
 

@@ -171,10 +171,11 @@ class Profiler final : public RpcObserver {
 };
 
 // Reports a finished RPC of `method` with `peer` that began at `begin_unix_us` to `observer`
-// (nothing when it is null); the sizes are the serialized messages'.
+// (nothing when it is null): `sent` is the message this process sent (a client's request, a
+// server's response), `received` the one it got; the bytes are their serialized sizes.
 void ReportRpc(RpcObserver* observer, const std::string& peer, const char* method,
-               int64_t begin_unix_us, const google::protobuf::Message& request,
-               const google::protobuf::Message& response);
+               int64_t begin_unix_us, const google::protobuf::Message& sent,
+               const google::protobuf::Message& received);
 // Microseconds since the epoch (the clock of every record and trace event).
 int64_t NowUnixMicros();
 

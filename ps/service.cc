@@ -16,8 +16,6 @@ absl::Time CallDeadline(const grpc::ServerContext* context) {
   return absl::FromChrono(deadline);
 }
 
-int64_t NowUnixMicros() { return absl::GetCurrentTimeNanos() / 1000; }
-
 }  // namespace
 
 template <typename Request, typename Response>
@@ -33,14 +31,8 @@ void PsService::Observe(const char* method, const Request& request, const Respon
     }
     peer = &it->second;  // map nodes are stable
   }
-  profiler::RpcEvent e;
-  e.peer = peer;
-  e.method = method;
-  e.begin_unix_us = begin_unix_us;
-  e.duration_us = NowUnixMicros() - begin_unix_us;
-  e.bytes_sent = response.ByteSizeLong();
-  e.bytes_received = request.ByteSizeLong();
-  observer_->OnRpc(e);
+  profiler::ReportRpc(observer_, *peer, method, begin_unix_us, /*sent=*/response,
+                      /*received=*/request);
 }
 
 grpc::Status PsService::CreateVariables(grpc::ServerContext*,
@@ -51,7 +43,7 @@ grpc::Status PsService::CreateVariables(grpc::ServerContext*,
 
 grpc::Status PsService::Pull(grpc::ServerContext* context, const pb::PullRequest* request,
                              pb::PullResponse* response) {
-  const int64_t begin = NowUnixMicros();
+  const int64_t begin = profiler::NowUnixMicros();
   grpc::Status s = runtime::ToGrpc(shard_->Pull(*request, response, CallDeadline(context)));
   Observe("Pull", *request, *response, begin);
   return s;
@@ -59,7 +51,7 @@ grpc::Status PsService::Pull(grpc::ServerContext* context, const pb::PullRequest
 
 grpc::Status PsService::Push(grpc::ServerContext*, const pb::PushRequest* request,
                              pb::PushResponse* response) {
-  const int64_t begin = NowUnixMicros();
+  const int64_t begin = profiler::NowUnixMicros();
   grpc::Status s = runtime::ToGrpc(shard_->Push(*request, response));
   Observe("Push", *request, *response, begin);
   return s;
@@ -67,7 +59,7 @@ grpc::Status PsService::Push(grpc::ServerContext*, const pb::PushRequest* reques
 
 grpc::Status PsService::PushPull(grpc::ServerContext* context, const pb::PushRequest* request,
                                  pb::PushResponse* response) {
-  const int64_t begin = NowUnixMicros();
+  const int64_t begin = profiler::NowUnixMicros();
   grpc::Status s = runtime::ToGrpc(shard_->PushPull(*request, response, CallDeadline(context)));
   Observe("PushPull", *request, *response, begin);
   return s;
