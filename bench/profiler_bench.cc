@@ -2,6 +2,9 @@
 // reporting one RPC, and taking one /proc sample, each next to a baseline from the same run
 // (an empty loop body's clock read; one logreg forward/backward step of batch 256).
 //   build/bin/profiler_bench [--benchmark_repetitions=3]
+#include <unistd.h>
+
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,6 +16,7 @@
 #include "ops/tensor.h"
 #include "profiler/profiler.h"
 #include "profiler/sampler.h"
+#include "profiler/tfevents.h"
 
 namespace fulcrum {
 namespace {
@@ -60,6 +64,21 @@ void BM_OnRpc(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_OnRpc);
+
+// One TensorBoard scalar record (Event proto, TFRecord framing with two CRCs, buffered write),
+// as the sampler thread writes three per worker step.
+void BM_TfEventScalar(benchmark::State& state) {
+  const std::string dir = "/tmp/fulcrum_profiler_bench_events";
+  auto writer = profiler::EventFileWriter::Create(dir, std::to_string(::getpid()));
+  if (!writer.ok()) return state.SkipWithError("cannot create the event file");
+  int64_t step = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(writer->WriteScalar("train/loss", ++step, 1.7e9, 0.5));
+  }
+  (void)writer->Close();
+  std::remove(writer->path().c_str());
+}
+BENCHMARK(BM_TfEventScalar);
 
 // One sample of the live /proc (four files read and parsed), on the caller's thread.
 void BM_Sample(benchmark::State& state) {

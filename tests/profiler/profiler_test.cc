@@ -5,10 +5,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -202,6 +204,60 @@ TEST_F(ProfilerTest, EverySinkReadsTheSameRecords) {
   EXPECT_DOUBLE_EQ(summary["examples_per_sec_mean"].get<double>(), 16000.0);
   EXPECT_DOUBLE_EQ(summary["step_phase_mean_ms"]["sync_wait"].get<double>(), 1.0);
   EXPECT_EQ(summary["series"]["steps"]["loss"].size(), static_cast<size_t>(kSteps));
+}
+
+// Records arrive from the training thread and from RPC threads while the sampler thread
+// writes TensorBoard events every few milliseconds: nothing is lost or counted twice.
+TEST_F(ProfilerTest, RecordsFromManyThreadsWhileSampling) {
+  ProfilerOptions o = Options(true);
+  o.interval = absl::Milliseconds(10);
+  auto prof = Profiler::Start(o, DirProcSource((root_ / "proc").string()));
+  ASSERT_TRUE(prof.ok()) << prof.status();
+  constexpr int kSteps = 2000, kRpcThreads = 3, kRpcs = 3000;
+  std::vector<std::thread> threads;
+  threads.emplace_back([&] {
+    for (int i = 1; i <= kSteps; ++i) (*prof)->RecordStep(Step(i));
+  });
+  for (int t = 0; t < kRpcThreads; ++t) {
+    threads.emplace_back([&, t] {
+      const std::string peer = absl::StrCat("ps-", t);
+      for (int i = 0; i < kRpcs; ++i) {
+        RpcEvent e;
+        e.peer = &peer;
+        e.method = "PushPull";
+        e.begin_unix_us = 1'700'000'000'000'000 + i;
+        e.duration_us = 5;
+        e.bytes_sent = 3;
+        e.bytes_received = 4;
+        (*prof)->OnRpc(e);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  nlohmann::json summary;
+  ASSERT_TRUE((*prof)->Finish(&summary).ok());
+  EXPECT_EQ(summary["profiled_steps"], kSteps);
+  EXPECT_EQ(summary["rpcs"], kRpcThreads * kRpcs);
+  EXPECT_EQ(summary["app_bytes_received"], 4 * kRpcThreads * kRpcs);
+  const std::string steps = ReadAll(root_ / "run" / "worker-1" / "steps.csv");
+  EXPECT_EQ(std::count(steps.begin(), steps.end(), '\n'), kSteps + 1);
+  // Every step reached TensorBoard exactly once, whichever sample wrote it.
+  std::vector<fs::path> events;
+  for (const auto& entry : fs::directory_iterator(root_ / "run" / "worker-1")) {
+    if (entry.path().filename().string().rfind("events.out.tfevents.", 0) == 0) {
+      events.push_back(entry.path());
+    }
+  }
+  ASSERT_EQ(events.size(), 1u);
+  auto records = ReadTfRecords(ReadAll(events[0]));
+  ASSERT_TRUE(records.ok()) << records.status();
+  int loss = 0;
+  for (const std::string& r : *records) {
+    pb::tensorboard::Event e;
+    ASSERT_TRUE(e.ParseFromString(r));
+    for (const auto& v : e.summary().value()) loss += v.tag() == "train/loss" ? 1 : 0;
+  }
+  EXPECT_EQ(loss, kSteps);
 }
 
 TEST_F(ProfilerTest, OffWritesNoFilesAndOnlyRunFigures) {
