@@ -46,7 +46,8 @@ pb::TaskId MyTask(const ClusterOptions& c) {
 }
 
 // Registers with the chief, retrying with backoff until `deadline` while it is unreachable.
-const std::string kChiefPeer = "chief-0";
+// The chief as a peer in the profiler's traffic tables.
+constexpr char kChiefPeer[] = "chief-0";
 
 absl::StatusOr<pb::RegisterTaskResponse> Register(pb::Coordinator::Stub& chief,
                                                   const TrainingOptions& t, const ClusterOptions& c,
@@ -399,8 +400,8 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c,
   pb::ReportSummaryResponse ack;
   grpc::ClientContext context;
   context.set_deadline(runtime::DeadlineIn(absl::Seconds(30)));
-  const grpc::Status sent = chief->ReportSummary(&context, report, &ack);
-  return runtime::RemoteFailure(runtime::FromGrpc(sent, "ReportSummary to chief:0"));
+  return runtime::RemoteFailure(
+      runtime::FromGrpc(chief->ReportSummary(&context, report, &ack), "ReportSummary to chief:0"));
 }
 
 }  // namespace fulcrum::worker
