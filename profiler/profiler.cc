@@ -1,5 +1,6 @@
 #include "profiler/profiler.h"
 
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -23,6 +24,8 @@
 
 namespace fulcrum::profiler {
 namespace {
+
+namespace fs = std::filesystem;
 
 // Steady-state figures drop the first steps (BENCHMARKING.md: warm-up, first connections).
 constexpr size_t kWarmupSteps = 20;
@@ -88,6 +91,19 @@ std::string PeerName(const std::string& task_label) {
 }
 
 std::string HostName() {
+  // A named network namespace (ip netns, /run/netns/NAME) is an emulated host: the same
+  // inode as /proc/self/ns/net means this process runs inside it.
+  struct stat self {};
+  std::error_code ec;
+  if (::stat("/proc/self/ns/net", &self) == 0 && fs::is_directory("/run/netns", ec)) {
+    for (const auto& entry : fs::directory_iterator("/run/netns", ec)) {
+      struct stat ns {};
+      if (::stat(entry.path().c_str(), &ns) == 0 && ns.st_ino == self.st_ino &&
+          ns.st_dev == self.st_dev) {
+        return entry.path().filename().string();
+      }
+    }
+  }
   char host[256] = {};
   if (::gethostname(host, sizeof(host) - 1) != 0) return "unknown";
   return host;

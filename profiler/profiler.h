@@ -182,7 +182,8 @@ int64_t NowUnixMicros();
 // Task folder name of a request's task label: "worker:1" -> "worker-1".
 std::string PeerName(const std::string& task_label);
 
-// This machine's host name (gethostname).
+// The host this process runs on: the name of its network namespace when that is a named one
+// (an emulated host, scripts/netns_hosts.sh), else gethostname().
 std::string HostName();
 
 // uname(2) and /proc/cpuinfo's model name, as Touchstone's "System Information".

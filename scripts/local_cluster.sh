@@ -4,12 +4,22 @@
 # task's name. Waits for all of them; if one fails, stops the rest and exits with its code.
 # Ctrl-C stops them all.
 #
-#   scripts/local_cluster.sh SPEC [flags for every task...]
+#   scripts/local_cluster.sh [--hosts HOSTS.json] SPEC [flags for every task...]
 #   scripts/local_cluster.sh cluster_specs/local_1ps_2w.json --model=logreg --train_steps=1000
+# --hosts (from scripts/make_spec.py) maps "job:index" to an emulated host of
+# scripts/netns_hosts.sh; each task then runs inside it (`ip netns exec HOST`, needs root).
 # Environment: BIN_DIR (default build/bin).
 set -euo pipefail
+hosts_file=""
+if [[ "${1:-}" == --hosts ]]; then
+  hosts_file=${2:-}
+  shift 2 || true
+elif [[ "${1:-}" == --hosts=* ]]; then
+  hosts_file=${1#*=}
+  shift
+fi
 if (($# < 1)) || [[ "$1" == -* ]]; then
-  echo "usage: scripts/local_cluster.sh SPEC [flags...]" >&2
+  echo "usage: scripts/local_cluster.sh [--hosts HOSTS.json] SPEC [flags...]" >&2
   exit 2
 fi
 spec=$1
@@ -34,6 +44,26 @@ if ((${#tasks[@]} == 0)); then
   exit 2
 fi
 
+# job:index -> the emulated host (network namespace) it runs in.
+declare -A host_of=()
+if [[ -n "$hosts_file" ]]; then
+  [[ -r "$hosts_file" ]] || { echo "local_cluster: host map '$hosts_file' not found" >&2; exit 2; }
+  while read -r task host; do
+    [[ -n "$task" ]] && host_of[$task]=$host
+  done < <(python3 -c '
+import json, sys
+for task, host in json.load(open(sys.argv[1])).items():
+    print(task, host)
+' "$hosts_file" 2>/dev/null) || true
+  for task in "${tasks[@]}"; do
+    key="${task/ /:}"
+    host=${host_of[$key]:-}
+    [[ -n "$host" ]] || { echo "local_cluster: $hosts_file has no host for $key" >&2; exit 2; }
+    ip netns list 2>/dev/null | awk '{print $1}' | grep -qx "$host" ||
+      { echo "local_cluster: emulated host '$host' of $key does not exist (scripts/netns_hosts.sh up)" >&2; exit 2; }
+  done
+fi
+
 declare -A name_of=()
 declare -A live=()
 stop_all() {
@@ -43,7 +73,9 @@ trap 'echo "local_cluster: interrupted, stopping every task" >&2; stop_all; wait
 
 for task in "${tasks[@]}"; do
   read -r job index <<<"$task"
-  "$BIN_DIR/$job" --cluster_spec="$spec" --job_name="$job" --task_index="$index" "$@" \
+  in_host=()
+  [[ -n "$hosts_file" ]] && in_host=(ip netns exec "${host_of[$job:$index]}")
+  "${in_host[@]}" "$BIN_DIR/$job" --cluster_spec="$spec" --job_name="$job" --task_index="$index" "$@" \
     > >(sed -u "s/^/[$job:$index] /") 2>&1 &
   live[$!]=1
   name_of[$!]="$job:$index"

@@ -499,6 +499,11 @@ TEST(ShippedClusterSpecsTest, EveryJsonFileIsValid) {
     if (entry.path().extension() == ".json") files.push_back(entry.path());
   }
   ASSERT_GE(files.size(), 4u) << "expected the local and CloudLab specs in " << dir;
+  // The layout presets (scripts/make_spec.py output): layouts/<name>/spec.json.
+  for (const auto& entry : fs::directory_iterator(dir / "layouts")) {
+    files.push_back(entry.path() / "spec.json");
+  }
+  ASSERT_GE(files.size(), 10u) << "expected the six layout presets in " << dir / "layouts";
   for (const fs::path& file : files) {
     SCOPED_TRACE(file.string());
     for (const char* job : {kChiefJob, kPsJob, kWorkerJob}) {

@@ -1,0 +1,146 @@
+// A cluster on emulated hosts: scripts/netns_hosts.sh makes two network namespaces joined by
+// a bridge (1 Gbit/s links), scripts/make_spec.py lays out PW-W (host 1: chief, ps and
+// worker 0; host 2: worker 1), scripts/local_cluster.sh --hosts runs each task in its host.
+// The report must group the tasks by host and split the bytes as on real nodes: what stays
+// on a host goes over its lo, what crosses goes over eth0 (the veth). Needs root; skips
+// without it.
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/testing/cluster.h"
+#include "tests/testing/subprocess.h"
+
+namespace fulcrum {
+namespace {
+
+namespace fs = std::filesystem;
+using ::fulcrum::testing::FreshDir;
+using ::fulcrum::testing::ReadFile;
+
+// Runs a shell command line (shell-safe already) with a deadline; output and exit code.
+::fulcrum::testing::RunResult Shell(const std::string& line, int timeout_seconds = 300) {
+  ::fulcrum::testing::RunResult r;
+  FILE* pipe = popen(absl::StrCat("timeout ", timeout_seconds, " ", line, " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return r;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof(buf), pipe)) r.output.append(buf, n);
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+class NetnsClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "emulated hosts need root (network namespaces)";
+    if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
+      GTEST_SKIP() << "the dataset-fashion-mnist package is not installed";
+    }
+    prefix_ = absl::StrCat("t", ::getpid() % 100000);
+    const auto up =
+        Shell(absl::StrCat(kScripts, "/netns_hosts.sh up 2 --rate 1gbit --prefix ", prefix_));
+    if (up.exit_code != 0) GTEST_SKIP() << "cannot make emulated hosts here:\n" << up.output;
+    made_ = true;
+  }
+  void TearDown() override {
+    if (made_) {
+      const auto down = Shell(absl::StrCat(kScripts, "/netns_hosts.sh down --prefix ", prefix_));
+      EXPECT_EQ(down.exit_code, 0) << down.output;
+      // Nothing of ours is left behind.
+      EXPECT_EQ(Shell(absl::StrCat("ip netns list | grep -c '^", prefix_, "-h'")).output, "0\n");
+    }
+  }
+
+  static constexpr const char* kScripts = FULCRUM_SOURCE_DIR "/scripts";
+  std::string prefix_;
+  bool made_ = false;
+};
+
+TEST_F(NetnsClusterTest, PwWSplitsLoopbackAndCrossHostBytesByHost) {
+  const fs::path dir = FreshDir("netns_pw_w");
+  const auto spec = Shell(absl::StrCat(kScripts, "/make_spec.py --layout pw-w --workers 2 --ps 1",
+                                       " --hosts 2 --prefix ", prefix_, " --out ", dir.string()));
+  ASSERT_EQ(spec.exit_code, 0) << spec.output;
+  const fs::path run_dir = dir / "run";
+  const auto run = Shell(absl::StrCat(
+      "env BIN_DIR=", FULCRUM_BIN_DIR, " ", kScripts, "/local_cluster.sh --hosts ",
+      (dir / "hosts.json").string(), " ", (dir / "spec.json").string(),
+      " --model=logreg --batch_size=128 --learning_rate=0.03 --train_steps=300 --mode=sync",
+      " --eval_every=0 --threads=1 --startup_timeout=60 --profile_interval_ms=100",
+      " --run_dir=", run_dir.string()));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+
+  const nlohmann::json r = nlohmann::json::parse(ReadFile(run_dir / "report.json"));
+  ASSERT_EQ(r["hosts"].size(), 2u) << r["hosts"].dump();
+  const nlohmann::json& h1 = r["hosts"][0];
+  const nlohmann::json& h2 = r["hosts"][1];
+  EXPECT_EQ(h1["host"], prefix_ + "-h1");
+  EXPECT_EQ(h1["tasks"], nlohmann::json({"chief-0", "ps-0", "worker-0"}));
+  EXPECT_EQ(h2["host"], prefix_ + "-h2");
+  EXPECT_EQ(h2["tasks"], nlohmann::json({"worker-1"}));
+
+  nlohmann::json w0, w1;
+  for (const auto& t : r["tasks"]) {
+    if (t["task"] == "worker-0") w0 = t;
+    if (t["task"] == "worker-1") w1 = t;
+  }
+  // worker-0 talks to ps-0 on its own host: over lo, so host 1's lo carries at least its bytes.
+  EXPECT_GE(h1["loopback_bytes_sent"].get<double>(),
+            w0["app_bytes_sent"].get<double>() + w0["app_bytes_received"].get<double>());
+  // worker-1 is alone on host 2: nothing on its lo; all its traffic crosses eth0.
+  EXPECT_EQ(w1["loopback_bytes_sent"].get<double>(), 0.0) << w1.dump();
+  EXPECT_GE(w1["external_bytes_sent"].get<double>(), w1["app_bytes_sent"].get<double>());
+  EXPECT_GE(w1["external_bytes_received"].get<double>(), w1["app_bytes_received"].get<double>());
+  // What leaves host 2 arrives at host 1 and the other way round (one bridge between them).
+  EXPECT_NEAR(h2["external_bytes_sent"].get<double>(), h1["external_bytes_received"].get<double>(),
+              0.02 * h2["external_bytes_sent"].get<double>() + 65536);
+  // The per-interface figures come out per host: host 2's interfaces are lo and eth0 only.
+  std::vector<std::string> names;
+  for (const auto& i : h2["interfaces"]) names.push_back(i["name"]);
+  EXPECT_EQ(names, (std::vector<std::string>{"lo", "eth0"}));
+}
+
+}  // namespace
+}  // namespace fulcrum
+
+namespace fulcrum {
+namespace {
+
+// Bad input to the host and layout tools is refused by name with exit code 2, before
+// anything is made.
+TEST(NetnsToolsTest, BadInputIsRefusedWithExitCode2) {
+  const std::string scripts = FULCRUM_SOURCE_DIR "/scripts";
+  const fs::path dir = FreshDir("netns_bad_input");
+  struct Case {
+    std::string command;
+    std::string says;
+  };
+  const Case cases[] = {
+      {"/make_spec.py --layout ring --workers 2 --out " + dir.string(), "--layout=ring"},
+      {"/make_spec.py --layout ps-w-w --workers 2 --hosts 1 --out " + dir.string(),
+       "needs at least 2 hosts"},
+      {"/make_spec.py --layout pw-pw --workers 1 --ps 1 --hosts 2 --out " + dir.string(),
+       "a ps and a worker on every host"},
+      {"/netns_hosts.sh up 0", "the number of hosts"},
+      {"/netns_hosts.sh up 2 --rate fast", "--rate must be"},
+      {"/netns_hosts.sh up 2 --prefix Bad-Name", "--prefix must be"},
+      {"/netns_hosts.sh sideways", "unknown command"},
+      {"/local_cluster.sh --hosts " + (dir / "missing.json").string() + " " +
+           (dir / "missing.json").string(),
+       "not found"},
+  };
+  for (const Case& c : cases) {
+    const auto r = Shell(scripts + c.command);
+    EXPECT_EQ(r.exit_code, 2) << c.command << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.says), std::string::npos) << c.command << "\n" << r.output;
+  }
+  EXPECT_FALSE(fs::exists(dir / "spec.json"));
+}
+
+}  // namespace
+}  // namespace fulcrum
