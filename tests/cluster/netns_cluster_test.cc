@@ -144,3 +144,63 @@ TEST(NetnsToolsTest, BadInputIsRefusedWithExitCode2) {
 
 }  // namespace
 }  // namespace fulcrum
+
+namespace fulcrum {
+namespace {
+
+// A small sweep as CI can afford: 2 layouts x 2 worker counts on 1 Gbit/s links, few steps.
+// The CSV has a row per combination (pw-w with one worker is skipped, by name), and the
+// bytes land where the layout puts them: PS-W-W sends every worker's traffic across hosts,
+// PW-W keeps worker 0's on the ps host's lo. A repeat resumes instead of running again.
+TEST(SweepTest, SmallSweepWritesTheCsvAndSplitsBytesByLayout) {
+  if (::geteuid() != 0) GTEST_SKIP() << "emulated hosts need root (network namespaces)";
+  if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << "the dataset-fashion-mnist package is not installed";
+  }
+  const fs::path dir = FreshDir("sweep_small");
+  const std::string cmd =
+      absl::StrCat("env BIN_DIR=", FULCRUM_BIN_DIR, " ", FULCRUM_SOURCE_DIR,
+                   "/bench/sweep.py --layouts=ps-w-w,pw-w --workers=1,2 --rates=1gbit --steps=150",
+                   " --extra=--learning_rate=0.03 --out=", dir.string());
+  const auto first = Shell(cmd, 600);
+  if (first.output.find("cannot make") != std::string::npos) {
+    GTEST_SKIP() << "cannot make emulated hosts here:\n" << first.output;
+  }
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const std::string csv = ReadFile(dir / "results.csv");
+  std::vector<std::string> lines;
+  for (size_t start = 0, end; (end = csv.find('\n', start)) != std::string::npos; start = end + 1) {
+    lines.push_back(csv.substr(start, end - start));
+  }
+  ASSERT_EQ(lines.size(), 5u) << csv;  // header + 4 combinations
+  EXPECT_EQ(lines[0].rfind("layout,workers,ps,hosts,batch_size,mode,rate,status", 0), 0u);
+  // Columns counted from 0: 7 status, 17 loopback_bytes_sent, 18 external_bytes_sent.
+  auto field = [](const std::string& line, int i) {
+    size_t start = 0;
+    for (int k = 0; k < i; ++k) start = line.find(',', start) + 1;
+    return line.substr(start, line.find(',', start) - start);
+  };
+  ASSERT_EQ(field(lines[0], 17), "loopback_bytes_sent") << lines[0];
+  ASSERT_EQ(field(lines[0], 18), "external_bytes_sent") << lines[0];
+  ASSERT_EQ(field(lines[0], 20), "app_bytes_sent") << lines[0];
+  EXPECT_EQ(field(lines[3], 7), "pw-w needs 2 or more workers") << lines[3];
+  for (int row : {1, 2, 4}) {
+    EXPECT_EQ(field(lines[row], 7), "ok") << lines[row];
+  }
+  const double psww_ext = std::stod(field(lines[2], 18));  // ps-w-w, 2 workers
+  const double psww_lo = std::stod(field(lines[2], 17));
+  const double pww_ext = std::stod(field(lines[4], 18));  // pw-w, 2 workers
+  const double pww_lo = std::stod(field(lines[4], 17));
+  // PS-W-W: both workers cross; PW-W: only worker 1 crosses, worker 0 stays on lo.
+  EXPECT_GT(psww_ext, 1.6 * pww_ext) << csv;
+  EXPECT_GT(pww_lo, 2.0 * psww_lo) << csv;
+  EXPECT_TRUE(fs::exists(dir / "index.html"));
+  EXPECT_NE(ReadFile(dir / "index.html").find("<svg"), std::string::npos);
+
+  const auto again = Shell(cmd, 600);
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NE(again.output.find("from an earlier sweep"), std::string::npos) << again.output;
+}
+
+}  // namespace
+}  // namespace fulcrum
