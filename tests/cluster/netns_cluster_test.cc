@@ -105,6 +105,30 @@ TEST_F(NetnsClusterTest, PwWSplitsLoopbackAndCrossHostBytesByHost) {
   EXPECT_EQ(names, (std::vector<std::string>{"lo", "eth0"}));
 }
 
+// scripts/launch_ssh.sh as on real nodes, with its --exec hook running each task in its
+// emulated host instead of over ssh: every task exits 0 and the report covers both hosts.
+TEST_F(NetnsClusterTest, LaunchSshWithExecHookRunsEveryTaskOnItsHost) {
+  const fs::path dir = FreshDir("netns_launch_ssh");
+  const auto spec = Shell(absl::StrCat(kScripts, "/make_spec.py --layout ps-w-w --workers 2",
+                                       " --hosts 2 --prefix ", prefix_, " --out ", dir.string()));
+  ASSERT_EQ(spec.exit_code, 0) << spec.output;
+  const fs::path run_dir = dir / "run";
+  const auto run = Shell(absl::StrCat(
+      kScripts, "/launch_ssh.sh --exec 'ip netns exec {host}' --remote_dir ", FULCRUM_SOURCE_DIR,
+      " --bin_dir ", FULCRUM_BIN_DIR, " --hosts ", (dir / "hosts.json").string(), " --run_dir ",
+      run_dir.string(), " ", (dir / "spec.json").string(),
+      " --model=logreg --batch_size=128 --train_steps=200 --mode=async --eval_every=0",
+      " --threads=1 --startup_timeout=60"));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const nlohmann::json r = nlohmann::json::parse(ReadFile(run_dir / "report.json"));
+  ASSERT_EQ(r["hosts"].size(), 2u) << r["hosts"].dump();
+  EXPECT_EQ(r["hosts"][1]["tasks"], nlohmann::json({"worker-0", "worker-1"}));
+  for (const char* task : {"chief-0", "ps-0", "worker-0", "worker-1"}) {
+    EXPECT_TRUE(fs::exists(run_dir / "launch" / (std::string(task) + ".log"))) << task;
+    EXPECT_TRUE(fs::exists(run_dir / task / "summary.json")) << task;
+  }
+}
+
 }  // namespace
 }  // namespace fulcrum
 
