@@ -3,7 +3,7 @@
 
   bench/sweep.py --layouts=ps-w-w,pw-pw,pw-w --workers=1,2,4 --ps=1,2 --batch_sizes=64,128
       --modes=sync,async --rates=1gbit,10gbit --model=logreg --steps=500 --repeats=3
-      --out=DIR [--extra="--learning_rate=0.03"] [--timeout=600]
+      --out=DIR [--target_accuracy=0.8] [--extra="--learning_rate=0.03"] [--timeout=600]
 
 Each run is a real cluster (scripts/local_cluster.sh --hosts) on hosts made by
 scripts/netns_hosts.sh (one set per link rate, removed afterwards), laid out by
@@ -114,6 +114,8 @@ def run_one(c, repeat, args, out_dir, bin_dir):
                  "--train_steps=%d" % args.steps, "--mode=" + c["mode"], "--threads=1",
                  "--eval_every=%d" % max(1, args.steps // 5), "--log_every=100000",
                  "--startup_timeout=120", "--run_dir=" + os.path.join(run_dir, "run")]
+        if args.target_accuracy > 0:  # stop there; --steps is the cap
+            flags.append("--target_accuracy=%g" % args.target_accuracy)
         flags += args.extra.split()
         env = dict(os.environ, BIN_DIR=bin_dir)
         cmd = [os.path.join(SCRIPTS, "local_cluster.sh"), "--hosts",
@@ -205,8 +207,12 @@ def line_chart(title, xlabel, ylabel, series, w=560, h=300):
         out.append('<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#eee"/>'
                    '<text x="%d" y="%.1f" text-anchor="end">%s</text>'
                    % (L, w - R, py(v), py(v), L - 4, py(v) + 4, human(v)))
-    for x in sorted({p[0] for p in pts}):
-        out.append('<text x="%.1f" y="%d" text-anchor="middle">%s</text>' % (px(x), h - B + 14, "%g" % x))
+    xs = sorted({p[0] for p in pts})
+    if len(xs) > 12:  # evenly spaced ticks instead of every value
+        xs = [x0 + (x1 - x0) * i / 6 for i in range(7)]
+    for x in xs:
+        out.append('<text x="%.1f" y="%d" text-anchor="middle">%s</text>' % (px(x), h - B + 14,
+                                                                        human(x)))
     out.append('<text x="%d" y="%d" text-anchor="middle">%s</text>' % ((L + w - R) / 2, h - 8, esc(xlabel)))
     out.append('<text transform="translate(12,%d) rotate(-90)" text-anchor="middle">%s</text>'
                % ((T + h - B) / 2, esc(ylabel)))
@@ -216,7 +222,7 @@ def line_chart(title, xlabel, ylabel, series, w=560, h=300):
         out.append('<polyline fill="none" stroke="%s" stroke-width="1.8"%s points="%s"/>'
                    % (color, ' stroke-dasharray="5 3"' if dashed else "",
                       " ".join("%.1f,%.1f" % (px(x), py(y)) for x, y in good)))
-        for x, y in good:
+        for x, y in (good if len(good) <= 30 else []):
             out.append('<circle cx="%.1f" cy="%.1f" r="2.5" fill="%s"/>' % (px(x), py(y), color))
         lx, ly = 10 + (i % 2) * (w / 2), h + 4 + 20 * (i // 2)
         out.append('<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="2"%s/>'
@@ -226,8 +232,8 @@ def line_chart(title, xlabel, ylabel, series, w=560, h=300):
     return "".join(out) + "</svg>"
 
 
-def bar_chart(title, parts, bars, unit, w=560):
-    """bars: [(label, [value per part])] -> horizontal stacked bars."""
+def bar_chart(title, parts, bars, unit, w=640):
+    """bars: [(label, [value per part])] -> horizontal stacked bars (labels left of x=260)."""
     h = 50 + 20 * max(1, len(bars))
     top = max([sum(v or 0 for v in vals) for _, vals in bars] + [0]) or 1.0
     out = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" '
@@ -235,12 +241,12 @@ def bar_chart(title, parts, bars, unit, w=560):
            'text-anchor="middle" font-size="13">%s</text>' % (w, h, w / 2, esc(title))]
     for i, p in enumerate(parts):
         out.append('<rect x="%d" y="24" width="10" height="8" fill="%s"/><text x="%d" y="32">%s</text>'
-                   % (200 + 110 * i, COLORS[i], 213 + 110 * i, esc(p)))
+                   % (260 + 110 * i, COLORS[i], 273 + 110 * i, esc(p)))
     for j, (label, vals) in enumerate(bars):
-        y, x = 42 + 20 * j, 200.0
-        out.append('<text x="196" y="%d" text-anchor="end">%s</text>' % (y + 12, esc(label)))
+        y, x = 42 + 20 * j, 260.0
+        out.append('<text x="256" y="%d" text-anchor="end">%s</text>' % (y + 12, esc(label)))
         for i, v in enumerate(vals):
-            width = (v or 0) / top * (w - 290)
+            width = (v or 0) / top * (w - 350)
             out.append('<rect x="%.1f" y="%d" width="%.1f" height="14" fill="%s"/>'
                        % (x, y, width, COLORS[i]))
             x += width
@@ -251,6 +257,66 @@ def bar_chart(title, parts, bars, unit, w=560):
 
 def mb(v):
     return "%.1f MB" % (v / 1e6)
+
+
+def load_report(out_dir, combo):
+    """The report.json of a combination's first good repeat, or None."""
+    for repeat in range(1, 100):
+        path = os.path.join(out_dir, "runs", run_name(combo, repeat), "run", "report.json")
+        if os.path.exists(path):
+            with open(path) as f:
+                return json.load(f)
+        if not os.path.isdir(os.path.dirname(os.path.dirname(path))):
+            return None
+    return None
+
+
+def per_run_charts(out_dir, ok):
+    """Charts from the runs' own reports: per task, per host, and loss curves."""
+    charts = []
+    # One representative run per layout: most workers, then the first of the other settings.
+    chosen = {}
+    for r in ok:
+        best = chosen.get(r["layout"])
+        if best is None or r["workers"] > best["workers"]:
+            chosen[r["layout"]] = r
+    tasks, hosts = [], []
+    for layout, r in sorted(chosen.items()):
+        report = load_report(out_dir, r)
+        if report is None:
+            continue
+        tag = "%s w%d ps%d %s" % (layout, r["workers"], r["ps"], r["mode"])
+        for t in report.get("tasks", []):
+            tasks.append(("%s %s@%s" % (tag, t.get("task"), t.get("host")),
+                          t.get("cpu_percent_mean"), t.get("peak_rss_bytes")))
+        for h in report.get("hosts", []):
+            hosts.append(("%s %s" % (tag, h.get("host")),
+                          [h.get("loopback_bytes_sent"), h.get("external_bytes_sent"),
+                           h.get("external_bytes_received")]))
+    charts.append(bar_chart("CPU per task (mean, % of one core), most workers per layout",
+                            ["CPU"], [(n, [c]) for n, c, _ in tasks], lambda v: "%.0f%%" % v))
+    charts.append(bar_chart("Peak RSS per task", ["RSS"], [(n, [m]) for n, _, m in tasks], mb))
+    charts.append(bar_chart("Per host: loopback out, external out, external in",
+                            ["lo out", "ext out", "ext in"], hosts, mb))
+    # Loss of worker 0 against the global step and against time, sync vs async, per layout.
+    by_step, by_time = [], []
+    for g, (layout, r) in enumerate(sorted(chosen.items())):
+        for mode, dashed in (("sync", False), ("async", True)):
+            c = dict(r, mode=mode)
+            report = load_report(out_dir, c)
+            if report is None or not report.get("workers"):
+                continue
+            steps = report["workers"][0].get("series", {}).get("steps", {})
+            loss, gstep, t = steps.get("loss", []), steps.get("global_step", []), steps.get("unix_s", [])
+            name = "%s w%d %s" % (layout, r["workers"], mode)
+            by_step.append((name, list(zip(gstep, loss)), dashed, g))
+            t0 = t[0] if t else 0
+            by_time.append((name, [(x - t0, y) for x, y in zip(t, loss)], dashed, g))
+    charts.append(line_chart("Training loss (worker 0) vs global step: sync solid, async dashed",
+                             "global step", "loss", by_step))
+    charts.append(line_chart("Training loss (worker 0) vs time: sync solid, async dashed",
+                             "seconds", "loss", by_time))
+    return charts
 
 
 def write_index(out_dir, results):
@@ -286,6 +352,11 @@ def write_index(out_dir, results):
                             [(label(r), [r["peak_rss_bytes"]]) for r in ok], mb))
     charts.append(bar_chart("Training time (s)", ["train"],
                             [(label(r), [r["train_seconds"]]) for r in ok], lambda v: "%.2f s" % v))
+    if any(r["time_to_target_accuracy_seconds"] is not None for r in ok):
+        charts.append(bar_chart("Time to target accuracy (s)", ["time"],
+                                [(label(r), [r["time_to_target_accuracy_seconds"]]) for r in ok],
+                                lambda v: "%.2f s" % v))
+    charts += per_run_charts(out_dir, ok)
     fields = list(results[0].keys()) if results else []
     table = "<table><tr>%s</tr>%s</table>" % (
         "".join("<th>%s</th>" % esc(f) for f in fields),
@@ -313,6 +384,7 @@ def main():
     p.add_argument("--model", default="logreg")
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--target_accuracy", type=float, default=0.0)
     p.add_argument("--extra", default="")
     p.add_argument("--timeout", type=int, default=600)
     p.add_argument("--out", required=True)
@@ -331,6 +403,8 @@ def main():
         rates = csv_list(args.rates, str, "rates")
         if args.steps < 1 or args.repeats < 1 or args.timeout < 1:
             raise ValueError("--steps, --repeats and --timeout must be positive")
+        if not 0 <= args.target_accuracy <= 1:
+            raise ValueError("--target_accuracy=%g: must be in [0, 1]" % args.target_accuracy)
     except ValueError as e:
         print("sweep: %s" % e, file=sys.stderr)
         return 2
