@@ -3,7 +3,7 @@
 
   bench/sweep.py --layouts=ps-w-w,pw-pw,pw-w --workers=1,2,4 --ps=1,2 --batch_sizes=64,128
       --modes=sync,async --rates=1gbit,10gbit --model=logreg --steps=500 --repeats=3
-      --out=DIR [--target_accuracy=0.8] [--extra="--learning_rate=0.03"] [--timeout=600]
+      --out=DIR [--target_accuracy=0.8 --eval_every=50] [--extra="--learning_rate=0.03"] [--timeout=600]
 
 Each run is a real cluster (scripts/local_cluster.sh --hosts) on hosts made by
 scripts/netns_hosts.sh (one set per link rate, removed afterwards), laid out by
@@ -11,7 +11,7 @@ scripts/make_spec.py; combinations a layout cannot take (pw-w with one worker, .
 listed as skipped. A failed run is recorded as failed and the sweep goes on; a run whose
 report.json exists in DIR/runs/ is not run again (resume by repeating the command).
 Writes DIR/runs.csv (one row per run) and DIR/results.csv (one row per combination, medians
-over its good repeats) and DIR/index.html (examples/sec vs workers with the ideal-linear line,
+over its good repeats), DIR/plots/NN.svg and DIR/index.html (examples/sec vs workers with the ideal-linear line,
 loopback vs cross-host bytes, CPU, memory and training time per combination, the table, as
 inline SVG). Needs root for the emulated hosts; exit code 2 on bad input.
 """
@@ -112,7 +112,8 @@ def run_one(c, repeat, args, out_dir, bin_dir):
     if code == 0:
         flags = ["--model=" + args.model, "--batch_size=%d" % c["batch_size"],
                  "--train_steps=%d" % args.steps, "--mode=" + c["mode"], "--threads=1",
-                 "--eval_every=%d" % max(1, args.steps // 5), "--log_every=100000",
+                 "--eval_every=%d" % (args.eval_every or max(1, args.steps // 5)),
+                 "--log_every=100000",
                  "--startup_timeout=120", "--run_dir=" + os.path.join(run_dir, "run")]
         if args.target_accuracy > 0:  # stop there; --steps is the cap
             flags.append("--target_accuracy=%g" % args.target_accuracy)
@@ -367,6 +368,12 @@ def write_index(out_dir, results):
             "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px}</style>"
             "</head><body><h1>Fulcrum sweep</h1>%s<h2>Results (medians over repeats)</h2>%s"
             "</body></html>\n" % ("".join(charts), table))
+    # Each chart also as its own SVG file, for papers and slides.
+    plots = os.path.join(out_dir, "plots")
+    os.makedirs(plots, exist_ok=True)
+    for i, svg in enumerate(charts):
+        with open(os.path.join(plots, "%02d.svg" % (i + 1)), "w") as f:
+            f.write(svg)
     tmp = os.path.join(out_dir, "index.html.tmp")
     with open(tmp, "w") as f:
         f.write(html)
@@ -385,6 +392,9 @@ def main():
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--target_accuracy", type=float, default=0.0)
+    p.add_argument("--eval_every", type=int, default=0,
+                   help="global steps between evaluations (default steps/5); the resolution "
+                        "of time to target accuracy")
     p.add_argument("--extra", default="")
     p.add_argument("--timeout", type=int, default=600)
     p.add_argument("--out", required=True)
@@ -401,7 +411,7 @@ def main():
         if any(m not in ("sync", "async") for m in modes):
             raise ValueError("--modes=%s: expected sync and/or async" % args.modes)
         rates = csv_list(args.rates, str, "rates")
-        if args.steps < 1 or args.repeats < 1 or args.timeout < 1:
+        if args.steps < 1 or args.repeats < 1 or args.timeout < 1 or args.eval_every < 0:
             raise ValueError("--steps, --repeats and --timeout must be positive")
         if not 0 <= args.target_accuracy <= 1:
             raise ValueError("--target_accuracy=%g: must be in [0, 1]" % args.target_accuracy)

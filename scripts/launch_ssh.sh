@@ -80,7 +80,10 @@ if [[ -z "$exec_cmd" ]]; then  # the nodes get the spec at the same path
   for task in "${tasks[@]}"; do
     read -r _ _ host <<< "$task"
     on_host "$host" mkdir -p "$(dirname "$spec")" "$run_dir"
-    $ssh_cmd "$host" "cat > $(printf '%q' "$spec")" < "$spec"
+    # Through a temporary file: on a node that is this machine, `cat > SPEC < SPEC` would
+    # empty it.
+    q=$(printf '%q' "$spec")
+    $ssh_cmd "$host" "cat > $q.launch-tmp && mv -f $q.launch-tmp $q" < "$spec"
   done
 fi
 for task in "${tasks[@]}"; do

@@ -135,6 +135,33 @@ TEST_F(NetnsClusterTest, LaunchSshWithExecHookRunsEveryTaskOnItsHost) {
 namespace fulcrum {
 namespace {
 
+// scripts/launch_ssh.sh's ssh path, with tests/testing/fake_ssh.sh standing in for ssh (it
+// runs the remote command here): the spec is copied, every task runs with the quoted
+// command line, and the task folders are gathered back into the run directory.
+TEST(LaunchSshTest, SshPathStartsEveryTaskAndGathersTheRunDirectory) {
+  if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << "the dataset-fashion-mnist package is not installed";
+  }
+  const fs::path dir = FreshDir("launch_ssh_fake");
+  const std::string spec = ::fulcrum::testing::WriteLocalSpec(dir / "spec.json", 1, 2);
+  const fs::path run_dir = dir / "run dir";  // a space: the remote command must be quoted
+  const auto run = Shell(
+      absl::StrCat(FULCRUM_SOURCE_DIR, "/scripts/launch_ssh.sh --ssh ", FULCRUM_SOURCE_DIR,
+                   "/tests/testing/fake_ssh.sh --remote_dir ", FULCRUM_SOURCE_DIR, " --bin_dir ",
+                   FULCRUM_BIN_DIR, " --run_dir '", run_dir.string(), "' ", spec,
+                   " --model=logreg --batch_size=128 --train_steps=100 --mode=async --eval_every=0",
+                   " --threads=1 --startup_timeout=60"));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const nlohmann::json r = nlohmann::json::parse(ReadFile(run_dir / "report.json"));
+  EXPECT_EQ(r["tasks"].size(), 4u);
+  EXPECT_TRUE(fs::exists(run_dir / "report.html"));
+  for (const char* task : {"chief-0", "ps-0", "worker-0", "worker-1"}) {
+    EXPECT_TRUE(fs::exists(run_dir / task / "summary.json")) << task;
+    EXPECT_TRUE(fs::exists(run_dir / "launch" / (std::string(task) + ".log"))) << task;
+  }
+  EXPECT_FALSE(fs::exists(run_dir / "launch" / "gather-worker-0"));  // staging removed
+}
+
 // Bad input to the host and layout tools is refused by name with exit code 2, before
 // anything is made.
 TEST(NetnsToolsTest, BadInputIsRefusedWithExitCode2) {
