@@ -22,16 +22,9 @@ namespace fs = std::filesystem;
 using ::fulcrum::testing::FreshDir;
 using ::fulcrum::testing::ReadFile;
 
-// Runs a shell command line (shell-safe already) with a deadline; output and exit code.
+// A shell command line (shell-safe already) with a deadline: output and exit code.
 ::fulcrum::testing::RunResult Shell(const std::string& line, int timeout_seconds = 300) {
-  ::fulcrum::testing::RunResult r;
-  FILE* pipe = popen(absl::StrCat("timeout ", timeout_seconds, " ", line, " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return r;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof(buf), pipe)) r.output.append(buf, n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return ::fulcrum::testing::RunShell(line, timeout_seconds);
 }
 
 class NetnsClusterTest : public ::testing::Test {

@@ -80,6 +80,19 @@ class ProfilerTest : public ::testing::Test {
   fs::path root_;
 };
 
+// A PushPull RPC with `peer` as the runtime reports it.
+RpcEvent Rpc(const std::string& peer, int64_t i, int64_t duration_us, uint64_t sent,
+             uint64_t received) {
+  RpcEvent e;
+  e.peer = &peer;
+  e.method = "PushPull";
+  e.begin_unix_us = 1'700'000'000'000'000 + i;
+  e.duration_us = duration_us;
+  e.bytes_sent = sent;
+  e.bytes_received = received;
+  return e;
+}
+
 StepRecord Step(int64_t i) {
   StepRecord r;
   r.step = i;
@@ -102,16 +115,7 @@ TEST_F(ProfilerTest, EverySinkReadsTheSameRecords) {
   constexpr int kSteps = 30;
   for (int i = 1; i <= kSteps; ++i) (*prof)->RecordStep(Step(i));
   const std::string peer = "ps-0";
-  for (int i = 0; i < 5; ++i) {
-    RpcEvent e;
-    e.peer = &peer;
-    e.method = "PushPull";
-    e.begin_unix_us = 1'700'000'000'000'000 + i;
-    e.duration_us = 100;
-    e.bytes_sent = 1000;
-    e.bytes_received = 2000;
-    (*prof)->OnRpc(e);
-  }
+  for (int i = 0; i < 5; ++i) (*prof)->OnRpc(Rpc(peer, i, 100, 1000, 2000));
   // Traffic seen by the kernel between the baseline and the final sample.
   WriteProc(root_ / "proc", 1100, 5000 + 4096, 7000 + 1000);
   nlohmann::json summary;
@@ -221,16 +225,7 @@ TEST_F(ProfilerTest, RecordsFromManyThreadsWhileSampling) {
   for (int t = 0; t < kRpcThreads; ++t) {
     threads.emplace_back([&, t] {
       const std::string peer = absl::StrCat("ps-", t);
-      for (int i = 0; i < kRpcs; ++i) {
-        RpcEvent e;
-        e.peer = &peer;
-        e.method = "PushPull";
-        e.begin_unix_us = 1'700'000'000'000'000 + i;
-        e.duration_us = 5;
-        e.bytes_sent = 3;
-        e.bytes_received = 4;
-        (*prof)->OnRpc(e);
-      }
+      for (int i = 0; i < kRpcs; ++i) (*prof)->OnRpc(Rpc(peer, i, 5, 3, 4));
     });
   }
   for (auto& th : threads) th.join();

@@ -20,12 +20,10 @@ struct RunResult {
   std::string output;  // stdout and stderr together
 };
 
-// Runs build/bin/<binary> with the flags (each already shell-safe) under `timeout`, so a
-// hung child fails the test instead of the whole suite.
-inline RunResult RunBinary(const std::string& binary, const std::vector<std::string>& flags,
-                           int timeout_seconds = 600) {
-  const std::string cmd = absl::StrCat("timeout ", timeout_seconds, " ", FULCRUM_BIN_DIR, "/",
-                                       binary, " ", absl::StrJoin(flags, " "), " 2>&1");
+// Runs a shell command line (already shell-safe) under `timeout`, so a hung child fails the
+// test instead of the whole suite; stdout and stderr together.
+inline RunResult RunShell(const std::string& line, int timeout_seconds = 600) {
+  const std::string cmd = absl::StrCat("timeout ", timeout_seconds, " ", line, " 2>&1");
   RunResult r;
   FILE* pipe = popen(cmd.c_str(), "r");
   if (pipe == nullptr) return r;
@@ -36,10 +34,17 @@ inline RunResult RunBinary(const std::string& binary, const std::vector<std::str
   return r;
 }
 
+// Runs build/bin/<binary> with the flags (each already shell-safe), see RunShell.
+inline RunResult RunBinary(const std::string& binary, const std::vector<std::string>& flags,
+                           int timeout_seconds = 600) {
+  return RunShell(absl::StrCat(FULCRUM_BIN_DIR, "/", binary, " ", absl::StrJoin(flags, " ")),
+                  timeout_seconds);
+}
+
 // An empty folder under the test temp dir, unique to this process.
 inline std::filesystem::path FreshDir(const std::string& name) {
-  std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) /
-                              absl::StrCat("fulcrum_", name, "_", ::getpid());
+  std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / absl::StrCat("fulcrum_", name, "_", ::getpid());
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
