@@ -248,3 +248,32 @@ TEST(SweepTest, SmallSweepWritesTheCsvAndSplitsBytesByLayout) {
 
 }  // namespace
 }  // namespace fulcrum
+
+namespace fulcrum {
+namespace {
+
+// A run that fails (here: every task refuses a bad flag) is recorded as failed and the sweep
+// still finishes, writing its CSVs.
+TEST(SweepTest, FailedRunIsRecordedAndTheSweepGoesOn) {
+  if (::geteuid() != 0) GTEST_SKIP() << "emulated hosts need root (network namespaces)";
+  const fs::path dir = FreshDir("sweep_failed");
+  const auto r = ::fulcrum::testing::RunShell(
+      absl::StrCat("env BIN_DIR=", FULCRUM_BIN_DIR, " ", FULCRUM_SOURCE_DIR,
+                   "/bench/sweep.py --layouts=ps-w-w --workers=1 --rates=none --steps=10",
+                   " --extra=--learning_rate=-1 --timeout=60 --out=", dir.string()),
+      300);
+  if (r.output.find("cannot make") != std::string::npos) {
+    GTEST_SKIP() << "cannot make emulated hosts here:\n" << r.output;
+  }
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("1 failed"), std::string::npos) << r.output;
+  const std::string runs = ReadFile(dir / "runs.csv");
+  EXPECT_NE(runs.find(",failed,2,"), std::string::npos) << runs;  // status, exit code
+  EXPECT_NE(ReadFile(dir / "results.csv").find(",failed,0,1,"), std::string::npos);
+  EXPECT_NE(ReadFile(dir / "runs" / "ps-w-w_w1_ps1_b128_sync_none_r1" / "cluster.log")
+                .find("learning_rate"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace fulcrum
