@@ -262,13 +262,13 @@ def mb(v):
 
 def load_report(out_dir, combo):
     """The report.json of a combination's first good repeat, or None."""
-    for repeat in range(1, 100):
+    repeat = 1
+    while os.path.isdir(os.path.join(out_dir, "runs", run_name(combo, repeat))):
         path = os.path.join(out_dir, "runs", run_name(combo, repeat), "run", "report.json")
         if os.path.exists(path):
             with open(path) as f:
                 return json.load(f)
-        if not os.path.isdir(os.path.dirname(os.path.dirname(path))):
-            return None
+        repeat += 1
     return None
 
 

@@ -36,7 +36,6 @@ class ChromeTrace {
   absl::Status Write(const std::string& path) const;
 
  private:
-  struct Event;
   const int pid_;
   const std::string process_name_;
   mutable std::mutex mu_;

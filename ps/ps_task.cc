@@ -172,6 +172,8 @@ absl::Status RunPsTask(const runtime::ClusterOptions& cluster,
     service.SetShutdownSummary(summary.ok() ? *summary : std::string());
     status = summary.status();
   }
+  // A Shutdown call that waits for the summary must not wait for one that will not come.
+  if (!status.ok()) service.SetShutdownSummary("");
   // Wake every waiting pull so the handlers return, then stop the server.
   shard.Stop(status.ok() ? "shutdown" : std::string(status.message()));
   server->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(kShutdownGrace));
