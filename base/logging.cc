@@ -1,8 +1,5 @@
 #include "base/logging.h"
 
-#include <malloc.h>
-
-#include <climits>
 #include <memory>
 #include <string>
 
@@ -16,11 +13,6 @@ void InitLogging(std::string_view task) {
   auto logger = spdlog::stderr_color_mt(std::string("fulcrum-") + std::string(task));
   logger->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [" + std::string(task) + "] [%l] %v");
   spdlog::set_default_logger(std::move(logger));
-}
-
-void TuneMallocForTraining() {
-  mallopt(M_TRIM_THRESHOLD, INT_MAX);
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's maximum on 64-bit
 }
 
 }  // namespace fulcrum

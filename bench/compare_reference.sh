@@ -8,7 +8,7 @@
 # side's best-of-threads median examples/sec (steady state, first 20 steps dropped), the
 # thread count that won, and the median and min-max of the pairwise ratios Fulcrum/PyTorch
 # taken at each side's winning thread count. /proc/loadavg is printed before and after.
-# PyTorch is set up as /work/shared/BENCHMARKING.md says ("give the peer its best").
+# PyTorch is set up as docs/benchmarking.md says ("give the peer its best").
 #
 # Usage: bench/compare_reference.sh [--models=logreg,mlp,autoencoder] [--batches=64,128,256]
 #          [--threads=1,2] [--pairs=3] [--seconds=2.5] [--optimizer=sgd]
@@ -58,14 +58,14 @@ done
 for v in ${batches//,/ } ${threads_list//,/ }; do
   [[ "$v" =~ ^[1-9][0-9]*$ ]] || die "batches and threads must be positive integers, got '$v'"
 done
-(( pairs >= 3 )) || echo "compare_reference: note: fewer than 3 pairs; BENCHMARKING.md asks for at least 3" >&2
+(( pairs >= 3 )) || echo "compare_reference: note: fewer than 3 pairs; docs/benchmarking.md asks for at least 3" >&2
 
 [[ -x "$WORKER" ]] || die "${WORKER#${ROOT}/} not found or not executable - run scripts/setup.sh first"
 [[ -r "$REFERENCE" ]] || die "$REFERENCE missing"
 [[ -r "$DATA_DIR/train-images-idx3-ubyte.gz" || -r "$DATA_DIR/train-images-idx3-ubyte" ]] ||
   die "Fashion-MNIST not found in $DATA_DIR (apt-get install dataset-fashion-mnist)"
 
-# --- PyTorch as BENCHMARKING.md says: Debian python3-torch + the OpenMP build of OpenBLAS.
+# --- PyTorch as docs/benchmarking.md says: Debian python3-torch + the OpenMP build of OpenBLAS.
 missing=()
 for pkg in libopenblas0-openmp python3-torch; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
@@ -84,7 +84,7 @@ export MALLOC_MMAP_THRESHOLD_=2000000000 MALLOC_TRIM_THRESHOLD_=4000000000
 unset OPENBLAS_CORETYPE  # chosen below (REF_OPENBLAS_CORETYPE overrides)
 TORCH_LD_LIBRARY_PATH="${OPENBLAS_OMP_DIR}${LD_LIBRARY_PATH:+:${LD_LIBRARY_PATH}}"
 
-# OPENBLAS_CORETYPE: BENCHMARKING.md notes that Debian's OpenBLAS picks its Haswell kernels
+# OPENBLAS_CORETYPE: docs/benchmarking.md notes that Debian's OpenBLAS picks its Haswell kernels
 # on AVX-512 CPUs where SkylakeX is ~2x faster for SGEMM. On the 2-core AMD EPYC (Zen 4)
 # machine this was written on (2026-11-22), OpenBLAS 0.3.21 already detects "Cooperlake" (the
 # SkylakeX AVX-512 SGEMM kernels), and the default was the fastest for PyTorch: 4 interleaved

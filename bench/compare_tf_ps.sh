@@ -67,7 +67,7 @@ for m in ${modes//,/ }; do [[ "$m" =~ ^(sync|async)$ ]] || die "unknown mode '$m
 for v in $pairs $workers $batch $logreg_steps $mlp_steps ${threads_list//,/ }; do
   [[ "$v" =~ ^[1-9][0-9]*$ ]] || die "expected a positive integer, got '$v'"
 done
-(( pairs >= 3 )) || echo "compare_tf_ps: note: fewer than 3 pairs; BENCHMARKING.md asks for at least 3" >&2
+(( pairs >= 3 )) || echo "compare_tf_ps: note: fewer than 3 pairs; docs/benchmarking.md asks for at least 3" >&2
 
 # --- The TF virtual environment (idempotent).
 setup_venv() {

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Runs the cartesian product of cluster layouts and settings on emulated hosts.
 
   bench/sweep.py --layouts=ps-w-w,pw-pw,pw-w --workers=1,2,4 --ps=1,2 --batch_sizes=64,128
@@ -11,9 +11,11 @@ scripts/make_spec.py; combinations a layout cannot take (pw-w with one worker, .
 listed as skipped. A failed run is recorded as failed and the sweep goes on; a run whose
 report.json exists in DIR/runs/ is not run again (resume by repeating the command).
 Writes DIR/runs.csv (one row per run) and DIR/results.csv (one row per combination, medians
-over its good repeats), DIR/plots/NN.svg and DIR/index.html (examples/sec vs workers with the ideal-linear line,
+over its good repeats), DIR/index.html (examples/s vs workers with the ideal-linear line,
 loopback vs cross-host bytes, CPU, memory and training time per combination, the table, as
-inline SVG). Needs root for the emulated hosts; exit code 2 on bad input.
+inline SVG) and each chart as DIR/plots/NN.svg, drawn by scripts/fulcrum_report (matplotlib;
+the renderer of the chief's report.html too). Needs root for the emulated hosts and Debian's
+/usr/bin/python3 with python3-matplotlib; exit code 2 on bad input.
 """
 import argparse
 import csv
@@ -30,6 +32,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = os.path.join(ROOT, "scripts")
 LAYOUTS = ("ps-w-w", "pw-pw", "pw-w", "single")
 PREFIX = "sw"
+
+# The page renderer shared with the chief's report.html; it needs Debian's python3-matplotlib.
+sys.path.insert(0, SCRIPTS)
+try:
+    import fulcrum_report
+except ImportError as renderer_error:  # reported by main(), before any run starts
+    fulcrum_report, RENDERER_ERROR = None, renderer_error
 
 # Per-run figures taken from report.json ("cluster" table unless noted).
 RUN_FIELDS = ["layout", "workers", "ps", "hosts", "batch_size", "mode", "rate", "repeat",
@@ -169,97 +178,6 @@ def summarize(combos, runs):
     return out
 
 
-COLORS = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1",
-          "#ff9da7", "#9c755f", "#bab0ac"]
-
-
-def human(v):
-    if abs(v) >= 1e6:
-        return "%.2fM" % (v / 1e6)
-    if abs(v) >= 1e4:
-        return "%.0fk" % (v / 1e3)
-    return "%.3g" % v
-
-
-def esc(text):
-    return (str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-            .replace('"', "&quot;"))
-
-
-def line_chart(title, xlabel, ylabel, series, w=560, h=300):
-    """series: [(name, [(x, y)...], dashed, color index)] -> inline SVG with axes, a legend."""
-    pts = [(x, y) for _, xy, _, _ in series for x, y in xy if x is not None and y is not None]
-    head = ('<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" '
-            'font-family="sans-serif" font-size="11"><rect width="100%%" height="100%%" '
-            'fill="#fff"/><text x="%d" y="16" text-anchor="middle" font-size="13">%s</text>'
-            % (w, h + 20 * ((len(series) + 1) // 2), w / 2, esc(title)))
-    if not pts:
-        return head + '<text x="%d" y="%d" text-anchor="middle">no data</text></svg>' % (w / 2, h / 2)
-    x0, x1 = min(p[0] for p in pts), max(p[0] for p in pts)
-    y1 = max(p[1] for p in pts) * 1.05 or 1.0
-    if x1 == x0:
-        x0, x1 = x0 - 1, x1 + 1
-    L, R, T, B = 70, 15, 28, 40
-    px = lambda x: L + (x - x0) / (x1 - x0) * (w - L - R)
-    py = lambda y: h - B - y / y1 * (h - T - B)
-    out = [head]
-    for i in range(6):
-        v = y1 * i / 5
-        out.append('<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#eee"/>'
-                   '<text x="%d" y="%.1f" text-anchor="end">%s</text>'
-                   % (L, w - R, py(v), py(v), L - 4, py(v) + 4, human(v)))
-    xs = sorted({p[0] for p in pts})
-    if len(xs) > 12:  # evenly spaced ticks instead of every value
-        xs = [x0 + (x1 - x0) * i / 6 for i in range(7)]
-    for x in xs:
-        out.append('<text x="%.1f" y="%d" text-anchor="middle">%s</text>' % (px(x), h - B + 14,
-                                                                        human(x)))
-    out.append('<text x="%d" y="%d" text-anchor="middle">%s</text>' % ((L + w - R) / 2, h - 8, esc(xlabel)))
-    out.append('<text transform="translate(12,%d) rotate(-90)" text-anchor="middle">%s</text>'
-               % ((T + h - B) / 2, esc(ylabel)))
-    for i, (name, xy, dashed, c) in enumerate(series):
-        color = COLORS[c % len(COLORS)]
-        good = [(x, y) for x, y in xy if x is not None and y is not None]
-        out.append('<polyline fill="none" stroke="%s" stroke-width="1.8"%s points="%s"/>'
-                   % (color, ' stroke-dasharray="5 3"' if dashed else "",
-                      " ".join("%.1f,%.1f" % (px(x), py(y)) for x, y in good)))
-        for x, y in (good if len(good) <= 30 else []):
-            out.append('<circle cx="%.1f" cy="%.1f" r="2.5" fill="%s"/>' % (px(x), py(y), color))
-        lx, ly = 10 + (i % 2) * (w / 2), h + 4 + 20 * (i // 2)
-        out.append('<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="2"%s/>'
-                   '<text x="%d" y="%d">%s</text>' % (lx, lx + 18, ly, ly, color,
-                                                     ' stroke-dasharray="5 3"' if dashed else "",
-                                                     lx + 22, ly + 4, esc(name)))
-    return "".join(out) + "</svg>"
-
-
-def bar_chart(title, parts, bars, unit, w=640):
-    """bars: [(label, [value per part])] -> horizontal stacked bars (labels left of x=260)."""
-    h = 50 + 20 * max(1, len(bars))
-    top = max([sum(v or 0 for v in vals) for _, vals in bars] + [0]) or 1.0
-    out = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" '
-           'font-size="11"><rect width="100%%" height="100%%" fill="#fff"/><text x="%d" y="16" '
-           'text-anchor="middle" font-size="13">%s</text>' % (w, h, w / 2, esc(title))]
-    for i, p in enumerate(parts):
-        out.append('<rect x="%d" y="24" width="10" height="8" fill="%s"/><text x="%d" y="32">%s</text>'
-                   % (260 + 110 * i, COLORS[i], 273 + 110 * i, esc(p)))
-    for j, (label, vals) in enumerate(bars):
-        y, x = 42 + 20 * j, 260.0
-        out.append('<text x="256" y="%d" text-anchor="end">%s</text>' % (y + 12, esc(label)))
-        for i, v in enumerate(vals):
-            width = (v or 0) / top * (w - 350)
-            out.append('<rect x="%.1f" y="%d" width="%.1f" height="14" fill="%s"/>'
-                       % (x, y, width, COLORS[i]))
-            x += width
-        out.append('<text x="%.1f" y="%d">%s</text>' % (x + 4, y + 12,
-                                                       esc(unit(sum(v or 0 for v in vals)))))
-    return "".join(out) + "</svg>"
-
-
-def mb(v):
-    return "%.1f MB" % (v / 1e6)
-
-
 def load_report(out_dir, combo):
     """The report.json of a combination's first good repeat, or None."""
     repeat = 1
@@ -272,112 +190,33 @@ def load_report(out_dir, combo):
     return None
 
 
-def per_run_charts(out_dir, ok):
-    """Charts from the runs' own reports: per task, per host, and loss curves."""
-    charts = []
-    # One representative run per layout: most workers, then the first of the other settings.
+def representative_layouts(out_dir, ok):
+    """Per layout its run with the most workers, with the reports of that combination in
+    sync and in async mode (None where not run), for the per-task and loss charts."""
     chosen = {}
     for r in ok:
         best = chosen.get(r["layout"])
         if best is None or r["workers"] > best["workers"]:
             chosen[r["layout"]] = r
-    tasks, hosts = [], []
+    layouts = []
     for layout, r in sorted(chosen.items()):
-        report = load_report(out_dir, r)
-        if report is None:
-            continue
-        tag = "%s w%d ps%d %s" % (layout, r["workers"], r["ps"], r["mode"])
-        for t in report.get("tasks", []):
-            tasks.append(("%s %s@%s" % (tag, t.get("task"), t.get("host")),
-                          t.get("cpu_percent_mean"), t.get("peak_rss_bytes")))
-        for h in report.get("hosts", []):
-            hosts.append(("%s %s" % (tag, h.get("host")),
-                          [h.get("loopback_bytes_sent"), h.get("external_bytes_sent"),
-                           h.get("external_bytes_received")]))
-    charts.append(bar_chart("CPU per task (mean, % of one core), most workers per layout",
-                            ["CPU"], [(n, [c]) for n, c, _ in tasks], lambda v: "%.0f%%" % v))
-    charts.append(bar_chart("Peak RSS per task", ["RSS"], [(n, [m]) for n, _, m in tasks], mb))
-    charts.append(bar_chart("Per host: loopback out, external out, external in",
-                            ["lo out", "ext out", "ext in"], hosts, mb))
-    # Loss of worker 0 against the global step and against time, sync vs async, per layout.
-    by_step, by_time = [], []
-    for g, (layout, r) in enumerate(sorted(chosen.items())):
-        for mode, dashed in (("sync", False), ("async", True)):
-            c = dict(r, mode=mode)
-            report = load_report(out_dir, c)
-            if report is None or not report.get("workers"):
-                continue
-            steps = report["workers"][0].get("series", {}).get("steps", {})
-            loss, gstep, t = steps.get("loss", []), steps.get("global_step", []), steps.get("unix_s", [])
-            name = "%s w%d %s" % (layout, r["workers"], mode)
-            by_step.append((name, list(zip(gstep, loss)), dashed, g))
-            t0 = t[0] if t else 0
-            by_time.append((name, [(x - t0, y) for x, y in zip(t, loss)], dashed, g))
-    charts.append(line_chart("Training loss (worker 0) vs global step: sync solid, async dashed",
-                             "global step", "loss", by_step))
-    charts.append(line_chart("Training loss (worker 0) vs time: sync solid, async dashed",
-                             "seconds", "loss", by_time))
-    return charts
+        reports = {mode: load_report(out_dir, dict(r, mode=mode)) for mode in ("sync", "async")}
+        layouts.append({"layout": layout, "workers": r["workers"], "ps": r["ps"],
+                        "mode": r["mode"], "reports": reports})
+    return layouts
 
 
 def write_index(out_dir, results):
-    """DIR/index.html: the sweep's figures as inline SVG, then the results table."""
+    """DIR/index.html (the sweep's figures as inline SVG, then the results table) and each
+    chart as DIR/plots/NN.svg, for papers and slides. Drawn by scripts/fulcrum_report, the
+    renderer of the chiefs' report.html too."""
     ok = [r for r in results if r["status"] == "ok"]
-    charts = []
-    groups = {}
-    for r in ok:
-        groups.setdefault((r["layout"], r["ps"], r["batch_size"], r["mode"], r["rate"]), []).append(r)
-    series = []
-    for g, ((layout, n_ps, b, mode, rate), rows) in enumerate(sorted(groups.items())):
-        rows.sort(key=lambda r: r["workers"])
-        name = "%s %dps b%d %s %s" % (layout, n_ps, b, mode, rate)
-        xy = [(r["workers"], r["examples_per_sec"]) for r in rows]
-        series.append((name, xy, False, g))
-        base = rows[0]
-        if len(rows) > 1 and base["examples_per_sec"]:
-            per = base["examples_per_sec"] / base["workers"]
-            series.append((name + " ideal", [(r["workers"], per * r["workers"]) for r in rows], True,
-                           g))
-    charts.append(line_chart("Examples/sec vs workers (dashed: ideal linear)", "workers",
-                             "examples/sec", series))
-    label = lambda r: "%s w%d ps%d b%d %s %s" % (r["layout"], r["workers"], r["ps"],
-                                                r["batch_size"], r["mode"], r["rate"])
-    charts.append(bar_chart("Network bytes sent: same host (lo) vs across hosts",
-                            ["loopback", "external"],
-                            [(label(r), [r["loopback_bytes_sent"], r["external_bytes_sent"]])
-                             for r in ok], mb))
-    charts.append(bar_chart("Cluster CPU (sum of task means, % of one core)", ["CPU"],
-                            [(label(r), [r["cpu_percent_mean"]]) for r in ok],
-                            lambda v: "%.0f%%" % v))
-    charts.append(bar_chart("Peak RSS, all tasks", ["RSS"],
-                            [(label(r), [r["peak_rss_bytes"]]) for r in ok], mb))
-    charts.append(bar_chart("Training time (s)", ["train"],
-                            [(label(r), [r["train_seconds"]]) for r in ok], lambda v: "%.2f s" % v))
-    if any(r["time_to_target_accuracy_seconds"] is not None for r in ok):
-        charts.append(bar_chart("Time to target accuracy (s)", ["time"],
-                                [(label(r), [r["time_to_target_accuracy_seconds"]]) for r in ok],
-                                lambda v: "%.2f s" % v))
-    charts += per_run_charts(out_dir, ok)
-    fields = list(results[0].keys()) if results else []
-    table = "<table><tr>%s</tr>%s</table>" % (
-        "".join("<th>%s</th>" % esc(f) for f in fields),
-        "".join("<tr>%s</tr>" % "".join("<td>%s</td>" % esc("" if r[f] is None else (
-            "%.4g" % r[f] if isinstance(r[f], float) else r[f])) for f in fields) for r in results))
-    html = ("<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>Fulcrum sweep</title>"
-            "<style>body{font:13px sans-serif;margin:16px}svg{border:1px solid #ddd;margin:4px}"
-            "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px}</style>"
-            "</head><body><h1>Fulcrum sweep</h1>%s<h2>Results (medians over repeats)</h2>%s"
-            "</body></html>\n" % ("".join(charts), table))
-    # Each chart also as its own SVG file, for papers and slides.
+    html, charts = fulcrum_report.render_sweep_page(results, representative_layouts(out_dir, ok))
     plots = os.path.join(out_dir, "plots")
     os.makedirs(plots, exist_ok=True)
-    for i, svg in enumerate(charts):
-        with open(os.path.join(plots, "%02d.svg" % (i + 1)), "w") as f:
-            f.write(svg)
-    tmp = os.path.join(out_dir, "index.html.tmp")
-    with open(tmp, "w") as f:
-        f.write(html)
-    os.replace(tmp, os.path.join(out_dir, "index.html"))
+    for i, chart in enumerate(charts):
+        fulcrum_report.write_atomically(os.path.join(plots, "%02d.svg" % (i + 1)), chart.svg)
+    fulcrum_report.write_atomically(os.path.join(out_dir, "index.html"), html)
 
 
 def main():
@@ -417,6 +256,10 @@ def main():
             raise ValueError("--target_accuracy=%g: must be in [0, 1]" % args.target_accuracy)
     except ValueError as e:
         print("sweep: %s" % e, file=sys.stderr)
+        return 2
+    if fulcrum_report is None:
+        print("sweep: cannot draw the pages (%s): install python3-matplotlib (scripts/setup.sh)"
+              " and run Debian's /usr/bin/python3" % RENDERER_ERROR, file=sys.stderr)
         return 2
     if os.geteuid() != 0:
         print("sweep: the emulated hosts need root (network namespaces); run as root",

@@ -1,10 +1,7 @@
 #include "chief/chief_task.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <filesystem>
-#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -15,9 +12,10 @@
 #include "absl/time/clock.h"
 #include "base/files.h"
 #include "base/logging.h"
-#include "base/random.h"
 #include "base/status_macros.h"
 #include "chief/coordinator.h"
+#include "chief/grpc_coordinator_service.h"
+#include "chief/ps_tasks.h"
 #include "chief/report.h"
 #include "chief/report_html.h"
 #include "data/load.h"
@@ -27,10 +25,10 @@
 #include "ops/cpu/thread_pool.h"
 #include "ops/optimizer.h"
 #include "profiler/profiler.h"
-#include "runtime/grpc_ps_client.h"
+#include "runtime/grpc_server.h"
 #include "runtime/grpc_util.h"
 #include "runtime/proto_convert.h"
-#include "runtime/sharded_variables.h"
+#include "runtime/shard_defs.h"
 #include "spdlog/spdlog.h"
 
 namespace fulcrum::chief {
@@ -39,7 +37,10 @@ namespace {
 using runtime::ClusterOptions;
 using runtime::TrainingOptions;
 
-constexpr absl::Duration kControlTimeout = absl::Seconds(30);
+// How often the monitor loop polls the ps tasks' global step.
+constexpr absl::Duration kMonitorPoll = absl::Milliseconds(20);
+// How often the wait for registrations is logged.
+constexpr absl::Duration kLogEvery = absl::Seconds(5);
 
 struct Eval {
   int64_t global_step = 0;
@@ -64,16 +65,20 @@ class Chief {
 
  private:
   absl::Status Prepare();
-  absl::Status WaitForPs(absl::Time deadline);
+  // Serves the coordinator on this task's address.
+  absl::Status StartCoordinator();
+  // Reaches the ps tasks, creates the variables, waits for the workers, starts and watches
+  // the run until it should stop (OK, with stop_reason_) or fails.
+  absl::Status Train();
   absl::Status CreateVariables();
+  absl::Status WaitForWorkers(absl::Time deadline);
   absl::Status Monitor();
   absl::StatusOr<Eval> Evaluate(const char* when);
-  void StopAll(const std::string& reason);
-  // Shuts every ps down; keeps the summaries they answer with.
-  void ShutdownAll(const std::string& reason);
+  // After Train with the ps tasks reached: stops every task, evaluates once more, gathers
+  // the summaries, shuts the ps tasks down and writes the report (when `status` is OK).
+  absl::Status Finish(absl::Status status);
   absl::Status WriteReport(const std::string& stop_reason);
   nlohmann::json RunJson(const std::string& stop_reason) const;
-  absl::StatusOr<int64_t> GlobalStep();
 
   const TrainingOptions& t_;
   const ClusterOptions& c_;
@@ -87,13 +92,15 @@ class Chief {
   data::Dataset test_;
   int64_t train_steps_ = 0;
   std::unique_ptr<models::Model> model_;
+  std::vector<runtime::VariableInfo> variable_infos_;  // model order, as placed
   runtime::Placement placement_;
   std::filesystem::path run_dir_;
   std::string run_id_;
+  // Destroyed in reverse: the server before the service and the logic it calls.
   std::unique_ptr<Coordinator> coordinator_;
+  std::unique_ptr<GrpcCoordinatorService> service_;
   std::unique_ptr<grpc::Server> server_;
-  std::vector<std::unique_ptr<runtime::GrpcPsClient>> ps_;
-  std::unique_ptr<runtime::ShardedVariables> sharded_;
+  std::unique_ptr<PsTasks> ps_;
   std::vector<ops::Tensor> values_;
   std::vector<Eval> evals_;
   std::optional<double> time_to_target_;
@@ -119,13 +126,12 @@ absl::Status Chief::Prepare() {
   config.width = t_.model_width;
   FULCRUM_ASSIGN_OR_RETURN(model_, registry.Create(t_.model, config));
   model_->set_thread_pool(&pool_);
-  std::vector<runtime::VariableInfo> infos;
   for (const auto& v : model_->variables()) {
-    infos.push_back({v.name, v.shape});
+    variable_infos_.push_back({v.name, v.shape, v.initializer});
     values_.push_back(ops::Tensor::Zeros(v.shape));
   }
   FULCRUM_ASSIGN_OR_RETURN(
-      placement_, runtime::PlaceVariables(infos, c_.task.cluster.num_tasks(runtime::kPsJob),
+      placement_, runtime::PlaceVariables(variable_infos_, c_.task.cluster.num_tasks(runtime::kPsJob),
                                           c_.placement, c_.partition_min_bytes));
 
   run_id_ = absl::StrCat(t_.model, "-",
@@ -136,85 +142,29 @@ absl::Status Chief::Prepare() {
   return absl::OkStatus();
 }
 
-absl::Status Chief::WaitForPs(absl::Time deadline) {
-  const int num_ps = placement_.num_ps();
-  std::vector<bool> ready(static_cast<size_t>(num_ps), false);
-  absl::Time next_log = absl::Now();
-  while (true) {
-    std::vector<int> missing;
-    for (int p = 0; p < num_ps; ++p) {
-      if (!ready[static_cast<size_t>(p)]) {
-        ready[static_cast<size_t>(p)] =
-            ps_[static_cast<size_t>(p)]->WaitUntilReady(absl::Milliseconds(500));
-      }
-      if (!ready[static_cast<size_t>(p)]) missing.push_back(p);
-    }
-    if (missing.empty()) return absl::OkStatus();
-    if (absl::Now() >= deadline) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("chief: ", Join(missing, "ps"), " did not answer within ",
-                       absl::FormatDuration(c_.startup_timeout), " (--startup_timeout)"));
-    }
-    if (absl::Now() >= next_log) {
-      std::vector<std::string> who;
-      for (int p : missing) {
-        who.push_back(absl::StrCat("ps:", p, " at ", c_.task.cluster.address(runtime::kPsJob, p)));
-      }
-      spdlog::info("waiting for {}", absl::StrJoin(who, ", "));
-      next_log = absl::Now() + absl::Seconds(5);
-    }
-  }
-}
-
 absl::Status Chief::CreateVariables() {
-  const auto& specs = model_->variables();
+  runtime::ShardDefOptions o;
+  o.run_id = run_id_;
+  o.run_dir = run_dir_.string();
+  o.optimizer = t_.optimizer;
+  o.mode = runtime::ModeToProto(c_.mode);
+  o.replicas_to_aggregate = c_.replicas_to_aggregate;
+  o.chunk_bytes = c_.chunk_bytes;
+  o.seed = t_.seed;
   for (int p = 0; p < placement_.num_ps(); ++p) {
-    pb::CreateVariablesRequest request;
-    request.set_run_id(run_id_);
-    request.set_run_dir(run_dir_.string());
-    request.set_task_index(p);
-    *request.mutable_optimizer() = runtime::OptimizerToProto(t_.optimizer);
-    request.set_mode(c_.mode == runtime::SyncMode::kSync ? pb::MODE_SYNC : pb::MODE_ASYNC);
-    request.set_replicas_to_aggregate(c_.replicas_to_aggregate);
-    request.set_chunk_bytes(c_.chunk_bytes);
-    for (const auto& v : placement_.shards[static_cast<size_t>(p)]) {
-      const auto& spec = specs[static_cast<size_t>(v.source)];
-      pb::VariableDef* def = request.add_variables();
-      def->set_name(v.name);
-      def->set_source(spec.name);
-      for (int64_t d : spec.shape.dims()) def->add_full_shape(d);
-      def->set_row_begin(v.row_begin);
-      def->set_row_end(v.row_end);
-      *def->mutable_initializer() = runtime::InitializerToProto(spec.initializer);
-      def->set_seed(VariableSeed(t_.seed, spec.name));
-    }
+    const pb::CreateVariablesRequest request =
+        runtime::ShardDefinition(placement_, variable_infos_, p, o);
     pb::CreateVariablesResponse response;
-    FULCRUM_RETURN_IF_ERROR(runtime::RemoteFailure(
-        ps_[static_cast<size_t>(p)]->CreateVariables(request, &response, kControlTimeout)));
+    FULCRUM_RETURN_IF_ERROR(ps_->CreateVariables(p, request, &response));
     spdlog::info("ps:{} holds {} variable(s), {} bytes, in {} chunk(s)", p,
                  request.variables_size(), response.bytes_held(), response.num_chunks());
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<int64_t> Chief::GlobalStep() {
-  // The cluster's step is the slowest PS's: a sync step is complete once every PS applied it.
-  // These calls are also the PS tasks' sign that the chief is alive.
-  int64_t step = std::numeric_limits<int64_t>::max();
-  for (size_t p = 0; p < ps_.size(); ++p) {
-    pb::StatsResponse stats;
-    if (absl::Status s = ps_[p]->Stats(&stats, absl::Seconds(5)); !s.ok()) {
-      return absl::UnavailableError(absl::StrCat("chief lost ps:", p, ": ", s.message()));
-    }
-    step = std::min(step, stats.global_step());
-  }
-  return step;
-}
-
 absl::StatusOr<Eval> Chief::Evaluate(const char* when) {
   runtime::TransferResult pulled;
-  FULCRUM_RETURN_IF_ERROR(
-      runtime::RemoteFailure(sharded_->PullAll(0, c_.step_timeout, values_, &pulled)));
+  FULCRUM_RETURN_IF_ERROR(ps_->PullAll(c_.step_timeout, values_, &pulled));
   FULCRUM_ASSIGN_OR_RETURN(models::EvalResult r,
                            models::EvaluateDataset(*model_, test_, values_, t_.eval_batch_size));
   Eval e;
@@ -249,8 +199,8 @@ absl::Status Chief::Monitor() {
   int64_t last_step = -1;
   absl::Time last_progress = absl::Now();
   while (true) {
-    absl::SleepFor(absl::Milliseconds(20));
-    FULCRUM_ASSIGN_OR_RETURN(const int64_t step, GlobalStep());
+    absl::SleepFor(kMonitorPoll);
+    FULCRUM_ASSIGN_OR_RETURN(const int64_t step, ps_->GlobalStep());
     const absl::Time now = absl::Now();
     if (step > last_step) {
       last_step = step;
@@ -286,30 +236,12 @@ absl::Status Chief::Monitor() {
   }
 }
 
-void Chief::StopAll(const std::string& reason) {
-  coordinator_->RequestStop(reason);
-  for (size_t p = 0; p < ps_.size(); ++p) {
-    if (absl::Status s = ps_[p]->Stop(reason, kControlTimeout); !s.ok()) {
-      spdlog::warn("stopping ps:{}: {}", p, s.ToString());
-    }
-  }
-}
-
-void Chief::ShutdownAll(const std::string& reason) {
-  ps_summaries_.assign(ps_.size(), "");
-  for (size_t p = 0; p < ps_.size(); ++p) {
-    if (absl::Status s = ps_[p]->Shutdown(reason, kControlTimeout, &ps_summaries_[p]); !s.ok()) {
-      spdlog::warn("shutting down ps:{}: {}", p, s.ToString());
-    }
-  }
-}
-
 nlohmann::json Chief::RunJson(const std::string& stop_reason) const {
   nlohmann::json j;
   const int num_workers = c_.task.cluster.num_tasks(runtime::kWorkerJob);
   const bool sync = c_.mode == runtime::SyncMode::kSync;
   j["run_id"] = run_id_;
-  j["mode"] = sync ? "sync" : "async";
+  j["mode"] = runtime::ModeName(c_.mode);
   j["model"] = t_.model;
   j["dataset"] = t_.dataset;
   j["optimizer"] = ops::OptimizerName(t_.optimizer.kind);
@@ -402,84 +334,64 @@ absl::Status Chief::WriteReport(const std::string& stop_reason) {
   j["chief"] = own;
   AddClusterTables(&j);
   FULCRUM_RETURN_IF_ERROR(WriteFileAtomically(run_dir_ / "report.json", j.dump(2) + "\n"));
-  return WriteFileAtomically(run_dir_ / "report.html", RenderReportHtml(j));
+  // report.html is a view of report.json (chief/report_html.h): a run whose page cannot be
+  // drawn still succeeded, and report.json keeps every figure.
+  if (absl::Status html = WriteReportHtml(run_dir_ / "report.json", run_dir_ / "report.html");
+      !html.ok()) {
+    spdlog::warn("report.html not written ({}); report.json has every figure", html.ToString());
+  }
+  return absl::OkStatus();
 }
 
-absl::Status Chief::Run() {
-  InitLogging(c_.task.task_name());
-  FULCRUM_RETURN_IF_ERROR(Prepare());
-  FULCRUM_ASSIGN_OR_RETURN(prof_,
-                           profiler::Profiler::Start(runtime::ProfilerOptionsFor(
-                               profile_, &c_.task.cluster, c_.task.job_name, c_.task.task_index,
-                               (run_dir_ / c_.task.dir_name()).string())));
-  spdlog::info("run {} in {}: {} {} over {} ps and {} worker(s), {} global steps", run_id_,
-               run_dir_.string(), c_.mode == runtime::SyncMode::kSync ? "sync" : "async", t_.model,
-               placement_.num_ps(), c_.task.cluster.num_tasks(runtime::kWorkerJob), train_steps_);
-  spdlog::info("placement ({}):\n{}", runtime::PlacementName(c_.placement), placement_.Table());
-
+absl::Status Chief::StartCoordinator() {
   coordinator_ =
       std::make_unique<Coordinator>(run_id_, run_dir_.string(), runtime::ConfigFingerprint(t_, c_),
                                     c_.task.cluster.num_tasks(runtime::kWorkerJob));
-  grpc::ServerBuilder builder;
-  runtime::ConfigureServerBuilder(&builder);
-  int bound_port = 0;
-  builder.AddListeningPort(c_.task.address(), grpc::InsecureServerCredentials(), &bound_port);
-  builder.RegisterService(coordinator_.get());
-  server_ = builder.BuildAndStart();
-  if (server_ == nullptr || bound_port == 0) {
-    return absl::UnavailableError(
-        absl::StrCat(c_.task.task_name(), " cannot listen on ", c_.task.address(), " (in use?)"));
-  }
+  service_ = std::make_unique<GrpcCoordinatorService>(coordinator_.get());
+  FULCRUM_ASSIGN_OR_RETURN(
+      runtime::StartedServer started,
+      runtime::StartGrpcServer(c_.task.task_name(), c_.task.address(), {service_.get()}));
+  server_ = std::move(started.server);
   spdlog::info("{} listening on {}", c_.task.task_name(), c_.task.address());
+  return absl::OkStatus();
+}
 
-  std::vector<runtime::PsClient*> clients;
-  for (int p = 0; p < c_.task.cluster.num_tasks(runtime::kPsJob); ++p) {
-    ps_.push_back(std::make_unique<runtime::GrpcPsClient>(
-        absl::StrCat("ps:", p), c_.task.cluster.address(runtime::kPsJob, p)));
-    ps_.back()->set_observer(prof_.get());
-    clients.push_back(ps_.back().get());
-  }
-  sharded_ = std::make_unique<runtime::ShardedVariables>(placement_, c_.chunk_bytes, clients,
-                                                         c_.task.task_name());
-  const absl::Time startup_deadline = process_start_ + c_.startup_timeout;
-  absl::Status status = WaitForPs(startup_deadline);
-  if (status.ok()) {
-    ps_reached_ = true;
-    status = CreateVariables();
-  }
-  if (status.ok()) {
-    for (auto& ps : ps_) ps->Warm(c_.chunk_bytes, 2, kControlTimeout).IgnoreError();
-    absl::Time next_log = absl::Now();
-    while (true) {
-      const std::vector<int> missing =
-          coordinator_->WaitForWorkers(std::min(startup_deadline, absl::Now() + absl::Seconds(5)));
-      if (missing.empty()) break;
-      if (absl::Now() >= startup_deadline) {
-        status = absl::DeadlineExceededError(
-            absl::StrCat("chief: ", Join(missing, "worker"), " did not register within ",
-                         absl::FormatDuration(c_.startup_timeout), " (--startup_timeout)"));
-        break;
-      }
-      if (absl::Now() >= next_log) {
-        spdlog::info("waiting for {} to register", Join(missing, "worker"));
-        next_log = absl::Now() + absl::Seconds(5);
-      }
+absl::Status Chief::WaitForWorkers(absl::Time deadline) {
+  absl::Time next_log = absl::Now();
+  while (true) {
+    const std::vector<int> missing =
+        coordinator_->WaitForWorkers(std::min(deadline, absl::Now() + kLogEvery));
+    if (missing.empty()) return absl::OkStatus();
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("chief: ", Join(missing, "worker"), " did not register within ",
+                       absl::FormatDuration(c_.startup_timeout), " (--startup_timeout)"));
+    }
+    if (absl::Now() >= next_log) {
+      spdlog::info("waiting for {} to register", Join(missing, "worker"));
+      next_log = absl::Now() + kLogEvery;
     }
   }
-  if (status.ok()) {
-    train_start_ = absl::Now();
-    coordinator_->Start();
-    spdlog::info("all {} task(s) ready: training starts",
-                 placement_.num_ps() + c_.task.cluster.num_tasks(runtime::kWorkerJob));
-    status = Monitor();
-  }
-  train_end_ = absl::Now();
-  if (!ps_reached_) {
-    coordinator_->RequestStop(std::string(status.message()));
-    server_->Shutdown(runtime::DeadlineIn(absl::Seconds(1)));
-    return status;
-  }
-  StopAll(status.ok() ? stop_reason_ : std::string(status.message()));
+}
+
+absl::Status Chief::Train() {
+  const absl::Time startup_deadline = process_start_ + c_.startup_timeout;
+  FULCRUM_RETURN_IF_ERROR(ps_->WaitUntilReady(startup_deadline, c_.startup_timeout));
+  ps_reached_ = true;
+  FULCRUM_RETURN_IF_ERROR(CreateVariables());
+  ps_->Warm(c_.chunk_bytes);
+  FULCRUM_RETURN_IF_ERROR(WaitForWorkers(startup_deadline));
+  train_start_ = absl::Now();
+  coordinator_->Start();
+  spdlog::info("all {} task(s) ready: training starts",
+               placement_.num_ps() + c_.task.cluster.num_tasks(runtime::kWorkerJob));
+  return Monitor();
+}
+
+absl::Status Chief::Finish(absl::Status status) {
+  const std::string stop_reason = status.ok() ? stop_reason_ : std::string(status.message());
+  coordinator_->RequestStop(stop_reason);
+  ps_->StopAll(stop_reason);
   if (status.ok()) {
     spdlog::info("stopping: {}", stop_reason_);
     absl::StatusOr<Eval> final_eval = Evaluate("final");
@@ -493,13 +405,35 @@ absl::Status Chief::Run() {
     }
   }
   // The ps tasks answer the shutdown with their summaries, which the report gathers.
-  ShutdownAll(status.ok() ? "run finished" : std::string(status.message()));
-  if (status.ok()) {
-    status = WriteReport(stop_reason_);
-    if (status.ok()) {
-      spdlog::info("report: {} and report.html", (run_dir_ / "report.json").string());
-    }
+  ps_summaries_ = ps_->ShutdownAll(status.ok() ? "run finished" : std::string(status.message()));
+  if (!status.ok()) return status;
+  FULCRUM_RETURN_IF_ERROR(WriteReport(stop_reason_));
+  spdlog::info("report: {} and report.html", (run_dir_ / "report.json").string());
+  return absl::OkStatus();
+}
+
+absl::Status Chief::Run() {
+  InitLogging(c_.task.task_name());
+  FULCRUM_RETURN_IF_ERROR(Prepare());
+  FULCRUM_ASSIGN_OR_RETURN(prof_,
+                           profiler::Profiler::Start(runtime::ProfilerOptionsFor(
+                               profile_, &c_.task.cluster, c_.task.job_name, c_.task.task_index,
+                               (run_dir_ / c_.task.dir_name()).string())));
+  spdlog::info("run {} in {}: {} {} over {} ps and {} worker(s), {} global steps", run_id_,
+               run_dir_.string(), runtime::ModeName(c_.mode), t_.model, placement_.num_ps(),
+               c_.task.cluster.num_tasks(runtime::kWorkerJob), train_steps_);
+  spdlog::info("placement ({}):\n{}", runtime::PlacementName(c_.placement), placement_.Table());
+  FULCRUM_RETURN_IF_ERROR(StartCoordinator());
+  ps_ = std::make_unique<PsTasks>(c_.task.cluster, placement_, c_.chunk_bytes, c_.task.task_name(),
+                                  prof_.get());
+  absl::Status status = Train();
+  train_end_ = absl::Now();
+  if (!ps_reached_) {
+    coordinator_->RequestStop(std::string(status.message()));
+    server_->Shutdown(runtime::DeadlineIn(absl::Seconds(1)));
+    return status;
   }
+  status = Finish(std::move(status));
   server_->Shutdown(runtime::DeadlineIn(absl::Seconds(2)));
   return status;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "runtime/flags.h"
 #include "spdlog/spdlog.h"
 
@@ -15,128 +16,128 @@ Coordinator::Coordinator(std::string run_id, std::string run_dir, std::string fi
       fingerprint_(std::move(fingerprint)),
       workers_(static_cast<size_t>(num_workers)) {}
 
-grpc::Status Coordinator::CheckWorker(const pb::TaskId& task) const {
+absl::Status Coordinator::CheckWorker(const pb::TaskId& task) const {
   if (task.job() != "worker" || task.index() < 0 ||
       task.index() >= static_cast<int>(workers_.size())) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        absl::StrCat("chief: unknown task ", task.job(), ":", task.index(),
-                                     "; the cluster spec has ", workers_.size(), " worker(s)"));
+    return absl::InvalidArgumentError(absl::StrCat("chief: unknown task ", task.job(), ":",
+                                                   task.index(), "; the cluster spec has ",
+                                                   workers_.size(), " worker(s)"));
   }
-  return grpc::Status::OK;
+  return absl::OkStatus();
 }
 
-grpc::Status Coordinator::RegisterTask(grpc::ServerContext*, const pb::RegisterTaskRequest* request,
-                                       pb::RegisterTaskResponse* response) {
-  absl::MutexLock lock(&mu_);
-  if (grpc::Status s = CheckWorker(request->task()); !s.ok()) return s;
-  if (request->config_fingerprint() != fingerprint_) {
-    return grpc::Status(
-        grpc::StatusCode::INVALID_ARGUMENT,
-        absl::StrCat("worker:", request->task().index(),
-                     "'s flags differ from the chief's (worker vs chief): ",
-                     runtime::FingerprintDifference(request->config_fingerprint(), fingerprint_)));
+template <typename Has>
+std::vector<int> Coordinator::Lacking(Has has) const {
+  std::vector<int> lacking;
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    if (!has(workers_[i])) lacking.push_back(static_cast<int>(i));
   }
-  WorkerState& w = workers_[static_cast<size_t>(request->task().index())];
+  return lacking;
+}
+
+absl::Status Coordinator::RegisterTask(const pb::RegisterTaskRequest& request,
+                                       pb::RegisterTaskResponse* response) {
+  MutexLock lock(&mu_);
+  if (absl::Status s = CheckWorker(request.task()); !s.ok()) return s;
+  if (request.config_fingerprint() != fingerprint_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "worker:", request.task().index(), "'s flags differ from the chief's (worker vs chief): ",
+        runtime::FingerprintDifference(request.config_fingerprint(), fingerprint_)));
+  }
+  WorkerState& w = worker(request.task());
   if (!w.registered) {
-    spdlog::info("worker:{} registered from {} (pid {})", request->task().index(),
-                 request->hostname(), request->pid());
+    spdlog::info("worker:{} registered from {} (pid {})", request.task().index(),
+                 request.hostname(), request.pid());
   }
   w.registered = true;
-  w.hostname = request->hostname();
-  w.pid = request->pid();
+  w.hostname = request.hostname();
+  w.pid = request.pid();
   w.last_seen = absl::Now();
   response->set_run_id(run_id_);
   response->set_run_dir(run_dir_);
-  return grpc::Status::OK;
+  changed_.SignalAll();
+  return absl::OkStatus();
 }
 
-grpc::Status Coordinator::WaitForStart(grpc::ServerContext*, const pb::WaitForStartRequest* request,
+absl::Status Coordinator::WaitForStart(const pb::WaitForStartRequest& request,
+                                       absl::Time call_deadline,
                                        pb::WaitForStartResponse* response) {
-  const absl::Duration wait =
-      std::clamp(absl::Milliseconds(request->timeout_ms()), absl::ZeroDuration(), absl::Seconds(5));
-  absl::MutexLock lock(&mu_);
-  if (grpc::Status s = CheckWorker(request->task()); !s.ok()) return s;
-  auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return started_ || stop_; };
-  mu_.AwaitWithTimeout(absl::Condition(&ready), wait);
-  workers_[static_cast<size_t>(request->task().index())].last_seen = absl::Now();
+  const absl::Duration poll =
+      std::clamp(absl::Milliseconds(request.timeout_ms()), absl::ZeroDuration(), kMaxStartPoll);
+  const absl::Time deadline = std::min(absl::Now() + poll, call_deadline);
+  MutexLock lock(&mu_);
+  if (absl::Status s = CheckWorker(request.task()); !s.ok()) return s;
+  while (!started_ && !stop_ && changed_.WaitUntil(&mu_, deadline)) {
+  }
+  worker(request.task()).last_seen = absl::Now();
   response->set_started(started_);
   response->set_should_stop(stop_);
   response->set_run_id(run_id_);
-  return grpc::Status::OK;
+  return absl::OkStatus();
 }
 
-grpc::Status Coordinator::Heartbeat(grpc::ServerContext*, const pb::HeartbeatRequest* request,
+absl::Status Coordinator::Heartbeat(const pb::HeartbeatRequest& request,
                                     pb::HeartbeatResponse* response) {
-  absl::MutexLock lock(&mu_);
-  if (grpc::Status s = CheckWorker(request->task()); !s.ok()) return s;
-  WorkerState& w = workers_[static_cast<size_t>(request->task().index())];
+  MutexLock lock(&mu_);
+  if (absl::Status s = CheckWorker(request.task()); !s.ok()) return s;
+  WorkerState& w = worker(request.task());
   w.last_seen = absl::Now();
-  w.local_step = request->local_step();
+  w.local_step = request.local_step();
   response->set_should_stop(stop_);
-  return grpc::Status::OK;
+  return absl::OkStatus();
 }
 
-grpc::Status Coordinator::ShouldStop(grpc::ServerContext*, const pb::ShouldStopRequest* request,
+absl::Status Coordinator::ShouldStop(const pb::ShouldStopRequest& request,
                                      pb::ShouldStopResponse* response) {
-  absl::MutexLock lock(&mu_);
-  if (grpc::Status s = CheckWorker(request->task()); !s.ok()) return s;
+  MutexLock lock(&mu_);
+  if (absl::Status s = CheckWorker(request.task()); !s.ok()) return s;
   response->set_should_stop(stop_);
   response->set_reason(stop_reason_);
-  return grpc::Status::OK;
+  return absl::OkStatus();
 }
 
-grpc::Status Coordinator::ReportSummary(grpc::ServerContext*,
-                                        const pb::ReportSummaryRequest* request,
+absl::Status Coordinator::ReportSummary(const pb::ReportSummaryRequest& request,
                                         pb::ReportSummaryResponse*) {
-  absl::MutexLock lock(&mu_);
-  if (grpc::Status s = CheckWorker(request->task()); !s.ok()) return s;
-  WorkerState& w = workers_[static_cast<size_t>(request->task().index())];
-  w.summary = request->summary_json();
+  MutexLock lock(&mu_);
+  if (absl::Status s = CheckWorker(request.task()); !s.ok()) return s;
+  WorkerState& w = worker(request.task());
+  w.summary = request.summary_json();
   w.last_seen = absl::Now();
-  return grpc::Status::OK;
+  changed_.SignalAll();
+  return absl::OkStatus();
 }
 
 std::vector<int> Coordinator::WaitForWorkers(absl::Time deadline) {
-  absl::MutexLock lock(&mu_);
-  auto all = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-    return std::all_of(workers_.begin(), workers_.end(),
-                       [](const WorkerState& w) { return w.registered; });
-  };
-  mu_.AwaitWithDeadline(absl::Condition(&all), deadline);
-  std::vector<int> missing;
-  for (size_t i = 0; i < workers_.size(); ++i) {
-    if (!workers_[i].registered) missing.push_back(static_cast<int>(i));
-  }
+  MutexLock lock(&mu_);
+  auto registered = [](const WorkerState& w) { return w.registered; };
+  std::vector<int> missing = Lacking(registered);
+  while (!missing.empty() && changed_.WaitUntil(&mu_, deadline)) missing = Lacking(registered);
   return missing;
 }
 
 void Coordinator::Start() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   started_ = true;
+  changed_.SignalAll();
 }
 
 void Coordinator::RequestStop(const std::string& reason) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (!stop_) stop_reason_ = reason;
   stop_ = true;
+  changed_.SignalAll();
 }
 
 std::vector<int> Coordinator::WaitForSummaries(absl::Time deadline) {
-  absl::MutexLock lock(&mu_);
-  auto all = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-    return std::all_of(workers_.begin(), workers_.end(),
-                       [](const WorkerState& w) { return w.summary.has_value(); });
-  };
-  mu_.AwaitWithDeadline(absl::Condition(&all), deadline);
-  std::vector<int> missing;
-  for (size_t i = 0; i < workers_.size(); ++i) {
-    if (!workers_[i].summary) missing.push_back(static_cast<int>(i));
-  }
+  MutexLock lock(&mu_);
+  auto reported = [](const WorkerState& w) { return w.summary.has_value(); };
+  std::vector<int> missing = Lacking(reported);
+  while (!missing.empty() && changed_.WaitUntil(&mu_, deadline)) missing = Lacking(reported);
   return missing;
 }
 
 std::map<int, std::string> Coordinator::summaries() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   std::map<int, std::string> out;
   for (size_t i = 0; i < workers_.size(); ++i) {
     if (workers_[i].summary) out[static_cast<int>(i)] = *workers_[i].summary;
@@ -145,19 +146,14 @@ std::map<int, std::string> Coordinator::summaries() const {
 }
 
 std::vector<int> Coordinator::SilentWorkers(absl::Duration age) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   const absl::Time now = absl::Now();
-  std::vector<int> silent;
-  for (size_t i = 0; i < workers_.size(); ++i) {
-    if (!workers_[i].summary && now - workers_[i].last_seen > age) {
-      silent.push_back(static_cast<int>(i));
-    }
-  }
-  return silent;
+  return Lacking(
+      [&](const WorkerState& w) { return w.summary.has_value() || now - w.last_seen <= age; });
 }
 
 int64_t Coordinator::max_worker_step() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   int64_t m = 0;
   for (const auto& w : workers_) m = std::max(m, w.local_step);
   return m;

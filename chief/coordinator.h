@@ -1,47 +1,69 @@
-// chief: the coordinator service (proto/coordinator.proto). Workers register (their
-// configuration fingerprint must match the chief's), long-poll for the start, heartbeat,
-// learn when to stop and hand in their summaries; the chief's run loop reads all of it.
-// Thread-safety: all methods are thread-safe (gRPC calls them from its threads).
+// chief: the coordinator's logic (proto/coordinator.proto, no gRPC here; the adapter is
+// chief/grpc_coordinator_service.h). Workers register (their configuration fingerprint must
+// match the chief's), long-poll for the start, heartbeat, learn when to stop and hand in
+// their summaries; the chief's run loop waits on and reads all of it.
+// Thread-safety: all methods are thread-safe (the adapter calls them from gRPC's threads
+// while the chief's run loop calls the chief-side ones). Every wait has a deadline.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
+#include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "proto/coordinator.grpc.pb.h"
+#include "base/mutex.h"
+#include "proto/coordinator.pb.h"
 
 namespace fulcrum::chief {
 
-class Coordinator final : public pb::Coordinator::Service {
+class Coordinator {
  public:
-  // `fingerprint`: runtime::ConfigFingerprint of the chief; `num_workers` expected.
+  // The longest a WaitForStart holds its caller, whatever the request asks.
+  static constexpr absl::Duration kMaxStartPoll = absl::Seconds(5);
+
+  // `fingerprint`: runtime::ConfigFingerprint of the chief; `num_workers` expected, indexed
+  // 0..num_workers-1. RegisterTask answers with `run_id` and `run_dir`.
   Coordinator(std::string run_id, std::string run_dir, std::string fingerprint, int num_workers);
 
-  grpc::Status RegisterTask(grpc::ServerContext*, const pb::RegisterTaskRequest* request,
-                            pb::RegisterTaskResponse* response) override;
-  grpc::Status WaitForStart(grpc::ServerContext*, const pb::WaitForStartRequest* request,
-                            pb::WaitForStartResponse* response) override;
-  grpc::Status Heartbeat(grpc::ServerContext*, const pb::HeartbeatRequest* request,
-                         pb::HeartbeatResponse* response) override;
-  grpc::Status ShouldStop(grpc::ServerContext*, const pb::ShouldStopRequest* request,
-                          pb::ShouldStopResponse* response) override;
-  grpc::Status ReportSummary(grpc::ServerContext*, const pb::ReportSummaryRequest* request,
-                             pb::ReportSummaryResponse* response) override;
+  // --- The service side: one method per RPC. Each answers InvalidArgument for a task that
+  // is not a worker of the spec. All are safe to retry.
+
+  // Registers a worker; InvalidArgument naming the flags that differ when its fingerprint is
+  // not the chief's (the worker exits 2). Registering again updates host and pid.
+  absl::Status RegisterTask(const pb::RegisterTaskRequest& request,
+                            pb::RegisterTaskResponse* response);
+  // Long poll: returns once the run started or a stop was requested, or after the request's
+  // timeout_ms (clamped to [0, kMaxStartPoll]), or at `call_deadline` (the caller's own
+  // deadline), whichever is first; the response says which state it found.
+  absl::Status WaitForStart(const pb::WaitForStartRequest& request, absl::Time call_deadline,
+                            pb::WaitForStartResponse* response);
+  // Records the worker's sign of life and local step; answers whether to stop.
+  absl::Status Heartbeat(const pb::HeartbeatRequest& request, pb::HeartbeatResponse* response);
+  // Whether a stop was requested, and why.
+  absl::Status ShouldStop(const pb::ShouldStopRequest& request, pb::ShouldStopResponse* response);
+  // Keeps the worker's summary (the last one, when it reports twice).
+  absl::Status ReportSummary(const pb::ReportSummaryRequest& request,
+                             pb::ReportSummaryResponse* response);
+
+  // --- The chief's side.
 
   // Waits until every worker has registered or `deadline`; returns the indices still missing.
   std::vector<int> WaitForWorkers(absl::Time deadline);
+  // Releases every WaitForStart: training begins.
   void Start();
+  // Asks every worker to stop (the first reason is kept) and releases WaitForStart.
   void RequestStop(const std::string& reason);
   // Waits until every worker has reported its summary or `deadline`; returns those missing.
   std::vector<int> WaitForSummaries(absl::Time deadline);
   // Summaries received so far, by worker index (JSON text).
   std::map<int, std::string> summaries() const;
-  // Workers whose last sign of life (register, heartbeat, summary) is older than `age` and
-  // that have not reported their summary.
+  // Workers whose last sign of life (register, start poll, heartbeat, summary) is older than
+  // `age` and that have not reported their summary.
   std::vector<int> SilentWorkers(absl::Duration age) const;
+  // The highest local step any worker's heartbeat reported.
   int64_t max_worker_step() const;
 
  private:
@@ -53,12 +75,22 @@ class Coordinator final : public pb::Coordinator::Service {
     int64_t local_step = 0;
     std::optional<std::string> summary;
   };
-  grpc::Status CheckWorker(const pb::TaskId& task) const;
+  // InvalidArgument unless `task` is a worker of the spec.
+  absl::Status CheckWorker(const pb::TaskId& task) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  WorkerState& worker(const pb::TaskId& task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return workers_[static_cast<size_t>(task.index())];
+  }
+  // Indices of the workers for which `has(worker)` is false.
+  template <typename Has>
+  std::vector<int> Lacking(Has has) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string run_id_;
   const std::string run_dir_;
   const std::string fingerprint_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
+  // Signalled on every change a waiter may wait for: a registration, a summary, the start
+  // and a stop request.
+  CondVar changed_;
   std::vector<WorkerState> workers_ ABSL_GUARDED_BY(mu_);
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;

@@ -1,8 +1,7 @@
 // chief: the coordinator task of a training cluster (see chief/chief_task.h).
-#include <cstdio>
-
+#include "absl/status/status.h"
 #include "base/exit_code.h"
-#include "base/logging.h"
+#include "base/malloc.h"
 #include "chief/chief_task.h"
 #include "runtime/flags.h"
 #include "spdlog/spdlog.h"
@@ -14,22 +13,10 @@ int main(int argc, char** argv) {
       "variables, evaluates, stops the run and writes report.json).\n"
       "Example: chief --cluster_spec=cluster_specs/local_1ps_2w.json --train_steps=1000");
   fulcrum::TuneMallocForTraining();
-  auto training = fulcrum::runtime::TrainingOptionsFromFlags();
-  if (!training.ok()) {
-    std::fprintf(stderr, "chief: %s\n", std::string(training.status().message()).c_str());
-    return fulcrum::kExitBadInput;
-  }
-  auto cluster = fulcrum::runtime::ClusterOptionsFromFlags("chief");
-  if (!cluster.ok()) {
-    std::fprintf(stderr, "chief: %s\n", std::string(cluster.status().message()).c_str());
-    return fulcrum::kExitBadInput;
-  }
-  auto profile = fulcrum::runtime::ProfileFlagsFromFlags();
-  if (!profile.ok()) {
-    std::fprintf(stderr, "chief: %s\n", std::string(profile.status().message()).c_str());
-    return fulcrum::kExitBadInput;
-  }
-  const absl::Status status = fulcrum::chief::RunChief(*training, *cluster, *profile);
+  auto options = fulcrum::runtime::TaskOptionsFromFlags("chief");
+  if (!options.ok()) return fulcrum::runtime::ReportBadFlags(options.status());
+  const absl::Status status =
+      fulcrum::chief::RunChief(options->training, options->cluster, options->profile);
   if (!status.ok()) {
     spdlog::error("{}", status.ToString());
     return fulcrum::ExitCodeForStatus(status);

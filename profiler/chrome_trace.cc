@@ -33,8 +33,6 @@ json Metadata(const char* kind, int pid, int tid, const std::string& name) {
 
 }  // namespace
 
-// mu_ is a std::mutex, not absl::Mutex: Debian's Abseil is not built for ThreadSanitizer, so
-// the tsan preset cannot see absl::Mutex and reports the guarded vector as a race.
 ChromeTrace::ChromeTrace(int pid, std::string process_name)
     : pid_(pid), process_name_(std::move(process_name)) {
   events_.push_back(Dump(Metadata("process_name", pid_, 0, process_name_)));
@@ -42,7 +40,7 @@ ChromeTrace::ChromeTrace(int pid, std::string process_name)
 
 void ChromeTrace::NameThread(int tid, const std::string& name) {
   std::string event = Dump(Metadata("thread_name", pid_, tid, name));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   events_.push_back(std::move(event));
 }
 
@@ -58,7 +56,7 @@ void ChromeTrace::Span(const std::string& name, const std::string& category, int
                             {"pid", pid_},
                             {"tid", tid},
                             {"args", FiniteValues(args)}});
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   events_.push_back(std::move(event));
 }
 
@@ -66,12 +64,12 @@ void ChromeTrace::Counter(const std::string& name, int64_t ts_us,
                           const std::map<std::string, double>& series) {
   std::string event = Dump(
       {{"name", name}, {"ph", "C"}, {"ts", ts_us}, {"pid", pid_}, {"args", FiniteValues(series)}});
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   events_.push_back(std::move(event));
 }
 
 size_t ChromeTrace::num_events() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return events_.size();
 }
 
@@ -80,7 +78,7 @@ std::string ChromeTrace::ToJson() const {
   // rebuilt from them with the parser so its text is nlohmann's, never spliced by hand.
   json events = json::array();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     events.get_ref<json::array_t&>().reserve(events_.size());
     for (const std::string& event : events_) events.push_back(json::parse(event));
   }

@@ -8,11 +8,12 @@
 
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "base/mutex.h"
 
 namespace fulcrum::profiler {
 
@@ -38,8 +39,8 @@ class ChromeTrace {
  private:
   const int pid_;
   const std::string process_name_;
-  mutable std::mutex mu_;
-  std::vector<std::string> events_;  // each a serialized JSON event object (guarded by mu_)
+  mutable Mutex mu_;
+  std::vector<std::string> events_ ABSL_GUARDED_BY(mu_);  // each a serialized JSON event object
 };
 
 }  // namespace fulcrum::profiler

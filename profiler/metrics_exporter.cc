@@ -3,12 +3,13 @@
 #include <algorithm>
 #include <exception>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/mutex.h"
 #include "prometheus/counter.h"
 #include "prometheus/exposer.h"
 #include "prometheus/family.h"
@@ -102,32 +103,31 @@ struct MetricsExporter::Impl {
   // Declared before the metrics and the exposer so it is destroyed after both: the families
   // live in it, and the exposer only holds a weak pointer to it.
   std::shared_ptr<prometheus::Registry> registry;
-  Family<Counter>& cpu_seconds;
-  Family<Gauge>& rss;
-  Family<Gauge>& peak_rss;
-  Family<Gauge>& core_utilization;
-  Family<Counter>& net_rx_bytes;
-  Family<Counter>& net_tx_bytes;
-  Family<Counter>& net_rx_packets;
-  Family<Counter>& net_tx_packets;
-  Family<Counter>& rpc_sent;
-  Family<Counter>& rpc_received;
-  Family<Counter>& rpcs;
-  Family<Gauge>& examples_per_second;
-  Family<Counter>& steps;
-  Family<Counter>& examples;
-  Family<Gauge>& step_loss;
-  Family<Gauge>& global_step;
-  Family<Counter>& pushes_applied;
-  Family<Counter>& pushes_dropped;
-  Family<Gauge>& test_accuracy;
-  Family<Gauge>& test_loss;
+  // The metrics: updated with mu held (see mu).
+  Family<Counter>& cpu_seconds ABSL_GUARDED_BY(mu);
+  Family<Gauge>& rss ABSL_GUARDED_BY(mu);
+  Family<Gauge>& peak_rss ABSL_GUARDED_BY(mu);
+  Family<Gauge>& core_utilization ABSL_GUARDED_BY(mu);
+  Family<Counter>& net_rx_bytes ABSL_GUARDED_BY(mu);
+  Family<Counter>& net_tx_bytes ABSL_GUARDED_BY(mu);
+  Family<Counter>& net_rx_packets ABSL_GUARDED_BY(mu);
+  Family<Counter>& net_tx_packets ABSL_GUARDED_BY(mu);
+  Family<Counter>& rpc_sent ABSL_GUARDED_BY(mu);
+  Family<Counter>& rpc_received ABSL_GUARDED_BY(mu);
+  Family<Counter>& rpcs ABSL_GUARDED_BY(mu);
+  Family<Gauge>& examples_per_second ABSL_GUARDED_BY(mu);
+  Family<Counter>& steps ABSL_GUARDED_BY(mu);
+  Family<Counter>& examples ABSL_GUARDED_BY(mu);
+  Family<Gauge>& step_loss ABSL_GUARDED_BY(mu);
+  Family<Gauge>& global_step ABSL_GUARDED_BY(mu);
+  Family<Counter>& pushes_applied ABSL_GUARDED_BY(mu);
+  Family<Counter>& pushes_dropped ABSL_GUARDED_BY(mu);
+  Family<Gauge>& test_accuracy ABSL_GUARDED_BY(mu);
+  Family<Gauge>& test_loss ABSL_GUARDED_BY(mu);
 
   // Each metric is thread-safe on its own, but "read the published value, add the difference"
   // is not: two callers could both add the same difference. One lock makes each update atomic.
-  // std::mutex, not absl::Mutex: ThreadSanitizer cannot see inside Debian's uninstrumented
-  // Abseil (as in sampler.cc).
-  std::mutex mu;
+  Mutex mu;
 
   // Declared last so it is destroyed first: the server stops before the metrics go away.
   std::unique_ptr<prometheus::Exposer> exposer;
@@ -173,7 +173,7 @@ int MetricsExporter::port() const { return impl_->exposer->GetListeningPorts().f
 // Family::Add only throws for invalid or reserved label names; ours are fixed literals
 // that prometheus-cpp accepts, so these methods cannot throw.
 void MetricsExporter::OnSample(const SystemSample& sample) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(&impl_->mu);
   AdvanceTo(impl_->cpu_seconds.Add(impl_->constant), sample.cpu_seconds);
   impl_->rss.Add(impl_->constant).Set(static_cast<double>(sample.rss_bytes));
   impl_->peak_rss.Add(impl_->constant).Set(static_cast<double>(sample.peak_rss_bytes));
@@ -193,7 +193,7 @@ void MetricsExporter::OnSample(const SystemSample& sample) {
 }
 
 void MetricsExporter::OnTraffic(const std::vector<RpcTrafficPoint>& traffic) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(&impl_->mu);
   for (const RpcTrafficPoint& point : traffic) {
     const prometheus::Labels labels = impl_->With({{"peer", point.peer}, {"method", point.method}});
     AdvanceTo(impl_->rpcs.Add(labels), static_cast<double>(point.rpcs));
@@ -204,7 +204,7 @@ void MetricsExporter::OnTraffic(const std::vector<RpcTrafficPoint>& traffic) {
 
 void MetricsExporter::OnStep(int64_t /*local_step*/, int64_t global_step, int64_t examples,
                              double loss, double examples_per_second) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(&impl_->mu);
   // One call per step, so the call count is the step count whether local_step starts at 0 or 1.
   impl_->steps.Add(impl_->constant).Increment();
   impl_->examples.Add(impl_->constant)
@@ -215,14 +215,14 @@ void MetricsExporter::OnStep(int64_t /*local_step*/, int64_t global_step, int64_
 }
 
 void MetricsExporter::OnPs(int64_t global_step, int64_t pushes_applied, int64_t pushes_dropped) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(&impl_->mu);
   impl_->global_step.Add(impl_->constant).Set(static_cast<double>(global_step));
   AdvanceTo(impl_->pushes_applied.Add(impl_->constant), static_cast<double>(pushes_applied));
   AdvanceTo(impl_->pushes_dropped.Add(impl_->constant), static_cast<double>(pushes_dropped));
 }
 
 void MetricsExporter::OnEval(int64_t global_step, double accuracy, double loss) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(&impl_->mu);
   impl_->global_step.Add(impl_->constant).Set(static_cast<double>(global_step));
   impl_->test_accuracy.Add(impl_->constant).Set(accuracy);
   impl_->test_loss.Add(impl_->constant).Set(loss);

@@ -3,14 +3,14 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
-#include <condition_variable>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "base/mutex.h"
 #include "base/status_macros.h"
 #include "spdlog/spdlog.h"
 
@@ -211,17 +211,18 @@ struct Sampler::State {
         source(std::move(proc)),
         builder(source->ClockTicksPerSecond()) {}
 
-  absl::Status TakeSample(bool strict);
-  void Run();
+  absl::Status TakeSample(bool strict) ABSL_LOCKS_EXCLUDED(sample_mu, mu);
+  void Run() ABSL_LOCKS_EXCLUDED(sample_mu, mu);
+  // Waits until `deadline` on the steady clock or a stop request; true when stop was asked.
+  bool WaitForStop(SteadyClock::time_point deadline) ABSL_LOCKS_EXCLUDED(mu);
 
   const absl::Duration interval;
   const bool wall_from_clock;  // an injected clock also gives unix_micros (tests)
   const std::function<absl::Time()> now;
 
   // Serializes sampling (the thread's, SampleNow()'s, Start()'s and Stop()'s) and the listener.
-  // std::mutex rather than absl::Mutex: Debian's Abseil is not built with ThreadSanitizer,
-  // which then cannot see absl::Mutex's ordering, while it intercepts pthread's.
-  std::mutex sample_mu;
+  // Taken before mu when both are held.
+  Mutex sample_mu ABSL_ACQUIRED_BEFORE(mu);
   std::unique_ptr<ProcSource> source ABSL_GUARDED_BY(sample_mu);
   SeriesBuilder builder ABSL_GUARDED_BY(sample_mu);
   std::function<void(const SystemSample&)> listener ABSL_GUARDED_BY(sample_mu);
@@ -230,19 +231,19 @@ struct Sampler::State {
   std::array<bool, 4> failing ABSL_GUARDED_BY(sample_mu) = {};
 
   // What readers see, and the stop request; never held while reading /proc.
-  mutable std::mutex mu;
-  std::condition_variable wake;
+  mutable Mutex mu;
+  CondVar wake;
   bool stop ABSL_GUARDED_BY(mu) = false;
   std::vector<SystemSample> samples ABSL_GUARDED_BY(mu);
   std::vector<InterfaceTotals> totals ABSL_GUARDED_BY(mu);
 
   // Held by Start() and Stop() so concurrent calls see one consistent thread.
-  std::mutex thread_mu;
+  Mutex thread_mu ABSL_ACQUIRED_BEFORE(sample_mu);
   std::thread thread ABSL_GUARDED_BY(thread_mu);
 };
 
 absl::Status Sampler::State::TakeSample(bool strict) {
-  std::lock_guard<std::mutex> lock(sample_mu);
+  MutexLock lock(&sample_mu);
   strict = strict || !builder.has_baseline();
   Readings readings;
   const std::array<absl::Status, 4> status = {
@@ -265,7 +266,7 @@ absl::Status Sampler::State::TakeSample(bool strict) {
   const int64_t unix_micros = absl::ToUnixMicros(wall_from_clock ? time : absl::Now());
   SystemSample sample = builder.Add(readings, time, unix_micros);
   {
-    std::lock_guard<std::mutex> data_lock(mu);
+    MutexLock data_lock(&mu);
     samples.push_back(sample);
     totals = builder.Totals();
   }
@@ -273,17 +274,24 @@ absl::Status Sampler::State::TakeSample(bool strict) {
   return absl::OkStatus();
 }
 
+bool Sampler::State::WaitForStop(SteadyClock::time_point deadline) {
+  MutexLock lock(&mu);
+  // CondVar's deadline is wall-clock time: re-derived from the steady clock after every wake,
+  // so a wall-clock step (NTP) can neither stretch nor cut short an interval. Wakes at the
+  // deadline or at once on Stop(); spurious wake-ups just wait again.
+  while (!stop) {
+    const SteadyClock::duration left = deadline - SteadyClock::now();
+    if (left <= SteadyClock::duration::zero()) return false;
+    wake.WaitFor(&mu, absl::FromChrono(left));
+  }
+  return true;
+}
+
 void Sampler::State::Run() {
   const auto period = absl::ToChronoNanoseconds(interval);
   SteadyClock::time_point next = SteadyClock::now() + period;
   while (true) {
-    {
-      std::unique_lock<std::mutex> lock(mu);
-      // Wakes at the deadline or at once on Stop(); spurious wake-ups just wait again.
-      if (wake.wait_until(lock, next, [this] { return stop; })) {
-        return;
-      }
-    }
+    if (WaitForStop(next)) return;
     absl::Status status = TakeSample(/*strict=*/false);
     if (!status.ok()) spdlog::warn("{}", std::string(status.message()));
     next += period;
@@ -301,7 +309,7 @@ Sampler::Sampler(std::unique_ptr<ProcSource> source, absl::Duration interval,
 Sampler::~Sampler() { Stop(); }
 
 absl::Status Sampler::Start() {
-  std::lock_guard<std::mutex> lock(state_->thread_mu);
+  MutexLock lock(&state_->thread_mu);
   if (state_->thread.joinable()) {
     return absl::FailedPreconditionError("profiler sampler: already started");
   }
@@ -315,16 +323,16 @@ absl::Status Sampler::Start() {
 }
 
 void Sampler::Stop() {
-  std::lock_guard<std::mutex> lock(state_->thread_mu);
+  MutexLock lock(&state_->thread_mu);
   if (!state_->thread.joinable()) return;
   {
-    std::lock_guard<std::mutex> data_lock(state_->mu);
+    MutexLock data_lock(&state_->mu);
     state_->stop = true;
-    state_->wake.notify_all();
+    state_->wake.SignalAll();
   }
   state_->thread.join();
   {
-    std::lock_guard<std::mutex> data_lock(state_->mu);
+    MutexLock data_lock(&state_->mu);
     state_->stop = false;
   }
   absl::Status status = state_->TakeSample(/*strict=*/false);
@@ -334,24 +342,24 @@ void Sampler::Stop() {
 absl::Status Sampler::SampleNow() { return state_->TakeSample(/*strict=*/false); }
 
 std::vector<SystemSample> Sampler::Samples() const {
-  std::lock_guard<std::mutex> lock(state_->mu);
+  MutexLock lock(&state_->mu);
   return state_->samples;
 }
 
 bool Sampler::Latest(SystemSample* out) const {
-  std::lock_guard<std::mutex> lock(state_->mu);
+  MutexLock lock(&state_->mu);
   if (state_->samples.empty()) return false;
   *out = state_->samples.back();
   return true;
 }
 
 std::vector<InterfaceTotals> Sampler::Totals() const {
-  std::lock_guard<std::mutex> lock(state_->mu);
+  MutexLock lock(&state_->mu);
   return state_->totals;
 }
 
 void Sampler::SetListener(std::function<void(const SystemSample&)> listener) {
-  std::lock_guard<std::mutex> lock(state_->sample_mu);
+  MutexLock lock(&state_->sample_mu);
   state_->listener = std::move(listener);
 }
 

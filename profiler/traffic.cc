@@ -4,7 +4,7 @@ namespace fulcrum::profiler {
 
 void TrafficCounters::Add(const std::string& peer, const char* method, uint64_t sent,
                           uint64_t received) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   RpcTrafficPoint& p = points_[{peer, method}];
   if (p.peer.empty()) {
     p.peer = peer;
@@ -16,7 +16,7 @@ void TrafficCounters::Add(const std::string& peer, const char* method, uint64_t 
 }
 
 std::vector<RpcTrafficPoint> TrafficCounters::Snapshot() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<RpcTrafficPoint> out;
   out.reserve(points_.size());
   for (const auto& [key, point] : points_) out.push_back(point);

@@ -7,11 +7,12 @@
 
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "base/mutex.h"
 #include "profiler/metrics_exporter.h"
 
 namespace fulcrum::profiler {
@@ -26,8 +27,8 @@ class TrafficCounters {
   std::vector<RpcTrafficPoint> Snapshot() const;
 
  private:
-  mutable std::mutex mu_;  // guards points_ (std::mutex: visible to ThreadSanitizer)
-  std::map<std::pair<std::string, std::string>, RpcTrafficPoint> points_;
+  mutable Mutex mu_;
+  std::map<std::pair<std::string, std::string>, RpcTrafficPoint> points_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace fulcrum::profiler

@@ -14,6 +14,8 @@
 #include "profiler/profiler.h"
 #include "ps/service.h"
 #include "ps/shard.h"
+#include "runtime/grpc_server.h"
+#include "runtime/shard_defs.h"
 #include "spdlog/spdlog.h"
 
 namespace fulcrum::ps {
@@ -28,7 +30,8 @@ nlohmann::json SummaryJson(const pb::StatsResponse& s) {
   nlohmann::json j;
   j["job"] = "ps";
   j["task_index"] = s.task_index();
-  j["mode"] = s.mode() == pb::MODE_SYNC ? "sync" : s.mode() == pb::MODE_ASYNC ? "async" : "unknown";
+  // A ps the chief never initialised has no mode yet.
+  j["mode"] = s.mode() == pb::MODE_UNSPECIFIED ? "unknown" : runtime::ModeName(s.mode());
   j["global_step"] = s.global_step();
   j["bytes_held"] = s.bytes_held();
   j["num_chunks"] = s.num_chunks();
@@ -155,8 +158,12 @@ absl::Status RunPsTask(const runtime::ClusterOptions& cluster,
   Shard shard(task.task_index);
   PsService service(&shard, prof.get());
   const std::string& address = task.address();
-  FULCRUM_ASSIGN_OR_RETURN(std::unique_ptr<grpc::Server> server,
-                           StartServer(&service, shard.name(), address, nullptr));
+  // A sync server takes a thread per running call, and in sync mode every worker may have a
+  // Pull per chunk blocked until its step completes: gRPC grows the pool on demand up to the
+  // resource quota's thread limit, which stays at its default (unbounded).
+  FULCRUM_ASSIGN_OR_RETURN(runtime::StartedServer started,
+                           runtime::StartGrpcServer(shard.name(), address, {&service}));
+  std::unique_ptr<grpc::Server> server = std::move(started.server);
   spdlog::info("{} listening on {} (cluster spec from {})", shard.name(), address, task.source);
 
   std::string reason;

@@ -4,6 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
+#include "runtime/grpc_server.h"
 #include "runtime/grpc_util.h"
 
 namespace fulcrum::ps {
@@ -24,7 +26,7 @@ void PsService::Observe(const char* method, const Request& request, const Respon
   if (observer_ == nullptr) return;
   const std::string* peer;
   {
-    std::lock_guard lock(peers_mu_);
+    MutexLock lock(&peers_mu_);
     auto it = peers_.find(request.task());
     if (it == peers_.end()) {
       it = peers_.emplace(request.task(), profiler::PeerName(request.task())).first;
@@ -90,26 +92,25 @@ grpc::Status PsService::Stop(grpc::ServerContext*, const pb::StopRequest* reques
 grpc::Status PsService::Shutdown(grpc::ServerContext* context, const pb::ShutdownRequest* request,
                                  pb::ShutdownResponse* response) {
   shard_->Touch();
-  std::unique_lock lock(mu_);
+  MutexLock lock(&mu_);
   if (!shutdown_requested_) {
     shutdown_requested_ = true;
     shutdown_reason_ = request->reason();
   }
-  shutdown_cv_.notify_all();
+  shutdown_cv_.SignalAll();
   // Wait for the runner's summary, but never past the caller's deadline.
   const absl::Time deadline = std::min(CallDeadline(context), absl::Now() + kSummaryWait);
-  shutdown_cv_.wait_for(
-      lock, absl::ToChronoNanoseconds(std::max(deadline - absl::Now(), absl::ZeroDuration())),
-      [&] { return summary_ready_; });
+  while (!summary_ready_ && shutdown_cv_.WaitUntil(&mu_, deadline)) {
+  }
   if (summary_ready_) response->set_summary_json(summary_json_);
   return grpc::Status::OK;
 }
 
 void PsService::SetShutdownSummary(std::string summary_json) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   summary_json_ = std::move(summary_json);
   summary_ready_ = true;
-  shutdown_cv_.notify_all();
+  shutdown_cv_.SignalAll();
 }
 
 grpc::Status PsService::Ping(grpc::ServerContext*, const pb::PingRequest* request,
@@ -118,11 +119,11 @@ grpc::Status PsService::Ping(grpc::ServerContext*, const pb::PingRequest* reques
 }
 
 bool PsService::WaitForShutdown(absl::Duration timeout, std::string* reason) {
-  std::unique_lock lock(mu_);
-  if (!shutdown_cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout),
-                             [&] { return shutdown_requested_; })) {
-    return false;
+  const absl::Time deadline = absl::Now() + timeout;
+  MutexLock lock(&mu_);
+  while (!shutdown_requested_ && shutdown_cv_.WaitUntil(&mu_, deadline)) {
   }
+  if (!shutdown_requested_) return false;
   *reason = shutdown_reason_;
   return true;
 }
@@ -130,23 +131,10 @@ bool PsService::WaitForShutdown(absl::Duration timeout, std::string* reason) {
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(PsService* service,
                                                           const std::string& task_name,
                                                           const std::string& address, int* port) {
-  grpc::ServerBuilder builder;
-  runtime::ConfigureServerBuilder(&builder);
-  // A sync server takes a thread per running call, and in sync mode every worker may have a
-  // Pull per chunk blocked until its step completes. gRPC grows the pool on demand up to
-  // the resource quota's thread limit, which stays at its default (unbounded) here.
-  // ConfigureServerBuilder turns gRPC's SO_REUSEPORT off, so a taken port is an error.
-  int selected_port = 0;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &selected_port);
-  builder.RegisterService(service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || selected_port == 0) {
-    if (server != nullptr) server->Shutdown();
-    return absl::UnavailableError(
-        absl::StrCat(task_name, " cannot listen on ", address, " (in use?)"));
-  }
-  if (port != nullptr) *port = selected_port;
-  return server;
+  FULCRUM_ASSIGN_OR_RETURN(runtime::StartedServer started,
+                           runtime::StartGrpcServer(task_name, address, {service}));
+  if (port != nullptr) *port = started.port;
+  return std::move(started.server);
 }
 
 }  // namespace fulcrum::ps

@@ -15,7 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "grpcpp/server.h"
-#include "profiler/profiler.h"
+#include "profiler/rpc_observer.h"
 #include "proto/ps.grpc.pb.h"
 #include "ps/shard.h"
 
@@ -63,18 +63,19 @@ class PsService final : public pb::ParameterServer::Service {
 
   Shard* const shard_;
   profiler::RpcObserver* const observer_;
-  std::mutex mu_;  // guards the members below
-  std::condition_variable shutdown_cv_;
-  bool shutdown_requested_ = false;
-  std::string shutdown_reason_;
-  bool summary_ready_ = false;
-  std::string summary_json_;
-  std::mutex peers_mu_;  // guards peers_: "worker:1" -> "worker-1", built once per peer
-  std::map<std::string, std::string, std::less<>> peers_;
+  Mutex mu_;
+  CondVar shutdown_cv_;  // signalled when a Shutdown arrives or the summary is set
+  bool shutdown_requested_ ABSL_GUARDED_BY(mu_) = false;
+  std::string shutdown_reason_ ABSL_GUARDED_BY(mu_);
+  bool summary_ready_ ABSL_GUARDED_BY(mu_) = false;
+  std::string summary_json_ ABSL_GUARDED_BY(mu_);
+  Mutex peers_mu_;
+  // "worker:1" -> "worker-1", built once per peer.
+  std::map<std::string, std::string, std::less<>> peers_ ABSL_GUARDED_BY(peers_mu_);
 };
 
 // Starts a gRPC server for `service` on `address` ("host:port"; port 0 picks a free one,
-// returned in *port) with Fulcrum's server settings. Unavailable naming the task and
+// returned in *port) through runtime::StartGrpcServer. Unavailable naming the task and
 // address when it cannot listen there.
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(PsService* service,
                                                           const std::string& task_name,

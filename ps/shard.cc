@@ -1,16 +1,8 @@
 #include "ps/shard.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <limits>
-#include <sstream>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
@@ -18,8 +10,9 @@
 #include "base/random.h"
 #include "base/status_macros.h"
 #include "ops/initializer.h"
-#include "runtime/grpc_util.h"
+#include "runtime/limits.h"
 #include "runtime/proto_convert.h"
+#include "runtime/shard_defs.h"
 #include "runtime/tensor_coding.h"
 #include "spdlog/spdlog.h"
 
@@ -27,13 +20,6 @@ namespace fulcrum::ps {
 namespace {
 
 using google::protobuf::RepeatedPtrField;
-
-// The shape of a def's rows: [row_end - row_begin, full_shape[1:]...].
-ops::Shape SliceShape(const pb::VariableDef& def) {
-  std::vector<int64_t> dims(def.full_shape().begin(), def.full_shape().end());
-  dims[0] = def.row_end() - def.row_begin();
-  return ops::Shape(std::move(dims));
-}
 
 // Elements [offset, offset + count) of a tensor as a rank-1 view.
 ops::Tensor SegmentView(ops::Tensor& t, const runtime::Segment& seg) {
@@ -44,48 +30,13 @@ std::span<const float> SegmentSpan(const ops::Tensor& t, const runtime::Segment&
   return {t.data() + seg.offset, static_cast<size_t>(seg.count)};
 }
 
-const char* ModeName(pb::Mode mode) { return mode == pb::MODE_SYNC ? "sync" : "async"; }
-
-// Writes `bytes` to path.tmp, fsyncs it, renames it over `path` and fsyncs the folder, so
-// the file is replaced whole or not at all, even across a crash.
-absl::Status WriteFileDurably(const std::string& path, const std::string& bytes) {
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    return absl::UnavailableError(absl::StrCat(tmp, ": cannot create: ", std::strerror(errno)));
-  }
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const std::string error = std::strerror(errno);
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return absl::UnavailableError(absl::StrCat(tmp, ": write failed: ", error));
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    const std::string error = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    return absl::UnavailableError(absl::StrCat(tmp, ": fsync failed: ", error));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string error = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    return absl::UnavailableError(absl::StrCat(path, ": rename failed: ", error));
-  }
-  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  const char* dir = parent.empty() ? "." : parent.c_str();
-  if (const int dfd = ::open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
+
+ops::Shape Shard::SliceShape(const pb::VariableDef& def) {
+  std::vector<int64_t> dims(def.full_shape().begin(), def.full_shape().end());
+  dims[0] = def.row_end() - def.row_begin();
+  return ops::Shape(std::move(dims));
+}
 
 Shard::Shard(int task_index)
     : task_index_(task_index),
@@ -103,7 +54,7 @@ absl::Time Shard::last_contact() const {
 }
 
 std::shared_ptr<Shard::Store> Shard::store() const {
-  std::lock_guard lock(store_mu_);
+  MutexLock lock(&store_mu_);
   return store_;
 }
 
@@ -205,7 +156,10 @@ absl::StatusOr<std::shared_ptr<Shard::Store>> Shard::BuildStore(
   }
   for (runtime::Chunk& plan : runtime::PlanChunks(elements, request.chunk_bytes())) {
     auto chunk = std::make_unique<ChunkState>();
-    if (store->sync) chunk->accum.assign(static_cast<size_t>(plan.num_elements), 0.0f);
+    if (store->sync) {
+      MutexLock lock(&chunk->mu);  // not shared yet; the lock keeps the analysis exact
+      chunk->accum.assign(static_cast<size_t>(plan.num_elements), 0.0f);
+    }
     chunk->plan = std::move(plan);
     store->chunks.push_back(std::move(chunk));
   }
@@ -215,7 +169,7 @@ absl::StatusOr<std::shared_ptr<Shard::Store>> Shard::BuildStore(
 absl::Status Shard::CreateVariables(const pb::CreateVariablesRequest& request,
                                     pb::CreateVariablesResponse* response) {
   Touch();
-  std::lock_guard lock(store_mu_);
+  MutexLock lock(&store_mu_);
   if (store_ != nullptr) {
     const pb::CreateVariablesRequest& have = store_->definition;
     if (have.run_id() != request.run_id() ||
@@ -228,7 +182,7 @@ absl::Status Shard::CreateVariables(const pb::CreateVariablesRequest& request,
     FULCRUM_ASSIGN_OR_RETURN(store_, BuildStore(request));
     spdlog::info("{} holds {} variables, {} bytes, in {} chunks ({} mode, optimizer {})", name_,
                  store_->variables.size(), store_->bytes_held, store_->chunks.size(),
-                 ModeName(request.mode()), ops::OptimizerName(store_->optimizer.kind));
+                 runtime::ModeName(request.mode()), ops::OptimizerName(store_->optimizer.kind));
   }
   response->set_bytes_held(store_->bytes_held);
   response->set_num_chunks(static_cast<int32_t>(store_->chunks.size()));
@@ -260,15 +214,16 @@ absl::Status Shard::PullChunks(Store& store, const std::vector<int>& chunk_ids, 
     ChunkState& chunk = *store.chunks[static_cast<size_t>(id)];
     pb::ChunkData* data = out->Add();
     data->set_chunk(id);
-    std::unique_lock lock(chunk.mu);
+    MutexLock lock(&chunk.mu);
     if (min_step > 0) {
-      const auto steady_deadline =
-          std::chrono::steady_clock::now() +
-          absl::ToChronoNanoseconds(std::max(deadline - absl::Now(), absl::ZeroDuration()));
       const auto wait_start = std::chrono::steady_clock::now();
-      const bool reached = chunk.advanced.wait_until(lock, steady_deadline, [&] {
-        return chunk.step >= min_step || stopped_.load(std::memory_order_acquire);
-      });
+      bool reached = true;
+      while (chunk.step < min_step && !stopped_.load(std::memory_order_acquire)) {
+        if (!chunk.advanced.WaitUntil(&chunk.mu, deadline)) {
+          reached = chunk.step >= min_step || stopped_.load(std::memory_order_acquire);
+          break;
+        }
+      }
       const int64_t waited_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                                     std::chrono::steady_clock::now() - wait_start)
                                     .count();
@@ -326,7 +281,7 @@ absl::Status Shard::Pull(const pb::PullRequest& request, pb::PullResponse* respo
 
 bool Shard::SeenBefore(const std::string& task, uint64_t request_id) {
   const std::pair<uint64_t, uint64_t> key(NameHash(task), request_id);  // no allocation
-  std::lock_guard lock(dedup_mu_);
+  MutexLock lock(&dedup_mu_);
   if (!dedup_seen_.insert(key).second) return true;
   dedup_order_.push_back(key);
   if (dedup_order_.size() > kDedupCapacity) {
@@ -358,7 +313,83 @@ absl::Status Shard::ApplyToChunk(Store& store, ChunkState& chunk, std::span<cons
   chunk.updates = t;
   ++chunk.step;
   chunk.published_step.store(chunk.step, std::memory_order_release);
-  chunk.advanced.notify_all();
+  chunk.advanced.SignalAll();
+  return absl::OkStatus();
+}
+
+void Shard::DropPending(ChunkState& chunk) {
+  counters_.pushes_dropped.fetch_add(chunk.count, std::memory_order_relaxed);
+  std::fill(chunk.accum.begin(), chunk.accum.end(), 0.0f);
+  chunk.count = 0;
+}
+
+absl::Status Shard::ValidatePush(const Store& store, const pb::PushRequest& request,
+                                 std::vector<std::vector<float>>& scratch,
+                                 std::vector<std::span<const float>>& grads) {
+  const int num_chunks = static_cast<int>(store.chunks.size());
+  scratch.resize(static_cast<size_t>(request.gradients_size()));
+  for (int i = 0; i < request.gradients_size(); ++i) {
+    const pb::ChunkData& g = request.gradients(i);
+    if (g.chunk() < 0 || g.chunk() >= num_chunks) {
+      return absl::InvalidArgumentError(absl::StrCat(name_, ": Push from ", request.task(),
+                                                     ": chunk ", g.chunk(), " does not exist (",
+                                                     num_chunks, " chunks)"));
+    }
+    const ChunkState& chunk = *store.chunks[static_cast<size_t>(g.chunk())];
+    absl::StatusOr<std::span<const float>> floats = runtime::ViewFloats(
+        g.data(), chunk.plan.num_elements, &scratch[static_cast<size_t>(i)], "gradient");
+    if (!floats.ok()) {  // the label is built only on this path: pushes are hot
+      return absl::InvalidArgumentError(absl::StrCat(name_, ": Push from ", request.task(),
+                                                     ": chunk ", g.chunk(), " ",
+                                                     floats.status().message()));
+    }
+    grads.push_back(*floats);
+  }
+  if (!store.sync) return absl::OkStatus();
+  for (const pb::ChunkData& g : request.gradients()) {
+    ChunkState& chunk = *store.chunks[static_cast<size_t>(g.chunk())];
+    MutexLock lock(&chunk.mu);
+    if (request.step() > chunk.step) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(name_, ": Push from ", request.task(), ": gradient for step ",
+                       request.step(), " but chunk ", g.chunk(), " is at step ", chunk.step));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Shard::PushChunk(Store& store, ChunkState& chunk, int chunk_id,
+                              std::span<const float> grad, int64_t step, int* applied,
+                              int* dropped) {
+  counters_.pushes_received.fetch_add(1, std::memory_order_relaxed);
+  counters_.bytes_pushed.fetch_add(static_cast<int64_t>(grad.size_bytes()),
+                                   std::memory_order_relaxed);
+  if (!store.sync) {
+    FULCRUM_RETURN_IF_ERROR(ApplyToChunk(store, chunk, grad));
+    ++*applied;
+    counters_.pushes_applied.fetch_add(1, std::memory_order_relaxed);
+    if (chunk_id == 0) counters_.steps_applied.fetch_add(1, std::memory_order_relaxed);
+    return absl::OkStatus();
+  }
+  if (step < chunk.step) {  // computed for a step already applied
+    ++*dropped;
+    counters_.pushes_dropped.fetch_add(1, std::memory_order_relaxed);
+    return absl::OkStatus();
+  }
+  // step == chunk.step: ValidatePush saw step <= chunk.step, and steps only grow.
+  std::transform(chunk.accum.begin(), chunk.accum.end(), grad.begin(), chunk.accum.begin(),
+                 [](float a, float b) { return a + b; });
+  ++chunk.count;
+  ++*applied;
+  if (chunk.count == store.replicas) {
+    const float n = static_cast<float>(store.replicas);
+    for (float& a : chunk.accum) a /= n;
+    FULCRUM_RETURN_IF_ERROR(ApplyToChunk(store, chunk, chunk.accum));
+    std::fill(chunk.accum.begin(), chunk.accum.end(), 0.0f);
+    chunk.count = 0;
+    counters_.pushes_applied.fetch_add(store.replicas, std::memory_order_relaxed);
+    if (chunk_id == 0) counters_.steps_applied.fetch_add(1, std::memory_order_relaxed);
+  }
   return absl::OkStatus();
 }
 
@@ -371,38 +402,9 @@ absl::Status Shard::Push(const pb::PushRequest& request, pb::PushResponse* respo
     response->set_global_step(GlobalStep(*store));
     return absl::OkStatus();
   }
-  // Validate the whole request before applying any of it.
-  const int num_chunks = static_cast<int>(store->chunks.size());
-  std::vector<std::vector<float>> scratch(static_cast<size_t>(request.gradients_size()));
+  std::vector<std::vector<float>> scratch;
   std::vector<std::span<const float>> grads;
-  for (int i = 0; i < request.gradients_size(); ++i) {
-    const pb::ChunkData& g = request.gradients(i);
-    if (g.chunk() < 0 || g.chunk() >= num_chunks) {
-      return absl::InvalidArgumentError(absl::StrCat(name_, ": Push from ", request.task(),
-                                                     ": chunk ", g.chunk(), " does not exist (",
-                                                     num_chunks, " chunks)"));
-    }
-    const ChunkState& chunk = *store->chunks[static_cast<size_t>(g.chunk())];
-    absl::StatusOr<std::span<const float>> floats = runtime::ViewFloats(
-        g.data(), chunk.plan.num_elements, &scratch[static_cast<size_t>(i)], "gradient");
-    if (!floats.ok()) {  // the label is built only on this path: pushes are hot
-      return absl::InvalidArgumentError(absl::StrCat(name_, ": Push from ", request.task(),
-                                                     ": chunk ", g.chunk(), " ",
-                                                     floats.status().message()));
-    }
-    grads.push_back(*floats);
-  }
-  if (store->sync) {
-    for (const pb::ChunkData& g : request.gradients()) {
-      ChunkState& chunk = *store->chunks[static_cast<size_t>(g.chunk())];
-      std::lock_guard lock(chunk.mu);
-      if (request.step() > chunk.step) {
-        return absl::FailedPreconditionError(
-            absl::StrCat(name_, ": Push from ", request.task(), ": gradient for step ",
-                         request.step(), " but chunk ", g.chunk(), " is at step ", chunk.step));
-      }
-    }
-  }
+  FULCRUM_RETURN_IF_ERROR(ValidatePush(*store, request, scratch, grads));
   if (request.request_id() != 0 && SeenBefore(request.task(), request.request_id())) {
     counters_.pushes_duplicate.fetch_add(request.gradients_size(), std::memory_order_relaxed);
     response->set_duplicate(true);
@@ -410,45 +412,16 @@ absl::Status Shard::Push(const pb::PushRequest& request, pb::PushResponse* respo
     response->set_stopped(stopped());
     return absl::OkStatus();
   }
-
   int applied = 0;
   int dropped = 0;
   for (int i = 0; i < request.gradients_size(); ++i) {
     const int id = request.gradients(i).chunk();
     ChunkState& chunk = *store->chunks[static_cast<size_t>(id)];
-    const std::span<const float> grad = grads[static_cast<size_t>(i)];
-    std::lock_guard lock(chunk.mu);
+    MutexLock lock(&chunk.mu);
     // Stop drains each chunk under its lock after setting stopped_: nothing lands after it.
     if (stopped()) break;
-    counters_.pushes_received.fetch_add(1, std::memory_order_relaxed);
-    counters_.bytes_pushed.fetch_add(static_cast<int64_t>(grad.size_bytes()),
-                                     std::memory_order_relaxed);
-    if (!store->sync) {
-      FULCRUM_RETURN_IF_ERROR(ApplyToChunk(*store, chunk, grad));
-      ++applied;
-      counters_.pushes_applied.fetch_add(1, std::memory_order_relaxed);
-      if (id == 0) counters_.steps_applied.fetch_add(1, std::memory_order_relaxed);
-      continue;
-    }
-    if (request.step() < chunk.step) {  // computed for a step already applied
-      ++dropped;
-      counters_.pushes_dropped.fetch_add(1, std::memory_order_relaxed);
-      continue;
-    }
-    // request.step() == chunk.step: the earlier check holds because steps only grow.
-    std::transform(chunk.accum.begin(), chunk.accum.end(), grad.begin(), chunk.accum.begin(),
-                   [](float a, float b) { return a + b; });
-    ++chunk.count;
-    ++applied;
-    if (chunk.count == store->replicas) {
-      const float n = static_cast<float>(store->replicas);
-      for (float& a : chunk.accum) a /= n;
-      FULCRUM_RETURN_IF_ERROR(ApplyToChunk(*store, chunk, chunk.accum));
-      std::fill(chunk.accum.begin(), chunk.accum.end(), 0.0f);
-      chunk.count = 0;
-      counters_.pushes_applied.fetch_add(store->replicas, std::memory_order_relaxed);
-      if (id == 0) counters_.steps_applied.fetch_add(1, std::memory_order_relaxed);
-    }
+    FULCRUM_RETURN_IF_ERROR(PushChunk(*store, chunk, id, grads[static_cast<size_t>(i)],
+                                      request.step(), &applied, &dropped));
   }
   response->set_applied(applied);
   response->set_dropped(dropped);
@@ -483,12 +456,10 @@ void Shard::Stop(const std::string& reason) {
   if (s == nullptr) return;
   for (auto& chunk : s->chunks) {
     // Under the lock, so a pull between checking stopped_ and sleeping cannot miss it.
-    std::lock_guard lock(chunk->mu);
+    MutexLock lock(&chunk->mu);
     // An unfinished sync step will never be applied: its gradients count as dropped.
-    counters_.pushes_dropped.fetch_add(chunk->count, std::memory_order_relaxed);
-    std::fill(chunk->accum.begin(), chunk->accum.end(), 0.0f);
-    chunk->count = 0;
-    chunk->advanced.notify_all();
+    DropPending(*chunk);
+    chunk->advanced.SignalAll();
   }
 }
 
@@ -497,7 +468,7 @@ int64_t Shard::pending_gradients() const {
   if (s == nullptr) return 0;
   int64_t pending = 0;
   for (auto& chunk : s->chunks) {
-    std::lock_guard lock(chunk->mu);
+    MutexLock lock(&chunk->mu);
     pending += chunk->count;
   }
   return pending;
@@ -548,162 +519,6 @@ absl::Status Shard::Ping(const pb::PingRequest& request, pb::PingResponse* respo
   }
   response->mutable_payload()->assign(static_cast<size_t>(request.reply_bytes()), '\0');
   response->set_task_index(task_index_);
-  return absl::OkStatus();
-}
-
-// ---------------------------------------------------------------------------------------
-// Checkpoints
-
-absl::Status Shard::SaveShard(const pb::SaveShardRequest& request,
-                              pb::SaveShardResponse* response) {
-  Touch();
-  FULCRUM_ASSIGN_OR_RETURN(std::shared_ptr<Store> store, GetStore());
-  if (request.path().empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(name_, ": SaveShard: empty path"));
-  }
-  pb::ShardCheckpoint checkpoint;
-  checkpoint.set_task_index(task_index_);
-  *checkpoint.mutable_definition() = store->definition;
-  int64_t global_step = 0;
-  {
-    // Every chunk lock, in chunk order, so the checkpoint is one consistent state.
-    std::vector<std::unique_lock<std::mutex>> locks;
-    for (auto& chunk : store->chunks) locks.emplace_back(chunk->mu);
-    for (auto& chunk : store->chunks) {
-      checkpoint.add_chunk_steps(chunk->step);
-      checkpoint.add_chunk_updates(chunk->updates);
-    }
-    for (const Variable& var : store->variables) {
-      const std::span<const float> value = var.value.flat();
-      runtime::EncodeFloats({&value, 1}, checkpoint.add_values());
-    }
-    for (const Variable& var : store->variables) {
-      for (const ops::Tensor& slot : var.slots) {
-        const std::span<const float> values = slot.flat();
-        runtime::EncodeFloats({&values, 1}, checkpoint.add_slots());
-      }
-    }
-    global_step = GlobalStep(*store);
-  }
-  const std::string bytes = checkpoint.SerializeAsString();
-  if (absl::Status s = WriteFileDurably(request.path(), bytes); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat(name_, ": SaveShard: ", s.message()));
-  }
-  response->set_bytes_written(static_cast<int64_t>(bytes.size()));
-  response->set_global_step(global_step);
-  spdlog::info("{} saved its shard at global step {} to {} ({} bytes)", name_, global_step,
-               request.path(), bytes.size());
-  return absl::OkStatus();
-}
-
-absl::Status Shard::RestoreShard(const pb::RestoreShardRequest& request,
-                                 pb::RestoreShardResponse* response) {
-  Touch();
-  FULCRUM_ASSIGN_OR_RETURN(std::shared_ptr<Store> store, GetStore());
-  const std::string& path = request.path();
-  const std::string what = absl::StrCat(name_, ": RestoreShard from ", path);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    if (!std::filesystem::exists(path)) {
-      return absl::NotFoundError(absl::StrCat(what, ": no such file"));
-    }
-    return absl::UnavailableError(absl::StrCat(what, ": cannot open: ", std::strerror(errno)));
-  }
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  pb::ShardCheckpoint checkpoint;
-  if (!checkpoint.ParseFromString(buffer.str())) {
-    return absl::DataLossError(
-        absl::StrCat(what, ": not a shard checkpoint (truncated or corrupt)"));
-  }
-
-  // Same layout: variables (names, shapes, rows), chunking and optimizer slots.
-  const pb::CreateVariablesRequest& have = store->definition;
-  const pb::CreateVariablesRequest& saved = checkpoint.definition();
-  if (checkpoint.task_index() != task_index_) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(what, ": the checkpoint is of ps:", checkpoint.task_index()));
-  }
-  if (saved.variables_size() != have.variables_size()) {
-    return absl::FailedPreconditionError(absl::StrCat(what, ": it holds ", saved.variables_size(),
-                                                      " variables, ", name_, " holds ",
-                                                      have.variables_size()));
-  }
-  for (int v = 0; v < have.variables_size(); ++v) {
-    const pb::VariableDef& a = have.variables(v);
-    const pb::VariableDef& b = saved.variables(v);
-    if (a.name() != b.name() || a.row_begin() != b.row_begin() || a.row_end() != b.row_end() ||
-        !std::equal(a.full_shape().begin(), a.full_shape().end(), b.full_shape().begin(),
-                    b.full_shape().end())) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(what, ": variable ", v, " is '", b.name(), "' ", SliceShape(b).ToString(),
-                       " there but '", a.name(), "' ", SliceShape(a).ToString(), " here"));
-    }
-  }
-  if (saved.chunk_bytes() != have.chunk_bytes()) {
-    return absl::FailedPreconditionError(absl::StrCat(what, ": chunk_bytes ", saved.chunk_bytes(),
-                                                      " there, ", have.chunk_bytes(), " here"));
-  }
-  if (saved.optimizer().kind() != have.optimizer().kind()) {
-    return absl::FailedPreconditionError(absl::StrCat(what, ": optimizer ",
-                                                      saved.optimizer().kind(), " there, ",
-                                                      have.optimizer().kind(), " here"));
-  }
-  const size_t num_chunks = store->chunks.size();
-  const size_t num_vars = store->variables.size();
-  const size_t num_slots = ops::SlotNames(store->optimizer.kind).size();
-  if (static_cast<size_t>(checkpoint.chunk_steps_size()) != num_chunks ||
-      static_cast<size_t>(checkpoint.chunk_updates_size()) != num_chunks ||
-      static_cast<size_t>(checkpoint.values_size()) != num_vars ||
-      static_cast<size_t>(checkpoint.slots_size()) != num_vars * num_slots) {
-    return absl::DataLossError(absl::StrCat(
-        what, ": truncated or corrupt: ", checkpoint.chunk_steps_size(), " chunk steps, ",
-        checkpoint.values_size(), " values, ", checkpoint.slots_size(), " slots for ", num_chunks,
-        " chunks and ", num_vars, " variables with ", num_slots, " slots each"));
-  }
-  for (size_t v = 0; v < num_vars; ++v) {
-    const size_t expect = store->variables[v].value.bytes();
-    bool ok = checkpoint.values(static_cast<int>(v)).size() == expect;
-    for (size_t s = 0; s < num_slots; ++s) {
-      ok = ok && checkpoint.slots(static_cast<int>(v * num_slots + s)).size() == expect;
-    }
-    if (!ok) {
-      return absl::DataLossError(absl::StrCat(what, ": truncated or corrupt: variable '",
-                                              have.variables(static_cast<int>(v)).name(),
-                                              "' does not have ", expect, " bytes"));
-    }
-  }
-
-  // Validated, so the decoding below cannot fail half-way. Replace everything under every
-  // chunk lock; gradients pending in sync accumulators are discarded and counted as dropped.
-  {
-    std::vector<std::unique_lock<std::mutex>> locks;
-    for (auto& chunk : store->chunks) locks.emplace_back(chunk->mu);
-    for (size_t v = 0; v < num_vars; ++v) {
-      Variable& var = store->variables[v];
-      std::span<float> part = var.value.flat();
-      FULCRUM_RETURN_IF_ERROR(
-          runtime::DecodeFloats(checkpoint.values(static_cast<int>(v)), {&part, 1}, what));
-      for (size_t s = 0; s < num_slots; ++s) {
-        part = var.slots[s].flat();
-        FULCRUM_RETURN_IF_ERROR(runtime::DecodeFloats(
-            checkpoint.slots(static_cast<int>(v * num_slots + s)), {&part, 1}, what));
-      }
-    }
-    for (size_t c = 0; c < num_chunks; ++c) {
-      ChunkState& chunk = *store->chunks[c];
-      chunk.step = checkpoint.chunk_steps(static_cast<int>(c));
-      chunk.updates = checkpoint.chunk_updates(static_cast<int>(c));
-      std::fill(chunk.accum.begin(), chunk.accum.end(), 0.0f);
-      counters_.pushes_dropped.fetch_add(chunk.count, std::memory_order_relaxed);
-      chunk.count = 0;
-      chunk.published_step.store(chunk.step, std::memory_order_release);
-      chunk.advanced.notify_all();
-    }
-  }
-  response->set_global_step(GlobalStep(*store));
-  spdlog::info("{} restored its shard at global step {} from {}", name_, response->global_step(),
-               path);
   return absl::OkStatus();
 }
 

@@ -4,30 +4,32 @@
 // create, pull (optionally waiting for a global step), push (async: apply on arrival; sync:
 // SyncReplicasOptimizer-style aggregation of replicas_to_aggregate gradients per step,
 // stale gradients dropped), deduplication of retried pushes, stop, stats and checkpoint
-// shard I/O. The gRPC service (ps/service.h) and the in-process client
-// (ps/in_process_client.h) both forward to it. Every error message names the task ("ps:0").
+// shard I/O (in shard_checkpoint.cc). The gRPC service (ps/service.h) and the in-process
+// client (ps/in_process_client.h) both forward to it. Every error message names the task
+// ("ps:0").
 //
 // Thread-safety: every method may be called from many threads at once. Each chunk has its
 // own lock, so pushes and pulls of different chunks contend only for the brief insert into
 // the shard-wide table of seen request ids; a push or pull holds one chunk lock at a time,
-// a checkpoint save or restore holds all of them (in chunk order).
-// The locks are std::mutex rather than absl::Mutex so that ThreadSanitizer, which cannot see
-// inside Debian's uninstrumented Abseil, checks them.
+// a checkpoint save or restore holds all of them (in chunk order). The locks are
+// fulcrum::Mutex (base/mutex.h): checked by clang's -Wthread-safety, seen by ThreadSanitizer.
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "base/mutex.h"
 #include "ops/optimizer.h"
 #include "ops/tensor.h"
 #include "proto/ps.pb.h"
@@ -118,14 +120,14 @@ class Shard {
     std::vector<ops::Tensor> slots;  // ops::SlotNames order, shaped like value
   };
   struct ChunkState {
-    runtime::Chunk plan;
-    std::mutex mu;                     // guards the chunk's values and slots and the fields below
-    std::condition_variable advanced;  // notified when step grows or the shard stops
-    int64_t step = 0;                  // global step of the chunk
-    int64_t updates = 0;               // applies done (Adam's t = updates + 1)
-    std::vector<float> accum;          // sync: sum of this step's gradients
-    int count = 0;                     // sync: gradients in accum
-    std::atomic<int64_t> published_step{0};  // step, readable without the lock
+    runtime::Chunk plan;  // fixed before the store is published
+    Mutex mu;             // the chunk's values and slots (in Store::variables) and the below
+    CondVar advanced;     // signalled when step grows or the shard stops
+    int64_t step ABSL_GUARDED_BY(mu) = 0;     // global step of the chunk
+    int64_t updates ABSL_GUARDED_BY(mu) = 0;  // applies done (Adam's t = updates + 1)
+    std::vector<float> accum ABSL_GUARDED_BY(mu);  // sync: sum of this step's gradients
+    int count ABSL_GUARDED_BY(mu) = 0;             // sync: gradients in accum
+    std::atomic<int64_t> published_step{0};        // step, readable without the lock
   };
   // Everything CreateVariables builds. Its layout never changes afterwards; values, slots
   // and chunk state change under the chunk locks.
@@ -152,6 +154,8 @@ class Shard {
     std::atomic<int64_t> wait_ns{0};   // requests held for min_step
   };
 
+  // The shape of a def's rows: [row_end - row_begin, full_shape[1:]...].
+  static ops::Shape SliceShape(const pb::VariableDef& def);
   // The store, or FailedPrecondition before CreateVariables.
   absl::StatusOr<std::shared_ptr<Store>> GetStore() const;
   absl::StatusOr<std::shared_ptr<Store>> BuildStore(const pb::CreateVariablesRequest& request);
@@ -161,15 +165,31 @@ class Shard {
                           int64_t timeout_ms, absl::Time deadline,
                           google::protobuf::RepeatedPtrField<pb::ChunkData>* out,
                           int64_t* waited_us);
+  // Checks a push before anything of it is applied (chunk ids, payload sizes, sync steps);
+  // fills grads[i] with the floats of request.gradients(i) (scratch holds any copies).
+  absl::Status ValidatePush(const Store& store, const pb::PushRequest& request,
+                            std::vector<std::vector<float>>& scratch,
+                            std::vector<std::span<const float>>& grads);
+  // Applies (async) or accumulates (sync) one validated chunk gradient; counts it as
+  // *applied or *dropped.
+  absl::Status PushChunk(Store& store, ChunkState& chunk, int chunk_id,
+                         std::span<const float> grad, int64_t step, int* applied, int* dropped)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk.mu);
   // True when (task, request_id) was seen before; records it otherwise.
   bool SeenBefore(const std::string& task, uint64_t request_id);
   // Applies one gradient (the mean, in sync mode) to a chunk's segments and advances its
-  // step. The caller holds chunk.mu.
-  absl::Status ApplyToChunk(Store& store, ChunkState& chunk, std::span<const float> grad);
+  // step.
+  absl::Status ApplyToChunk(Store& store, ChunkState& chunk, std::span<const float> grad)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk.mu);
+  // Discards a sync step's unfinished gradients, counting them as dropped.
+  void DropPending(ChunkState& chunk) ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk.mu);
   int64_t GlobalStep(const Store& store) const;
-  // The caller holds chunk.mu.
   std::string ChunkWaitMessage(const Store& store, const ChunkState& chunk, int chunk_id,
-                               int64_t min_step, absl::Duration waited) const;
+                               int64_t min_step, absl::Duration waited) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk.mu);
+  // Checks that `checkpoint` holds this store's layout and complete data (RestoreShard).
+  absl::Status CheckCheckpoint(const Store& store, const pb::ShardCheckpoint& checkpoint,
+                               const std::string& what) const;
   std::shared_ptr<Store> store() const;
 
   const int task_index_;
@@ -177,13 +197,13 @@ class Shard {
   std::atomic<bool> stopped_{false};
   std::atomic<int64_t> last_contact_ns_;  // absl::ToUnixNanos
 
-  mutable std::mutex store_mu_;   // guards store_; serialises CreateVariables
-  std::shared_ptr<Store> store_;  // null until CreateVariables
+  mutable Mutex store_mu_;  // also serialises CreateVariables
+  std::shared_ptr<Store> store_ ABSL_GUARDED_BY(store_mu_);  // null until CreateVariables
 
-  std::mutex dedup_mu_;  // guards the two below
+  Mutex dedup_mu_;
   // (NameHash(task), request_id) of past pushes, and their arrival order for eviction.
-  absl::flat_hash_set<std::pair<uint64_t, uint64_t>> dedup_seen_;
-  std::deque<std::pair<uint64_t, uint64_t>> dedup_order_;
+  absl::flat_hash_set<std::pair<uint64_t, uint64_t>> dedup_seen_ ABSL_GUARDED_BY(dedup_mu_);
+  std::deque<std::pair<uint64_t, uint64_t>> dedup_order_ ABSL_GUARDED_BY(dedup_mu_);
 
   Counters counters_;
 };

@@ -13,7 +13,7 @@
 namespace fulcrum::runtime {
 
 // Default chunk size: large enough to amortise an RPC, small enough that gRPC stays in its
-// fast regime (1–4 MiB messages, ../shared/BENCHMARKING.md) and pieces go out in parallel.
+// fast regime (1–4 MiB messages, docs/benchmarking.md) and pieces go out in parallel.
 inline constexpr int64_t kDefaultChunkBytes = int64_t{2} << 20;
 
 // Elements [offset, offset + count) of shard variable `variable`.

@@ -4,16 +4,20 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <iostream>
+#include <sstream>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/reflection.h"
+#include "absl/flags/internal/parse.h"
+#include "absl/flags/internal/usage.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "base/exit_code.h"
 #include "base/status_macros.h"
 
@@ -83,10 +87,63 @@ ABSL_FLAG(int32_t, metrics_port, -1,
 namespace fulcrum::runtime {
 namespace {
 
-[[noreturn]] void FailFlag(absl::string_view program, const std::string& message) {
-  std::fprintf(stderr, "%s: %s\n", std::string(program).c_str(), message.c_str());
-  std::fprintf(stderr, "%s: run with --help for the list of flags\n", std::string(program).c_str());
-  std::exit(kExitBadInput);
+// The program's name (argv[0] without its folder) for messages, and whether
+// ParseFlagsOrExit is inside Abseil's parser (main() only, before any thread starts).
+absl::string_view g_program = "fulcrum";
+bool g_parsing = false;
+// What Abseil wrote to std::cerr while parsing (owned by ParseFlagsOrExit's frame).
+std::ostringstream* g_held_errors = nullptr;
+
+void ShowHeldErrorsAtExit() {
+  if (g_parsing && g_held_errors != nullptr) std::fputs(g_held_errors->str().c_str(), stderr);
+}
+
+[[noreturn]] void FailFlag(absl::string_view message) {
+  const std::string program(g_program);
+  std::fprintf(stderr, "%s: %s\n", program.c_str(), std::string(message).c_str());
+  std::fprintf(stderr, "%s: run with --help for the list of flags\n", program.c_str());
+  std::fflush(nullptr);
+  // Abseil's parser may be on the stack holding its locks: leave without running destructors.
+  std::_Exit(kExitBadInput);
+}
+
+// Abseil's fatal parse errors in our words where they are terse; the rest as Abseil says them.
+std::string DescribeParseError(absl::string_view message) {
+  absl::string_view rest = message;
+  if (absl::ConsumePrefix(&rest, "Unknown command line flag '") &&
+      absl::ConsumeSuffix(&rest, "'")) {
+    return absl::StrCat("unknown flag --", rest);
+  }
+  rest = message;
+  if (absl::ConsumePrefix(&rest, "Can't open flagfile ")) {
+    return absl::StrCat("--flagfile=", rest, ": cannot open the file");
+  }
+  return std::string(message);
+}
+
+void OnFatalParseError(absl::string_view message) {
+  if (g_parsing) FailFlag(DescribeParseError(message));
+}
+
+// This file as the compiler named it, and as the usage config names it (from the source root).
+constexpr absl::string_view kThisFile = __FILE__;
+constexpr absl::string_view kThisFileFromRoot = "runtime/flags.cc";
+
+// Flag files from the source root, whatever path the compiler saw (absolute, or relative to
+// the build folder under ccache's base_dir): "runtime/flags.cc", "absl/flags/parse.cc".
+std::string NormalizeFlagFile(absl::string_view file) {
+  absl::string_view root = kThisFile;
+  if (absl::ConsumeSuffix(&root, kThisFileFromRoot)) absl::ConsumePrefix(&file, root);
+  while (absl::ConsumePrefix(&file, "/") || absl::ConsumePrefix(&file, "./") ||
+         absl::ConsumePrefix(&file, "../")) {
+  }
+  return std::string(file);
+}
+
+// --help lists the flags defined here and Abseil's --flagfile, --fromenv, --tryfromenv and
+// --undefok (Abseil's default lists only flags defined in <program>.cc or <program>_main.cc).
+bool ListedByHelp(absl::string_view normalized_file) {
+  return normalized_file == kThisFileFromRoot || normalized_file == "absl/flags/parse.cc";
 }
 
 absl::Status Positive(absl::string_view flag, double value) {
@@ -112,63 +169,84 @@ absl::StatusOr<std::vector<int64_t>> ParseShape(const std::string& text) {
 
 }  // namespace
 
-std::vector<std::string> ParseFlagsOrExit(int argc, char** argv, absl::string_view usage) {
-  const absl::string_view program = argc > 0 ? absl::string_view(argv[0]) : "fulcrum";
-  absl::SetProgramUsageMessage(usage);
-  std::vector<std::string> positional = {std::string(program)};
-  for (int i = 1; i < argc; ++i) {
-    absl::string_view arg = argv[i];
-    if (arg == "--") {
-      for (++i; i < argc; ++i) positional.emplace_back(argv[i]);
-      break;
-    }
-    if (!absl::StartsWith(arg, "-") || arg == "-") {
-      positional.emplace_back(arg);
-      continue;
-    }
-    arg.remove_prefix(absl::StartsWith(arg, "--") ? 2 : 1);
-    if (arg == "help" || arg == "helpfull" || absl::StartsWith(arg, "help")) {
-      // Let Abseil print the usage text it knows how to format; it exits by itself.
-      absl::ParseCommandLine(argc, argv);
-      std::exit(kExitOk);
-    }
-    absl::string_view name = arg;
-    absl::string_view value;
-    bool has_value = false;
-    if (const size_t eq = arg.find('='); eq != absl::string_view::npos) {
-      name = arg.substr(0, eq);
-      value = arg.substr(eq + 1);
-      has_value = true;
-    }
-    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
-    bool negated = false;
-    if (flag == nullptr && absl::StartsWith(name, "no") && !has_value) {
-      flag = absl::FindCommandLineFlag(name.substr(2));
-      negated = flag != nullptr && flag->IsOfType<bool>();
-      if (!negated) flag = nullptr;
-    }
-    if (flag == nullptr) FailFlag(program, absl::StrCat("unknown flag --", name));
-    std::string text;
-    if (negated) {
-      text = "false";
-    } else if (has_value) {
-      text = std::string(value);
-    } else if (flag->IsOfType<bool>()) {
-      text = "true";
-    } else if (i + 1 < argc) {
-      text = argv[++i];
-    } else {
-      FailFlag(program, absl::StrCat("flag --", name, " is missing its value"));
-    }
-    std::string error;
-    if (!flag->ParseFrom(text, &error)) {
-      FailFlag(program, absl::StrCat("flag --", flag->Name(), "=", text, ": ", error));
-    }
+void ParseFlagsOrExit(int argc, char** argv, absl::string_view usage) {
+  if (argc > 0) {
+    const absl::string_view path = argv[0];
+    const size_t slash = path.rfind('/');
+    g_program = slash == absl::string_view::npos ? path : path.substr(slash + 1);
   }
-  return positional;
+  absl::SetProgramUsageMessage(usage);
+  absl::FlagsUsageConfig config;
+  config.contains_help_flags = ListedByHelp;
+  config.contains_helpshort_flags = ListedByHelp;
+  config.contains_helppackage_flags = ListedByHelp;
+  config.normalize_filename = NormalizeFlagFile;
+  // Abseil's default says "Debug build" by its own NDEBUG; Fulcrum has no release numbers.
+  config.version_string = [] { return absl::StrCat(g_program, " (Fulcrum)\n"); };
+  absl::SetFlagsUsageConfig(config);
+  std::vector<char*> positional;
+  {
+    // Abseil prints "ERROR: ..." to std::cerr before calling the fatal-error hook, which
+    // prints the same thing in our words; hold its copy back, and give anything else back.
+    // Should Abseil exit without calling the hook, the atexit handler shows its text.
+    std::ostringstream held;
+    g_held_errors = &held;
+    std::atexit(ShowHeldErrorsAtExit);
+    std::streambuf* const cerr_buffer = std::cerr.rdbuf(held.rdbuf());
+    g_parsing = true;
+    positional = absl::flags_internal::ParseCommandLineImpl(
+        argc, argv, absl::flags_internal::ArgvListAction::kRemoveParsedArgs,
+        absl::flags_internal::UsageFlagsAction::kIgnoreUsage,
+        absl::flags_internal::OnUndefinedFlag::kAbortIfUndefined);
+    g_parsing = false;
+    g_held_errors = nullptr;
+    std::cerr.rdbuf(cerr_buffer);
+    std::cerr << held.str();
+  }
+  // --help and friends: Abseil returns 1 for a help page; asking for help is no failure.
+  if (absl::flags_internal::HandleUsageFlags(std::cout, absl::ProgramUsageMessage()) != -1) {
+    std::cout.flush();
+    std::exit(kExitOk);
+  }
+  if (positional.size() > 1) {
+    FailFlag(absl::StrCat("unexpected argument '", positional[1],
+                          "' (flags are --name=value; a bool flag is --name or --noname)"));
+  }
 }
 
-absl::StatusOr<TrainingOptions> TrainingOptionsFromFlags() {
+int ReportBadFlags(const absl::Status& status) {
+  std::fprintf(stderr, "%s: %s\n", std::string(g_program).c_str(),
+               std::string(status.message()).c_str());
+  return kExitBadInput;
+}
+
+namespace {
+
+// --train_steps and --epochs into `o`: exactly one of them positive. A task that does not
+// train (`trains` false: the ps) may leave both unset; it gets a placeholder of one step.
+absl::Status ReadTrainLength(bool trains, TrainingOptions* o) {
+  o->train_steps = absl::GetFlag(FLAGS_train_steps);
+  o->epochs = absl::GetFlag(FLAGS_epochs);
+  if (o->train_steps < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--train_steps=", o->train_steps, ": must not be negative"));
+  }
+  if (o->epochs < 0 || !std::isfinite(o->epochs)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--epochs=", o->epochs, ": must not be negative"));
+  }
+  if (!trains && o->train_steps == 0 && o->epochs == 0) {
+    o->train_steps = 1;
+    return absl::OkStatus();
+  }
+  if ((o->train_steps > 0) == (o->epochs > 0)) {
+    return absl::InvalidArgumentError(
+        "give exactly one of --train_steps and --epochs (a positive value)");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TrainingOptions> ReadTrainingOptions(bool trains) {
   TrainingOptions o;
   o.model = absl::GetFlag(FLAGS_model);
   o.model_width = absl::GetFlag(FLAGS_model_width);
@@ -185,27 +263,14 @@ absl::StatusOr<TrainingOptions> TrainingOptionsFromFlags() {
     return absl::InvalidArgumentError(absl::StrCat("--momentum=", momentum, ": must be in [0, 1)"));
   }
   o.optimizer.momentum = static_cast<float>(momentum);
-  o.train_steps = absl::GetFlag(FLAGS_train_steps);
-  o.epochs = absl::GetFlag(FLAGS_epochs);
-  if (o.train_steps < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--train_steps=", o.train_steps, ": must not be negative"));
-  }
-  if (o.epochs < 0 || !std::isfinite(o.epochs)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--epochs=", o.epochs, ": must not be negative"));
-  }
-  if ((o.train_steps > 0) == (o.epochs > 0)) {
-    return absl::InvalidArgumentError(
-        "give exactly one of --train_steps and --epochs (a positive value)");
-  }
+  FULCRUM_RETURN_IF_ERROR(ReadTrainLength(trains, &o));
   o.dataset = absl::GetFlag(FLAGS_dataset);
   if (o.dataset != "mnist" && o.dataset != "cifar10" && o.dataset != "synthetic") {
     return absl::InvalidArgumentError(
         absl::StrCat("--dataset=", o.dataset, ": expected one of mnist, cifar10, synthetic"));
   }
   o.data_dir = absl::GetFlag(FLAGS_data_dir);
-  if (o.data_dir.empty() && o.dataset == "mnist") o.data_dir = "/usr/share/datasets/fashion-mnist";
+  if (o.data_dir.empty() && o.dataset == "mnist") o.data_dir = data::kDefaultMnistDir;
   if (o.data_dir.empty() && o.dataset == "cifar10") {
     return absl::InvalidArgumentError(
         "--dataset=cifar10 needs --data_dir (the folder of "
@@ -241,6 +306,10 @@ absl::StatusOr<TrainingOptions> TrainingOptionsFromFlags() {
   }
   return o;
 }
+
+}  // namespace
+
+absl::StatusOr<TrainingOptions> TrainingOptionsFromFlags() { return ReadTrainingOptions(true); }
 
 namespace {
 
@@ -365,6 +434,14 @@ absl::StatusOr<ClusterOptions> ClusterOptionsFromFlags(absl::string_view default
   return o;
 }
 
+absl::StatusOr<TaskOptions> TaskOptionsFromFlags(absl::string_view default_job) {
+  TaskOptions o;
+  FULCRUM_ASSIGN_OR_RETURN(o.training, ReadTrainingOptions(default_job != kPsJob));
+  FULCRUM_ASSIGN_OR_RETURN(o.cluster, ClusterOptionsFromFlags(default_job));
+  FULCRUM_ASSIGN_OR_RETURN(o.profile, ProfileFlagsFromFlags());
+  return o;
+}
+
 std::string ConfigFingerprint(const TrainingOptions& t, const ClusterOptions& c) {
   return absl::StrCat(
       "model=", t.model, "\nmodel_width=", t.model_width, "\nbatch_size=", t.batch_size,
@@ -372,7 +449,7 @@ std::string ConfigFingerprint(const TrainingOptions& t, const ClusterOptions& c)
       "\nlearning_rate=", t.optimizer.learning_rate, "\nmomentum=", t.optimizer.momentum,
       "\ntrain_steps=", t.train_steps, "\nepochs=", t.epochs, "\ndataset=", t.dataset,
       "\ntrain_subset=", t.train_subset, "\ndataset_repeat=", t.dataset_repeat, "\nseed=", t.seed,
-      "\nmode=", c.mode == SyncMode::kSync ? "sync" : "async",
+      "\nmode=", ModeName(c.mode),
       "\nreplicas_to_aggregate=", c.replicas_to_aggregate,
       "\nplacement=", PlacementName(c.placement), "\npartition_min_bytes=", c.partition_min_bytes,
       "\nrpc_chunk_bytes=", c.chunk_bytes, "\ncluster=", c.task.cluster.ToJson());
@@ -408,3 +485,11 @@ int64_t GlobalTrainSteps(const TrainingOptions& t, const ClusterOptions& c,
 }
 
 }  // namespace fulcrum::runtime
+
+// Abseil calls this hook (declared in absl/flags/usage_config.h) on each fatal command-line
+// error, just before it would print the usage and exit with code 1. Inside ParseFlagsOrExit
+// the error exits with code 2 (bad input), stated in our words; elsewhere Abseil goes on.
+extern "C" void ABSL_INTERNAL_C_SYMBOL(AbslInternalReportFatalUsageError)(
+    absl::string_view message) {
+  fulcrum::runtime::OnFatalParseError(message);
+}

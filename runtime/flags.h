@@ -7,21 +7,30 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "data/load.h"
 #include "ops/optimizer.h"
-#include "profiler/profiler.h"
+#include "profiler/options.h"
 #include "runtime/cluster_spec.h"
 #include "runtime/placement.h"
 
 namespace fulcrum::runtime {
 
-// Parses Abseil flags from argv (--name=value, --name value, --bool/--nobool, --help).
-// An unknown flag or a value that does not parse prints "<program>: <what is wrong>" to stderr
-// and exits with code 2. Returns the positional arguments (argv[0] first).
-std::vector<std::string> ParseFlagsOrExit(int argc, char** argv, absl::string_view usage);
+// Parses argv with Abseil's parser: --name=value, --name value, --bool/--nobool, -name;
+// --flagfile=F1,F2 (one flag a line, '#' comments), --fromenv=a,b (from $FLAGS_a, $FLAGS_b),
+// --tryfromenv, --undefok. `usage` heads the help text. --help lists every flag of this
+// binary with its help text and default and exits 0 (--helpfull, --help=substring as Abseil
+// does). An unknown flag, a value that does not parse, a flagfile that cannot be read, a
+// --fromenv variable that is not set or a positional argument prints "<program>: <what is
+// wrong>" to stderr and exits with code 2 (kExitBadInput). Call once, first in main().
+void ParseFlagsOrExit(int argc, char** argv, absl::string_view usage);
+
+// Prints "<program>: <status message>" to stderr and returns kExitBadInput: what main()
+// returns when the flags parse but do not validate (the *FromFlags functions below).
+int ReportBadFlags(const absl::Status& status);
 
 // Options of a training run, validated (see TrainingOptionsFromFlags).
 struct TrainingOptions {
@@ -54,6 +63,9 @@ data::SourceOptions DataSource(const TrainingOptions& options);
 
 enum class SyncMode { kAsync, kSync };
 
+// "sync" or "async": the flag's spelling, used in logs, summaries and reports.
+inline const char* ModeName(SyncMode mode) { return mode == SyncMode::kSync ? "sync" : "async"; }
+
 // Options of a distributed run (ps, worker and chief read the same ones), validated.
 struct ClusterOptions {
   TaskConfig task;
@@ -85,6 +97,19 @@ absl::StatusOr<ProfileFlags> ProfileFlagsFromFlags();
 profiler::ProfilerOptions ProfilerOptionsFor(const ProfileFlags& flags, const ClusterSpec* cluster,
                                              const std::string& job, int task_index,
                                              const std::string& task_dir);
+
+// Every validated option of one task of a cluster (ps, chief, or a worker with a cluster).
+struct TaskOptions {
+  TrainingOptions training;
+  ClusterOptions cluster;
+  ProfileFlags profile;
+};
+
+// Reads and validates the training, cluster and profile flags of a task whose own role is
+// `default_job` ("ps", "worker" or "chief"); the first InvalidArgument found. The ps never
+// trains, so for it --train_steps and --epochs may both be unset (training then holds
+// train_steps = 1, a placeholder).
+absl::StatusOr<TaskOptions> TaskOptionsFromFlags(absl::string_view default_job);
 
 // True when --cluster_spec or TF_CONFIG is set (the worker trains alone otherwise).
 bool ClusterRequested();

@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "profiler/profiler.h"
+#include "profiler/rpc_observer.h"
 #include "proto/ps.grpc.pb.h"
 #include "runtime/ps_client.h"
 

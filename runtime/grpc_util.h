@@ -10,12 +10,9 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
+#include "runtime/limits.h"  // kMaxMessageBytes
 
 namespace fulcrum::runtime {
-
-// gRPC's 4 MiB default receive limit is too small for a big pull reply; Fulcrum's messages
-// are bounded by the chunk size, this is the hard ceiling on both sides.
-inline constexpr int kMaxMessageBytes = 256 << 20;
 
 // An insecure channel to "host:port" with Fulcrum's limits and keepalive.
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address);

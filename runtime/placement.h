@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "ops/initializer.h"
 #include "ops/tensor.h"
 
 namespace fulcrum::runtime {
@@ -29,9 +30,12 @@ enum class PlacementStrategy { kRoundRobin, kGreedy, kPartition };
 absl::StatusOr<PlacementStrategy> ParsePlacementStrategy(absl::string_view name);
 const char* PlacementName(PlacementStrategy strategy);
 
+// A model variable as placement and the PS definitions see it.
 struct VariableInfo {
   std::string name;
   ops::Shape shape;
+  // How the PS initialises it (runtime/shard_defs.h); placement ignores it.
+  ops::Initializer initializer = {};
 };
 
 // One variable (or slice) as a PS holds it.

@@ -1,14 +1,14 @@
 #include "runtime/sharded_variables.h"
 
 #include <algorithm>
-#include <condition_variable>
 #include <limits>
-#include <mutex>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/blocking_counter.h"
 #include "base/random.h"
 #include "runtime/tensor_coding.h"
+#include "spdlog/spdlog.h"
 
 namespace fulcrum::runtime {
 
@@ -24,25 +24,19 @@ struct ShardedVariables::Slot {
 
 namespace {
 
-// Counts outstanding calls; Wait returns when all have finished. Every call carries its own
-// deadline, so the wait is bounded by the calls' timeout.
-class Pending {
- public:
-  explicit Pending(int n) : left_(n) {}
-  void Done() {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (--left_ == 0) cv_.notify_all();
-  }
-  void Wait() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return left_ == 0; });
-  }
+// How much longer than the transfer's timeout one call may take: the PS's own wait is bounded
+// by the timeout, the slack covers the transport.
+constexpr absl::Duration kCallSlack = absl::Seconds(5);
 
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int left_;
-};
+// Waits for every call of one fan-out. Each call carries its own deadline (the transfer's
+// timeout plus kCallSlack), so this returns soon after it; a client that overruns its
+// deadline is reported, not abandoned: its callback still writes into the slot.
+void AwaitAll(BlockingCounter& pending, absl::Duration timeout, const std::string& task) {
+  while (!pending.WaitFor(timeout + 2 * kCallSlack)) {
+    spdlog::error("{}: a PS call is past its deadline and has not reported; still waiting",
+                  task);
+  }
+}
 
 bool Retryable(const absl::Status& s) { return absl::IsUnavailable(s); }
 
@@ -53,8 +47,6 @@ absl::Status ShardedVariables::InChunk(const absl::Status& s, const Slot& slot) 
   return absl::Status(s.code(),
                       absl::StrCat("chunk ", slot.chunk, " of ps:", slot.ps, ": ", s.message()));
 }
-
-namespace {}  // namespace
 
 ShardedVariables::ShardedVariables(const Placement& placement, int64_t chunk_bytes,
                                    std::vector<PsClient*> clients, std::string task)
@@ -101,14 +93,14 @@ std::vector<std::span<T>> ShardedVariables::Spans(int ps, int chunk, Tensors ten
 absl::Status ShardedVariables::PullAll(int64_t min_step, absl::Duration timeout,
                                        std::span<ops::Tensor> values, TransferResult* result) {
   *result = TransferResult();
-  Pending pending(static_cast<int>(slots_.size()));
+  BlockingCounter pending(static_cast<int>(slots_.size()));
   for (auto& slot_ptr : slots_) {
     Slot* slot = slot_ptr.get();
     slot->pull_request.set_min_step(min_step);
     slot->pull_request.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
     slot->pull_response.Clear();
     clients_[static_cast<size_t>(slot->ps)]->PullAsync(
-        &slot->pull_request, &slot->pull_response, timeout + absl::Seconds(5),
+        &slot->pull_request, &slot->pull_response, timeout + kCallSlack,
         [this, slot, values, &pending](absl::Status s) {
           if (s.ok()) {
             if (slot->pull_response.chunks_size() != 1) {
@@ -122,10 +114,10 @@ absl::Status ShardedVariables::PullAll(int64_t min_step, absl::Duration timeout,
             }
           }
           slot->status = std::move(s);
-          pending.Done();
+          pending.DecrementCount();
         });
   }
-  pending.Wait();
+  AwaitAll(pending, timeout, task_);
   result->global_step = std::numeric_limits<int64_t>::max();
   for (const auto& slot : slots_) {
     if (!slot->status.ok()) return slot->status;
@@ -160,11 +152,11 @@ absl::Status ShardedVariables::PushPullAll(int64_t step, int64_t min_step,
   std::vector<Slot*> todo;
   for (auto& slot : slots_) todo.push_back(slot.get());
   for (int round = 0; round < 2 && !todo.empty(); ++round) {
-    Pending pending(static_cast<int>(todo.size()));
+    BlockingCounter pending(static_cast<int>(todo.size()));
     for (Slot* slot : todo) {
       slot->push_response.Clear();
       clients_[static_cast<size_t>(slot->ps)]->PushPullAsync(
-          &slot->push_request, &slot->push_response, timeout + absl::Seconds(5),
+          &slot->push_request, &slot->push_response, timeout + kCallSlack,
           [this, slot, values, &pending](absl::Status s) {
             if (s.ok()) {
               if (slot->push_response.values_size() != 1) {
@@ -178,10 +170,10 @@ absl::Status ShardedVariables::PushPullAll(int64_t step, int64_t min_step,
               }
             }
             slot->status = std::move(s);
-            pending.Done();
+            pending.DecrementCount();
           });
     }
-    pending.Wait();
+    AwaitAll(pending, timeout, task_);
     std::vector<Slot*> retry;
     for (Slot* slot : todo) {
       if (Retryable(slot->status) && round == 0) retry.push_back(slot);

@@ -1,9 +1,9 @@
 // worker: one training replica. With a cluster (--cluster_spec or TF_CONFIG) it trains as
 // worker <task_index> of the cluster; without one it trains alone (single mode).
-#include <cstdio>
-
+#include "absl/status/status.h"
 #include "base/exit_code.h"
 #include "base/logging.h"
+#include "base/malloc.h"
 #include "runtime/flags.h"
 #include "spdlog/spdlog.h"
 #include "worker/cluster_trainer.h"
@@ -39,23 +39,17 @@ int main(int argc, char** argv) {
       "Example: worker --model=logreg --batch_size=256 --learning_rate=0.01 --train_steps=1000\n"
       "Cluster: worker --cluster_spec=cluster_specs/local_1ps_2w.json --task_index=1 ...");
   fulcrum::TuneMallocForTraining();
-  auto options = fulcrum::runtime::TrainingOptionsFromFlags();
-  if (!options.ok()) {
-    std::fprintf(stderr, "worker: %s\n", std::string(options.status().message()).c_str());
-    return fulcrum::kExitBadInput;
+  if (!fulcrum::runtime::ClusterRequested()) {
+    auto options = fulcrum::runtime::TrainingOptionsFromFlags();
+    if (!options.ok()) return fulcrum::runtime::ReportBadFlags(options.status());
+    auto profile = fulcrum::runtime::ProfileFlagsFromFlags();
+    if (!profile.ok()) return fulcrum::runtime::ReportBadFlags(profile.status());
+    return RunSingleMode(*options, *profile);
   }
-  auto profile = fulcrum::runtime::ProfileFlagsFromFlags();
-  if (!profile.ok()) {
-    std::fprintf(stderr, "worker: %s\n", std::string(profile.status().message()).c_str());
-    return fulcrum::kExitBadInput;
-  }
-  if (!fulcrum::runtime::ClusterRequested()) return RunSingleMode(*options, *profile);
-  auto cluster = fulcrum::runtime::ClusterOptionsFromFlags("worker");
-  if (!cluster.ok()) {
-    std::fprintf(stderr, "worker: %s\n", std::string(cluster.status().message()).c_str());
-    return fulcrum::kExitBadInput;
-  }
-  const absl::Status status = fulcrum::worker::RunClusterWorker(*options, *cluster, *profile);
+  auto options = fulcrum::runtime::TaskOptionsFromFlags("worker");
+  if (!options.ok()) return fulcrum::runtime::ReportBadFlags(options.status());
+  const absl::Status status =
+      fulcrum::worker::RunClusterWorker(options->training, options->cluster, options->profile);
   if (!status.ok()) {
     spdlog::error("{}", status.ToString());
     return fulcrum::ExitCodeForStatus(status);

@@ -22,12 +22,13 @@ struct SingleRunResult {
   std::optional<double> final_test_accuracy;  // absent for models without accuracy
   std::optional<double> final_test_loss;      // absent with --eval=false
   double final_train_loss = 0.0;              // mean loss of the last min(100, steps) steps
-  double examples_per_sec = 0.0;              // steady state: steps after the first 20 only
-  double examples_per_sec_all = 0.0;          // every step
-  double wall_seconds = 0.0;                  // whole run, data loading and evaluation included
-  double train_seconds = 0.0;                 // the training loop only
-  double step_time_p50_ms = 0.0;
-  double step_time_p99_ms = 0.0;
+  // The run figures, as worker/run_stats.h computes them for every worker.
+  double examples_per_sec = 0.0;      // steady state: the first kWarmupSteps (20) steps left out
+  double examples_per_sec_all = 0.0;  // every step
+  double wall_seconds = 0.0;          // whole run, data loading and evaluation included
+  double train_seconds = 0.0;         // the training loop only
+  double step_time_p50_ms = 0.0;      // steady state (warm-up left out, as examples_per_sec)
+  double step_time_p99_ms = 0.0;      // steady state
   std::string run_dir;
 };
 

@@ -19,7 +19,7 @@ epoch gets a fresh permutation and every step indexes a batch of exactly B rows
 with a slice of it (the remainder is dropped).
 examples_per_sec counts steady state only: the steps after the first 20.
 
-Run it with the environment BENCHMARKING.md asks for (see bench/compare_reference.sh):
+Run it with the environment docs/benchmarking.md asks for (see bench/compare_reference.sh):
   LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp OMP_NUM_THREADS=T
   OPENBLAS_NUM_THREADS=T MALLOC_MMAP_THRESHOLD_=2000000000
   MALLOC_TRIM_THRESHOLD_=4000000000 /usr/bin/python3 train_reference.py ...

@@ -8,6 +8,8 @@ namespace {
 // How long a thread polls before it blocks. Long enough to catch the next GEMM of the same
 // step without a futex round trip, short enough to cost little when the core is contended.
 constexpr auto kSpin = std::chrono::microseconds(200);
+// Longest single sleep of a blocked thread before it re-checks its condition.
+constexpr absl::Duration kWaitSlice = absl::Seconds(1);
 
 inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -40,26 +42,28 @@ struct ThreadPool::Job {
       fn(i);
       if (remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
         {
-          std::lock_guard<std::mutex> lock(mu);
+          MutexLock lock(&mu);
           done = true;
         }
-        finished.notify_all();  // wakes a caller blocked in Wait
+        finished.SignalAll();  // wakes a caller blocked in Wait
       }
     }
   }
 
   void Wait() {
     if (SpinUntil([this] { return remaining.load(std::memory_order_acquire) == 0; })) return;
-    std::unique_lock<std::mutex> lock(mu);
-    finished.wait(lock, [this] { return done; });
+    MutexLock lock(&mu);
+    // The parts run on this pool's threads and always finish; the deadline only bounds each
+    // sleep so that no wait is unbounded.
+    while (!done) finished.WaitFor(&mu, kWaitSlice);
   }
 
   absl::FunctionRef<void(int)> fn;
   const int count;
   std::atomic<int> next{0};
   std::atomic<int> remaining;
-  std::mutex mu;
-  std::condition_variable finished;
+  Mutex mu;
+  CondVar finished;
   bool done ABSL_GUARDED_BY(mu) = false;
 };
 
@@ -69,12 +73,12 @@ ThreadPool::ThreadPool(int num_threads) {
 
 ThreadPool::~ThreadPool() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
     ++generation_;
     published_generation_.store(generation_, std::memory_order_release);
   }
-  wake_.notify_all();
+  wake_.SignalAll();
   for (auto& t : threads_) t.join();
 }
 
@@ -86,12 +90,12 @@ void ThreadPool::ParallelFor(int n, absl::FunctionRef<void(int)> fn) {
   }
   auto job = std::make_shared<Job>(fn, n);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     job_ = job;
     ++generation_;
     published_generation_.store(generation_, std::memory_order_release);
   }
-  wake_.notify_all();
+  wake_.SignalAll();
   job->Run();
   job->Wait();
 }
@@ -102,8 +106,9 @@ void ThreadPool::WorkerLoop() {
     SpinUntil([&] { return published_generation_.load(std::memory_order_acquire) != seen; });
     std::shared_ptr<Job> job;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      wake_.wait(lock, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return generation_ != seen; });
+      MutexLock lock(&mu_);
+      // An idle pool thread sleeps in slices until the next job or the pool's end.
+      while (generation_ == seen) wake_.WaitFor(&mu_, kWaitSlice);
       if (stop_) return;
       seen = generation_;
       job = job_;

@@ -4,21 +4,19 @@
 // step becomes 10-30x slower. Here every part is an independent single-threaded product and
 // the only waits are a short spin followed by a blocking wait.
 // Thread-safety: ParallelFor may be called by one thread at a time per pool (it is not
-// re-entrant); the pool's own threads are managed internally. It uses std::mutex rather than
-// absl::Mutex: Debian's Abseil is not built for ThreadSanitizer, which then cannot see
-// absl::Mutex's ordering, while it does see pthread's.
+// re-entrant); the pool's own threads are managed internally. Locks are fulcrum::Mutex
+// (base/mutex.h): checked by clang's -Wthread-safety and visible to ThreadSanitizer.
 
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/function_ref.h"
+#include "base/mutex.h"
 
 namespace fulcrum::ops {
 
@@ -42,8 +40,8 @@ class ThreadPool {
   void WorkerLoop();
 
   std::vector<std::thread> threads_;
-  std::mutex mu_;
-  std::condition_variable wake_;  // signalled when generation_ changes
+  Mutex mu_;
+  CondVar wake_;  // signalled when generation_ changes
   std::shared_ptr<Job> job_ ABSL_GUARDED_BY(mu_);
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;

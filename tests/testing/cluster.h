@@ -5,9 +5,7 @@
 #pragma once
 
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,42 +13,29 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <random>
-#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/net.h"
 #include "gtest/gtest.h"
 
 namespace fulcrum::testing {
 
-// A TCP port on 127.0.0.1 that was free a moment ago. Drawn below the kernel's ephemeral
-// range (32768 and up), so an outgoing connection of another process cannot take it between
-// this check and the task's bind; random, so tests running at once rarely pick the same.
+// A TCP port on 127.0.0.1 that was free a moment ago (base/net.h PickFreePort: below the
+// ephemeral range, random, never the same twice in one process); 0 and a test failure when
+// none is free.
 inline int FreePort() {
-  static std::mt19937 rng(
-      static_cast<unsigned>(::getpid()) ^
-      static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count()));
-  static std::set<int> handed_out;  // never the same port twice in one test process
-  std::uniform_int_distribution<int> pick(20000, 32000);
-  for (int attempt = 0; attempt < 1000; ++attempt) {
-    const int port = pick(rng);
-    if (!handed_out.insert(port).second) continue;
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    const bool free = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-    ::close(fd);
-    if (free) return port;
+  const absl::StatusOr<int> port = PickFreePort();
+  if (!port.ok()) {
+    ADD_FAILURE() << port.status();
+    return 0;
   }
-  ADD_FAILURE() << "no free port in 20000-32000";
-  return 0;
+  return *port;
 }
 
 // Writes {"chief": [..], "ps": [..], "worker": [..]} on 127.0.0.1 with fresh ports.

@@ -1,0 +1,17 @@
+// base: the network helpers that tests and benchmarks share (no gRPC here).
+// Thread-safety: thread-safe (the picker's memory of handed-out ports is locked).
+#pragma once
+
+#include "absl/status/statusor.h"
+
+namespace fulcrum {
+
+// A TCP port on 127.0.0.1 that was free a moment ago, for a child process that must be told
+// its port before it starts (a server in this process binds "127.0.0.1:0" and reads its
+// port back instead). Drawn at random below the kernel's ephemeral range (32768 and up), so
+// an outgoing connection of another process cannot take it between this check and the
+// child's bind, and never the same port twice in one process. Unavailable when no port in
+// [20000, 32000) could be bound.
+absl::StatusOr<int> PickFreePort();
+
+}  // namespace fulcrum

@@ -1,0 +1,110 @@
+#include "chief/ps_tasks.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "runtime/grpc_util.h"
+#include "spdlog/spdlog.h"
+
+namespace fulcrum::chief {
+namespace {
+
+// Timeout of the chief's control calls (CreateVariables, Warm, Stop, Shutdown).
+constexpr absl::Duration kControlTimeout = absl::Seconds(30);
+// Timeout of one Stats call of the monitor loop.
+constexpr absl::Duration kStatsTimeout = absl::Seconds(5);
+// How long one readiness probe of a ps waits, and how often the waiting is logged.
+constexpr absl::Duration kReadyProbe = absl::Milliseconds(500);
+constexpr absl::Duration kLogEvery = absl::Seconds(5);
+
+}  // namespace
+
+PsTasks::PsTasks(const runtime::ClusterSpec& cluster, const runtime::Placement& placement,
+                 int64_t chunk_bytes, const std::string& caller, profiler::RpcObserver* observer) {
+  std::vector<runtime::PsClient*> clients;
+  for (int p = 0; p < cluster.num_tasks(runtime::kPsJob); ++p) {
+    clients_.push_back(std::make_unique<runtime::GrpcPsClient>(
+        absl::StrCat("ps:", p), cluster.address(runtime::kPsJob, p)));
+    clients_.back()->set_observer(observer);
+    clients.push_back(clients_.back().get());
+  }
+  sharded_ = std::make_unique<runtime::ShardedVariables>(placement, chunk_bytes, clients, caller);
+}
+
+absl::Status PsTasks::Remote(absl::Status status) {
+  return runtime::RemoteFailure(std::move(status));
+}
+
+absl::Status PsTasks::WaitUntilReady(absl::Time deadline, absl::Duration startup_timeout) {
+  std::vector<bool> ready(clients_.size(), false);
+  absl::Time next_log = absl::Now();
+  while (true) {
+    std::vector<std::string> missing;        // "ps:1"
+    std::vector<std::string> missing_where;  // "ps:1 at host:port"
+    for (size_t p = 0; p < clients_.size(); ++p) {
+      if (!ready[p]) ready[p] = clients_[p]->WaitUntilReady(kReadyProbe);
+      if (ready[p]) continue;
+      missing.push_back(clients_[p]->name());
+      missing_where.push_back(absl::StrCat(clients_[p]->name(), " at ", clients_[p]->target()));
+    }
+    if (missing.empty()) return absl::OkStatus();
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("chief: ", absl::StrJoin(missing, ", "), " did not answer within ",
+                       absl::FormatDuration(startup_timeout), " (--startup_timeout)"));
+    }
+    if (absl::Now() >= next_log) {
+      spdlog::info("waiting for {}", absl::StrJoin(missing_where, ", "));
+      next_log = absl::Now() + kLogEvery;
+    }
+  }
+}
+
+absl::Status PsTasks::CreateVariables(int ps, const pb::CreateVariablesRequest& request,
+                                      pb::CreateVariablesResponse* response) {
+  return Remote(
+      clients_[static_cast<size_t>(ps)]->CreateVariables(request, response, kControlTimeout));
+}
+
+void PsTasks::Warm(int64_t bytes) {
+  for (auto& client : clients_) client->Warm(bytes, 2, kControlTimeout).IgnoreError();
+}
+
+absl::StatusOr<int64_t> PsTasks::GlobalStep() {
+  int64_t step = std::numeric_limits<int64_t>::max();
+  for (size_t p = 0; p < clients_.size(); ++p) {
+    pb::StatsResponse stats;
+    if (absl::Status s = Remote(clients_[p]->Stats(&stats, kStatsTimeout)); !s.ok()) {
+      return absl::UnavailableError(absl::StrCat("chief lost ps:", p, ": ", s.message()));
+    }
+    step = std::min(step, stats.global_step());
+  }
+  return step;
+}
+
+absl::Status PsTasks::PullAll(absl::Duration timeout, std::span<ops::Tensor> values,
+                              runtime::TransferResult* result) {
+  return Remote(sharded_->PullAll(/*min_step=*/0, timeout, values, result));
+}
+
+void PsTasks::StopAll(const std::string& reason) {
+  for (size_t p = 0; p < clients_.size(); ++p) {
+    if (absl::Status s = Remote(clients_[p]->Stop(reason, kControlTimeout)); !s.ok()) {
+      spdlog::warn("stopping ps:{}: {}", p, s.ToString());
+    }
+  }
+}
+
+std::vector<std::string> PsTasks::ShutdownAll(const std::string& reason) {
+  std::vector<std::string> summaries(clients_.size());
+  for (size_t p = 0; p < clients_.size(); ++p) {
+    absl::Status s = Remote(clients_[p]->Shutdown(reason, kControlTimeout, &summaries[p]));
+    if (!s.ok()) spdlog::warn("shutting down ps:{}: {}", p, s.ToString());
+  }
+  return summaries;
+}
+
+}  // namespace fulcrum::chief

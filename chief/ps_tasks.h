@@ -1,0 +1,68 @@
+// chief: the chief's handle on the ps tasks of the cluster, one GrpcPsClient each plus the
+// ShardedVariables the evaluation pulls through. Every answer of a ps passes through
+// runtime::RemoteFailure here, in one place: an error a ps reports is a failure of the run
+// (exit 1), never bad input of the chief, whatever its code.
+// Thread-safety: one caller at a time (the chief's run loop).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "ops/tensor.h"
+#include "profiler/rpc_observer.h"
+#include "proto/ps.pb.h"
+#include "runtime/cluster_spec.h"
+#include "runtime/grpc_ps_client.h"
+#include "runtime/placement.h"
+#include "runtime/sharded_variables.h"
+
+namespace fulcrum::chief {
+
+class PsTasks {
+ public:
+  // Clients for every ps of `cluster`, reporting to `observer` (not owned, may be null);
+  // `placement` (copied by the ShardedVariables) places the model's variables on them;
+  // `caller` names the chief in requests ("chief:0").
+  PsTasks(const runtime::ClusterSpec& cluster, const runtime::Placement& placement,
+          int64_t chunk_bytes, const std::string& caller, profiler::RpcObserver* observer);
+
+  int size() const { return static_cast<int>(clients_.size()); }
+
+  // Waits until every ps answers a ping, logging the missing ones every few seconds.
+  // DeadlineExceeded naming them (and `startup_timeout`, the flag's value) once `deadline`
+  // passed.
+  absl::Status WaitUntilReady(absl::Time deadline, absl::Duration startup_timeout);
+  // Creates ps `ps`'s variables (the chief's one CreateVariables per ps and run).
+  absl::Status CreateVariables(int ps, const pb::CreateVariablesRequest& request,
+                               pb::CreateVariablesResponse* response);
+  // Grows every connection's flow-control windows for `bytes`-sized transfers; best effort.
+  void Warm(int64_t bytes);
+  // The cluster's global step: the slowest ps's (a sync step is complete once every ps
+  // applied it). Unavailable naming the ps that did not answer within a few seconds. The
+  // calls are also the ps tasks' sign that the chief is alive.
+  absl::StatusOr<int64_t> GlobalStep();
+  // Reads every variable into `values` (model order), as a worker's pull does.
+  absl::Status PullAll(absl::Duration timeout, std::span<ops::Tensor> values,
+                       runtime::TransferResult* result);
+  // Tells every ps that training ended (pulls waiting for a step are released); failures
+  // are logged, not returned: the chief stops what it can reach.
+  void StopAll(const std::string& reason);
+  // Asks every ps to exit; returns the summary each answered with, by ps index ("" for a ps
+  // that gave none; the failure is logged).
+  std::vector<std::string> ShutdownAll(const std::string& reason);
+
+ private:
+  // A ps's answer as the chief sees it: runtime::RemoteFailure of `status`.
+  static absl::Status Remote(absl::Status status);
+
+  std::vector<std::unique_ptr<runtime::GrpcPsClient>> clients_;
+  std::unique_ptr<runtime::ShardedVariables> sharded_;
+};
+
+}  // namespace fulcrum::chief

@@ -1,0 +1,22 @@
+// profiler: what a task's profiler is told at start-up (runtime/flags.cc fills it from
+// --profile, --profile_interval_ms and --metrics_port). Kept apart from profiler.h so the flag
+// code needs no sampler, sink or Prometheus header.
+// Thread-safety: a plain struct.
+#pragma once
+
+#include <string>
+
+#include "absl/time/time.h"
+
+namespace fulcrum::profiler {
+
+struct ProfilerOptions {
+  bool enabled = true;                                // --profile
+  absl::Duration interval = absl::Milliseconds(500);  // --profile_interval_ms
+  int metrics_port = -1;                              // < 0: no Prometheus endpoint
+  std::string job = "worker";                         // worker, ps, chief
+  int task_index = 0;
+  std::string task_dir;  // the task's folder of the run directory; "" = write no files
+};
+
+}  // namespace fulcrum::profiler

@@ -1,0 +1,58 @@
+// profiler: the records a task keeps while it runs (worker steps, ps progress, chief
+// evaluations) and the warm-up rule every steady-state figure follows. Plain data, no
+// behaviour: the worker's training loop, the summary builders and the sinks share them.
+// Thread-safety: plain structs.
+#pragma once
+
+#include <cstdint>
+
+namespace fulcrum::profiler {
+
+// Steady-state figures (examples/sec, step-time percentiles, phase split) leave out a run's
+// first kWarmupSteps local steps when it has more (docs/benchmarking.md: drop the first 20 steps).
+// Figures named *_all_steps include them.
+inline constexpr int64_t kWarmupSteps = 20;
+
+// One training step of a worker. The phases partition the step's wall time up to rounding:
+// data (next batch), pull (an explicit pull; 0 when the values come back in the push's
+// reply), forward, backward, push (the push RPCs, including the values coming back with
+// them, less the PS's sync wait) and sync_wait (the longest time a PS held the request
+// waiting for the step's aggregation, as the PS measured it).
+struct StepRecord {
+  int64_t step = 0;         // local step, from 1
+  int64_t global_step = 0;  // after the step
+  int64_t examples = 0;
+  double loss = 0.0;
+  int64_t begin_unix_us = 0;
+  double wall_ms = 0.0;
+  double data_ms = 0.0;
+  double pull_ms = 0.0;
+  double forward_ms = 0.0;
+  double backward_ms = 0.0;
+  double push_ms = 0.0;
+  double sync_wait_ms = 0.0;
+};
+
+// Progress of a ps task so far (cumulative), taken once per sample.
+struct PsRecord {
+  int64_t unix_us = 0;
+  int64_t global_step = 0;
+  int64_t pushes_received = 0;
+  int64_t pushes_applied = 0;
+  int64_t pushes_dropped = 0;
+  int64_t pulls = 0;
+  int64_t bytes_pushed = 0;
+  int64_t bytes_pulled = 0;
+  double apply_ms = 0.0;  // time spent applying gradients (optimizer), all threads
+  double wait_ms = 0.0;   // time requests waited for a sync step, all requests
+};
+
+// One evaluation by the chief.
+struct EvalRecord {
+  int64_t unix_us = 0;
+  int64_t global_step = 0;
+  double accuracy = -1.0;  // < 0: the model has no accuracy (autoencoder)
+  double loss = 0.0;
+};
+
+}  // namespace fulcrum::profiler

@@ -1,0 +1,189 @@
+// ps::Shard's checkpoint shard I/O: SaveShard, RestoreShard and the layout check between
+// them (the rest of Shard is in shard.cc).
+#include <algorithm>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/files.h"
+#include "base/status_macros.h"
+#include "ps/shard.h"
+#include "runtime/tensor_coding.h"
+#include "spdlog/spdlog.h"
+
+namespace fulcrum::ps {
+namespace {
+
+// Holds every chunk lock of a store, in chunk order (checkpoint save and restore). The
+// analysis cannot follow a lock per element of a vector: code under it calls
+// chunk.mu.AssertHeld() before touching a chunk's guarded fields.
+class AllChunksLocked {
+ public:
+  template <typename Chunks>
+  explicit AllChunksLocked(Chunks& chunks) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    for (auto& chunk : chunks) {
+      chunk->mu.Lock();
+      locked_.push_back(&chunk->mu);
+    }
+  }
+  ~AllChunksLocked() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    for (auto it = locked_.rbegin(); it != locked_.rend(); ++it) (*it)->Unlock();
+  }
+  AllChunksLocked(const AllChunksLocked&) = delete;
+  AllChunksLocked& operator=(const AllChunksLocked&) = delete;
+
+ private:
+  std::vector<Mutex*> locked_;
+};
+
+}  // namespace
+
+absl::Status Shard::SaveShard(const pb::SaveShardRequest& request,
+                              pb::SaveShardResponse* response) {
+  Touch();
+  FULCRUM_ASSIGN_OR_RETURN(std::shared_ptr<Store> store, GetStore());
+  if (request.path().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(name_, ": SaveShard: empty path"));
+  }
+  pb::ShardCheckpoint checkpoint;
+  checkpoint.set_task_index(task_index_);
+  *checkpoint.mutable_definition() = store->definition;
+  int64_t global_step = 0;
+  {
+    // Every chunk lock, in chunk order, so the checkpoint is one consistent state.
+    AllChunksLocked locked(store->chunks);
+    for (auto& chunk : store->chunks) {
+      chunk->mu.AssertHeld();
+      checkpoint.add_chunk_steps(chunk->step);
+      checkpoint.add_chunk_updates(chunk->updates);
+    }
+    for (const Variable& var : store->variables) {
+      const std::span<const float> value = var.value.flat();
+      runtime::EncodeFloats({&value, 1}, checkpoint.add_values());
+    }
+    for (const Variable& var : store->variables) {
+      for (const ops::Tensor& slot : var.slots) {
+        const std::span<const float> values = slot.flat();
+        runtime::EncodeFloats({&values, 1}, checkpoint.add_slots());
+      }
+    }
+    global_step = GlobalStep(*store);
+  }
+  const std::string bytes = checkpoint.SerializeAsString();
+  if (absl::Status s = WriteFileAtomically(request.path(), bytes); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(name_, ": SaveShard: ", s.message()));
+  }
+  response->set_bytes_written(static_cast<int64_t>(bytes.size()));
+  response->set_global_step(global_step);
+  spdlog::info("{} saved its shard at global step {} to {} ({} bytes)", name_, global_step,
+               request.path(), bytes.size());
+  return absl::OkStatus();
+}
+
+absl::Status Shard::CheckCheckpoint(const Store& store, const pb::ShardCheckpoint& checkpoint,
+                                    const std::string& what) const {
+  // Same layout: variables (names, shapes, rows), chunking and optimizer slots.
+  const pb::CreateVariablesRequest& have = store.definition;
+  const pb::CreateVariablesRequest& saved = checkpoint.definition();
+  const auto mismatch = [&](auto&&... parts) {
+    return absl::FailedPreconditionError(absl::StrCat(what, ": ", parts...));
+  };
+  if (checkpoint.task_index() != task_index_) {
+    return mismatch("the checkpoint is of ps:", checkpoint.task_index());
+  }
+  if (saved.variables_size() != have.variables_size()) {
+    return mismatch("it holds ", saved.variables_size(), " variables, ", name_, " holds ",
+                    have.variables_size());
+  }
+  for (int v = 0; v < have.variables_size(); ++v) {
+    const pb::VariableDef& a = have.variables(v);
+    const pb::VariableDef& b = saved.variables(v);
+    if (a.name() != b.name() || a.row_begin() != b.row_begin() || a.row_end() != b.row_end() ||
+        !std::equal(a.full_shape().begin(), a.full_shape().end(), b.full_shape().begin(),
+                    b.full_shape().end())) {
+      return mismatch("variable ", v, " is '", b.name(), "' ", SliceShape(b).ToString(),
+                      " there but '", a.name(), "' ", SliceShape(a).ToString(), " here");
+    }
+  }
+  if (saved.chunk_bytes() != have.chunk_bytes()) {
+    return mismatch("chunk_bytes ", saved.chunk_bytes(), " there, ", have.chunk_bytes(), " here");
+  }
+  if (saved.optimizer().kind() != have.optimizer().kind()) {
+    return mismatch("optimizer ", saved.optimizer().kind(), " there, ", have.optimizer().kind(),
+                    " here");
+  }
+  const size_t num_chunks = store.chunks.size();
+  const size_t num_vars = store.variables.size();
+  const size_t num_slots = ops::SlotNames(store.optimizer.kind).size();
+  if (static_cast<size_t>(checkpoint.chunk_steps_size()) != num_chunks ||
+      static_cast<size_t>(checkpoint.chunk_updates_size()) != num_chunks ||
+      static_cast<size_t>(checkpoint.values_size()) != num_vars ||
+      static_cast<size_t>(checkpoint.slots_size()) != num_vars * num_slots) {
+    return absl::DataLossError(absl::StrCat(
+        what, ": truncated or corrupt: ", checkpoint.chunk_steps_size(), " chunk steps, ",
+        checkpoint.values_size(), " values, ", checkpoint.slots_size(), " slots for ", num_chunks,
+        " chunks and ", num_vars, " variables with ", num_slots, " slots each"));
+  }
+  for (size_t v = 0; v < num_vars; ++v) {
+    const size_t expect = store.variables[v].value.bytes();
+    bool ok = checkpoint.values(static_cast<int>(v)).size() == expect;
+    for (size_t k = 0; k < num_slots; ++k) {
+      ok = ok && checkpoint.slots(static_cast<int>(v * num_slots + k)).size() == expect;
+    }
+    if (!ok) {
+      return absl::DataLossError(absl::StrCat(what, ": truncated or corrupt: variable '",
+                                              have.variables(static_cast<int>(v)).name(),
+                                              "' does not have ", expect, " bytes"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Shard::RestoreShard(const pb::RestoreShardRequest& request,
+                                 pb::RestoreShardResponse* response) {
+  Touch();
+  FULCRUM_ASSIGN_OR_RETURN(std::shared_ptr<Store> store, GetStore());
+  const std::string what = absl::StrCat(name_, ": RestoreShard from ", request.path());
+  absl::StatusOr<std::string> bytes = ReadFileToString(request.path());
+  if (!bytes.ok()) {
+    return absl::Status(bytes.status().code(),
+                        absl::StrCat(name_, ": RestoreShard: ", bytes.status().message()));
+  }
+  pb::ShardCheckpoint checkpoint;
+  if (!checkpoint.ParseFromString(*bytes)) {
+    return absl::DataLossError(
+        absl::StrCat(what, ": not a shard checkpoint (truncated or corrupt)"));
+  }
+  FULCRUM_RETURN_IF_ERROR(CheckCheckpoint(*store, checkpoint, what));
+  // Validated, so the decoding below cannot fail half-way. Replace everything under every
+  // chunk lock; gradients pending in sync accumulators are discarded and counted as dropped.
+  const size_t num_slots = ops::SlotNames(store->optimizer.kind).size();
+  AllChunksLocked locked(store->chunks);
+  for (size_t v = 0; v < store->variables.size(); ++v) {
+    Variable& var = store->variables[v];
+    std::span<float> part = var.value.flat();
+    FULCRUM_RETURN_IF_ERROR(
+        runtime::DecodeFloats(checkpoint.values(static_cast<int>(v)), {&part, 1}, what));
+    for (size_t k = 0; k < num_slots; ++k) {
+      part = var.slots[k].flat();
+      FULCRUM_RETURN_IF_ERROR(runtime::DecodeFloats(
+          checkpoint.slots(static_cast<int>(v * num_slots + k)), {&part, 1}, what));
+    }
+  }
+  for (size_t c = 0; c < store->chunks.size(); ++c) {
+    ChunkState& chunk = *store->chunks[c];
+    chunk.mu.AssertHeld();
+    chunk.step = checkpoint.chunk_steps(static_cast<int>(c));
+    chunk.updates = checkpoint.chunk_updates(static_cast<int>(c));
+    DropPending(chunk);
+    chunk.published_step.store(chunk.step, std::memory_order_release);
+    chunk.advanced.SignalAll();
+  }
+  response->set_global_step(GlobalStep(*store));
+  spdlog::info("{} restored its shard at global step {} from {}", name_, response->global_step(),
+               request.path());
+  return absl::OkStatus();
+}
+
+}  // namespace fulcrum::ps

@@ -1,0 +1,338 @@
+#!/usr/bin/python3
+"""The report renderer (scripts/fulcrum_report): run pages and sweep pages.
+
+One self-contained page per report with a chart per view and the tables; every string from a
+report escaped; nothing fetched from anywhere; no report (empty, wrongly typed, absurd) makes
+it raise. bench/sweep.py's index.html comes from the same renderer.
+
+  /usr/bin/python3 tests/chief/report_render_test.py [FIXTURE_OUT.json]
+With an argument it only writes the fixture report (the C++ test and manual checks use it).
+"""
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+
+import fulcrum_report  # noqa: E402
+
+
+def samples(t0, cpu, rss, eth0):
+    return {"unix_s": [t0, t0 + 0.5, t0 + 1.0],
+            "cpu_percent": [0.0, cpu, cpu / 2],
+            "rss_bytes": [1e7, rss, rss],
+            "network": {
+                "lo": {"rx_bytes_per_sec": [0, 2e6, 1e6], "tx_bytes_per_sec": [0, 2e6, 1e6]},
+                "eth0": {"rx_bytes_per_sec": [0, eth0, eth0], "tx_bytes_per_sec": [0, eth0, 0]},
+                "docker0": {"rx_bytes_per_sec": [0, 0, 0], "tx_bytes_per_sec": [0, 0, 0]}}}
+
+
+def worker(index, host, t0):
+    return {"job": "worker", "task_index": index, "host": host,
+            "series": {"steps": {"unix_s": [t0 + 0.2, t0 + 0.6, t0 + 1.0],
+                                 "examples_per_sec": [1000.0, 1200.0, 1100.0],
+                                 "loss": [2.0, 1.0, 0.5], "global_step": [10, 20, 30]},
+                       "samples": samples(t0, 90, 2e8, 5e5)},
+            "peer_traffic": [
+                {"peer": "ps-0", "rpcs": 40, "bytes_sent": 12.3e6, "bytes_received": 4e6},
+                {"peer": "chief-0", "rpcs": 2, "bytes_sent": 300, "bytes_received": 90}],
+            "step_phase_mean_ms": {"data": 0.1, "pull": 0.4, "forward": 1.0, "backward": 2.0,
+                                   "push": 0.5, "sync_wait": 0.2},
+            "step_time_p50_ms": 4.1, "step_time_p99_ms": 9.5,
+            "System Information": {"Processor": "AMD EPYC", "Machine": "x86_64"}}
+
+
+def task_row(name, host, rss):
+    return {"task": name, "host": host, "cpu_percent_mean": 42.34, "peak_rss_bytes": rss,
+            "app_bytes_sent": 1, "examples_per_sec": 153234.0}
+
+
+def report():
+    """chief-0, ps-0 and worker-0 on node1, worker-1 on node2, shaped as the chief writes it."""
+    return {
+        "run_id": "logreg-20261123", "model": "logreg", "dataset": "mnist", "mode": "sync",
+        "num_ps": 1, "num_workers": 2, "learning_rate": 0.029999999329447746,
+        "final_test_accuracy": 0.8123, "time_to_target_accuracy_seconds": None,
+        "train_seconds": 12.3456, "global_step": 1000, "stop_reason": "reached train_steps 1000 <&>",
+        "evals": [{"global_step": 500, "seconds": 6.0, "test_accuracy": 0.7, "test_loss": 0.9},
+                  {"global_step": 1000, "seconds": 12.0, "test_accuracy": 0.81, "test_loss": 0.6}],
+        "workers": [worker(0, "node1", 1000.3), worker(1, "node2", 1000.1)],
+        "ps": [{"job": "ps", "task_index": 0, "host": "node1",
+                "series": {"samples": samples(1000.0, 30, 5e7, 5e5)}}],
+        "chief": {"job": "chief", "task_index": 0, "host": "node1",
+                  "series": {"samples": samples(1000.2, 5, 3e7, 0)}},
+        "tasks": [task_row("chief-0", "node1", 3e7), task_row("ps-0", "node1", 5e7),
+                  task_row("worker-0", "node1", 12.3e6), task_row("worker-1", "node2", 2e8)],
+        "hosts": [{"host": "node1", "tasks": ["chief-0", "ps-0", "worker-0"],
+                   "interfaces_from": "ps-0",
+                   "interfaces": [{"name": "eth0", "rx_bytes": 2e6, "tx_bytes": 3e6}]}],
+        "cluster": {"tasks": 4, "hosts": 2, "external_bytes_sent": 1.5e9},
+        "placement_table": [{"variable": "dense/kernel", "ps": 0, "bytes": 31360}],
+    }
+
+
+def read(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def chart(html, title):
+    """The <svg>...</svg> whose <title> starts with title, or ""."""
+    at = html.find("<title>" + title)
+    if at < 0:
+        return ""
+    begin, end = html.rfind("<svg", 0, at), html.find("</svg>", at)
+    return "" if end < 0 else html[begin:end + 6]
+
+
+def assert_self_contained(test, html):
+    # The only URLs are XML namespace names; nothing is loaded from anywhere.
+    urls = re.findall(r'[a-z:]*="?https?://[^"\s]*', html)
+    for u in urls:
+        test.assertRegex(u, r'^xmlns(:xlink)?="http://www\.w3\.org/', u)
+    test.assertLacks("https://", html)
+    test.assertIsNone(re.search(r"<[a-zA-Z][^<>]*\s(src|href|data)\s*=\s*[\"']?[^#\"']", html))
+    test.assertLacks("<script", html)
+    test.assertLacks("<link", html)
+    for ref in re.findall(r'href="([^"]*)"', html):
+        test.assertTrue(ref.startswith("#"), ref)  # references inside the same SVG
+    for ref in re.findall(r"url\(([^)]*)\)", html):
+        test.assertTrue(ref.startswith("#"), ref)
+
+
+class Test(unittest.TestCase):
+    """assertIn/assertNotIn that name the needle, not the whole page, when they fail."""
+
+    def assertHas(self, needle, haystack):
+        self.assertTrue(needle in haystack, "%r not found" % needle)
+
+    def assertLacks(self, needle, haystack):
+        at = haystack.find(needle)
+        self.assertTrue(at < 0, "%r found: ...%s..." % (needle, haystack[max(0, at - 80):at + 80]))
+
+
+class RunPageTest(Test):
+    def test_one_page_with_every_chart_and_table(self):
+        html = fulcrum_report.render_run_page(report())
+        self.assertTrue(html.startswith("<!DOCTYPE html>"))
+        self.assertHas("</html>", html)
+        # Throughput, loss, evaluations, phases, CPU, memory, a network chart per host, peers.
+        self.assertEqual(html.count("<svg"), 9)
+        self.assertEqual(html.count("</svg>"), 9)
+        for title in ("Examples/s per worker", "Training loss per worker",
+                      "Chief&#39;s evaluations", "Process CPU per task",
+                      "Resident memory (RSS) per task", "Application bytes",
+                      "Mean step time of each worker by phase",
+                      "Network of host node1 (as seen by ps-0)",
+                      "Network of host node2 (as seen by worker-1)"):
+            self.assertNotEqual(chart(html, title), "", title)
+        for text in ("chief-0", "ps-0", "worker-0", "worker-1", "node1", "node2",
+                     "dense/kernel", "logreg-20261123", "mnist", "0.8123"):
+            self.assertHas(text, html)
+        assert_self_contained(self, html)
+        # Chart ids are unique on the page (one SVG's clip paths never hide another's lines).
+        ids = re.findall(r' id="([^"]*)"', html)
+        self.assertEqual(len(ids), len(set(ids)))
+
+    def test_legends_and_ticks_carry_names_and_units(self):
+        html = fulcrum_report.render_run_page(report())
+        rate = chart(html, "Examples/s per worker")
+        self.assertHas(">worker-0<", rate)
+        self.assertHas(">worker-1<", rate)
+        self.assertHas(">examples/s<", rate)
+        self.assertHas(">1000<", rate)  # y ticks in examples/s
+        self.assertHas("time since start (s)", rate)
+        mem = chart(html, "Resident memory (RSS) per task")
+        for name in ("chief-0", "ps-0", "worker-0", "worker-1"):
+            self.assertHas(">%s<" % name, mem)
+        self.assertHas(">200 MB<", mem)
+        self.assertRegex(chart(html, "Process CPU per task"), r">\d+%<")
+        evals = chart(html, "Chief&#39;s evaluations")
+        self.assertHas(">test accuracy<", evals)
+        self.assertHas(">test loss<", evals)
+
+    def test_a_network_chart_per_host_with_rx_and_tx_apart(self):
+        html = fulcrum_report.render_run_page(report())
+        for title in ("Network of host node1 (as seen by ps-0)",
+                      "Network of host node2 (as seen by worker-1)"):
+            c = chart(html, title)
+            for text in ("lo (loopback) rx", "lo (loopback) tx", "eth0 (external) rx",
+                         "eth0 (external) tx", "idle: docker0", "MB/s<"):
+                self.assertHas(text, c)
+            self.assertEqual(c.count("stroke-dasharray"), c.count("stroke-dasharray") // 2 * 2)
+        self.assertLacks("Network of host node1 (as seen by chief-0)", html)
+
+    def test_bars_for_peers_and_phases(self):
+        html = fulcrum_report.render_run_page(report())
+        peers = chart(html, "Application bytes")
+        self.assertHas("worker-0 \u2192 ps-0", peers)
+        self.assertHas("worker-1 \u2192 chief-0", peers)
+        self.assertHas("12.3 MB / 4.0 MB", peers)
+        self.assertHas(">sent<", peers)
+        self.assertHas(">received<", peers)
+        phases = chart(html, "Mean step time of each worker by phase")
+        self.assertHas("4.2 ms (p50 4.1 ms, p99 9.5 ms)", phases)
+        for phase in ("data", "pull", "forward", "backward", "push", "sync_wait"):
+            self.assertHas(">%s<" % phase, phases)
+
+    def test_tables_in_human_units(self):
+        html = fulcrum_report.render_run_page(report())
+        for text in ("<td>12.3 MB</td>", "<td>200.0 MB</td>", "<td>1.5 GB</td>", "<td>42.3%</td>",
+                     "<td>153.2k</td>", "<td>12.35 s</td>", "<td>0.03</td>", "<td>31.4 KB</td>",
+                     "<td>time_to_target_accuracy_seconds</td><td>n/a</td>",
+                     "eth0 2.0 MB in / 3.0 MB out", "AMD EPYC"):
+            self.assertHas(text, html)
+
+    def test_escapes_strings(self):
+        r = report()
+        r["tasks"][3]["task"] = "<script>alert(1)</script>"
+        r["workers"][1]["job"] = "<img src=x onerror=alert(1)>$x$"
+        r["workers"][1]["host"] = "a\"b'c"
+        r["ps"][0]["job"] = 'ps id="p" url(#q)'
+        html = fulcrum_report.render_run_page(r)
+        # Text that looks like an SVG reference is left as it is (ids are renamed in tags only).
+        self.assertHas('>ps id="p" url(#q)-0<', chart(html, "Process CPU per task"))
+        self.assertLacks("<script", html)
+        self.assertLacks("<img", html)
+        self.assertHas("&lt;script&gt;alert(1)&lt;/script&gt;", html)
+        self.assertHas("&lt;img src=x onerror=alert(1)&gt;$x$-1", html)  # in a legend, as text
+        self.assertHas("reached train_steps 1000 &lt;&amp;&gt;", html)
+        self.assertHas("a&quot;b&#39;c", html)
+        assert_self_contained(self, html)
+
+    def test_empty_reports_render(self):
+        for r in ({}, None, [], "text", 5):
+            html = fulcrum_report.render_run_page(r)
+            self.assertTrue(html.startswith("<!DOCTYPE html>"))
+            self.assertHas("no data", html)  # the charts say so, not the fallback page
+            self.assertLacks("could not be drawn", html)
+            self.assertEqual(html.count("<svg"), 0)
+
+    def test_wrongly_typed_and_absurd_reports_render(self):
+        bad = report()
+        bad["final_test_accuracy"] = "high"
+        bad["evals"] = [{"global_step": 1e17, "test_accuracy": 0.5},
+                        {"global_step": 1e17, "test_accuracy": 0.6}, "none"]
+        bad["workers"][0]["series"] = None
+        bad["workers"][1]["task_index"] = 1e300
+        bad["workers"][1]["series"]["steps"]["loss"] = ["a", None, 3]
+        bad["workers"][1]["series"]["steps"]["examples_per_sec"] = [1e308, -1e308, 0]
+        bad["workers"][1]["series"]["samples"]["network"] = 5
+        bad["ps"][0]["series"]["samples"]["network"]["lo"] = "x"
+        bad["ps"][0]["peer_traffic"] = [{"peer": [1, 2], "bytes_sent": "many"}]
+        bad["chief"]["series"]["samples"]["unix_s"] = ["now", 1000.3]
+        bad["chief"]["step_phase_mean_ms"] = {"data": "slow"}
+        bad["model"] = {"name": "\udcff"}
+        bad["tasks"] = [1, "two", None, {"task": 3}]
+        bad["hosts"] = [{"host": 7, "tasks": "all", "interfaces": [{"rx_bytes": "x"}]}]
+        bad["cluster"] = {"tasks": "four"}
+        bad["placement_table"] = [{"variable": None, "ps": [0]}]
+        html = fulcrum_report.render_run_page(bad)
+        self.assertEqual(html.count("<svg"), html.count("</svg>"))
+        self.assertHas("Examples/s per worker", html)  # not the fallback page
+        self.assertLacks("could not be drawn", html)
+        self.assertHas("<td>final_test_accuracy</td><td>high</td>", html)
+        self.assertHas("final test accuracy</span><b>n/a", html)
+        self.assertLacks(">nan<", html)
+
+    def test_command_line_writes_the_page_and_leaves_the_json(self):
+        with tempfile.TemporaryDirectory() as d:
+            src, out = os.path.join(d, "report.json"), os.path.join(d, "report.html")
+            with open(src, "w") as f:
+                json.dump(report(), f)
+            before = read(src)
+            cli = os.path.join(ROOT, "scripts", "render_report.py")
+            p = subprocess.run([sys.executable, cli, src, out], capture_output=True, text=True)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(read(out).count("<svg"), 9)
+            self.assertEqual(read(src), before)
+            self.assertEqual(sorted(os.listdir(d)), ["report.html", "report.json"])  # no .tmp
+            p = subprocess.run([sys.executable, cli, os.path.join(d, "missing.json"), out],
+                               capture_output=True, text=True)
+            self.assertEqual(p.returncode, 1)
+            self.assertHas("missing.json", p.stderr)
+            p = subprocess.run([sys.executable, cli, src], capture_output=True, text=True)
+            self.assertEqual(p.returncode, 2)
+
+
+def load_sweep_module():
+    spec = importlib.util.spec_from_file_location("sweep", os.path.join(ROOT, "bench", "sweep.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class SweepPageTest(Test):
+    """bench/sweep.py's index.html and plots/, from results and the runs' own reports."""
+
+    def test_index_and_plots_from_results_and_runs(self):
+        sweep = load_sweep_module()
+        combos, rows = [], []
+        for layout in ("ps-w-w", "pw-w"):
+            for w in (1, 2):
+                c = {"layout": layout, "workers": w, "ps": 1, "hosts": 2, "batch_size": 128,
+                     "mode": "sync", "rate": "1gbit", "skip": None}
+                if layout == "pw-w" and w == 1:
+                    c["skip"] = "pw-w needs 2 or more workers"
+                combos.append(c)
+        with tempfile.TemporaryDirectory() as d:
+            for c in combos:
+                if c["skip"]:
+                    continue
+                r = report()
+                r["workers_examples_per_sec"] = 1000.0 * c["workers"]
+                r["time_to_target_accuracy_seconds"] = 3.5
+                r["cluster"].update(cpu_percent_mean=150.0, peak_rss_bytes=3e8,
+                                    loopback_bytes_sent=2e6, external_bytes_sent=4e7)
+                r["hosts"][0].update(loopback_bytes_sent=2e6, external_bytes_sent=3e7,
+                                     external_bytes_received=1e7)
+                r["tasks"][0]["task"] = "<b>chief</b>"
+                run_dir = os.path.join(d, "runs", sweep.run_name(c, 1), "run")
+                os.makedirs(run_dir)
+                with open(os.path.join(run_dir, "report.json"), "w") as f:
+                    json.dump(r, f)
+                row = dict(c, repeat=1, status="ok", exit_code=0, **sweep.figures(r))
+                rows.append(row)
+            results = sweep.summarize(combos, rows)
+            fields = list(results[0].keys())
+            sweep.write_index(d, [{f: r.get(f) for f in fields} for r in results])
+            html = read(os.path.join(d, "index.html"))
+            plots = sorted(os.listdir(os.path.join(d, "plots")))
+        self.assertEqual(re.findall(r'class="nodata">([^<]*)', html), [])
+        self.assertEqual(html.count("<svg"), 11)
+        self.assertEqual(len(plots), 11)
+        self.assertEqual(plots[0], "01.svg")
+        for title in ("Examples/s vs workers", "Network bytes sent", "Cluster CPU",
+                      "Peak RSS, all tasks", "Training time", "Time to target accuracy",
+                      "CPU per task", "Peak RSS per task", "Per host", "Training loss (worker 0) vs global step",
+                      "Training loss (worker 0) vs time"):
+            self.assertNotEqual(chart(html, title), "", title)
+        scaling = chart(html, "Examples/s vs workers")
+        self.assertHas("ps-w-w 1ps b128 sync 1gbit ideal", scaling)
+        self.assertHas(">2000<", scaling)
+        self.assertHas(">40 MB<", chart(html, "Network bytes sent"))
+        self.assertHas("&lt;b&gt;chief&lt;/b&gt;", html)
+        self.assertLacks("<b>chief", html)
+        self.assertHas("pw-w needs 2 or more workers", html)
+        assert_self_contained(self, html)
+
+    def test_an_empty_sweep_still_writes_a_page(self):
+        html, charts = fulcrum_report.render_sweep_page([], [])
+        self.assertTrue(html.startswith("<!DOCTYPE html>"))
+        self.assertEqual(charts, [])
+        self.assertHas("no data", html)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 2 and sys.argv[1].endswith(".json"):
+        with open(sys.argv[1], "w") as f:
+            json.dump(report(), f, indent=1)
+        sys.exit(0)
+    unittest.main()

@@ -1,0 +1,108 @@
+// runtime/flags: the validated options the flags describe, read in-process (the command
+// line itself is tested through the real binaries in flags_binary_test.cc).
+#include "runtime/flags.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "absl/flags/declare.h"
+#include "absl/flags/flag.h"
+#include "absl/flags/reflection.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "base/exit_code.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+ABSL_DECLARE_FLAG(std::string, cluster_spec);
+ABSL_DECLARE_FLAG(int64_t, train_steps);
+ABSL_DECLARE_FLAG(double, epochs);
+ABSL_DECLARE_FLAG(std::string, model);
+ABSL_DECLARE_FLAG(std::string, mode);
+
+namespace fulcrum::runtime {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+// A cluster spec file with one chief, one ps and two workers, in a fresh scratch folder.
+std::string WriteSpec() {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  const fs::path dir =
+      fs::path(::testing::TempDir()) / absl::StrCat("fulcrum_flags_", getpid(), "_", info->name());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path spec = dir / "cluster.json";
+  std::ofstream(spec) << R"({"chief": ["localhost:2222"], "ps": ["localhost:2223"],
+                             "worker": ["localhost:2224", "localhost:2225"]})";
+  return spec.string();
+}
+
+class FlagsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::getenv("TF_CONFIG") != nullptr) GTEST_SKIP() << "TF_CONFIG is set";
+    absl::SetFlag(&FLAGS_cluster_spec, WriteSpec());
+  }
+
+  absl::FlagSaver saver_;  // every flag back to its value before the test
+};
+
+TEST_F(FlagsTest, PsNeedsNoTrainingLength) {
+  absl::StatusOr<TaskOptions> options = TaskOptionsFromFlags("ps");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->cluster.task.job_name, "ps");
+  EXPECT_EQ(options->training.train_steps, 1);  // the placeholder
+  EXPECT_EQ(options->training.epochs, 0.0);
+}
+
+TEST_F(FlagsTest, PsKeepsAGivenTrainingLength) {
+  absl::SetFlag(&FLAGS_epochs, 2.5);
+  absl::StatusOr<TaskOptions> options = TaskOptionsFromFlags("ps");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->training.train_steps, 0);
+  EXPECT_EQ(options->training.epochs, 2.5);
+}
+
+TEST_F(FlagsTest, ChiefAndWorkerNeedATrainingLength) {
+  for (const char* job : {"chief", "worker"}) {
+    absl::StatusOr<TaskOptions> options = TaskOptionsFromFlags(job);
+    EXPECT_EQ(options.status().code(), absl::StatusCode::kInvalidArgument) << job;
+    EXPECT_THAT(options.status().message(), HasSubstr("--train_steps")) << job;
+  }
+  EXPECT_EQ(TrainingOptionsFromFlags().status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(FlagsTest, WorkerReadsEveryPart) {
+  absl::SetFlag(&FLAGS_train_steps, 7);
+  absl::SetFlag(&FLAGS_model, "mlp");
+  absl::SetFlag(&FLAGS_mode, "sync");
+  absl::StatusOr<TaskOptions> options = TaskOptionsFromFlags("worker");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->training.model, "mlp");
+  EXPECT_EQ(options->training.train_steps, 7);
+  EXPECT_EQ(options->cluster.task.job_name, "worker");
+  EXPECT_EQ(options->cluster.mode, SyncMode::kSync);
+  EXPECT_EQ(options->cluster.replicas_to_aggregate, 2);  // the spec's workers
+  EXPECT_TRUE(options->profile.enabled);
+}
+
+TEST_F(FlagsTest, TheFirstInvalidFlagIsNamed) {
+  absl::SetFlag(&FLAGS_train_steps, 7);
+  absl::SetFlag(&FLAGS_mode, "lockstep");
+  absl::StatusOr<TaskOptions> options = TaskOptionsFromFlags("chief");
+  EXPECT_EQ(options.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(options.status().message(), HasSubstr("--mode=lockstep"));
+}
+
+TEST(ReportBadFlagsTest, ReturnsTheBadInputExitCode) {
+  EXPECT_EQ(ReportBadFlags(absl::InvalidArgumentError("--x=1: wrong")), kExitBadInput);
+}
+
+}  // namespace
+}  // namespace fulcrum::runtime

@@ -1,0 +1,166 @@
+// tests: FaultyPsClient, a runtime::PsClient decorator that injects the transport faults a
+// real network has into the data path (Pull, Push, PushPull) of the client it wraps (the
+// in-process client, ps/in_process_client.h, in the tests), so that retry and
+// deduplication can be tested deterministically:
+//   kDropReply       the call reaches the PS and is applied; the caller sees Unavailable
+//                    and no reply (a reply lost on the way back);
+//   kFailBeforeSend  Unavailable at once, the PS never sees the call (a refused connection);
+//   kDuplicate       the request is sent twice (a transport that re-sent it); the caller
+//                    sees the second reply.
+// Control calls pass through untouched.
+// Thread-safety: all methods are thread-safe; the wrapped client must be too.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "base/mutex.h"
+#include "runtime/ps_client.h"
+
+namespace fulcrum::testing {
+
+enum class Fault { kNone, kDropReply, kFailBeforeSend, kDuplicate };
+
+inline const char* FaultName(Fault fault) {
+  switch (fault) {
+    case Fault::kNone:
+      return "none";
+    case Fault::kDropReply:
+      return "drop_reply";
+    case Fault::kFailBeforeSend:
+      return "fail_before_send";
+    case Fault::kDuplicate:
+      return "duplicate";
+  }
+  return "?";
+}
+
+class FaultyPsClient final : public runtime::PsClient {
+ public:
+  // `inner` (not owned) must outlive this client.
+  explicit FaultyPsClient(runtime::PsClient* inner) : inner_(inner) {}
+
+  // The next `times` data-path calls (in arrival order) suffer `fault`; later calls pass
+  // through. With `chunk` >= 0 only calls whose first chunk is `chunk` count (ShardedVariables
+  // sends one chunk per call, so this picks one chunk's call and its retry).
+  void Inject(Fault fault, int times = 1, int chunk = kAnyChunk) {
+    MutexLock lock(&mu_);
+    fault_ = fault;
+    left_ = times;
+    chunk_ = chunk;
+  }
+  static constexpr int kAnyChunk = -1;
+  // How many calls a fault was injected into so far.
+  int faults_injected() const {
+    MutexLock lock(&mu_);
+    return injected_;
+  }
+
+  std::string target() const override { return "faulty " + inner_->target(); }
+
+  void PullAsync(const pb::PullRequest* request, pb::PullResponse* response,
+                 absl::Duration timeout, Done done) override {
+    Call(request, response, timeout, std::move(done),
+         [this](auto... args) { inner_->PullAsync(args...); });
+  }
+  void PushAsync(const pb::PushRequest* request, pb::PushResponse* response,
+                 absl::Duration timeout, Done done) override {
+    Call(request, response, timeout, std::move(done),
+         [this](auto... args) { inner_->PushAsync(args...); });
+  }
+  void PushPullAsync(const pb::PushRequest* request, pb::PushResponse* response,
+                     absl::Duration timeout, Done done) override {
+    Call(request, response, timeout, std::move(done),
+         [this](auto... args) { inner_->PushPullAsync(args...); });
+  }
+
+  absl::Status CreateVariables(const pb::CreateVariablesRequest& request,
+                               pb::CreateVariablesResponse* response,
+                               absl::Duration timeout) override {
+    return inner_->CreateVariables(request, response, timeout);
+  }
+  absl::Status SaveShard(const pb::SaveShardRequest& request, pb::SaveShardResponse* response,
+                         absl::Duration timeout) override {
+    return inner_->SaveShard(request, response, timeout);
+  }
+  absl::Status RestoreShard(const pb::RestoreShardRequest& request,
+                            pb::RestoreShardResponse* response, absl::Duration timeout) override {
+    return inner_->RestoreShard(request, response, timeout);
+  }
+  absl::Status Stats(pb::StatsResponse* response, absl::Duration timeout) override {
+    return inner_->Stats(response, timeout);
+  }
+  absl::Status Stop(const std::string& reason, absl::Duration timeout) override {
+    return inner_->Stop(reason, timeout);
+  }
+  using PsClient::Shutdown;
+  absl::Status Shutdown(const std::string& reason, absl::Duration timeout,
+                        std::string* summary_json) override {
+    return inner_->Shutdown(reason, timeout, summary_json);
+  }
+  absl::Status Ping(const pb::PingRequest& request, pb::PingResponse* response,
+                    absl::Duration timeout) override {
+    return inner_->Ping(request, response, timeout);
+  }
+
+ private:
+  static int FirstChunk(const pb::PullRequest& r) { return r.chunks().empty() ? -1 : r.chunks(0); }
+  static int FirstChunk(const pb::PushRequest& r) {
+    return r.gradients().empty() ? -1 : r.gradients(0).chunk();
+  }
+
+  // The fault for a call of `chunk` arriving now (kNone once the injected ones are used up).
+  Fault Next(int chunk) {
+    MutexLock lock(&mu_);
+    if (left_ <= 0 || (chunk_ != kAnyChunk && chunk != chunk_)) return Fault::kNone;
+    --left_;
+    ++injected_;
+    return fault_;
+  }
+
+  // Runs one data-path call through `send` (the inner client's method) with the next fault.
+  template <typename Request, typename Response, typename Send>
+  void Call(const Request* request, Response* response, absl::Duration timeout, Done done,
+            Send send) {
+    switch (Next(FirstChunk(*request))) {
+      case Fault::kNone:
+        send(request, response, timeout, std::move(done));
+        return;
+      case Fault::kFailBeforeSend:
+        done(absl::UnavailableError(absl::StrCat("injected: ", inner_->target(),
+                                                 " not reached (fail_before_send)")));
+        return;
+      case Fault::kDropReply:
+        send(request, response, timeout,
+             [this, response, done = std::move(done)](absl::Status s) {
+               response->Clear();  // the reply never arrived
+               done(s.ok() ? absl::UnavailableError(absl::StrCat(
+                                 "injected: reply from ", inner_->target(), " lost (drop_reply)"))
+                           : s);
+             });
+        return;
+      case Fault::kDuplicate: {
+        // The first copy's reply goes nowhere; the caller gets the second's.
+        auto first = std::make_shared<Response>();
+        send(request, first.get(), timeout,
+             [send, request, response, timeout, first, done = std::move(done)](absl::Status) {
+               send(request, response, timeout, done);
+             });
+        return;
+      }
+    }
+  }
+
+  runtime::PsClient* const inner_;
+  mutable Mutex mu_;
+  Fault fault_ ABSL_GUARDED_BY(mu_) = Fault::kNone;
+  int left_ ABSL_GUARDED_BY(mu_) = 0;
+  int chunk_ ABSL_GUARDED_BY(mu_) = kAnyChunk;
+  int injected_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace fulcrum::testing

@@ -1,0 +1,53 @@
+// worker: Heartbeat, the thread that tells the chief this worker is alive (once a second,
+// with its local step) and learns from the answers whether the chief asks it to stop; it
+// also notices a chief that has not answered for longer than the heartbeat timeout.
+// Thread-safety: set_step, should_stop and chief_lost may be called from any thread while
+// the heartbeat thread runs; the destructor stops and joins that thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/time/time.h"
+#include "base/mutex.h"
+#include "runtime/coordinator_client.h"
+
+namespace fulcrum::worker {
+
+class Heartbeat {
+ public:
+  // Starts beating at once. `chief` (not owned) must outlive this object; `timeout` is how
+  // long the chief may stay silent before chief_lost().
+  Heartbeat(runtime::CoordinatorClient* chief, absl::Duration timeout,
+            absl::Duration interval = absl::Seconds(1));
+  ~Heartbeat();
+  Heartbeat(const Heartbeat&) = delete;
+  Heartbeat& operator=(const Heartbeat&) = delete;
+
+  // The local step the next heartbeat reports.
+  void set_step(int64_t step) { step_.store(step, std::memory_order_relaxed); }
+  // True once the chief asked this worker to stop.
+  bool should_stop() const { return should_stop_.load(); }
+  // True once no heartbeat succeeded for longer than the timeout.
+  bool chief_lost() const { return chief_lost_.load(); }
+
+ private:
+  void Loop();
+  // Waits `interval_` or until the destructor asks to end; returns true to go on.
+  bool Pause();
+
+  runtime::CoordinatorClient* const chief_;
+  const absl::Duration timeout_;
+  const absl::Duration interval_;
+  std::atomic<int64_t> step_{0};
+  std::atomic<bool> should_stop_{false};
+  std::atomic<bool> chief_lost_{false};
+  Mutex mu_;
+  CondVar cv_;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;  // last: starts once the members above exist
+};
+
+}  // namespace fulcrum::worker

@@ -1,0 +1,39 @@
+// worker: the set-up single mode and cluster workers share: the model the flags name, built
+// for the dataset's examples; the batcher options of a worker's shard; the summary.json
+// written last, with the run statistics and the profiler's keys.
+// Thread-safety: pure functions (WriteSummary writes one file).
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "data/batcher.h"
+#include "data/dataset.h"
+#include "models/model.h"
+#include "nlohmann/json.hpp"
+#include "ops/cpu/thread_pool.h"
+#include "profiler/profiler.h"
+#include "runtime/flags.h"
+#include "worker/run_stats.h"
+
+namespace fulcrum::worker {
+
+// The model --model names (width --model_width) for `train`'s examples and classes, its
+// kernels on `pool` (not owned; may be null). InvalidArgument for an unknown model.
+absl::StatusOr<std::unique_ptr<models::Model>> BuildModel(const runtime::TrainingOptions& t,
+                                                          const data::Dataset& train,
+                                                          ops::ThreadPool* pool);
+
+// The batcher of worker `worker_index` of `num_workers` (single mode: 0 of 1).
+data::BatcherOptions BatcherOptionsFor(const runtime::TrainingOptions& t, int worker_index,
+                                       int num_workers);
+
+// Finishes `profiler` (its sinks and keys go into *summary), adds `stats` (the run figures'
+// only writer) and writes *summary to `path` atomically. Returns the text written.
+absl::StatusOr<std::string> WriteSummary(profiler::Profiler* profiler, const RunStats& stats,
+                                         nlohmann::json* summary,
+                                         const std::filesystem::path& path);
+
+}  // namespace fulcrum::worker

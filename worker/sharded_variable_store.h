@@ -1,0 +1,70 @@
+// worker: ShardedVariableStore, the variable store of a cluster worker. The variables live on
+// the PS tasks (runtime::ShardedVariables over the PS clients): Start pulls every chunk once,
+// then each Apply pushes the step's gradients and reads the new values back in the same
+// calls. Sync mode asks for the values of the next global step (the PS answers once the
+// step's gradients were aggregated); async mode takes the values as they are. Remote errors
+// come back already mapped by runtime::RemoteFailure, so a PS's answer never reads as this
+// worker's bad input.
+// Thread-safety: one call at a time (the training loop's thread); the PS clients may be
+// shared.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "ops/tensor.h"
+#include "runtime/flags.h"
+#include "runtime/sharded_variables.h"
+#include "worker/variable_store.h"
+
+namespace fulcrum::worker {
+
+// What the store moved so far, for the worker's summary.
+struct TransferTotals {
+  int64_t pushes = 0;      // chunks the PS took (applied, accumulated or dropped as stale)
+  int64_t dropped = 0;     // chunks dropped as stale (sync)
+  int64_t duplicates = 0;  // chunks answered as duplicates of an earlier try
+  int64_t retries = 0;     // RPCs re-sent after a transport failure
+  int64_t bytes_sent = 0;  // tensor payload bytes
+  int64_t bytes_received = 0;
+};
+
+class ShardedVariableStore final : public VariableStore {
+ public:
+  // `sharded` (not owned) must outlive the store; `shapes` are the model's variables' shapes
+  // in model order. Every call waits at most `step_timeout`.
+  ShardedVariableStore(runtime::ShardedVariables* sharded, std::span<const ops::Shape> shapes,
+                       runtime::SyncMode mode, absl::Duration step_timeout);
+
+  // Pulls every variable (no wait for a step). Returns the pull's time.
+  absl::StatusOr<absl::Duration> Start() override;
+  // Pushes grads() as computed at global_step() and reads the values back (sync: once the
+  // PS reached global_step() + 1). A transport failure is retried once with the same request
+  // id (ShardedVariables), so the PS never applies a step twice.
+  absl::StatusOr<ApplyResult> Apply() override;
+
+  std::span<const ops::Tensor> values() const override { return values_; }
+  std::span<ops::Tensor> grads() override { return grads_; }
+  // The lowest step any chunk's reply carried.
+  int64_t global_step() const override { return global_step_; }
+  std::string StopReason() const override;
+
+  const TransferTotals& totals() const { return totals_; }
+  runtime::SyncMode mode() const { return mode_; }
+
+ private:
+  runtime::ShardedVariables* const sharded_;
+  const runtime::SyncMode mode_;
+  const absl::Duration step_timeout_;
+  std::vector<ops::Tensor> values_;
+  std::vector<ops::Tensor> grads_;
+  int64_t global_step_ = 0;
+  bool stopped_ = false;
+  TransferTotals totals_;
+};
+
+}  // namespace fulcrum::worker

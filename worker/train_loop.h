@@ -1,0 +1,80 @@
+// worker: TrainLoop, the one training loop of single mode and cluster workers. It owns the
+// batching (data::Batcher over this worker's shard), the gradients (Model::ComputeGradients
+// at the store's values), the per-phase timing and the step records; the VariableStore
+// decides where the gradients go (local optimizer, PS tasks). Each step:
+//   next batch -> forward/backward at store.values() -> store.Apply() -> StepRecord
+// until the store's global step reaches the target, the store says training ended, or the
+// stop check (e.g. the chief's heartbeat) says stop. Progress is logged every log_every
+// local steps and at the last one.
+// Thread-safety: Run is called once, from one thread; the callbacks run on that thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "data/batcher.h"
+#include "models/model.h"
+#include "ops/cpu/thread_pool.h"
+#include "ops/tensor.h"
+#include "profiler/records.h"
+#include "worker/variable_store.h"
+
+namespace fulcrum::worker {
+
+struct TrainLoopOptions {
+  int64_t target_global_steps = 0;  // stop once the store's global step reaches this
+  int64_t log_every = 100;          // local steps between progress lines; >= 1
+  // Progress lines: "step 7 (global 13/100) loss ..." (cluster) rather than
+  // "step 7/100 loss ..." (single mode, where local and global steps are the same).
+  bool log_global_step = false;
+};
+
+struct TrainLoopResult {
+  std::vector<profiler::StepRecord> steps;  // one per local step, in order
+  // From before the store's Start (the first step's pull) to after the last step.
+  double wall_seconds = 0.0;
+  int64_t global_step = 0;  // the store's, after the last step
+  std::string stop_reason;  // "reached train_steps", the store's or the stop check's reason
+};
+
+class TrainLoop {
+ public:
+  // Called before every step with the local steps done so far: set *stop_reason to end the
+  // loop cleanly, return an error to end the run with it.
+  using StopCheck = std::function<absl::Status(int64_t local_steps, std::string* stop_reason)>;
+  // Called with each step's record as soon as it is taken (the profiler, a heartbeat).
+  using StepSink = std::function<void(const profiler::StepRecord&)>;
+
+  // Not owned, must outlive the loop: model (its variables in the store's order), store,
+  // pool (may be null: the batch is gathered on the calling thread).
+  TrainLoop(const TrainLoopOptions& options, models::Model* model, data::Batcher batcher,
+            VariableStore* store, ops::ThreadPool* pool);
+
+  void set_stop_check(StopCheck check) { stop_check_ = std::move(check); }
+  void set_step_sink(StepSink sink) { step_sink_ = std::move(sink); }
+
+  // Trains until a stop condition. Errors: the store's, the model's, the stop check's, and
+  // Internal for a loss that is not finite (naming the step).
+  absl::StatusOr<TrainLoopResult> Run();
+
+ private:
+  // One step, local step `step`; `pull_ms` is time spent reading its values before it began.
+  absl::StatusOr<profiler::StepRecord> Step(int64_t step, double pull_ms);
+  void LogProgress(const profiler::StepRecord& r, double window_seconds, int64_t window_steps);
+
+  TrainLoopOptions options_;
+  models::Model* const model_;
+  data::Batcher batcher_;
+  VariableStore* const store_;
+  ops::ThreadPool* const pool_;
+  ops::Tensor inputs_;           // [batch, example size]
+  std::vector<int32_t> labels_;  // [batch]
+  StopCheck stop_check_;
+  StepSink step_sink_;
+};
+
+}  // namespace fulcrum::worker

@@ -1,0 +1,49 @@
+// worker: the seam the training loop trains over. A VariableStore holds the values the model
+// computes its gradients at and takes the gradients back: LocalVariableStore applies the
+// optimizer in this process (single mode), ShardedVariableStore pushes to the PS tasks and
+// reads the new values back (cluster); a store keeping replicas on a GPU fits the same
+// shape, since the loop only sees spans of ops::Tensor.
+// Thread-safety: a store belongs to one training loop; one call at a time.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "ops/tensor.h"
+
+namespace fulcrum::worker {
+
+// What one Apply cost beyond the loop's own clock.
+struct ApplyResult {
+  // The longest time the step's gradients waited for other replicas' (sync: the PS's own
+  // measurement of its wait for the step's aggregation); zero when nothing waits.
+  absl::Duration sync_wait = absl::ZeroDuration();
+};
+
+class VariableStore {
+ public:
+  virtual ~VariableStore() = default;
+
+  // Makes values() ready for the first step. Returns the time spent reading them from
+  // elsewhere (the first step's pull, recorded as part of it); zero when they were at hand.
+  virtual absl::StatusOr<absl::Duration> Start() = 0;
+
+  // Applies grads() (computed at values()) as one step; afterwards values() hold the values
+  // of the next step and global_step() the step reached. An error ends the run.
+  virtual absl::StatusOr<ApplyResult> Apply() = 0;
+
+  // The values the next step computes its gradients at, in the model's variable order.
+  virtual std::span<const ops::Tensor> values() const = 0;
+  // Where the loop writes the step's gradients, shaped like values().
+  virtual std::span<ops::Tensor> grads() = 0;
+
+  // Steps applied so far by everyone (single mode: by this store).
+  virtual int64_t global_step() const = 0;
+  // Why the store ended training (e.g. a PS said the run is over); "" while it goes on.
+  virtual std::string StopReason() const = 0;
+};
+
+}  // namespace fulcrum::worker
