@@ -1,5 +1,5 @@
-// base: maps a run's final absl::Status to the process exit code (the contract in docs/architecture.md):
-// 0 success, 2 bad input (flags, spec, data files), 1 runtime failure.
+// base: maps a run's final absl::Status to the process exit code (the contract in
+// docs/architecture.md): 0 success, 2 bad input (flags, spec, data files), 1 runtime failure.
 // Thread-safety: pure functions.
 #pragma once
 

@@ -11,4 +11,3 @@ namespace fulcrum {
 void InitLogging(std::string_view task);
 
 }  // namespace fulcrum
-

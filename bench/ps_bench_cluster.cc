@@ -67,16 +67,16 @@ namespace {
 
 // Starts a PS task with `num_ports` listening ports on 127.0.0.1 (one connection per port).
 absl::Status StartPs(int index, int num_ports, std::unique_ptr<ps::Shard>* shard,
-                     std::unique_ptr<ps::PsService>* service,
-                     std::unique_ptr<grpc::Server>* server, std::vector<int>* ports) {
+                     std::unique_ptr<ps::PsService>* service, std::unique_ptr<grpc::Server>* server,
+                     std::vector<int>* ports) {
   *shard = std::make_unique<ps::Shard>(index);
   *service = std::make_unique<ps::PsService>(shard->get());
   FULCRUM_ASSIGN_OR_RETURN(
       runtime::StartedServer started,
-      runtime::StartGrpcServer(absl::StrCat("ps:", index),
-                               std::vector<std::string>(static_cast<size_t>(num_ports),
-                                                        "127.0.0.1:0"),
-                               {service->get()}));
+      runtime::StartGrpcServer(
+          absl::StrCat("ps:", index),
+          std::vector<std::string>(static_cast<size_t>(num_ports), "127.0.0.1:0"),
+          {service->get()}));
   *server = std::move(started.server);
   *ports = std::move(started.ports);
   return absl::OkStatus();
@@ -117,16 +117,14 @@ absl::Status Cluster::Start(const BenchModel& model, int num_ps,
   if (!placement.ok()) return placement.status();
   placement_ = std::move(*placement);
   std::vector<std::vector<int>> ports(static_cast<size_t>(num_ps));  // per PS: worker w's
-  absl::Status s = config.pinned
-                       ? StartProcesses(model, num_ps, config, &ports)
-                       : StartTasks(num_ps, options_.separate_connections ? num_workers : 1,
-                                    &ports);
+  absl::Status s =
+      config.pinned ? StartProcesses(model, num_ps, config, &ports)
+                    : StartTasks(num_ps, options_.separate_connections ? num_workers : 1, &ports);
   for (int w = 0; s.ok() && w < num_workers; ++w) s = AddWorker(model, w, config, ports);
   return s;
 }
 
-absl::Status Cluster::StartTasks(int num_ps, int num_ports,
-                                 std::vector<std::vector<int>>* ports) {
+absl::Status Cluster::StartTasks(int num_ps, int num_ports, std::vector<std::vector<int>>* ports) {
   for (int p = 0; p < num_ps; ++p) {
     auto task = std::make_unique<PsTask>();
     if (absl::Status s =
@@ -162,15 +160,15 @@ absl::Status Cluster::AddWorker(const BenchModel& model, int w, const ClusterCon
     for (int p = 0; p < num_ps; ++p) {
       pb::CreateVariablesResponse response;
       if (absl::Status s = worker->clients[static_cast<size_t>(p)]->CreateVariables(
-              Definition(model, placement_, p, config.optimizer, options_.chunk_bytes),
-              &response, kCallTimeout);
+              Definition(model, placement_, p, config.optimizer, options_.chunk_bytes), &response,
+              kCallTimeout);
           !s.ok()) {
         return s;
       }
     }
   }
-  worker->vars = std::make_unique<runtime::ShardedVariables>(
-      placement_, options_.chunk_bytes, clients, absl::StrCat("worker:", w));
+  worker->vars = std::make_unique<runtime::ShardedVariables>(placement_, options_.chunk_bytes,
+                                                             clients, absl::StrCat("worker:", w));
   for (const auto& v : model.variables) {
     worker->grads.push_back(ops::Tensor::Filled(v.shape, 1e-3f));
     worker->values.push_back(ops::Tensor::Zeros(v.shape));
@@ -209,8 +207,8 @@ int Cluster::num_chunks() const { return workers_.empty() ? 0 : workers_[0]->var
 absl::Status Cluster::PsStep(int w, int64_t* bytes) {
   Worker& worker = *workers_[static_cast<size_t>(w)];
   runtime::TransferResult result;
-  absl::Status s = worker.vars->PushPullAll(worker.step, 0, worker.grads, worker.values,
-                                            kCallTimeout, &result);
+  absl::Status s =
+      worker.vars->PushPullAll(worker.step, 0, worker.grads, worker.values, kCallTimeout, &result);
   if (!s.ok()) return s;
   if (result.duplicates != 0 || result.retries != 0) {
     return absl::InternalError(
@@ -331,9 +329,9 @@ absl::Status Cluster::SpawnProcesses(const std::vector<int>& ports, int num_ps,
     proc.pid = *pid;
     processes_.push_back(proc);
     if (options_.ps_cpu_quota > 0) {
-      if (absl::Status s = LimitCpu(
-              proc.pid, absl::StrCat("ps_throughput.", getpid(), ".", config.id, ".", p),
-              options_.ps_cpu_quota, &processes_.back().cgroup);
+      if (absl::Status s =
+              LimitCpu(proc.pid, absl::StrCat("ps_throughput.", getpid(), ".", config.id, ".", p),
+                       options_.ps_cpu_quota, &processes_.back().cgroup);
           !s.ok()) {
         return s;
       }
@@ -344,8 +342,8 @@ absl::Status Cluster::SpawnProcesses(const std::vector<int>& ports, int num_ps,
 
 absl::Status Cluster::AwaitProcess(int p) {
   PsProcess& proc = processes_[static_cast<size_t>(p)];
-  chief_.push_back(std::make_unique<runtime::GrpcPsClient>(
-      absl::StrCat("ps:", p), absl::StrCat("127.0.0.1:", proc.port)));
+  chief_.push_back(std::make_unique<runtime::GrpcPsClient>(absl::StrCat("ps:", p),
+                                                           absl::StrCat("127.0.0.1:", proc.port)));
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
   while (!chief_.back()->WaitUntilReady(absl::Milliseconds(500))) {
     int status = 0;

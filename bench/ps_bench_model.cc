@@ -53,9 +53,8 @@ absl::StatusOr<runtime::Placement> Place(const BenchModel& model, int num_ps,
   return runtime::PlaceVariables(model.variables, num_ps, strategy, kPartitionMinBytes);
 }
 
-pb::CreateVariablesRequest Definition(const BenchModel& model,
-                                      const runtime::Placement& placement, int ps,
-                                      ops::OptimizerKind optimizer, int64_t chunk_bytes) {
+pb::CreateVariablesRequest Definition(const BenchModel& model, const runtime::Placement& placement,
+                                      int ps, ops::OptimizerKind optimizer, int64_t chunk_bytes) {
   runtime::ShardDefOptions options;
   options.run_id = "ps_throughput";
   options.optimizer.kind = optimizer;

@@ -29,8 +29,7 @@ absl::StatusOr<runtime::Placement> Place(const BenchModel& model, int num_ps,
                                          runtime::PlacementStrategy strategy);
 
 // What the chief would send ps `ps`: async mode, `optimizer` with a tiny learning rate.
-pb::CreateVariablesRequest Definition(const BenchModel& model,
-                                      const runtime::Placement& placement, int ps,
-                                      ops::OptimizerKind optimizer, int64_t chunk_bytes);
+pb::CreateVariablesRequest Definition(const BenchModel& model, const runtime::Placement& placement,
+                                      int ps, ops::OptimizerKind optimizer, int64_t chunk_bytes);
 
 }  // namespace fulcrum::bench

@@ -118,8 +118,8 @@ struct BenchRun {
 };
 
 // The 1-PS vs 2-PS comparison of a placement, from the three series (1 PS, 2 PS, plain).
-PlacementResult Compare(const std::string& model, runtime::PlacementStrategy strategy,
-                        int workers, const Cluster& two, const std::vector<Series>& series) {
+PlacementResult Compare(const std::string& model, runtime::PlacementStrategy strategy, int workers,
+                        const Cluster& two, const std::vector<Series>& series) {
   PlacementResult r;
   r.model = model;
   r.strategy = runtime::PlacementName(strategy);
@@ -151,8 +151,8 @@ std::vector<StepFn> PlacementModes(Cluster& one, Cluster& two) {
           [&](int w, int64_t* b) { return two.PlainStep(w, b); }};
 }
 
-void BM_Matrix(benchmark::State& state, BenchRun& run, const std::string& model_name,
-               int workers, int num_ps) {
+void BM_Matrix(benchmark::State& state, BenchRun& run, const std::string& model_name, int workers,
+               int num_ps) {
   auto model = MakeModel(model_name);
   if (!model.ok()) {
     state.SkipWithError(std::string(model.status().message()).c_str());
@@ -167,10 +167,9 @@ void BM_Matrix(benchmark::State& state, BenchRun& run, const std::string& model_
       state.SkipWithError(s.ToString().c_str());
       return;
     }
-    auto series =
-        Alternate(run.options, workers,
-                  {[&](int w, int64_t* b) { return cluster.PsStep(w, b); },
-                   [&](int w, int64_t* b) { return cluster.PlainStep(w, b); }});
+    auto series = Alternate(run.options, workers,
+                            {[&](int w, int64_t* b) { return cluster.PsStep(w, b); },
+                             [&](int w, int64_t* b) { return cluster.PlainStep(w, b); }});
     if (!series.ok()) {
       state.SkipWithError(series.status().ToString().c_str());
       return;
@@ -226,9 +225,8 @@ void BM_Placement(benchmark::State& state, BenchRun& run, const std::string& mod
 }
 
 // One iteration of the pinned experiment in `dir`: both clusters, the rounds, the result.
-absl::Status RunPinned(BenchRun& run, const BenchModel& model,
-                       runtime::PlacementStrategy strategy, ops::OptimizerKind optimizer,
-                       const std::string& dir, PinnedResult* result) {
+absl::Status RunPinned(BenchRun& run, const BenchModel& model, runtime::PlacementStrategy strategy,
+                       ops::OptimizerKind optimizer, const std::string& dir, PinnedResult* result) {
   const int workers = run.options.placement_workers;
   ClusterConfig config;
   config.pinned = true;
@@ -240,9 +238,9 @@ absl::Status RunPinned(BenchRun& run, const BenchModel& model,
   config.id = run.next_cluster_id++;
   if (s.ok()) s = two.Start(model, 2, strategy, workers, config);
   if (!s.ok()) return s;
-  auto series = Alternate(run.options, workers, PlacementModes(one, two),
-                          {[&] { return one.Cpu(); }, [&] { return two.Cpu(); },
-                           [&] { return two.Cpu(); }});
+  auto series =
+      Alternate(run.options, workers, PlacementModes(one, two),
+                {[&] { return one.Cpu(); }, [&] { return two.Cpu(); }, [&] { return two.Cpu(); }});
   if (!series.ok()) return series.status();
   result->placement = Compare(model.name, strategy, workers, two, *series);
   result->optimizer = ops::OptimizerName(optimizer);
@@ -395,9 +393,9 @@ void PrintPinned(const std::vector<PinnedResult>& pinned, double ps_cpu_quota) {
     std::printf(
         "| %s | %s | %d | %.2f / %.2f | %.2f | %.1f | %.1f | %.1f | %s | %s | %s | %s "
         "| %s |\n",
-        r.model.c_str(), r.strategy.c_str(), r.workers, r.bytes0 / (1 << 20),
-        r.bytes1 / (1 << 20), (r.bytes0 + r.bytes1) / std::max(r.bytes0, r.bytes1), r.one.steps(),
-        r.two.steps(), r.plain.steps(), Range(r.speedup).c_str(), Range(r.efficiency).c_str(),
+        r.model.c_str(), r.strategy.c_str(), r.workers, r.bytes0 / (1 << 20), r.bytes1 / (1 << 20),
+        (r.bytes0 + r.bytes1) / std::max(r.bytes0, r.bytes1), r.one.steps(), r.two.steps(),
+        r.plain.steps(), Range(r.speedup).c_str(), Range(r.efficiency).c_str(),
         Cores(p.cpu_one).c_str(), Cores(p.cpu_two).c_str(), Cores(p.cpu_plain).c_str());
   }
 }

@@ -31,7 +31,6 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = os.path.join(ROOT, "scripts")
 LAYOUTS = ("ps-w-w", "pw-pw", "pw-w", "single")
-PREFIX = "sw"
 
 # The page renderer shared with the chief's report.html; it needs Debian's python3-matplotlib.
 sys.path.insert(0, SCRIPTS)
@@ -117,7 +116,7 @@ def run_one(c, repeat, args, out_dir, bin_dir):
     os.makedirs(run_dir)
     code, out = sh([sys.executable, os.path.join(SCRIPTS, "make_spec.py"), "--layout",
                     c["layout"], "--workers", str(c["workers"]), "--ps", str(c["ps"]), "--hosts",
-                    str(c["hosts"]), "--prefix", PREFIX, "--out", run_dir], 60)
+                    str(c["hosts"]), "--prefix", args.prefix, "--out", run_dir], 60)
     if code == 0:
         flags = ["--model=" + args.model, "--batch_size=%d" % c["batch_size"],
                  "--train_steps=%d" % args.steps, "--mode=" + c["mode"], "--threads=1",
@@ -237,6 +236,9 @@ def main():
     p.add_argument("--extra", default="")
     p.add_argument("--timeout", type=int, default=600)
     p.add_argument("--out", required=True)
+    p.add_argument("--prefix", default="sw",
+                   help="name prefix of the emulated hosts (netns_hosts.sh --prefix): two "
+                        "sweeps at once on one machine need different prefixes")
     args = p.parse_args()
     try:
         layouts = csv_list(args.layouts, str, "layouts")
@@ -288,9 +290,9 @@ def main():
         if not group:
             continue
         hosts = max(c["hosts"] for c in group)
-        sh([os.path.join(SCRIPTS, "netns_hosts.sh"), "down", "--prefix", PREFIX], 60)
+        sh([os.path.join(SCRIPTS, "netns_hosts.sh"), "down", "--prefix", args.prefix], 60)
         code, out = sh([os.path.join(SCRIPTS, "netns_hosts.sh"), "up", str(hosts), "--rate",
-                        rate, "--prefix", PREFIX], 120)
+                        rate, "--prefix", args.prefix], 120)
         if code != 0:
             print("sweep: cannot make %d host(s) at rate %s:\n%s" % (hosts, rate, out),
                   file=sys.stderr)
@@ -310,7 +312,7 @@ def main():
                            " (from an earlier sweep)" if reused else "", left), file=sys.stderr)
                     write_csv(os.path.join(args.out, "runs.csv"), runs, RUN_FIELDS)
         finally:
-            sh([os.path.join(SCRIPTS, "netns_hosts.sh"), "down", "--prefix", PREFIX], 60)
+            sh([os.path.join(SCRIPTS, "netns_hosts.sh"), "down", "--prefix", args.prefix], 60)
     results = summarize(combos, runs)
     fields = ["layout", "workers", "ps", "hosts", "batch_size", "mode", "rate", "status",
               "repeats_ok", "repeats_failed"] + NUMERIC

@@ -118,21 +118,19 @@ absl::Status Chief::Prepare() {
   }
   train_steps_ = runtime::GlobalTrainSteps(t_, c_, train_examples);
 
-  models::ModelRegistry registry;
-  FULCRUM_RETURN_IF_ERROR(models::RegisterBuiltinModels(&registry));
-  models::ModelConfig config;
-  config.input_size = test_.example_size();
-  config.num_classes = test_.num_classes;
-  config.width = t_.model_width;
-  FULCRUM_ASSIGN_OR_RETURN(model_, registry.Create(t_.model, config));
-  model_->set_thread_pool(&pool_);
+  FULCRUM_ASSIGN_OR_RETURN(model_, models::CreateBuiltinModel(t_.model,
+                                                              {.input_size = test_.example_size(),
+                                                               .num_classes = test_.num_classes,
+                                                               .width = t_.model_width},
+                                                              &pool_));
   for (const auto& v : model_->variables()) {
     variable_infos_.push_back({v.name, v.shape, v.initializer});
     values_.push_back(ops::Tensor::Zeros(v.shape));
   }
   FULCRUM_ASSIGN_OR_RETURN(
-      placement_, runtime::PlaceVariables(variable_infos_, c_.task.cluster.num_tasks(runtime::kPsJob),
-                                          c_.placement, c_.partition_min_bytes));
+      placement_,
+      runtime::PlaceVariables(variable_infos_, c_.task.cluster.num_tasks(runtime::kPsJob),
+                              c_.placement, c_.partition_min_bytes));
 
   run_id_ = absl::StrCat(t_.model, "-",
                          absl::FormatTime("%Y%m%d-%H%M%S", absl::Now(), absl::LocalTimeZone()));

@@ -6,17 +6,6 @@
 #include "runtime/grpc_util.h"
 
 namespace fulcrum::chief {
-namespace {
-
-// The caller's deadline, so the long poll never outlives the call it serves.
-absl::Time CallDeadline(const grpc::ServerContext* context) {
-  const auto deadline = context->deadline();
-  if (deadline == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();
-  return absl::FromChrono(deadline);
-}
-
-}  // namespace
-
 grpc::Status GrpcCoordinatorService::RegisterTask(grpc::ServerContext*,
                                                   const pb::RegisterTaskRequest* request,
                                                   pb::RegisterTaskResponse* response) {
@@ -26,7 +15,8 @@ grpc::Status GrpcCoordinatorService::RegisterTask(grpc::ServerContext*,
 grpc::Status GrpcCoordinatorService::WaitForStart(grpc::ServerContext* context,
                                                   const pb::WaitForStartRequest* request,
                                                   pb::WaitForStartResponse* response) {
-  return runtime::ToGrpc(coordinator_->WaitForStart(*request, CallDeadline(context), response));
+  return runtime::ToGrpc(
+      coordinator_->WaitForStart(*request, runtime::CallDeadline(*context), response));
 }
 
 grpc::Status GrpcCoordinatorService::Heartbeat(grpc::ServerContext*,

@@ -31,14 +31,14 @@ absl::StatusOr<std::unique_ptr<Model>> ModelRegistry::Create(const std::string& 
                                                              const ModelConfig& config) const {
   auto it = entries_.find(name);
   if (it == entries_.end()) {
-    return absl::InvalidArgumentError(absl::StrCat("unknown model '", name, "': expected one of ",
-                                                   absl::StrJoin(Names(), ", ")));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown model '", name, "': expected one of ", absl::StrJoin(Names(), ", ")));
   }
   if (config.input_size <= 0 || config.num_classes <= 1 || !(config.width > 0.0) ||
       !std::isfinite(config.width)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model '", name, "': invalid config (input_size ", config.input_size, ", num_classes ",
-        config.num_classes, ", width ", config.width, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("model '", name, "': invalid config (input_size ", config.input_size,
+                     ", num_classes ", config.num_classes, ", width ", config.width, ")"));
   }
   return it->second.factory(config);
 }
@@ -74,8 +74,7 @@ absl::Status RegisterBuiltinModels(ModelRegistry* registry) {
       "mlp", "multi-layer perceptron: input-256-128-classes, ReLU",
       [](const ModelConfig& c) -> absl::StatusOr<std::unique_ptr<Model>> {
         return DenseStack("mlp",
-                          {c.input_size, Scaled(256, c.width), Scaled(128, c.width),
-                           c.num_classes},
+                          {c.input_size, Scaled(256, c.width), Scaled(128, c.width), c.num_classes},
                           Activation::kRelu, Activation::kNone, LossKind::kSoftmaxCrossEntropy);
       }));
   FULCRUM_RETURN_IF_ERROR(registry->Register(
@@ -84,10 +83,19 @@ absl::Status RegisterBuiltinModels(ModelRegistry* registry) {
         return DenseStack("autoencoder",
                           {c.input_size, Scaled(256, c.width), Scaled(128, c.width),
                            Scaled(256, c.width), c.input_size},
-                          Activation::kSigmoid, Activation::kSigmoid,
-                          LossKind::kReconstructionMse);
+                          Activation::kSigmoid, Activation::kSigmoid, LossKind::kReconstructionMse);
       }));
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Model>> CreateBuiltinModel(const std::string& name,
+                                                          const ModelConfig& config,
+                                                          ops::ThreadPool* pool) {
+  ModelRegistry registry;
+  FULCRUM_RETURN_IF_ERROR(RegisterBuiltinModels(&registry));
+  FULCRUM_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, registry.Create(name, config));
+  model->set_thread_pool(pool);
+  return model;
 }
 
 }  // namespace fulcrum::models

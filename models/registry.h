@@ -46,4 +46,10 @@ class ModelRegistry {
 // Registers logreg, mlp and autoencoder.
 absl::Status RegisterBuiltinModels(ModelRegistry* registry);
 
+// A fresh built-in model `name` for `config`, computing on `pool` (not owned; may be null).
+// What the worker and the chief both build: InvalidArgument as ModelRegistry::Create.
+absl::StatusOr<std::unique_ptr<Model>> CreateBuiltinModel(const std::string& name,
+                                                          const ModelConfig& config,
+                                                          ops::ThreadPool* pool);
+
 }  // namespace fulcrum::models

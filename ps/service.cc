@@ -9,17 +9,6 @@
 #include "runtime/grpc_util.h"
 
 namespace fulcrum::ps {
-namespace {
-
-// The caller's deadline, so a wait on the PS never outlives the call it serves.
-absl::Time CallDeadline(const grpc::ServerContext* context) {
-  const auto deadline = context->deadline();
-  if (deadline == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();
-  return absl::FromChrono(deadline);
-}
-
-}  // namespace
-
 template <typename Request, typename Response>
 void PsService::Observe(const char* method, const Request& request, const Response& response,
                         int64_t begin_unix_us) {
@@ -46,7 +35,8 @@ grpc::Status PsService::CreateVariables(grpc::ServerContext*,
 grpc::Status PsService::Pull(grpc::ServerContext* context, const pb::PullRequest* request,
                              pb::PullResponse* response) {
   const int64_t begin = profiler::NowUnixMicros();
-  grpc::Status s = runtime::ToGrpc(shard_->Pull(*request, response, CallDeadline(context)));
+  grpc::Status s =
+      runtime::ToGrpc(shard_->Pull(*request, response, runtime::CallDeadline(*context)));
   Observe("Pull", *request, *response, begin);
   return s;
 }
@@ -62,7 +52,8 @@ grpc::Status PsService::Push(grpc::ServerContext*, const pb::PushRequest* reques
 grpc::Status PsService::PushPull(grpc::ServerContext* context, const pb::PushRequest* request,
                                  pb::PushResponse* response) {
   const int64_t begin = profiler::NowUnixMicros();
-  grpc::Status s = runtime::ToGrpc(shard_->PushPull(*request, response, CallDeadline(context)));
+  grpc::Status s =
+      runtime::ToGrpc(shard_->PushPull(*request, response, runtime::CallDeadline(*context)));
   Observe("PushPull", *request, *response, begin);
   return s;
 }
@@ -99,7 +90,7 @@ grpc::Status PsService::Shutdown(grpc::ServerContext* context, const pb::Shutdow
   }
   shutdown_cv_.SignalAll();
   // Wait for the runner's summary, but never past the caller's deadline.
-  const absl::Time deadline = std::min(CallDeadline(context), absl::Now() + kSummaryWait);
+  const absl::Time deadline = std::min(runtime::CallDeadline(*context), absl::Now() + kSummaryWait);
   while (!summary_ready_ && shutdown_cv_.WaitUntil(&mu_, deadline)) {
   }
   if (summary_ready_) response->set_summary_json(summary_json_);

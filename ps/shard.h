@@ -123,8 +123,8 @@ class Shard {
     runtime::Chunk plan;  // fixed before the store is published
     Mutex mu;             // the chunk's values and slots (in Store::variables) and the below
     CondVar advanced;     // signalled when step grows or the shard stops
-    int64_t step ABSL_GUARDED_BY(mu) = 0;     // global step of the chunk
-    int64_t updates ABSL_GUARDED_BY(mu) = 0;  // applies done (Adam's t = updates + 1)
+    int64_t step ABSL_GUARDED_BY(mu) = 0;          // global step of the chunk
+    int64_t updates ABSL_GUARDED_BY(mu) = 0;       // applies done (Adam's t = updates + 1)
     std::vector<float> accum ABSL_GUARDED_BY(mu);  // sync: sum of this step's gradients
     int count ABSL_GUARDED_BY(mu) = 0;             // sync: gradients in accum
     std::atomic<int64_t> published_step{0};        // step, readable without the lock
@@ -172,8 +172,8 @@ class Shard {
                             std::vector<std::span<const float>>& grads);
   // Applies (async) or accumulates (sync) one validated chunk gradient; counts it as
   // *applied or *dropped.
-  absl::Status PushChunk(Store& store, ChunkState& chunk, int chunk_id,
-                         std::span<const float> grad, int64_t step, int* applied, int* dropped)
+  absl::Status PushChunk(Store& store, ChunkState& chunk, int chunk_id, std::span<const float> grad,
+                         int64_t step, int* applied, int* dropped)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk.mu);
   // True when (task, request_id) was seen before; records it otherwise.
   bool SeenBefore(const std::string& task, uint64_t request_id);
@@ -197,7 +197,7 @@ class Shard {
   std::atomic<bool> stopped_{false};
   std::atomic<int64_t> last_contact_ns_;  // absl::ToUnixNanos
 
-  mutable Mutex store_mu_;  // also serialises CreateVariables
+  mutable Mutex store_mu_;                                   // also serialises CreateVariables
   std::shared_ptr<Store> store_ ABSL_GUARDED_BY(store_mu_);  // null until CreateVariables
 
   Mutex dedup_mu_;

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace fulcrum::runtime {
@@ -194,6 +195,88 @@ absl::Status SplitHostPort(absl::string_view address, std::string* host, int* po
   return absl::OkStatus();
 }
 
+namespace {
+
+using JobAddresses = std::map<std::string, std::vector<std::string>>;
+
+// The "host:port" list of `job` in the spec's JSON, each address checked.
+absl::Status ReadJob(absl::string_view source, const std::string& job, const Json& tasks,
+                     std::vector<std::string>* addresses) {
+  if (!IsKnownJob(job)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": unknown job \"", job, "\" (expected ", kJobList, ")"));
+  }
+  if (!tasks.is_array()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": job \"", job, "\" must be a list of \"host:port\" strings, got ",
+                     TypeName(tasks)));
+  }
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    const Json& task = tasks[i];
+    if (!task.is_string()) {
+      return absl::InvalidArgumentError(absl::StrCat(TaskWhere(source, job, i),
+                                                     ": expected a \"host:port\" string, got ",
+                                                     TypeName(task), " ", task.dump()));
+    }
+    std::string address = task.get<std::string>();
+    std::string host;
+    int port = 0;
+    const absl::Status status = SplitHostPort(address, &host, &port);
+    if (!status.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(TaskWhere(source, job, i), ": ", status.message()));
+    }
+    addresses->push_back(std::move(address));
+  }
+  return absl::OkStatus();
+}
+
+// Exactly one chief, at least one ps and one worker.
+absl::Status CheckJobCounts(absl::string_view source, JobAddresses& jobs) {
+  if (!jobs.count(kChiefJob)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": no chief job: the spec needs \"chief\": [\"host:port\"]"));
+  }
+  const int chiefs = static_cast<int>(jobs[kChiefJob].size());
+  if (chiefs != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": job \"chief\" must have exactly 1 task, has ", chiefs));
+  }
+  if (!jobs.count(kPsJob) || jobs[kPsJob].empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": no ps task: the spec needs \"ps\" with at least one address"));
+  }
+  if (!jobs.count(kWorkerJob) || jobs[kWorkerJob].empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ": no worker task: the spec needs \"worker\" with at least one address"));
+  }
+  return absl::OkStatus();
+}
+
+// Same host (case-insensitive) and port = same address, however it is spelt.
+absl::Status CheckDistinctAddresses(absl::string_view source, JobAddresses& jobs) {
+  std::map<std::pair<std::string, int>, std::string> seen;  // -> "job:index"
+  for (const char* job : kJobs) {
+    const std::vector<std::string>& addresses = jobs[job];
+    for (size_t i = 0; i < addresses.size(); ++i) {
+      std::string host;
+      int port = 0;
+      // Already validated by ReadJob.
+      (void)SplitHostPort(addresses[i], &host, &port);
+      const std::string task = absl::StrCat(job, ":", i);
+      auto [it, inserted] = seen.emplace(std::make_pair(absl::AsciiStrToLower(host), port), task);
+      if (!inserted) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(source, ": address \"", addresses[i], "\" is used by both ", it->second,
+                         " and ", task, "; every task needs its own host:port"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<ClusterSpec> ParseClusterSpec(absl::string_view json, absl::string_view source) {
   Json root;
   try {
@@ -208,73 +291,12 @@ absl::StatusOr<ClusterSpec> ParseClusterSpec(absl::string_view json, absl::strin
                      "\"ps\": [...], \"worker\": [...]}, got ",
                      TypeName(root)));
   }
-  std::map<std::string, std::vector<std::string>> jobs;
+  JobAddresses jobs;
   for (const auto& [job, tasks] : root.items()) {
-    if (!IsKnownJob(job)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(source, ": unknown job \"", job, "\" (expected ", kJobList, ")"));
-    }
-    if (!tasks.is_array()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(source, ": job \"", job, "\" must be a list of \"host:port\" strings, got ",
-                       TypeName(tasks)));
-    }
-    std::vector<std::string>& addresses = jobs[job];
-    for (size_t i = 0; i < tasks.size(); ++i) {
-      const Json& task = tasks[i];
-      if (!task.is_string()) {
-        return absl::InvalidArgumentError(absl::StrCat(TaskWhere(source, job, i),
-                                                       ": expected a \"host:port\" string, got ",
-                                                       TypeName(task), " ", task.dump()));
-      }
-      std::string address = task.get<std::string>();
-      std::string host;
-      int port = 0;
-      const absl::Status status = SplitHostPort(address, &host, &port);
-      if (!status.ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(TaskWhere(source, job, i), ": ", status.message()));
-      }
-      addresses.push_back(std::move(address));
-    }
+    FULCRUM_RETURN_IF_ERROR(ReadJob(source, job, tasks, &jobs[job]));
   }
-
-  const int chiefs = jobs.count(kChiefJob) ? static_cast<int>(jobs[kChiefJob].size()) : 0;
-  if (!jobs.count(kChiefJob)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source, ": no chief job: the spec needs \"chief\": [\"host:port\"]"));
-  }
-  if (chiefs != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source, ": job \"chief\" must have exactly 1 task, has ", chiefs));
-  }
-  if (!jobs.count(kPsJob) || jobs[kPsJob].empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source, ": no ps task: the spec needs \"ps\" with at least one address"));
-  }
-  if (!jobs.count(kWorkerJob) || jobs[kWorkerJob].empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        source, ": no worker task: the spec needs \"worker\" with at least one address"));
-  }
-
-  // Same host (case-insensitive) and port = same address, however it is spelt.
-  std::map<std::pair<std::string, int>, std::string> seen;  // -> "job:index"
-  for (const char* job : kJobs) {
-    const std::vector<std::string>& addresses = jobs[job];
-    for (size_t i = 0; i < addresses.size(); ++i) {
-      std::string host;
-      int port = 0;
-      // Already validated above.
-      (void)SplitHostPort(addresses[i], &host, &port);
-      const std::string task = absl::StrCat(job, ":", i);
-      auto [it, inserted] = seen.emplace(std::make_pair(absl::AsciiStrToLower(host), port), task);
-      if (!inserted) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(source, ": address \"", addresses[i], "\" is used by both ", it->second,
-                         " and ", task, "; every task needs its own host:port"));
-      }
-    }
-  }
+  FULCRUM_RETURN_IF_ERROR(CheckJobCounts(source, jobs));
+  FULCRUM_RETURN_IF_ERROR(CheckDistinctAddresses(source, jobs));
   return ClusterSpec(std::move(jobs));
 }
 

@@ -449,8 +449,7 @@ std::string ConfigFingerprint(const TrainingOptions& t, const ClusterOptions& c)
       "\nlearning_rate=", t.optimizer.learning_rate, "\nmomentum=", t.optimizer.momentum,
       "\ntrain_steps=", t.train_steps, "\nepochs=", t.epochs, "\ndataset=", t.dataset,
       "\ntrain_subset=", t.train_subset, "\ndataset_repeat=", t.dataset_repeat, "\nseed=", t.seed,
-      "\nmode=", ModeName(c.mode),
-      "\nreplicas_to_aggregate=", c.replicas_to_aggregate,
+      "\nmode=", ModeName(c.mode), "\nreplicas_to_aggregate=", c.replicas_to_aggregate,
       "\nplacement=", PlacementName(c.placement), "\npartition_min_bytes=", c.partition_min_bytes,
       "\nrpc_chunk_bytes=", c.chunk_bytes, "\ncluster=", c.task.cluster.ToJson());
 }

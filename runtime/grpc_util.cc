@@ -43,6 +43,12 @@ absl::Status RemoteFailure(absl::Status status) {
   return absl::InternalError(status.message());
 }
 
+absl::Time CallDeadline(const grpc::ServerContext& context) {
+  const auto deadline = context.deadline();
+  if (deadline == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();
+  return absl::FromChrono(deadline);
+}
+
 grpc::Status ToGrpc(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));

@@ -29,6 +29,10 @@ absl::Status RemoteFailure(absl::Status status);
 // absl::Status -> gRPC status (same code and message).
 grpc::Status ToGrpc(const absl::Status& status);
 
+// The deadline of the call a server handler serves (InfiniteFuture when the client set
+// none), so that a wait inside the handler never outlives the call.
+absl::Time CallDeadline(const grpc::ServerContext& context);
+
 // Deadline `timeout` from now, for a ClientContext.
 std::chrono::system_clock::time_point DeadlineIn(absl::Duration timeout);
 

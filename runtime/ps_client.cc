@@ -37,8 +37,8 @@ absl::Status Wait(absl::Duration timeout, Call call) {
     if (outcome->done) break;
     // The request and response stay the caller's; by now the call's own deadline has long
     // ended it in every client, so nothing writes them after this return.
-    return absl::DeadlineExceededError(absl::StrCat(
-        "the call did not end within its timeout of ", absl::FormatDuration(timeout)));
+    return absl::DeadlineExceededError(
+        absl::StrCat("the call did not end within its timeout of ", absl::FormatDuration(timeout)));
   }
   return outcome->result;
 }

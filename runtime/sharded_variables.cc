@@ -33,8 +33,7 @@ constexpr absl::Duration kCallSlack = absl::Seconds(5);
 // deadline is reported, not abandoned: its callback still writes into the slot.
 void AwaitAll(BlockingCounter& pending, absl::Duration timeout, const std::string& task) {
   while (!pending.WaitFor(timeout + 2 * kCallSlack)) {
-    spdlog::error("{}: a PS call is past its deadline and has not reported; still waiting",
-                  task);
+    spdlog::error("{}: a PS call is past its deadline and has not reported; still waiting", task);
   }
 }
 

@@ -9,15 +9,11 @@ namespace fulcrum::worker {
 absl::StatusOr<std::unique_ptr<models::Model>> BuildModel(const runtime::TrainingOptions& t,
                                                           const data::Dataset& train,
                                                           ops::ThreadPool* pool) {
-  models::ModelRegistry registry;
-  FULCRUM_RETURN_IF_ERROR(models::RegisterBuiltinModels(&registry));
-  models::ModelConfig config;
-  config.input_size = train.example_size();
-  config.num_classes = train.num_classes;
-  config.width = t.model_width;
-  FULCRUM_ASSIGN_OR_RETURN(std::unique_ptr<models::Model> model, registry.Create(t.model, config));
-  model->set_thread_pool(pool);
-  return model;
+  return models::CreateBuiltinModel(t.model,
+                                    {.input_size = train.example_size(),
+                                     .num_classes = train.num_classes,
+                                     .width = t.model_width},
+                                    pool);
 }
 
 data::BatcherOptions BatcherOptionsFor(const runtime::TrainingOptions& t, int worker_index,

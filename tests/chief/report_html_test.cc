@@ -96,15 +96,18 @@ Json Report() {
   r["evals"] = {{{"global_step", 500}, {"test_accuracy", 0.7}, {"test_loss", 0.9}},
                 {{"global_step", 1000}, {"test_accuracy", 0.81}, {"test_loss", 0.6}}};
   r["workers"] = {Worker(0, "node1", 1000.3), Worker(1, "node2", 1000.1)};
-  r["ps"] = {{{"job", "ps"}, {"task_index", 0}, {"host", "node1"},
+  r["ps"] = {{{"job", "ps"},
+              {"task_index", 0},
+              {"host", "node1"},
               {"series", {{"samples", Samples(1000.0, 30, 5e7)}}}}};
-  r["chief"] = {{"job", "chief"}, {"task_index", 0}, {"host", "node1"},
+  r["chief"] = {{"job", "chief"},
+                {"task_index", 0},
+                {"host", "node1"},
                 {"series", {{"samples", Samples(1000.2, 5, 3e7)}}}};
   r["tasks"] = {{{"task", "worker-0"}, {"host", "node1"}, {"peak_rss_bytes", 12.3e6}},
                 {{"task", "<script>alert(1)</script>"}, {"host", "node2"}}};
-  r["hosts"] = {{{"host", "node1"},
-                 {"tasks", {"chief-0", "ps-0", "worker-0"}},
-                 {"interfaces_from", "ps-0"}}};
+  r["hosts"] = {
+      {{"host", "node1"}, {"tasks", {"chief-0", "ps-0", "worker-0"}}, {"interfaces_from", "ps-0"}}};
   r["placement_table"] = {{{"variable", "dense/kernel"}, {"ps", 0}, {"bytes", 31360}}};
   return r;
 }

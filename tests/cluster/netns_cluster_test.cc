@@ -205,7 +205,7 @@ TEST(SweepTest, SmallSweepWritesTheCsvAndSplitsBytesByLayout) {
   const std::string cmd =
       absl::StrCat("env BIN_DIR=", FULCRUM_BIN_DIR, " ", FULCRUM_SOURCE_DIR,
                    "/bench/sweep.py --layouts=ps-w-w,pw-w --workers=1,2 --rates=1gbit --steps=150",
-                   " --extra=--learning_rate=0.03 --out=", dir.string());
+                   " --extra=--learning_rate=0.03 --prefix=swa --out=", dir.string());
   const auto first = Shell(cmd, 600);
   if (first.output.find("cannot make") != std::string::npos) {
     GTEST_SKIP() << "cannot make emulated hosts here:\n" << first.output;
@@ -260,7 +260,7 @@ TEST(SweepTest, FailedRunIsRecordedAndTheSweepGoesOn) {
   const auto r = ::fulcrum::testing::RunShell(
       absl::StrCat("env BIN_DIR=", FULCRUM_BIN_DIR, " ", FULCRUM_SOURCE_DIR,
                    "/bench/sweep.py --layouts=ps-w-w --workers=1 --rates=none --steps=10",
-                   " --extra=--learning_rate=-1 --timeout=60 --out=", dir.string()),
+                   " --extra=--learning_rate=-1 --timeout=60 --prefix=swb --out=", dir.string()),
       300);
   if (r.output.find("cannot make") != std::string::npos) {
     GTEST_SKIP() << "cannot make emulated hosts here:\n" << r.output;

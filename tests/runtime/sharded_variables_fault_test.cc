@@ -61,10 +61,10 @@ class ShardedVariablesFaultTest : public ::testing::TestWithParam<Case> {
     options.chunk_bytes = kChunkBytes;
     options.seed = 7;
     pb::CreateVariablesResponse created;
-    ASSERT_TRUE(
-        inner_.CreateVariables(ShardDefinition(placement_, variables_, 0, options), &created,
-                               kTimeout)
-            .ok());
+    ASSERT_TRUE(inner_
+                    .CreateVariables(ShardDefinition(placement_, variables_, 0, options), &created,
+                                     kTimeout)
+                    .ok());
     vars_ = std::make_unique<ShardedVariables>(placement_, kChunkBytes,
                                                std::vector<PsClient*>{&faulty_}, "worker:0");
     ASSERT_GT(vars_->num_chunks(), 2);

@@ -62,13 +62,13 @@ class FaultyPsClient final : public runtime::PsClient {
 
   std::string target() const override { return "faulty " + inner_->target(); }
 
-  void PullAsync(const pb::PullRequest* request, pb::PullResponse* response,
-                 absl::Duration timeout, Done done) override {
+  void PullAsync(const pb::PullRequest* request, pb::PullResponse* response, absl::Duration timeout,
+                 Done done) override {
     Call(request, response, timeout, std::move(done),
          [this](auto... args) { inner_->PullAsync(args...); });
   }
-  void PushAsync(const pb::PushRequest* request, pb::PushResponse* response,
-                 absl::Duration timeout, Done done) override {
+  void PushAsync(const pb::PushRequest* request, pb::PushResponse* response, absl::Duration timeout,
+                 Done done) override {
     Call(request, response, timeout, std::move(done),
          [this](auto... args) { inner_->PushAsync(args...); });
   }
@@ -131,17 +131,16 @@ class FaultyPsClient final : public runtime::PsClient {
         send(request, response, timeout, std::move(done));
         return;
       case Fault::kFailBeforeSend:
-        done(absl::UnavailableError(absl::StrCat("injected: ", inner_->target(),
-                                                 " not reached (fail_before_send)")));
+        done(absl::UnavailableError(
+            absl::StrCat("injected: ", inner_->target(), " not reached (fail_before_send)")));
         return;
       case Fault::kDropReply:
-        send(request, response, timeout,
-             [this, response, done = std::move(done)](absl::Status s) {
-               response->Clear();  // the reply never arrived
-               done(s.ok() ? absl::UnavailableError(absl::StrCat(
-                                 "injected: reply from ", inner_->target(), " lost (drop_reply)"))
-                           : s);
-             });
+        send(request, response, timeout, [this, response, done = std::move(done)](absl::Status s) {
+          response->Clear();  // the reply never arrived
+          done(s.ok() ? absl::UnavailableError(absl::StrCat("injected: reply from ",
+                                                            inner_->target(), " lost (drop_reply)"))
+                      : s);
+        });
         return;
       case Fault::kDuplicate: {
         // The first copy's reply goes nowhere; the caller gets the second's.
