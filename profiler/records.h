@@ -4,6 +4,7 @@
 // Thread-safety: plain structs.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace fulcrum::profiler {
@@ -12,6 +13,13 @@ namespace fulcrum::profiler {
 // first kWarmupSteps local steps when it has more (docs/benchmarking.md: drop the first 20 steps).
 // Figures named *_all_steps include them.
 inline constexpr int64_t kWarmupSteps = 20;
+
+// Index of the first steady-state step of a run of `num_steps` local steps: kWarmupSteps when
+// the run has more, else 0 (a short run reports every step). The one place the rule lives.
+inline size_t SteadyStateBegin(size_t num_steps) {
+  const auto warmup = static_cast<size_t>(kWarmupSteps);
+  return num_steps > warmup ? warmup : 0;
+}
 
 // One training step of a worker. The phases partition the step's wall time up to rounding:
 // data (next batch), pull (an explicit pull; 0 when the values come back in the push's

@@ -12,13 +12,6 @@ namespace {
 
 using nlohmann::json;
 
-// The steady state: the steps after the first kWarmupSteps, or every step when there are no
-// more than that.
-size_t SteadyStateBegin(size_t num_steps) {
-  const size_t warmup = static_cast<size_t>(kWarmupSteps);
-  return num_steps > warmup ? warmup : 0;
-}
-
 json SampleSeries(absl::Span<const SystemSample> samples, size_t max_points) {
   std::vector<double> t, cpu, rss;
   std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> net;

@@ -24,17 +24,12 @@ double WallMs(std::span<const profiler::StepRecord> steps) {
 
 }  // namespace
 
-size_t SteadyStateBegin(size_t num_steps) {
-  const auto warmup = static_cast<size_t>(profiler::kWarmupSteps);
-  return num_steps > warmup ? warmup : 0;
-}
-
 double ExamplesPerSecAllSteps(std::span<const profiler::StepRecord> steps, double wall_seconds) {
   return wall_seconds > 0 ? Examples(steps) / wall_seconds : 0.0;
 }
 
 double ExamplesPerSec(std::span<const profiler::StepRecord> steps, double wall_seconds) {
-  const size_t begin = SteadyStateBegin(steps.size());
+  const size_t begin = profiler::SteadyStateBegin(steps.size());
   if (begin == 0) return ExamplesPerSecAllSteps(steps, wall_seconds);
   const auto steady = steps.subspan(begin);
   double seconds = wall_seconds - WallMs(steps.first(begin)) / 1000.0;
@@ -47,7 +42,7 @@ double ExamplesPerSec(std::span<const profiler::StepRecord> steps, double wall_s
 double StepTimePercentileMs(std::span<const profiler::StepRecord> steps, double q) {
   std::vector<double> wall;
   wall.reserve(steps.size());
-  for (const profiler::StepRecord& r : steps.subspan(SteadyStateBegin(steps.size()))) {
+  for (const profiler::StepRecord& r : steps.subspan(profiler::SteadyStateBegin(steps.size()))) {
     wall.push_back(r.wall_ms);
   }
   return Percentile(std::move(wall), q);

@@ -24,10 +24,6 @@ struct RunStats {
   double train_seconds = 0.0;               // the loop's wall time
 };
 
-// Index of the first steady-state step of a run of `num_steps` steps: kWarmupSteps when the
-// run has more steps than that, else 0 (every step counts).
-size_t SteadyStateBegin(size_t num_steps);
-
 // Examples per second of the steady-state steps. `wall_seconds` is the loop's wall time
 // (from before its first step to after its last); the steady part is that time less the
 // warm-up steps' own wall time, so gaps between steady steps count. A run too short for a

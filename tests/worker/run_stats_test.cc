@@ -12,6 +12,7 @@ namespace fulcrum::worker {
 namespace {
 
 using profiler::kWarmupSteps;
+using profiler::SteadyStateBegin;
 using profiler::StepRecord;
 
 // `n` steps of `examples` each; step i (from 0) takes wall_ms(i) and has loss i.
