@@ -304,89 +304,101 @@ std::string TaskConfig::task_name() const { return absl::StrCat(job_name, ":", t
 
 std::string TaskConfig::dir_name() const { return absl::StrCat(job_name, "-", task_index); }
 
+namespace {
+
+// The cluster and task TF_CONFIG describes: {"cluster": {...}, "task": {"type", "index"}}.
+absl::Status ReadTfConfig(const char* tf_config, TaskConfig* config, TfTask* tf_task) {
+  Json root;
+  try {
+    root = Json::parse(tf_config);
+  } catch (const Json::parse_error& e) {
+    return absl::InvalidArgumentError(absl::StrCat("TF_CONFIG: not valid JSON: ", e.what()));
+  }
+  if (!root.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "TF_CONFIG: must be a JSON object like {\"cluster\": {...}, \"task\": {\"type\": "
+        "\"worker\", \"index\": 0}}, got ",
+        TypeName(root)));
+  }
+  const auto cluster = root.find("cluster");
+  if (cluster == root.end() || cluster->is_null()) {
+    return absl::InvalidArgumentError(
+        "TF_CONFIG: no \"cluster\" key; expected {\"cluster\": {\"chief\": [...], \"ps\": "
+        "[...], \"worker\": [...]}, \"task\": {\"type\": \"worker\", \"index\": 0}}");
+  }
+  FULCRUM_ASSIGN_OR_RETURN(config->cluster, ParseClusterSpec(cluster->dump(), kTfConfig));
+  config->source = kTfConfig;
+  return ParseTfTask(root, tf_task);
+}
+
+// The job: --job_name, else TF_CONFIG's task type, else the binary's own; it must be the
+// binary's own.
+absl::Status ResolveJob(const std::string& job_name, const TfTask& tf_task,
+                        absl::string_view default_job, TaskConfig* config) {
+  std::string job_from;  // how the job was given, for errors
+  if (!job_name.empty()) {
+    config->job_name = job_name;
+    job_from = absl::StrCat("--job_name=", job_name);
+  } else if (!tf_task.type.empty()) {
+    config->job_name = tf_task.type;
+    job_from = absl::StrCat("TF_CONFIG task type \"", tf_task.type, "\"");
+  } else {
+    config->job_name = std::string(default_job);
+    job_from = absl::StrCat("job ", default_job);
+  }
+  if (!IsKnownJob(config->job_name)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(job_from, ": unknown job (expected ", kJobList, ")"));
+  }
+  if (config->job_name != default_job) {
+    return absl::InvalidArgumentError(absl::StrCat(job_from, ": this is the ", default_job,
+                                                   " binary; start build/bin/", config->job_name,
+                                                   " for ", config->job_name, " tasks"));
+  }
+  return absl::OkStatus();
+}
+
+// The index: --task_index, else TF_CONFIG's task index, else 0; within the job's tasks.
+absl::Status ResolveIndex(int task_index, const TfTask& tf_task, TaskConfig* config) {
+  std::string index_from;
+  if (task_index >= 0) {
+    config->task_index = task_index;
+    index_from = absl::StrCat("--task_index=", task_index);
+  } else if (tf_task.index >= 0) {
+    config->task_index = tf_task.index;
+    index_from = absl::StrCat("TF_CONFIG task index ", tf_task.index);
+  } else {
+    config->task_index = 0;
+    index_from = "task index 0";
+  }
+  const int tasks = config->cluster.num_tasks(config->job_name);
+  if (config->task_index >= tasks) {
+    return absl::InvalidArgumentError(absl::StrCat(index_from, ": the cluster spec has ", tasks,
+                                                   " ", config->job_name, " task(s) (0..",
+                                                   tasks - 1, ") in ", config->source));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<TaskConfig> ResolveTask(const std::string& cluster_spec_path, const char* tf_config,
                                        const std::string& job_name, int task_index,
                                        absl::string_view default_job) {
   TaskConfig config;
   TfTask tf_task;
-  const bool have_tf_config = tf_config != nullptr && *tf_config != '\0';
   if (!cluster_spec_path.empty()) {
     // The file wins; TF_CONFIG (spec and task) is then ignored entirely.
-    auto text = ReadSpecFile(cluster_spec_path);
-    if (!text.ok()) return text.status();
-    auto spec = ParseClusterSpec(*text, cluster_spec_path);
-    if (!spec.ok()) return spec.status();
-    config.cluster = *std::move(spec);
+    FULCRUM_ASSIGN_OR_RETURN(const std::string text, ReadSpecFile(cluster_spec_path));
+    FULCRUM_ASSIGN_OR_RETURN(config.cluster, ParseClusterSpec(text, cluster_spec_path));
     config.source = cluster_spec_path;
-  } else if (have_tf_config) {
-    Json root;
-    try {
-      root = Json::parse(tf_config);
-    } catch (const Json::parse_error& e) {
-      return absl::InvalidArgumentError(absl::StrCat("TF_CONFIG: not valid JSON: ", e.what()));
-    }
-    if (!root.is_object()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "TF_CONFIG: must be a JSON object like {\"cluster\": {...}, \"task\": {\"type\": "
-          "\"worker\", \"index\": 0}}, got ",
-          TypeName(root)));
-    }
-    const auto cluster = root.find("cluster");
-    if (cluster == root.end() || cluster->is_null()) {
-      return absl::InvalidArgumentError(
-          "TF_CONFIG: no \"cluster\" key; expected {\"cluster\": {\"chief\": [...], \"ps\": "
-          "[...], \"worker\": [...]}, \"task\": {\"type\": \"worker\", \"index\": 0}}");
-    }
-    auto spec = ParseClusterSpec(cluster->dump(), kTfConfig);
-    if (!spec.ok()) return spec.status();
-    config.cluster = *std::move(spec);
-    config.source = kTfConfig;
-    const absl::Status status = ParseTfTask(root, &tf_task);
-    if (!status.ok()) return status;
+  } else if (tf_config != nullptr && *tf_config != '\0') {
+    FULCRUM_RETURN_IF_ERROR(ReadTfConfig(tf_config, &config, &tf_task));
   } else {
     return absl::InvalidArgumentError("no cluster: give --cluster_spec=FILE or set TF_CONFIG");
   }
-
-  // The job: flag, else TF_CONFIG's task type, else the binary's own.
-  std::string job_from;  // how the job was given, for errors
-  if (!job_name.empty()) {
-    config.job_name = job_name;
-    job_from = absl::StrCat("--job_name=", job_name);
-  } else if (!tf_task.type.empty()) {
-    config.job_name = tf_task.type;
-    job_from = absl::StrCat("TF_CONFIG task type \"", tf_task.type, "\"");
-  } else {
-    config.job_name = std::string(default_job);
-    job_from = absl::StrCat("job ", default_job);
-  }
-  if (!IsKnownJob(config.job_name)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(job_from, ": unknown job (expected ", kJobList, ")"));
-  }
-  if (config.job_name != default_job) {
-    return absl::InvalidArgumentError(absl::StrCat(job_from, ": this is the ", default_job,
-                                                   " binary; start build/bin/", config.job_name,
-                                                   " for ", config.job_name, " tasks"));
-  }
-
-  // The index: flag, else TF_CONFIG's task index, else 0.
-  std::string index_from;
-  if (task_index >= 0) {
-    config.task_index = task_index;
-    index_from = absl::StrCat("--task_index=", task_index);
-  } else if (tf_task.index >= 0) {
-    config.task_index = tf_task.index;
-    index_from = absl::StrCat("TF_CONFIG task index ", tf_task.index);
-  } else {
-    config.task_index = 0;
-    index_from = "task index 0";
-  }
-  const int tasks = config.cluster.num_tasks(config.job_name);
-  if (config.task_index >= tasks) {
-    return absl::InvalidArgumentError(absl::StrCat(index_from, ": the cluster spec has ", tasks,
-                                                   " ", config.job_name, " task(s) (0..", tasks - 1,
-                                                   ") in ", config.source));
-  }
+  FULCRUM_RETURN_IF_ERROR(ResolveJob(job_name, tf_task, default_job, &config));
+  FULCRUM_RETURN_IF_ERROR(ResolveIndex(task_index, tf_task, &config));
   return config;
 }
 
