@@ -1,0 +1,237 @@
+#include "ops/cpu/conv.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/testing/gradient_check.h"
+
+namespace fulcrum::ops {
+namespace {
+
+using ::fulcrum::testing::Dot;
+using ::fulcrum::testing::ExpectGradientMatches;
+using ::fulcrum::testing::Random;
+
+// TensorFlow's padding rule, written out again so the reference does not share the kernel's.
+void RefSize(int64_t in, int64_t k, int64_t s, Padding p, int64_t* out, int64_t* before) {
+  if (p == Padding::kValid) {
+    *out = (in - k + s) / s;  // ceil((in - k + 1) / s)
+    *before = 0;
+    return;
+  }
+  *out = (in + s - 1) / s;
+  *before = std::max<int64_t>((*out - 1) * s + k - in, 0) / 2;
+}
+
+// Direct-loop convolution, double accumulation. x: [N, H, W, C], f: [KH, KW, C, O].
+Tensor RefConv(const Tensor& x, const Tensor& f, const Conv2DParams& p) {
+  const int64_t n = x.shape().dim(0), h = x.shape().dim(1), w = x.shape().dim(2);
+  const int64_t c = x.shape().dim(3), kh = f.shape().dim(0), kw = f.shape().dim(1);
+  const int64_t o = f.shape().dim(3);
+  int64_t oh, ow, pt, pl;
+  RefSize(h, kh, p.stride_h, p.padding, &oh, &pt);
+  RefSize(w, kw, p.stride_w, p.padding, &ow, &pl);
+  Tensor y = Tensor::Zeros({n, oh, ow, o});
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t i = 0; i < oh; ++i)
+      for (int64_t j = 0; j < ow; ++j)
+        for (int64_t q = 0; q < o; ++q) {
+          double s = 0;
+          for (int64_t u = 0; u < kh; ++u)
+            for (int64_t v = 0; v < kw; ++v) {
+              const int64_t ih = i * p.stride_h - pt + u, iw = j * p.stride_w - pl + v;
+              if (ih < 0 || ih >= h || iw < 0 || iw >= w) continue;
+              for (int64_t ci = 0; ci < c; ++ci) {
+                s += static_cast<double>(x.data()[((b * h + ih) * w + iw) * c + ci]) *
+                     f.data()[((u * kw + v) * c + ci) * o + q];
+              }
+            }
+          y.data()[((b * oh + i) * ow + j) * o + q] = static_cast<float>(s);
+        }
+  return y;
+}
+
+void ExpectNear(const Tensor& got, const Tensor& want, float tol) {
+  ASSERT_EQ(got.shape(), want.shape());
+  int failures = 0;
+  for (int64_t i = 0; i < got.num_elements(); ++i) {
+    if (std::abs(got.data()[i] - want.data()[i]) > tol && ++failures <= 5) {
+      ADD_FAILURE() << "element " << i << ": " << got.data()[i] << " vs " << want.data()[i];
+    }
+  }
+  EXPECT_EQ(failures, 0);
+}
+
+TEST(ConvOutputSizeTest, MatchesTensorFlowSame) {
+  struct Case {
+    int64_t in, k, s, out, before;
+  };
+  // in 6, k 3, s 2: pad_total 1 goes after (TF), so pad_before is 0.
+  for (const Case& c : {Case{7, 3, 2, 4, 1}, Case{6, 3, 2, 3, 0}, Case{5, 5, 2, 3, 2},
+                        Case{7, 1, 2, 4, 0}, Case{3, 5, 1, 3, 2}, Case{4, 2, 1, 4, 0}}) {
+    int64_t out = 0, before = -1;
+    ASSERT_TRUE(ConvOutputSize(c.in, c.k, c.s, Padding::kSame, "h", &out, &before).ok());
+    EXPECT_EQ(out, c.out) << c.in << " " << c.k << " " << c.s;
+    EXPECT_EQ(before, c.before) << c.in << " " << c.k << " " << c.s;
+  }
+  int64_t out = 0, before = -1;
+  ASSERT_TRUE(ConvOutputSize(7, 3, 2, Padding::kValid, "h", &out, &before).ok());
+  EXPECT_EQ(out, 3);
+  EXPECT_EQ(before, 0);
+}
+
+// (kernel, stride, padding, threads)
+using ConvCase = std::tuple<int, int, Padding, int>;
+
+class Conv2DTest : public ::testing::TestWithParam<ConvCase> {
+ protected:
+  Conv2DParams params() const {
+    Conv2DParams p;
+    p.stride_h = p.stride_w = std::get<1>(GetParam());
+    p.padding = std::get<2>(GetParam());
+    return p;
+  }
+  int64_t kernel() const { return std::get<0>(GetParam()); }
+  ThreadPool* pool() { return std::get<3>(GetParam()) > 1 ? &pool_ : nullptr; }
+
+  ThreadPool pool_{2};
+};
+
+TEST_P(Conv2DTest, ForwardMatchesDirectLoops) {
+  const Tensor x = Random({2, 7, 5, 3}, 1);
+  const Tensor f = Random({kernel(), kernel(), 3, 4}, 2);
+  auto shape = Conv2DOutputShape(x.shape(), f.shape(), params());
+  ASSERT_TRUE(shape.ok()) << shape.status();
+  Tensor y = Tensor::Filled(*shape, 42.0f);
+  ASSERT_TRUE(Conv2D(x, f, params(), &y, pool()).ok());
+  ExpectNear(y, RefConv(x, f, params()), 1e-5f);
+}
+
+// dx and dfilter against central differences of loss = sum(y * r) for a fixed random r.
+void CheckGradients(const Shape& x_shape, const Shape& f_shape, const Conv2DParams& p,
+                    ThreadPool* pool) {
+  Tensor x = Random(x_shape, 3);
+  Tensor f = Random(f_shape, 4);
+  auto shape = Conv2DOutputShape(x.shape(), f.shape(), p);
+  ASSERT_TRUE(shape.ok()) << shape.status();
+  const Tensor r = Random(*shape, 5);  // dy = r
+  Tensor dx = Tensor::Filled(x.shape(), 42.0f);
+  Tensor df = Tensor::Filled(f.shape(), 42.0f);
+  ASSERT_TRUE(Conv2DBackpropInput(r, f, p, &dx, pool).ok());
+  ASSERT_TRUE(Conv2DBackpropFilter(x, r, p, &df, false, pool).ok());
+  Tensor y = Tensor::Zeros(*shape);
+  auto loss = [&] {
+    EXPECT_TRUE(Conv2D(x, f, p, &y, pool).ok());
+    return Dot(r, y);
+  };
+  // The loss is linear in x and in f, so a large step has no truncation error.
+  ExpectGradientMatches(&x, dx, loss, "dx", 0.05, 1e-3, 1e-3);
+  ExpectGradientMatches(&f, df, loss, "dfilter", 0.05, 1e-3, 1e-3);
+}
+
+TEST_P(Conv2DTest, GradientsMatchFiniteDifferences) {
+  CheckGradients(Shape({2, 7, 5, 3}), Shape({kernel(), kernel(), 3, 4}), params(), pool());
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, Conv2DTest,
+                         ::testing::Combine(::testing::Values(1, 3, 5), ::testing::Values(1, 2),
+                                            ::testing::Values(Padding::kSame, Padding::kValid),
+                                            ::testing::Values(1, 2)),
+                         [](const ::testing::TestParamInfo<ConvCase>& info) {
+                           return absl::StrCat(
+                               "k", std::get<0>(info.param), "_s", std::get<1>(info.param), "_",
+                               PaddingName(std::get<2>(info.param)), "_t", std::get<3>(info.param));
+                         });
+
+TEST(Conv2DKernelTest, NonSquareKernelAndStrides) {
+  Conv2DParams p{.stride_h = 2, .stride_w = 1, .padding = Padding::kSame};
+  const Tensor x = Random({3, 9, 6, 2}, 6);
+  const Tensor f = Random({2, 4, 2, 5}, 7);
+  Tensor y = Tensor::Zeros(*Conv2DOutputShape(x.shape(), f.shape(), p));
+  ASSERT_TRUE(Conv2D(x, f, p, &y).ok());
+  ExpectNear(y, RefConv(x, f, p), 1e-5f);
+  // Odd pad_total (9 rows, kernel 2, stride 2): TensorFlow puts the extra row after.
+  CheckGradients(x.shape(), f.shape(), p, nullptr);
+}
+
+// Big enough that MatMul splits over the pool, with a workspace of one image so the batch
+// goes through the GEMM in several chunks; dfilter accumulates across them.
+TEST(Conv2DKernelTest, WorkspaceChunksAndParallelGemmAgree) {
+  ThreadPool pool(2);
+  Conv2DParams p{.stride_h = 1, .stride_w = 1, .padding = Padding::kSame};
+  const Tensor x = Random({4, 16, 16, 8}, 8);
+  const Tensor f = Random({3, 3, 8, 16}, 9);
+  auto g = Conv2DGeometryFor(x.shape(), f.shape(), p);
+  ASSERT_TRUE(g.ok());
+  Tensor ws = Tensor::Zeros({Conv2DWorkspaceElements(*g, 1) + 3});
+  Tensor y1 = Tensor::Zeros(g->output_shape()), y2 = Tensor::Zeros(g->output_shape());
+  ASSERT_TRUE(Conv2D(x, f, p, &y1, &pool).ok());
+  ASSERT_TRUE(Conv2D(x, f, p, &y2, nullptr, &ws).ok());
+  const Tensor want = RefConv(x, f, p);
+  ExpectNear(y1, want, 1e-4f);
+  ExpectNear(y2, want, 1e-4f);
+
+  const Tensor r = Random(g->output_shape(), 10);
+  Tensor dx1 = Tensor::Zeros(x.shape()), dx2 = Tensor::Zeros(x.shape());
+  ASSERT_TRUE(Conv2DBackpropInput(r, f, p, &dx1, &pool).ok());
+  ASSERT_TRUE(Conv2DBackpropInput(r, f, p, &dx2, nullptr, &ws).ok());
+  ExpectNear(dx1, dx2, 1e-4f);
+  Tensor df1 = Tensor::Zeros(f.shape()), df2 = Tensor::Filled(f.shape(), 1.0f);
+  ASSERT_TRUE(Conv2DBackpropFilter(x, r, p, &df1, false, &pool).ok());
+  ASSERT_TRUE(Conv2DBackpropFilter(x, r, p, &df2, true, nullptr, &ws).ok());
+  for (float& v : df2.flat()) v -= 1.0f;
+  ExpectNear(df1, df2, 1e-3f);
+}
+
+void ExpectInvalid(const absl::Status& s, const std::string& needle) {
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(std::string(s.message()).find(needle), std::string::npos)
+      << "message \"" << s.message() << "\" lacks \"" << needle << "\"";
+}
+
+TEST(Conv2DBadInputTest, KernelLargerThanValidInput) {
+  Conv2DParams p{.stride_h = 1, .stride_w = 1, .padding = Padding::kValid};
+  auto s = Conv2DOutputShape(Shape({2, 7, 5, 3}), Shape({3, 7, 3, 4}), p, "conv1");
+  ExpectInvalid(s.status(), "conv1: width: kernel 7 is larger than the input 5");
+  // SAME pads instead, as TensorFlow does.
+  p.padding = Padding::kSame;
+  auto same = Conv2DOutputShape(Shape({2, 7, 5, 3}), Shape({3, 7, 3, 4}), p);
+  ASSERT_TRUE(same.ok());
+  EXPECT_EQ(*same, Shape({2, 7, 5, 4}));
+}
+
+TEST(Conv2DBadInputTest, ZeroStride) {
+  Conv2DParams p{.stride_h = 0, .stride_w = 1, .padding = Padding::kSame};
+  auto s = Conv2DOutputShape(Shape({2, 7, 5, 3}), Shape({3, 3, 3, 4}), p, "conv2");
+  ExpectInvalid(s.status(), "conv2: height: stride is 0");
+}
+
+TEST(Conv2DBadInputTest, MismatchedTensors) {
+  Conv2DParams p;
+  const Tensor x = Random({2, 7, 5, 3}, 1);
+  Tensor y = Tensor::Zeros({2, 7, 5, 4});
+  ExpectInvalid(Conv2D(x, Tensor::Zeros({3, 3, 2, 4}), p, &y), "input channels");
+  ExpectInvalid(Conv2D(x, Tensor::Zeros({3, 3, 3}), p, &y), "is not [KH, KW, C_in, C_out]");
+  ExpectInvalid(Conv2D(Tensor::Zeros({7, 5, 3}), Tensor::Zeros({3, 3, 3, 4}), p, &y),
+                "is not [N, H, W, C_in]");
+  ExpectInvalid(Conv2D(x, Tensor::Zeros({3, 3, 3, 5}), p, &y),
+                "output is [2, 7, 5, 4], expected [2, 7, 5, 5]");
+  ExpectInvalid(Conv2D(x, Tensor::Zeros({3, 3, 3, 4}), p, nullptr), "output is null");
+  Tensor ws = Tensor::Zeros({10});
+  ExpectInvalid(Conv2D(x, Tensor::Zeros({3, 3, 3, 4}), p, &y, nullptr, &ws),
+                "workspace has 10 floats");
+  Tensor dx = Tensor::Zeros(x.shape());
+  ExpectInvalid(
+      Conv2DBackpropInput(Tensor::Zeros({2, 7, 5, 5}), Tensor::Zeros({3, 3, 3, 4}), p, &dx),
+      "Conv2DBackpropInput: dy is [2, 7, 5, 5]");
+  Tensor df = Tensor::Zeros({3, 3, 3, 4});
+  ExpectInvalid(Conv2DBackpropFilter(x, Tensor::Zeros({2, 4, 5, 4}), p, &df),
+                "Conv2DBackpropFilter: dy is [2, 4, 5, 4]");
+}
+
+}  // namespace
+}  // namespace fulcrum::ops
