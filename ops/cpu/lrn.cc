@@ -6,30 +6,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "ops/cpu/nhwc_check.h"
 
 namespace fulcrum::ops {
 namespace {
-
-// OK iff t is a non-empty rank-4 CPU tensor (of shape `want` when want is non-null).
-absl::Status CheckTensor(const Tensor* t, const Shape* want, const char* name, const char* what) {
-  if (t == nullptr) return absl::InvalidArgumentError(absl::StrCat(name, ": ", what, " is null"));
-  if (t->empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(name, ": ", what, " is empty"));
-  }
-  if (t->device() != Device::kCpu) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, ": ", what, " is on ", DeviceName(t->device()), ", expected cpu"));
-  }
-  if (t->shape().rank() != 4) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, ": ", what, " ", t->shape().ToString(), " must be rank 4 [N, H, W, C]"));
-  }
-  if (want != nullptr && !(t->shape() == *want)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        name, ": ", what, " has shape ", t->shape().ToString(), ", expected ", want->ToString()));
-  }
-  return absl::OkStatus();
-}
 
 // Runs fn(i) for i in [0, n), on the pool when there is one.
 template <typename Fn>
@@ -83,8 +63,8 @@ absl::Status ValidateLrnParams(const LrnParams& params, const char* name) {
 
 absl::Status Lrn(const Tensor& x, const LrnParams& params, Tensor* y, ThreadPool* pool) {
   if (auto s = ValidateLrnParams(params, "LRN"); !s.ok()) return s;
-  if (auto s = CheckTensor(&x, nullptr, "LRN", "x"); !s.ok()) return s;
-  if (auto s = CheckTensor(y, &x.shape(), "LRN", "y"); !s.ok()) return s;
+  if (auto s = CheckNhwcTensor(&x, nullptr, "LRN", "x"); !s.ok()) return s;
+  if (auto s = CheckNhwcTensor(y, &x.shape(), "LRN", "y"); !s.ok()) return s;
   const int64_t c = x.shape().dim(3);
   const int64_t pixels_per_image = x.shape().dim(1) * x.shape().dim(2);
   const float* xd = x.data();
@@ -106,9 +86,9 @@ absl::Status Lrn(const Tensor& x, const LrnParams& params, Tensor* y, ThreadPool
 absl::Status LrnGrad(const Tensor& x, const Tensor& dy, const LrnParams& params, Tensor* dx,
                      ThreadPool* pool) {
   if (auto s = ValidateLrnParams(params, "LRNGrad"); !s.ok()) return s;
-  if (auto s = CheckTensor(&x, nullptr, "LRNGrad", "x"); !s.ok()) return s;
-  if (auto s = CheckTensor(&dy, &x.shape(), "LRNGrad", "dy"); !s.ok()) return s;
-  if (auto s = CheckTensor(dx, &x.shape(), "LRNGrad", "dx"); !s.ok()) return s;
+  if (auto s = CheckNhwcTensor(&x, nullptr, "LRNGrad", "x"); !s.ok()) return s;
+  if (auto s = CheckNhwcTensor(&dy, &x.shape(), "LRNGrad", "dy"); !s.ok()) return s;
+  if (auto s = CheckNhwcTensor(dx, &x.shape(), "LRNGrad", "dx"); !s.ok()) return s;
   const int64_t c = x.shape().dim(3);
   const int64_t pixels_per_image = x.shape().dim(1) * x.shape().dim(2);
   const double beta = params.beta;

@@ -4,27 +4,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "ops/cpu/nhwc_check.h"
 
 namespace fulcrum::ops {
 namespace {
-
-// OK iff t is a non-empty CPU tensor of shape `want`; errors read "<name>: <what> ...".
-absl::Status CheckTensor(const Tensor* t, const Shape& want, const std::string& name,
-                         const char* what) {
-  if (t == nullptr) return absl::InvalidArgumentError(absl::StrCat(name, ": ", what, " is null"));
-  if (t->empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(name, ": ", what, " is empty"));
-  }
-  if (t->device() != Device::kCpu) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, ": ", what, " is on ", DeviceName(t->device()), ", expected cpu"));
-  }
-  if (!(t->shape() == want)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        name, ": ", what, " has shape ", t->shape().ToString(), ", expected ", want.ToString()));
-  }
-  return absl::OkStatus();
-}
 
 // Geometry from x's shape, checking y's (or dx from dy's, for the gradients).
 absl::StatusOr<Pool2DGeometry> GeometryAndCheck(const Tensor& in, const char* in_what,
@@ -34,8 +17,9 @@ absl::StatusOr<Pool2DGeometry> GeometryAndCheck(const Tensor& in, const char* in
   if (in.empty()) return absl::InvalidArgumentError(absl::StrCat(name, ": ", in_what, " is empty"));
   absl::StatusOr<Pool2DGeometry> g = Pool2DGeometryFor(in.shape(), params, name);
   if (!g.ok()) return g.status();
-  if (auto s = CheckTensor(&in, g->input_shape(), name, in_what); !s.ok()) return s;
-  if (auto s = CheckTensor(out, g->output_shape(), name, out_what); !s.ok()) return s;
+  const Shape in_shape = g->input_shape(), out_shape = g->output_shape();
+  if (auto s = CheckNhwcTensor(&in, &in_shape, name, in_what); !s.ok()) return s;
+  if (auto s = CheckNhwcTensor(out, &out_shape, name, out_what); !s.ok()) return s;
   return g;
 }
 
@@ -160,7 +144,7 @@ absl::Status MaxPoolGrad(const Tensor& x, const Tensor& dy, const Pool2DParams& 
                          ThreadPool* pool) {
   absl::StatusOr<Pool2DGeometry> g = GeometryAndCheck(x, "x", &dy, "dy", params, "MaxPoolGrad");
   if (!g.ok()) return g.status();
-  if (auto s = CheckTensor(dx, x.shape(), "MaxPoolGrad", "dx"); !s.ok()) return s;
+  if (auto s = CheckNhwcTensor(dx, &x.shape(), "MaxPoolGrad", "dx"); !s.ok()) return s;
   const Pool2DGeometry& geo = *g;
   std::fill(dx->flat().begin(), dx->flat().end(), 0.0f);
   const float* xd = x.data();

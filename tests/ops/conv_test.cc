@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/testing/gradient_check.h"
+#include "tests/testing/padding_reference.h"
 
 namespace fulcrum::ops {
 namespace {
@@ -15,17 +16,7 @@ namespace {
 using ::fulcrum::testing::Dot;
 using ::fulcrum::testing::ExpectGradientMatches;
 using ::fulcrum::testing::Random;
-
-// TensorFlow's padding rule, written out again so the reference does not share the kernel's.
-void RefSize(int64_t in, int64_t k, int64_t s, Padding p, int64_t* out, int64_t* before) {
-  if (p == Padding::kValid) {
-    *out = (in - k + s) / s;  // ceil((in - k + 1) / s)
-    *before = 0;
-    return;
-  }
-  *out = (in + s - 1) / s;
-  *before = std::max<int64_t>((*out - 1) * s + k - in, 0) / 2;
-}
+using ::fulcrum::testing::RefPaddedSize;
 
 // Direct-loop convolution, double accumulation. x: [N, H, W, C], f: [KH, KW, C, O].
 Tensor RefConv(const Tensor& x, const Tensor& f, const Conv2DParams& p) {
@@ -33,8 +24,8 @@ Tensor RefConv(const Tensor& x, const Tensor& f, const Conv2DParams& p) {
   const int64_t c = x.shape().dim(3), kh = f.shape().dim(0), kw = f.shape().dim(1);
   const int64_t o = f.shape().dim(3);
   int64_t oh, ow, pt, pl;
-  RefSize(h, kh, p.stride_h, p.padding, &oh, &pt);
-  RefSize(w, kw, p.stride_w, p.padding, &ow, &pl);
+  RefPaddedSize(h, kh, p.stride_h, p.padding, &oh, &pt);
+  RefPaddedSize(w, kw, p.stride_w, p.padding, &ow, &pl);
   Tensor y = Tensor::Zeros({n, oh, ow, o});
   for (int64_t b = 0; b < n; ++b)
     for (int64_t i = 0; i < oh; ++i)

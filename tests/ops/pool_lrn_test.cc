@@ -13,6 +13,7 @@
 #include "ops/cpu/lrn.h"
 #include "ops/cpu/pool.h"
 #include "tests/testing/gradient_check.h"
+#include "tests/testing/padding_reference.h"
 
 namespace fulcrum::ops {
 namespace {
@@ -20,25 +21,15 @@ namespace {
 using ::fulcrum::testing::Dot;
 using ::fulcrum::testing::ExpectGradientMatches;
 using ::fulcrum::testing::Random;
-
-// TensorFlow's padding rule, written out again so the reference does not share the kernel's.
-void RefSize(int64_t in, int64_t k, int64_t s, Padding p, int64_t* out, int64_t* before) {
-  if (p == Padding::kValid) {
-    *out = (in - k + s) / s;  // ceil((in - k + 1) / s)
-    *before = 0;
-    return;
-  }
-  *out = (in + s - 1) / s;
-  *before = std::max<int64_t>((*out - 1) * s + k - in, 0) / 2;
-}
+using ::fulcrum::testing::RefPaddedSize;
 
 // Direct-loop pooling over the valid elements of each window. x: [N, H, W, C].
 Tensor RefPool(const Tensor& x, const Pool2DParams& p, bool max) {
   const int64_t n = x.shape().dim(0), h = x.shape().dim(1), w = x.shape().dim(2);
   const int64_t c = x.shape().dim(3);
   int64_t oh, ow, pt, pl;
-  RefSize(h, p.window_h, p.stride_h, p.padding, &oh, &pt);
-  RefSize(w, p.window_w, p.stride_w, p.padding, &ow, &pl);
+  RefPaddedSize(h, p.window_h, p.stride_h, p.padding, &oh, &pt);
+  RefPaddedSize(w, p.window_w, p.stride_w, p.padding, &ow, &pl);
   Tensor y = Tensor::Zeros({n, oh, ow, c});
   for (int64_t b = 0; b < n; ++b)
     for (int64_t i = 0; i < oh; ++i)
