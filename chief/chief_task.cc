@@ -118,11 +118,15 @@ absl::Status Chief::Prepare() {
   }
   train_steps_ = runtime::GlobalTrainSteps(t_, c_, train_examples);
 
-  FULCRUM_ASSIGN_OR_RETURN(model_, models::CreateBuiltinModel(t_.model,
-                                                              {.input_size = test_.example_size(),
-                                                               .num_classes = test_.num_classes,
-                                                               .width = t_.model_width},
-                                                              &pool_));
+  const auto& dims = test_.images.shape().dims();
+  FULCRUM_ASSIGN_OR_RETURN(
+      model_, models::CreateBuiltinModel(
+                  t_.model,
+                  {.input_size = test_.example_size(),
+                   .num_classes = test_.num_classes,
+                   .width = t_.model_width,
+                   .input_shape = std::vector<int64_t>(dims.begin() + 1, dims.end())},
+                  &pool_));
   for (const auto& v : model_->variables()) {
     variable_infos_.push_back({v.name, v.shape, v.initializer});
     values_.push_back(ops::Tensor::Zeros(v.shape));

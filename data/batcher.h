@@ -69,7 +69,7 @@ class Batcher {
   // Examples in this worker's shard (after subset and repeat).
   int64_t shard_size() const { return static_cast<int64_t>(shard_.size()); }
   int64_t batch_size() const { return options_.batch_size; }
-  // [batch_size, dims of one example...], e.g. [128, 1, 28, 28].
+  // [batch_size, dims of one example...], e.g. [128, 28, 28, 1].
   ops::Shape batch_shape() const;
   const BatcherOptions& options() const { return options_; }
 

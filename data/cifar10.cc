@@ -71,14 +71,18 @@ absl::StatusOr<Dataset> LoadCifar10(const std::string& dir, Split split) {
   Dataset dataset;
   dataset.name = internal::DatasetName(dir, SplitName(split));
   dataset.num_classes = kCifar10Classes;
-  dataset.images = ops::Tensor::Zeros(ops::Shape({records, 3, 32, 32}));
+  dataset.images = ops::Tensor::Zeros(ops::Shape({records, 32, 32, 3}));
   dataset.labels.reserve(static_cast<size_t>(records));
   float* out = dataset.images.data();
   for (const std::vector<uint8_t>& bytes : files) {
     for (size_t offset = 0; offset < bytes.size(); offset += kCifar10RecordBytes) {
       dataset.labels.push_back(bytes[offset]);
       const uint8_t* pixels = bytes.data() + offset + 1;
-      for (int64_t i = 0; i < kPixelsPerImage; ++i) out[i] = pixels[i] / 255.0f;
+      // The file holds planes R, G, B of 32x32 (CHW); Fulcrum's images are NHWC.
+      constexpr int64_t kPlane = 32 * 32;
+      for (int64_t p = 0; p < kPlane; ++p) {
+        for (int64_t c = 0; c < 3; ++c) out[p * 3 + c] = pixels[c * kPlane + p] / 255.0f;
+      }
       out += kPixelsPerImage;
     }
   }

@@ -21,13 +21,13 @@ inline constexpr char kDefaultMnistDir[] = "/usr/share/datasets/fashion-mnist";
 
 struct Dataset {
   std::string name;             // e.g. "fashion-mnist/train"; used in messages
-  ops::Tensor images;           // [N, C, H, W] float32 in [0,1]; synthetic: [N, example_shape...]
+  ops::Tensor images;           // [N, H, W, C] float32 in [0,1]; synthetic: [N, example_shape...]
   std::vector<int32_t> labels;  // N labels in [0, num_classes)
   int num_classes = 0;
 
   // Number of examples N.
   int64_t size() const { return static_cast<int64_t>(labels.size()); }
-  // Elements per example (C*H*W), the row length of the 2-D view of `images`.
+  // Elements per example (H*W*C), the row length of the 2-D view of `images`.
   int64_t example_size() const { return images.cols(); }
 };
 

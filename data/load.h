@@ -17,7 +17,7 @@ struct SourceOptions {
   std::string kind = "mnist";  // mnist (any MNIST-format set), cifar10, synthetic
   std::string dir;             // files of mnist/cifar10
   int64_t synthetic_examples = 60000;
-  std::vector<int64_t> synthetic_shape = {1, 28, 28};
+  std::vector<int64_t> synthetic_shape = {28, 28, 1};  // H, W, C
   int synthetic_classes = 10;
   uint64_t seed = 1;  // synthetic data only
 };

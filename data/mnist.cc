@@ -82,7 +82,7 @@ absl::StatusOr<ops::Tensor> ReadImages(const std::string& path, std::string* fou
                                                    " pixels, more than this reader accepts"));
   }
   const int64_t pixels = dims[0] * dims[1] * dims[2];
-  ops::Tensor images = ops::Tensor::Zeros(ops::Shape({dims[0], 1, dims[1], dims[2]}));
+  ops::Tensor images = ops::Tensor::Zeros(ops::Shape({dims[0], dims[1], dims[2], 1}));
   float* out = images.data();
   // Convert in chunks so the raw bytes never need a second full-size buffer.
   std::vector<uint8_t> chunk(size_t{1} << 20);

@@ -11,7 +11,7 @@
 namespace fulcrum::data {
 
 struct SyntheticOptions {
-  ops::Shape example_shape;  // e.g. {784} or {3, 32, 32}; every dimension positive
+  ops::Shape example_shape;  // e.g. {784} or {32, 32, 3} (H, W, C); every dimension positive
   int num_classes = 10;      // >= 2
   int64_t num_examples = 1024;
   uint64_t seed = 1;

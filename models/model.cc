@@ -1,8 +1,11 @@
 #include "models/model.h"
 
+#include <algorithm>
 #include <chrono>
+#include <set>
 
 #include "absl/strings/str_cat.h"
+#include "base/random.h"
 #include "base/status_macros.h"
 #include "ops/cpu/kernels.h"
 
@@ -14,8 +17,47 @@ Model::Model(std::string name, std::vector<std::unique_ptr<Layer>> layers, LossK
     first_variable_.push_back(variables_.size());
     for (const auto& spec : layer->variables()) variables_.push_back(spec);
   }
-  // A layer's first variable is its [in, out] kernel: the first layer's gives the input size.
-  input_size_ = variables_.empty() ? 0 : variables_.front().shape.dim(0);
+  input_size_ = layers_.empty() ? 0 : layers_.front()->input_size();
+  set_weight_decay_override(std::nullopt);
+}
+
+absl::StatusOr<std::unique_ptr<Model>> Model::Make(std::string name,
+                                                   std::vector<std::unique_ptr<Layer>> layers,
+                                                   LossKind loss) {
+  if (layers.empty()) return absl::InvalidArgumentError(absl::StrCat(name, ": no layers"));
+  std::set<std::string> seen;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const Layer& layer = *layers[i];
+    if (layer.input_size() <= 0 || layer.output_size() <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(name, ": layer ", layer.name(),
+                                                     " has input size ", layer.input_size(),
+                                                     " and output size ", layer.output_size()));
+    }
+    if (i > 0 && layers[i - 1]->output_size() != layer.input_size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, ": layer ", layer.name(), " takes ", layer.input_size(),
+          " values per example but ", layers[i - 1]->name(), " gives ",
+          layers[i - 1]->output_size()));
+    }
+    for (const VariableSpec& spec : layer.variables()) {
+      if (!seen.insert(spec.name).second) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(name, ": variable ", spec.name, " is declared twice"));
+      }
+    }
+  }
+  return std::make_unique<Model>(std::move(name), std::move(layers), loss);
+}
+
+void Model::set_weight_decay_override(std::optional<double> weight_decay) {
+  weight_decay_.clear();
+  for (const VariableSpec& spec : variables_) {
+    if (!weight_decay.has_value()) {
+      weight_decay_.push_back(spec.weight_decay);
+    } else {
+      weight_decay_.push_back(spec.is_kernel ? static_cast<float>(*weight_decay) : 0.0f);
+    }
+  }
 }
 
 int64_t Model::output_size() const { return layers_.back()->output_size(); }
@@ -60,23 +102,58 @@ absl::Status Model::CheckOperands(const ops::Tensor& inputs, std::span<const int
 Model::Workspace& Model::WorkspaceFor(int64_t batch) {
   auto [it, inserted] = workspaces_.try_emplace(batch);
   if (inserted) {
+    Workspace& ws = it->second;
+    int64_t temp = 0;
     for (const auto& layer : layers_) {
-      it->second.activations.push_back(ops::Tensor::Zeros({batch, layer->output_size()}));
-      it->second.deltas.push_back(ops::Tensor::Zeros({batch, layer->output_size()}));
+      ws.activations.push_back(ops::Tensor::Zeros({batch, layer->output_size()}));
+      ws.deltas.push_back(ops::Tensor::Zeros({batch, layer->output_size()}));
+      const int64_t saved = layer->saved_elements(batch);
+      ws.saved.push_back(saved > 0 ? ops::Tensor::Zeros({saved}) : ops::Tensor());
+      temp = std::max(temp, layer->temp_elements(batch));
     }
+    if (temp > 0) ws.temp = ops::Tensor::Zeros({temp});
   }
   return it->second;
 }
 
+LayerContext Model::ContextFor(Workspace& ws, size_t layer, bool training) const {
+  LayerContext ctx;
+  ctx.pool = pool_;
+  ctx.training = training;
+  ctx.seed = DeriveSeed(seed_, steps_);
+  ctx.saved = ws.saved[layer].empty() ? nullptr : &ws.saved[layer];
+  ctx.temp = ws.temp.empty() ? nullptr : &ws.temp;
+  return ctx;
+}
+
 absl::Status Model::Forward(const ops::Tensor& inputs, std::span<const ops::Tensor> values,
-                            Workspace& ws) const {
+                            Workspace& ws, bool training) const {
   const ops::Tensor* x = &inputs;
   for (size_t i = 0; i < layers_.size(); ++i) {
-    FULCRUM_RETURN_IF_ERROR(
-        layers_[i]->Forward(LayerValues(values, i), *x, &ws.activations[i], pool_));
+    FULCRUM_RETURN_IF_ERROR(layers_[i]->Forward(LayerValues(values, i), *x, &ws.activations[i],
+                                                ContextFor(ws, i, training)));
     x = &ws.activations[i];
   }
   return absl::OkStatus();
+}
+
+double Model::AddWeightDecay(std::span<const ops::Tensor> values,
+                             std::span<ops::Tensor> grads) const {
+  double loss = 0.0;
+  for (size_t i = 0; i < values.size(); ++i) {
+    const float wd = weight_decay_[i];
+    if (wd == 0.0f) continue;
+    const float* v = values[i].data();
+    float* g = grads[i].data();
+    double sum_sq = 0.0;
+    const int64_t n = values[i].num_elements();
+    for (int64_t j = 0; j < n; ++j) {
+      g[j] += wd * v[j];
+      sum_sq += static_cast<double>(v[j]) * v[j];
+    }
+    loss += 0.5 * wd * sum_sq;
+  }
+  return loss;
 }
 
 absl::StatusOr<float> Model::ComputeGradients(const ops::Tensor& inputs,
@@ -93,7 +170,7 @@ absl::StatusOr<float> Model::ComputeGradients(const ops::Tensor& inputs,
   FULCRUM_ASSIGN_OR_RETURN(const ops::Tensor flat_inputs,
                            inputs.Reshaped({inputs.rows(), inputs.cols()}));
   Workspace& ws = WorkspaceFor(inputs.rows());
-  FULCRUM_RETURN_IF_ERROR(Forward(flat_inputs, values, ws));
+  FULCRUM_RETURN_IF_ERROR(Forward(flat_inputs, values, ws, /*training=*/true));
   float loss = 0.0f;
   if (loss_ == LossKind::kSoftmaxCrossEntropy) {
     FULCRUM_ASSIGN_OR_RETURN(
@@ -111,9 +188,11 @@ absl::StatusOr<float> Model::ComputeGradients(const ops::Tensor& inputs,
     ops::Tensor* dx = i == 0 ? nullptr : &ws.deltas[i - 1];
     auto dparams = grads.subspan(first_variable_[i], layers_[i]->variables().size());
     FULCRUM_RETURN_IF_ERROR(layers_[i]->Backward(LayerValues(values, i), x, ws.activations[i],
-                                                 &ws.deltas[i], dparams, dx, pool_));
+                                                 &ws.deltas[i], dparams, dx,
+                                                 ContextFor(ws, i, /*training=*/true)));
   }
-  return loss;
+  ++steps_;
+  return static_cast<float>(loss + AddWeightDecay(values, grads));
 }
 
 absl::StatusOr<EvalResult> Model::Evaluate(const ops::Tensor& inputs,
@@ -123,7 +202,7 @@ absl::StatusOr<EvalResult> Model::Evaluate(const ops::Tensor& inputs,
   FULCRUM_ASSIGN_OR_RETURN(const ops::Tensor flat_inputs,
                            inputs.Reshaped({inputs.rows(), inputs.cols()}));
   Workspace& ws = WorkspaceFor(inputs.rows());
-  FULCRUM_RETURN_IF_ERROR(Forward(flat_inputs, values, ws));
+  FULCRUM_RETURN_IF_ERROR(Forward(flat_inputs, values, ws, /*training=*/false));
   EvalResult result;
   result.examples = inputs.rows();
   float mean = 0.0f;

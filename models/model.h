@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -32,6 +33,11 @@ struct EvalResult {
 class Model {
  public:
   Model(std::string name, std::vector<std::unique_ptr<Layer>> layers, LossKind loss);
+  // The model after checking that it has layers, that each layer's input is the previous
+  // layer's output and that variable names are unique: InvalidArgument naming the layer.
+  static absl::StatusOr<std::unique_ptr<Model>> Make(std::string name,
+                                                     std::vector<std::unique_ptr<Layer>> layers,
+                                                     LossKind loss);
 
   const std::string& name() const { return name_; }
   LossKind loss_kind() const { return loss_; }
@@ -43,8 +49,18 @@ class Model {
   int64_t num_parameters() const;
   // Threads the model's kernels may use (not owned; null = the calling thread only).
   void set_thread_pool(ops::ThreadPool* pool) { pool_ = pool; }
+  // Seed of the random layers (dropout): step k of this model draws from (seed, k). Give each
+  // worker its own (the worker mixes in its task index).
+  void set_seed(uint64_t seed) { seed_ = seed; }
+  // L2 weight decay: unset = each variable's declared weight_decay; set = this coefficient on
+  // every kernel and none on the rest (--weight_decay).
+  void set_weight_decay_override(std::optional<double> weight_decay);
+  // The weight decay in force for variable i.
+  float weight_decay(size_t i) const { return weight_decay_[i]; }
+  const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
 
-  // Mean loss over the batch; writes d(mean loss)/d(variable i) into grads[i].
+  // Mean loss over the batch (plus the L2 weight-decay terms); writes d(that)/d(variable i)
+  // into grads[i]. Random layers are in training mode.
   // inputs: [batch, input_size]; labels: batch entries (ignored for reconstruction);
   // values and grads: one tensor per variables() entry, shaped as declared.
   // `forward_ms` (optional) receives the time of the forward pass and the loss; the rest of
@@ -54,7 +70,8 @@ class Model {
                                          std::span<ops::Tensor> grads,
                                          double* forward_ms = nullptr);
 
-  // Forward only: loss and (classification) correct predictions over the batch.
+  // Forward only, random layers in evaluation mode: loss (without weight decay) and
+  // (classification) correct predictions over the batch.
   absl::StatusOr<EvalResult> Evaluate(const ops::Tensor& inputs, std::span<const int32_t> labels,
                                       std::span<const ops::Tensor> values);
 
@@ -62,12 +79,17 @@ class Model {
   struct Workspace {
     std::vector<ops::Tensor> activations;  // output of layer i, [batch, out_i]
     std::vector<ops::Tensor> deltas;       // dLoss/d(output of layer i)
+    std::vector<ops::Tensor> saved;        // layer i's LayerContext::saved (may be empty)
+    ops::Tensor temp;                      // every layer's LayerContext::temp (may be empty)
   };
+  LayerContext ContextFor(Workspace& ws, size_t layer, bool training) const;
+  // Adds the weight-decay terms to grads; returns what they add to the loss.
+  double AddWeightDecay(std::span<const ops::Tensor> values, std::span<ops::Tensor> grads) const;
   absl::Status CheckOperands(const ops::Tensor& inputs, std::span<const int32_t> labels,
                              std::span<const ops::Tensor> values) const;
   Workspace& WorkspaceFor(int64_t batch);
   absl::Status Forward(const ops::Tensor& inputs, std::span<const ops::Tensor> values,
-                       Workspace& ws) const;
+                       Workspace& ws, bool training) const;
   std::span<const ops::Tensor> LayerValues(std::span<const ops::Tensor> values, size_t i) const;
 
   std::string name_;
@@ -78,6 +100,9 @@ class Model {
   int64_t input_size_ = 0;
   std::map<int64_t, Workspace> workspaces_;  // by batch size; training and eval sizes
   ops::ThreadPool* pool_ = nullptr;
+  uint64_t seed_ = 1;
+  uint64_t steps_ = 0;               // ComputeGradients calls so far: the random layers' stream
+  std::vector<float> weight_decay_;  // per variable, in force
 };
 
 }  // namespace fulcrum::models

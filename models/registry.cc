@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
+#include "models/builder.h"
 
 namespace fulcrum::models {
 
@@ -45,12 +46,8 @@ absl::StatusOr<std::unique_ptr<Model>> ModelRegistry::Create(const std::string& 
 
 namespace {
 
-int64_t Scaled(int64_t units, double width) {
-  return std::max<int64_t>(1, std::llround(static_cast<double>(units) * width));
-}
-
 // A stack of dense layers: widths[0] is the input size, every later entry a layer's output.
-std::unique_ptr<Model> DenseStack(const std::string& name, const std::vector<int64_t>& widths,
+absl::StatusOr<std::unique_ptr<Model>> DenseStack(const std::string& name, const std::vector<int64_t>& widths,
                                   Activation hidden, Activation last, LossKind loss) {
   std::vector<std::unique_ptr<Layer>> layers;
   for (size_t i = 1; i < widths.size(); ++i) {
@@ -58,7 +55,7 @@ std::unique_ptr<Model> DenseStack(const std::string& name, const std::vector<int
     layers.push_back(MakeDense(absl::StrCat("dense_", i - 1), widths[i - 1], widths[i],
                                is_last ? last : hidden));
   }
-  return std::make_unique<Model>(name, std::move(layers), loss);
+  return Model::Make(name, std::move(layers), loss);
 }
 
 }  // namespace
@@ -74,18 +71,31 @@ absl::Status RegisterBuiltinModels(ModelRegistry* registry) {
       "mlp", "multi-layer perceptron: input-256-128-classes, ReLU",
       [](const ModelConfig& c) -> absl::StatusOr<std::unique_ptr<Model>> {
         return DenseStack("mlp",
-                          {c.input_size, Scaled(256, c.width), Scaled(128, c.width), c.num_classes},
+                          {c.input_size, ScaledWidth(256, c.width), ScaledWidth(128, c.width), c.num_classes},
                           Activation::kRelu, Activation::kNone, LossKind::kSoftmaxCrossEntropy);
       }));
   FULCRUM_RETURN_IF_ERROR(registry->Register(
       "autoencoder", "autoencoder: input-256-128-256-input, sigmoid, MSE (HKUST workload)",
       [](const ModelConfig& c) -> absl::StatusOr<std::unique_ptr<Model>> {
         return DenseStack("autoencoder",
-                          {c.input_size, Scaled(256, c.width), Scaled(128, c.width),
-                           Scaled(256, c.width), c.input_size},
+                          {c.input_size, ScaledWidth(256, c.width), ScaledWidth(128, c.width),
+                           ScaledWidth(256, c.width), c.input_size},
                           Activation::kSigmoid, Activation::kSigmoid, LossKind::kReconstructionMse);
       }));
+  FULCRUM_RETURN_IF_ERROR(RegisterCnnModels(registry));
+  FULCRUM_RETURN_IF_ERROR(RegisterStn(registry));
   return absl::OkStatus();
+}
+
+absl::StatusOr<ImageShape> InputImage(const std::string& model, const ModelConfig& config) {
+  const auto& s = config.input_shape;
+  if (s.size() != 3 || s[0] <= 0 || s[1] <= 0 || s[2] <= 0 ||
+      s[0] * s[1] * s[2] != config.input_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model '", model, "' needs images (height, width, channels); the examples are [",
+        absl::StrJoin(s, ", "), "] with ", config.input_size, " values each"));
+  }
+  return ImageShape{s[0], s[1], s[2]};
 }
 
 absl::StatusOr<std::unique_ptr<Model>> CreateBuiltinModel(const std::string& name,

@@ -20,6 +20,9 @@ struct ModelConfig {
   int num_classes = 10;
   // Scales every hidden width (the HKUST study's "model size" knob); output widths stay.
   double width = 1.0;
+  // One example as height, width, channels (NHWC), as the dataset gives it; what the
+  // convolutional models read. Empty when the examples are not images.
+  std::vector<int64_t> input_shape = {};
 };
 
 class ModelRegistry {
@@ -43,11 +46,20 @@ class ModelRegistry {
   std::map<std::string, Entry> entries_;
 };
 
-// Registers logreg, mlp and autoencoder.
+// Registers logreg, mlp and autoencoder, the convolutional models (cnn_zoo.cc: mnist_cnn,
+// cifar10_cnn, alexnet, vgg16) and stn (stn.cc).
 absl::Status RegisterBuiltinModels(ModelRegistry* registry);
 
 // A fresh built-in model `name` for `config`, computing on `pool` (not owned; may be null).
 // What the worker and the chief both build: InvalidArgument as ModelRegistry::Create.
+// The convolutional models, and the spatial transformer (registered by RegisterBuiltinModels).
+absl::Status RegisterCnnModels(ModelRegistry* registry);
+absl::Status RegisterStn(ModelRegistry* registry);
+
+// The input image of model `model` from config.input_shape: InvalidArgument naming the model
+// when the examples are not images of rank 3 whose size is config.input_size.
+absl::StatusOr<ImageShape> InputImage(const std::string& model, const ModelConfig& config);
+
 absl::StatusOr<std::unique_ptr<Model>> CreateBuiltinModel(const std::string& name,
                                                           const ModelConfig& config,
                                                           ops::ThreadPool* pool);

@@ -41,8 +41,16 @@ absl::Status Initialize(const Initializer& init, uint64_t seed, Tensor* out) {
     case Initializer::Kind::kUniform: {
       double limit = init.value;
       if (init.kind == Initializer::Kind::kGlorotUniform) {
-        const double fan_in = static_cast<double>(out->rows());
-        const double fan_out = static_cast<double>(out->shape().rank() <= 1 ? 1 : out->cols());
+        double fan_in = static_cast<double>(out->rows());
+        double fan_out = static_cast<double>(out->shape().rank() <= 1 ? 1 : out->cols());
+        const Shape& shape = out->shape();
+        if (shape.rank() > 2) {
+          // A conv filter [KH, KW, ..., C_in, C_out]: TensorFlow's fans count the receptive field.
+          double receptive = 1.0;
+          for (int i = 0; i < shape.rank() - 2; ++i) receptive *= static_cast<double>(shape.dim(i));
+          fan_in = receptive * static_cast<double>(shape.dim(shape.rank() - 2));
+          fan_out = receptive * static_cast<double>(shape.dim(shape.rank() - 1));
+        }
         limit = std::sqrt(6.0 / (fan_in + fan_out));
       }
       for (float& v : values) v = static_cast<float>((2.0 * rng.Uniform() - 1.0) * limit);

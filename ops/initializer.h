@@ -33,7 +33,8 @@ struct Initializer {
 };
 
 // Fills `out` (a CPU tensor) deterministically from `seed`. Fan-in/fan-out for Glorot are the
-// first dimension and the product of the rest (a [in, out] weight matrix).
+// first dimension and the product of the rest (a [in, out] weight matrix), or for a rank > 2
+// filter [KH, KW, C_in, C_out] TensorFlow's KH*KW*C_in and KH*KW*C_out.
 absl::Status Initialize(const Initializer& init, uint64_t seed, Tensor* out);
 
 }  // namespace fulcrum::ops

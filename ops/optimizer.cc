@@ -55,8 +55,9 @@ absl::StatusOr<OptimizerKind> ParseOptimizerKind(absl::string_view name) {
   if (name == "momentum") return OptimizerKind::kMomentum;
   if (name == "adam") return OptimizerKind::kAdam;
   if (name == "adagrad") return OptimizerKind::kAdagrad;
+  if (name == "rmsprop") return OptimizerKind::kRmsProp;
   return absl::InvalidArgumentError(absl::StrCat(
-      "unknown optimizer '", name, "': expected one of sgd, momentum, adam, adagrad"));
+      "unknown optimizer '", name, "': expected one of sgd, momentum, adam, adagrad, rmsprop"));
 }
 
 const char* OptimizerName(OptimizerKind kind) {
@@ -69,6 +70,8 @@ const char* OptimizerName(OptimizerKind kind) {
       return "adam";
     case OptimizerKind::kAdagrad:
       return "adagrad";
+    case OptimizerKind::kRmsProp:
+      return "rmsprop";
   }
   return "unknown";
 }
@@ -83,13 +86,24 @@ std::vector<std::string> SlotNames(OptimizerKind kind) {
       return {"m", "v"};
     case OptimizerKind::kAdagrad:
       return {"accumulator"};
+    case OptimizerKind::kRmsProp:
+      return {"rms", "momentum"};
   }
   return {};
 }
 
 float SlotInitialValue(const OptimizerConfig& config, int slot_index) {
-  return config.kind == OptimizerKind::kAdagrad && slot_index == 0 ? config.initial_accumulator
-                                                                   : 0.0f;
+  if (config.kind == OptimizerKind::kAdagrad && slot_index == 0) return config.initial_accumulator;
+  // TF 1.x's RMSPropOptimizer starts its "rms" slot at ones.
+  if (config.kind == OptimizerKind::kRmsProp && slot_index == 0) return 1.0f;
+  return 0.0f;
+}
+
+float LearningRateAt(const OptimizerConfig& config, int64_t step) {
+  if (config.lr_decay_steps <= 0 || config.lr_decay_rate == 1.0f) return config.learning_rate;
+  double exponent = static_cast<double>(step - 1) / static_cast<double>(config.lr_decay_steps);
+  if (config.lr_decay_staircase) exponent = std::floor(exponent);
+  return static_cast<float>(config.learning_rate * std::pow(config.lr_decay_rate, exponent));
 }
 
 absl::Status ApplyGradient(const OptimizerConfig& config, int64_t step, const Tensor& grad,
@@ -97,7 +111,7 @@ absl::Status ApplyGradient(const OptimizerConfig& config, int64_t step, const Te
   if (auto s = CheckOperands(config, step, grad, var, slots); !s.ok()) return s;
   const ConstArrayMap g(grad.data(), grad.num_elements());
   auto w = Mutable(var);
-  const float lr = config.learning_rate;
+  const float lr = LearningRateAt(config, step);
   switch (config.kind) {
     case OptimizerKind::kSgd:
       w -= lr * g;
@@ -123,6 +137,14 @@ absl::Status ApplyGradient(const OptimizerConfig& config, int64_t step, const Te
       auto accum = Mutable(&slots[0]);
       accum += g.square();
       w -= lr * g * accum.rsqrt();
+      break;
+    }
+    case OptimizerKind::kRmsProp: {
+      auto ms = Mutable(&slots[0]);
+      auto mom = Mutable(&slots[1]);
+      ms = config.rmsprop_decay * ms + (1.0f - config.rmsprop_decay) * g.square();
+      mom = config.rmsprop_momentum * mom + lr * g * (ms + config.rmsprop_epsilon).rsqrt();
+      w -= mom;
       break;
     }
   }

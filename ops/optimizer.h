@@ -18,7 +18,7 @@
 
 namespace fulcrum::ops {
 
-enum class OptimizerKind { kSgd, kMomentum, kAdam, kAdagrad };
+enum class OptimizerKind { kSgd, kMomentum, kAdam, kAdagrad, kRmsProp };
 
 struct OptimizerConfig {
   OptimizerKind kind = OptimizerKind::kSgd;
@@ -28,9 +28,20 @@ struct OptimizerConfig {
   float beta2 = 0.999f;              // adam
   float epsilon = 1e-8f;             // adam (TF's epsilon-hat)
   float initial_accumulator = 0.1f;  // adagrad (TF's default)
+  // rmsprop, TF 1.x's tf.train.RMSPropOptimizer (its defaults; the "rms" slot starts at 1):
+  //   ms = decay ms + (1 - decay) g^2;  mom = momentum mom + lr g / sqrt(ms + eps);  var -= mom
+  float rmsprop_decay = 0.9f;
+  float rmsprop_momentum = 0.0f;
+  float rmsprop_epsilon = 1e-10f;
+  // Exponential learning-rate decay, tf.train.exponential_decay over the update count t:
+  //   lr_t = learning_rate * lr_decay_rate ^ ((t - 1) / lr_decay_steps)
+  // with the exponent floored when lr_decay_staircase. lr_decay_steps == 0 turns decay off.
+  float lr_decay_rate = 1.0f;
+  int64_t lr_decay_steps = 0;
+  bool lr_decay_staircase = false;
 };
 
-// "sgd", "momentum", "adam" or "adagrad"; anything else is InvalidArgument listing the choices.
+// "sgd", "momentum", "adam", "adagrad" or "rmsprop"; anything else is InvalidArgument listing the choices.
 absl::StatusOr<OptimizerKind> ParseOptimizerKind(absl::string_view name);
 const char* OptimizerName(OptimizerKind kind);
 
@@ -39,13 +50,20 @@ std::vector<std::string> SlotNames(OptimizerKind kind);
 // The value every element of slot `slot_index` starts at.
 float SlotInitialValue(const OptimizerConfig& config, int slot_index);
 
-// Applies one update to `var` from `grad`:
+// The learning rate of update `step` (1-based): learning_rate with the exponential decay of
+// `config` applied (tf.train.exponential_decay at global step step - 1).
+float LearningRateAt(const OptimizerConfig& config, int64_t step);
+
+// Applies one update to `var` from `grad`, lr = LearningRateAt(config, step):
 //   sgd:      var -= lr * g
 //   momentum: accum = momentum * accum + g;  var -= lr * accum
 //   adam:     m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
 //             var -= lr * sqrt(1-b2^t)/(1-b1^t) * m / (sqrt(v) + eps)
 //   adagrad:  accum += g^2;  var -= lr * g / sqrt(accum)
-// `step` is t, the 1-based number of this update for the variable (used by Adam).
+//   rmsprop:  ms = decay ms + (1-decay) g^2;  mom = momentum mom + lr g / sqrt(ms + eps);
+//             var -= mom  (TF 1.x; ms starts at 1, mom at 0)
+// `step` is t, the 1-based number of this update for the variable (Adam's t; the decay's
+// global step + 1).
 // `slots` must hold SlotNames(kind).size() tensors shaped like `var`.
 absl::Status ApplyGradient(const OptimizerConfig& config, int64_t step, const Tensor& grad,
                            Tensor* var, std::span<Tensor> slots);

@@ -21,12 +21,35 @@
 #include "base/exit_code.h"
 #include "base/status_macros.h"
 
-ABSL_FLAG(std::string, model, "logreg", "Model to train: logreg, mlp or autoencoder.");
+ABSL_FLAG(std::string, model, "logreg",
+          "Model to train: logreg, mlp, autoencoder, mnist_cnn, cifar10_cnn, alexnet, vgg16 or stn.");
 ABSL_FLAG(double, model_width, 1.0, "Multiplier on every hidden layer width (model size knob).");
 ABSL_FLAG(int64_t, batch_size, 128, "Examples per training step (per worker).");
 ABSL_FLAG(double, learning_rate, 0.01, "Optimizer learning rate.");
-ABSL_FLAG(std::string, optimizer, "sgd", "Optimizer: sgd, momentum, adam or adagrad.");
+ABSL_FLAG(std::string, optimizer, "sgd", "Optimizer: sgd, momentum, adam, adagrad or rmsprop.");
 ABSL_FLAG(double, momentum, 0.9, "Momentum coefficient of the momentum optimizer.");
+ABSL_FLAG(double, rmsprop_decay, 0.9, "RMSProp: decay of the mean square (TF 1.x default 0.9).");
+ABSL_FLAG(double, rmsprop_momentum, 0.0, "RMSProp: momentum (TF 1.x default 0).");
+ABSL_FLAG(double, rmsprop_epsilon, 1e-10, "RMSProp: epsilon (TF 1.x default 1e-10).");
+ABSL_FLAG(double, learning_rate_decay_rate, 1.0,
+          "Exponential learning-rate decay: lr * rate^(step / learning_rate_decay_steps).");
+ABSL_FLAG(int64_t, learning_rate_decay_steps, 0,
+          "Updates per decay period of the learning rate (0 = no decay).");
+ABSL_FLAG(bool, learning_rate_decay_staircase, false,
+          "Decay the learning rate in whole periods (floor of step / decay_steps).");
+ABSL_FLAG(std::string, weight_decay, "model",
+          "L2 weight decay: 'model' (each variable's own, as the model declares it: the "
+          "CIFAR-10 tutorial's 0.004 on its fully connected kernels) or a number applied to "
+          "every kernel (0 = none).");
+ABSL_FLAG(std::string, input_pipeline, "plain",
+          "Input pipeline: plain, or cifar10 (the CIFAR-10 tutorial's: random --crop_size crop, "
+          "horizontal flip and per-image standardisation in training; centre crop and "
+          "standardisation at evaluation).");
+ABSL_FLAG(int32_t, crop_size, 24, "Crop height and width of --input_pipeline=cifar10.");
+ABSL_FLAG(std::string, device, "cpu", "Device of the model's ops: cpu or gpu:N.");
+ABSL_FLAG(std::string, devices, "",
+          "In-graph replication: devices that each take a slice of every batch, their gradients "
+          "averaged before the update (e.g. cpu:0,cpu:1 or gpu:0,gpu:1). Empty: --device alone.");
 ABSL_FLAG(int64_t, train_steps, 0, "Training steps to run (give this or --epochs).");
 ABSL_FLAG(double, epochs, 0, "Passes over the training shard (give this or --train_steps).");
 ABSL_FLAG(std::string, dataset, "mnist",
@@ -43,7 +66,8 @@ ABSL_FLAG(int64_t, eval_batch_size, 1000, "Examples per evaluation batch.");
 ABSL_FLAG(int64_t, train_subset, 0, "Use only the first N training examples (0 = all).");
 ABSL_FLAG(int64_t, dataset_repeat, 1, "Repeat the training set this many times per epoch.");
 ABSL_FLAG(int64_t, synthetic_examples, 60000, "Training examples of the synthetic dataset.");
-ABSL_FLAG(std::string, synthetic_shape, "1,28,28", "Example shape of the synthetic dataset.");
+ABSL_FLAG(std::string, synthetic_shape, "28,28,1",
+          "Example shape of the synthetic dataset: height,width,channels (NHWC).");
 ABSL_FLAG(int32_t, synthetic_classes, 10, "Classes of the synthetic dataset.");
 
 // Cluster flags (TensorFlow's names where TensorFlow has one).
@@ -246,6 +270,64 @@ absl::Status ReadTrainLength(bool trains, TrainingOptions* o) {
   return absl::OkStatus();
 }
 
+// --rmsprop_* and --learning_rate_decay_* into `c`.
+absl::Status ReadOptimizerExtras(ops::OptimizerConfig* c) {
+  const double decay = absl::GetFlag(FLAGS_rmsprop_decay);
+  if (!(decay >= 0 && decay < 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--rmsprop_decay=", decay, ": must be in [0, 1)"));
+  }
+  c->rmsprop_decay = static_cast<float>(decay);
+  const double rms_momentum = absl::GetFlag(FLAGS_rmsprop_momentum);
+  if (!(rms_momentum >= 0 && rms_momentum < 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--rmsprop_momentum=", rms_momentum, ": must be in [0, 1)"));
+  }
+  c->rmsprop_momentum = static_cast<float>(rms_momentum);
+  const double epsilon = absl::GetFlag(FLAGS_rmsprop_epsilon);
+  FULCRUM_RETURN_IF_ERROR(Positive("rmsprop_epsilon", epsilon));
+  c->rmsprop_epsilon = static_cast<float>(epsilon);
+  const double rate = absl::GetFlag(FLAGS_learning_rate_decay_rate);
+  if (!(rate > 0 && rate <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--learning_rate_decay_rate=", rate, ": must be in (0, 1]"));
+  }
+  c->lr_decay_rate = static_cast<float>(rate);
+  c->lr_decay_steps = absl::GetFlag(FLAGS_learning_rate_decay_steps);
+  if (c->lr_decay_steps < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--learning_rate_decay_steps=", c->lr_decay_steps, ": must not be negative"));
+  }
+  c->lr_decay_staircase = absl::GetFlag(FLAGS_learning_rate_decay_staircase);
+  return absl::OkStatus();
+}
+
+// --weight_decay, --input_pipeline, --crop_size, --device and --devices into `o`.
+absl::Status ReadModelExtras(TrainingOptions* o) {
+  const std::string wd = absl::GetFlag(FLAGS_weight_decay);
+  if (wd != "model") {
+    double value = 0;
+    if (!absl::SimpleAtod(wd, &value) || !(value >= 0) || !std::isfinite(value)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--weight_decay=", wd, ": expected 'model' or a non-negative number"));
+    }
+    o->weight_decay = value;
+  }
+  o->input_pipeline = absl::GetFlag(FLAGS_input_pipeline);
+  if (o->input_pipeline != "plain" && o->input_pipeline != "cifar10") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--input_pipeline=", o->input_pipeline, ": expected plain or cifar10"));
+  }
+  o->crop_size = absl::GetFlag(FLAGS_crop_size);
+  if (o->crop_size < 1 || o->crop_size > 4096) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--crop_size=", o->crop_size, ": must be between 1 and 4096"));
+  }
+  FULCRUM_ASSIGN_OR_RETURN(o->device, ops::ParseDeviceId(absl::GetFlag(FLAGS_device)));
+  FULCRUM_ASSIGN_OR_RETURN(o->devices, ops::ParseDeviceList(absl::GetFlag(FLAGS_devices)));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<TrainingOptions> ReadTrainingOptions(bool trains) {
   TrainingOptions o;
   o.model = absl::GetFlag(FLAGS_model);
@@ -263,6 +345,7 @@ absl::StatusOr<TrainingOptions> ReadTrainingOptions(bool trains) {
     return absl::InvalidArgumentError(absl::StrCat("--momentum=", momentum, ": must be in [0, 1)"));
   }
   o.optimizer.momentum = static_cast<float>(momentum);
+  FULCRUM_RETURN_IF_ERROR(ReadOptimizerExtras(&o.optimizer));
   FULCRUM_RETURN_IF_ERROR(ReadTrainLength(trains, &o));
   o.dataset = absl::GetFlag(FLAGS_dataset);
   if (o.dataset != "mnist" && o.dataset != "cifar10" && o.dataset != "synthetic") {
@@ -304,6 +387,7 @@ absl::StatusOr<TrainingOptions> ReadTrainingOptions(bool trains) {
     return absl::InvalidArgumentError(
         absl::StrCat("--synthetic_classes=", o.synthetic_classes, ": must be at least 2"));
   }
+  FULCRUM_RETURN_IF_ERROR(ReadModelExtras(&o));
   return o;
 }
 
@@ -447,6 +531,11 @@ std::string ConfigFingerprint(const TrainingOptions& t, const ClusterOptions& c)
       "model=", t.model, "\nmodel_width=", t.model_width, "\nbatch_size=", t.batch_size,
       "\noptimizer=", ops::OptimizerName(t.optimizer.kind),
       "\nlearning_rate=", t.optimizer.learning_rate, "\nmomentum=", t.optimizer.momentum,
+      "\nrmsprop=", t.optimizer.rmsprop_decay, ",", t.optimizer.rmsprop_momentum, ",",
+      t.optimizer.rmsprop_epsilon, "\nlearning_rate_decay=", t.optimizer.lr_decay_rate, ",",
+      t.optimizer.lr_decay_steps, ",", t.optimizer.lr_decay_staircase ? "staircase" : "smooth",
+      "\nweight_decay=", t.weight_decay ? absl::StrCat(*t.weight_decay) : "model",
+      "\ninput_pipeline=", t.input_pipeline, "\ncrop_size=", t.crop_size,
       "\ntrain_steps=", t.train_steps, "\nepochs=", t.epochs, "\ndataset=", t.dataset,
       "\ntrain_subset=", t.train_subset, "\ndataset_repeat=", t.dataset_repeat, "\nseed=", t.seed,
       "\nmode=", ModeName(c.mode), "\nreplicas_to_aggregate=", c.replicas_to_aggregate,

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "data/load.h"
+#include "ops/device.h"
 #include "ops/optimizer.h"
 #include "profiler/options.h"
 #include "runtime/cluster_spec.h"
@@ -51,8 +53,15 @@ struct TrainingOptions {
   int64_t train_subset = 0;
   int64_t dataset_repeat = 1;
   int64_t synthetic_examples = 60000;
-  std::vector<int64_t> synthetic_shape = {1, 28, 28};
+  std::vector<int64_t> synthetic_shape = {28, 28, 1};  // one example, H, W, C
   int synthetic_classes = 10;
+  // L2 weight decay: unset = each variable's own (as the model declares it); set = this
+  // coefficient on every kernel and none on biases (--weight_decay).
+  std::optional<double> weight_decay;
+  std::string input_pipeline = "plain";  // plain or cifar10
+  int crop_size = 24;                    // input_pipeline cifar10
+  ops::DeviceId device;                  // --device
+  std::vector<ops::DeviceId> devices;    // --devices; empty = {device}
 };
 
 // Reads and validates the flags; InvalidArgument names the flag and what is wrong.

@@ -1,5 +1,7 @@
 #include "runtime/proto_convert.h"
 
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 
@@ -61,6 +63,12 @@ pb::OptimizerDef OptimizerToProto(const ops::OptimizerConfig& config) {
   def.set_beta2(config.beta2);
   def.set_epsilon(config.epsilon);
   def.set_initial_accumulator(config.initial_accumulator);
+  def.set_rmsprop_decay(config.rmsprop_decay);
+  def.set_rmsprop_momentum(config.rmsprop_momentum);
+  def.set_rmsprop_epsilon(config.rmsprop_epsilon);
+  def.set_lr_decay_rate(config.lr_decay_rate);
+  def.set_lr_decay_steps(config.lr_decay_steps);
+  def.set_lr_decay_staircase(config.lr_decay_staircase);
   return def;
 }
 
@@ -73,6 +81,24 @@ absl::StatusOr<ops::OptimizerConfig> OptimizerFromProto(const pb::OptimizerDef& 
   c.beta2 = def.beta2();
   c.epsilon = def.epsilon();
   c.initial_accumulator = def.initial_accumulator();
+  c.rmsprop_decay = def.rmsprop_decay();
+  c.rmsprop_momentum = def.rmsprop_momentum();
+  c.rmsprop_epsilon = def.rmsprop_epsilon();
+  c.lr_decay_rate = def.lr_decay_rate() == 0.0f ? 1.0f : def.lr_decay_rate();
+  c.lr_decay_steps = def.lr_decay_steps();
+  c.lr_decay_staircase = def.lr_decay_staircase();
+  const bool finite = std::isfinite(c.learning_rate) && std::isfinite(c.rmsprop_decay) &&
+                      std::isfinite(c.rmsprop_momentum) && std::isfinite(c.rmsprop_epsilon) &&
+                      std::isfinite(c.lr_decay_rate);
+  if (!finite || c.learning_rate <= 0 || c.rmsprop_decay < 0 || c.rmsprop_decay >= 1 ||
+      c.rmsprop_momentum < 0 || c.rmsprop_momentum >= 1 || c.rmsprop_epsilon <= 0 ||
+      c.lr_decay_rate <= 0 || c.lr_decay_rate > 1 || c.lr_decay_steps < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("optimizer ", def.kind(), ": a learning rate, RMSProp or decay setting is "
+                     "out of range (learning_rate ", c.learning_rate, ", rmsprop ",
+                     c.rmsprop_decay, "/", c.rmsprop_momentum, "/", c.rmsprop_epsilon,
+                     ", decay ", c.lr_decay_rate, " every ", c.lr_decay_steps, ")"));
+  }
   return c;
 }
 

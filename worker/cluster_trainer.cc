@@ -131,7 +131,7 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c,
   ops::ThreadPool pool(t.threads);
   FULCRUM_ASSIGN_OR_RETURN(data::Dataset train,
                            data::LoadSplit(runtime::DataSource(t), data::Split::kTrain));
-  FULCRUM_ASSIGN_OR_RETURN(std::unique_ptr<models::Model> model, BuildModel(t, train, &pool));
+  FULCRUM_ASSIGN_OR_RETURN(std::unique_ptr<models::Model> model, BuildModel(t, train, &pool, c.task.task_index));
   std::vector<runtime::VariableInfo> infos;
   std::vector<ops::Shape> shapes;
   for (const auto& v : model->variables()) {

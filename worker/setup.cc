@@ -1,19 +1,30 @@
 #include "worker/setup.h"
 
+#include "absl/strings/str_cat.h"
 #include "base/files.h"
+#include "base/random.h"
 #include "base/status_macros.h"
 #include "models/registry.h"
 
 namespace fulcrum::worker {
 
+models::ModelConfig ModelConfigFor(const runtime::TrainingOptions& t, const data::Dataset& data) {
+  const auto& dims = data.images.shape().dims();
+  return {.input_size = data.example_size(),
+          .num_classes = data.num_classes,
+          .width = t.model_width,
+          .input_shape = std::vector<int64_t>(dims.begin() + 1, dims.end())};
+}
+
 absl::StatusOr<std::unique_ptr<models::Model>> BuildModel(const runtime::TrainingOptions& t,
                                                           const data::Dataset& train,
-                                                          ops::ThreadPool* pool) {
-  return models::CreateBuiltinModel(t.model,
-                                    {.input_size = train.example_size(),
-                                     .num_classes = train.num_classes,
-                                     .width = t.model_width},
-                                    pool);
+                                                          ops::ThreadPool* pool,
+                                                          int worker_index) {
+  FULCRUM_ASSIGN_OR_RETURN(std::unique_ptr<models::Model> model,
+                           models::CreateBuiltinModel(t.model, ModelConfigFor(t, train), pool));
+  model->set_seed(DeriveSeed(t.seed, NameHash(absl::StrCat("worker/", worker_index))));
+  model->set_weight_decay_override(t.weight_decay);
+  return model;
 }
 
 data::BatcherOptions BatcherOptionsFor(const runtime::TrainingOptions& t, int worker_index,

@@ -12,6 +12,7 @@
 #include "data/batcher.h"
 #include "data/dataset.h"
 #include "models/model.h"
+#include "models/registry.h"
 #include "nlohmann/json.hpp"
 #include "ops/cpu/thread_pool.h"
 #include "profiler/profiler.h"
@@ -20,11 +21,17 @@
 
 namespace fulcrum::worker {
 
+// What the model is built for: `data`'s examples (shape and size) and classes, --model_width.
+models::ModelConfig ModelConfigFor(const runtime::TrainingOptions& t, const data::Dataset& data);
+
 // The model --model names (width --model_width) for `train`'s examples and classes, its
-// kernels on `pool` (not owned; may be null). InvalidArgument for an unknown model.
+// kernels on `pool` (not owned; may be null), its random layers seeded from --seed and
+// `worker_index`, --weight_decay in force. InvalidArgument for an unknown model or one that
+// does not fit the examples.
 absl::StatusOr<std::unique_ptr<models::Model>> BuildModel(const runtime::TrainingOptions& t,
                                                           const data::Dataset& train,
-                                                          ops::ThreadPool* pool);
+                                                          ops::ThreadPool* pool,
+                                                          int worker_index = 0);
 
 // The batcher of worker `worker_index` of `num_workers` (single mode: 0 of 1).
 data::BatcherOptions BatcherOptionsFor(const runtime::TrainingOptions& t, int worker_index,

@@ -88,6 +88,18 @@ void ForEachImage(ThreadPool* pool, int64_t n, const Fn& fn) {
   pool->ParallelFor(static_cast<int>(n), [&](int i) { fn(i); });
 }
 
+}  // namespace
+
+int64_t Conv2DPreferredWorkspaceElements(const Conv2DGeometry& g) {
+  const int64_t per_image = Conv2DWorkspaceElements(g, 1);
+  const int64_t by_rows = (kTargetColRows + g.col_rows() - 1) / g.col_rows();
+  const int64_t images =
+      std::clamp<int64_t>(std::min(by_rows, kMaxColElements / per_image), 1, g.batch);
+  return images * per_image;
+}
+
+namespace {
+
 // The im2col scratch: the caller's workspace, or a new buffer; `images` is how many images
 // it holds.
 absl::Status ColBuffer(const Conv2DGeometry& g, Tensor* workspace, const std::string& name,
@@ -104,8 +116,7 @@ absl::Status ColBuffer(const Conv2DGeometry& g, Tensor* workspace, const std::st
     *col = *workspace;
     return absl::OkStatus();
   }
-  const int64_t by_rows = (kTargetColRows + g.col_rows() - 1) / g.col_rows();
-  *images = std::clamp<int64_t>(std::min(by_rows, kMaxColElements / per_image), 1, g.batch);
+  *images = Conv2DPreferredWorkspaceElements(g) / per_image;
   *col = Tensor::Zeros({*images * per_image});
   return absl::OkStatus();
 }

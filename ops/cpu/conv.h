@@ -65,6 +65,11 @@ inline int64_t Conv2DWorkspaceElements(const Conv2DGeometry& g, int64_t images) 
   return images * g.col_rows() * g.col_cols();
 }
 
+// Floats of im2col scratch a conv layer should give these kernels: enough images that one
+// GEMM has a few thousand rows (so a thread pool has work to split), at most 32 MiB, and
+// never fewer than one image. What the kernels use when given no workspace.
+int64_t Conv2DPreferredWorkspaceElements(const Conv2DGeometry& g);
+
 // y = conv(x, filter). x: [N, H, W, C_in], filter: [KH, KW, C_in, C_out], y: [N, OH, OW, C_out].
 absl::Status Conv2D(const Tensor& x, const Tensor& filter, const Conv2DParams& params, Tensor* y,
                     ThreadPool* pool = nullptr, Tensor* workspace = nullptr);

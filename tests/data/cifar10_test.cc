@@ -40,7 +40,7 @@ TEST_F(Cifar10Test, ReadsAllTrainBatchesInOrder) {
   WriteTrain();
   absl::StatusOr<Dataset> dataset = LoadCifar10(dir_.path(), Split::kTrain);
   ASSERT_TRUE(dataset.ok()) << dataset.status();
-  EXPECT_EQ(dataset->images.shape(), ops::Shape({15, 3, 32, 32}));
+  EXPECT_EQ(dataset->images.shape(), ops::Shape({15, 32, 32, 3}));
   EXPECT_EQ(dataset->num_classes, 10);
   EXPECT_THAT(dataset->name, ::testing::EndsWith("/train"));
   std::vector<int32_t> expected;
@@ -48,18 +48,20 @@ TEST_F(Cifar10Test, ReadsAllTrainBatchesInOrder) {
     for (int r = 0; r < i; ++r) expected.push_back((i + r) % 10);
   }
   EXPECT_EQ(dataset->labels, expected);
-  // Example 1 is record 0 of data_batch_2: pixel j = j % 256 (R plane first, CHW).
+  // Example 1 is record 0 of data_batch_2: file byte j = j % 256 (R plane, then G, then B),
+  // interleaved into NHWC: byte j of plane c lands at pixel j, channel c.
   const float* example = dataset->images.data() + 3072;
-  EXPECT_FLOAT_EQ(example[0], 0.0f);
-  EXPECT_FLOAT_EQ(example[255], 1.0f);
-  EXPECT_FLOAT_EQ(example[1024 + 1], 1.0f / 255.0f);  // G plane starts at 1024
+  EXPECT_FLOAT_EQ(example[0], 0.0f);                  // R of pixel 0
+  EXPECT_FLOAT_EQ(example[255 * 3], 1.0f);            // R of pixel 255
+  EXPECT_FLOAT_EQ(example[1 * 3 + 1], 1.0f / 255.0f);  // G of pixel 1: file byte 1025
+  EXPECT_FLOAT_EQ(example[2 * 3 + 2], 2.0f / 255.0f);  // B of pixel 2: file byte 2050
 }
 
 TEST_F(Cifar10Test, ReadsGzippedTestBatch) {
   WriteGz(dir_.File("test_batch.bin.gz"), CifarRecords({3, 7}));
   absl::StatusOr<Dataset> dataset = LoadCifar10(dir_.path(), Split::kTest);
   ASSERT_TRUE(dataset.ok()) << dataset.status();
-  EXPECT_EQ(dataset->images.shape(), ops::Shape({2, 3, 32, 32}));
+  EXPECT_EQ(dataset->images.shape(), ops::Shape({2, 32, 32, 3}));
   EXPECT_EQ(dataset->labels, (std::vector<int32_t>{3, 7}));
   EXPECT_FLOAT_EQ(dataset->images.data()[3072], 3 / 255.0f);  // record 1, pixel 0
 }

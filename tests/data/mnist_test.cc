@@ -32,7 +32,7 @@ TEST(MnistRealTest, FashionMnistTrainAndTest) {
   ASSERT_TRUE(train.ok()) << train.status();
   EXPECT_EQ(train->name, "fashion-mnist/train");
   EXPECT_EQ(train->size(), 60000);
-  EXPECT_EQ(train->images.shape(), ops::Shape({60000, 1, 28, 28}));
+  EXPECT_EQ(train->images.shape(), ops::Shape({60000, 28, 28, 1}));
   EXPECT_EQ(train->example_size(), 784);
   EXPECT_EQ(train->num_classes, 10);
   std::vector<int> per_class(10, 0);
@@ -54,7 +54,7 @@ TEST(MnistRealTest, FashionMnistTrainAndTest) {
   ASSERT_TRUE(test.ok()) << test.status();
   EXPECT_EQ(test->name, "fashion-mnist/test");
   EXPECT_EQ(test->size(), 10000);
-  EXPECT_EQ(test->images.shape(), ops::Shape({10000, 1, 28, 28}));
+  EXPECT_EQ(test->images.shape(), ops::Shape({10000, 28, 28, 1}));
   for (int32_t label : test->labels) ASSERT_TRUE(label >= 0 && label < 10) << label;
 }
 
@@ -72,7 +72,7 @@ class MnistFilesTest : public ::testing::Test {
 };
 
 void ExpectContents(const Dataset& dataset) {
-  EXPECT_EQ(dataset.images.shape(), ops::Shape({3, 1, 2, 4}));
+  EXPECT_EQ(dataset.images.shape(), ops::Shape({3, 2, 4, 1}));
   EXPECT_EQ(dataset.labels, (std::vector<int32_t>{0, 9, 4}));
   EXPECT_EQ(dataset.num_classes, 10);
   for (int64_t i = 0; i < 3; ++i) {

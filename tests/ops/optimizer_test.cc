@@ -38,19 +38,26 @@ void ReferenceStep(const OptimizerConfig& c, int64_t t, double g, ScalarState* s
       s->s0 += g * g;
       s->var -= lr * g / std::sqrt(s->s0);
       break;
+    case OptimizerKind::kRmsProp:
+      // tf.train.RMSPropOptimizer (training_ops.cc ApplyRMSProp).
+      s->s0 = c.rmsprop_decay * s->s0 + (1 - c.rmsprop_decay) * g * g;
+      s->s1 = c.rmsprop_momentum * s->s1 + lr * g / std::sqrt(s->s0 + c.rmsprop_epsilon);
+      s->var -= s->s1;
+      break;
   }
 }
 
 class OptimizerTest : public ::testing::TestWithParam<const char*> {};
 
 INSTANTIATE_TEST_SUITE_P(All, OptimizerTest,
-                         ::testing::Values("sgd", "momentum", "adam", "adagrad"),
+                         ::testing::Values("sgd", "momentum", "adam", "adagrad", "rmsprop"),
                          [](const auto& info) { return std::string(info.param); });
 
 TEST_P(OptimizerTest, MatchesScalarReferenceOverSteps) {
   OptimizerConfig c;
   c.kind = *ParseOptimizerKind(GetParam());
   c.learning_rate = 0.05f;
+  c.rmsprop_momentum = 0.5f;  // exercise the momentum slot too
   const int64_t n = 37;  // not a multiple of the vector width
   Tensor var = Random({n}, 1);
   std::vector<Tensor> slots;
@@ -76,6 +83,7 @@ TEST_P(OptimizerTest, DescendsAQuadratic) {
   OptimizerConfig c;
   c.kind = *ParseOptimizerKind(GetParam());
   c.learning_rate = c.kind == OptimizerKind::kAdam || c.kind == OptimizerKind::kAdagrad ? 0.3f
+                    : c.kind == OptimizerKind::kRmsProp                                  ? 0.03f
                                                                                         : 0.1f;
   Tensor x = Tensor::Zeros({5});
   std::vector<Tensor> slots;
@@ -91,10 +99,10 @@ TEST_P(OptimizerTest, DescendsAQuadratic) {
 }
 
 TEST(OptimizerErrorsTest, BadInputsAreRejected) {
-  auto unknown = ParseOptimizerKind("rmsprop");
+  auto unknown = ParseOptimizerKind("rmsprob");
   ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("rmsprob"), std::string::npos);
   EXPECT_NE(unknown.status().message().find("rmsprop"), std::string::npos);
-  EXPECT_NE(unknown.status().message().find("adagrad"), std::string::npos);
 
   OptimizerConfig adam;
   adam.kind = OptimizerKind::kAdam;
@@ -105,6 +113,32 @@ TEST(OptimizerErrorsTest, BadInputsAreRejected) {
   EXPECT_FALSE(ApplyGradient(adam, 1, wrong, &var, slots).ok());
   EXPECT_FALSE(ApplyGradient(adam, 0, grad, &var, slots).ok());
   EXPECT_TRUE(ApplyGradient(adam, 1, grad, &var, slots).ok());
+}
+
+TEST(LearningRateDecayTest, FollowsExponentialDecay) {
+  // tf.train.exponential_decay(0.1, global_step, 350, 0.1, staircase): update t runs at
+  // global step t - 1.
+  OptimizerConfig c;
+  c.learning_rate = 0.1f;
+  c.lr_decay_rate = 0.1f;
+  c.lr_decay_steps = 350;
+  c.lr_decay_staircase = true;
+  EXPECT_FLOAT_EQ(LearningRateAt(c, 1), 0.1f);
+  EXPECT_FLOAT_EQ(LearningRateAt(c, 350), 0.1f);
+  EXPECT_FLOAT_EQ(LearningRateAt(c, 351), 0.01f);
+  EXPECT_FLOAT_EQ(LearningRateAt(c, 701), 0.001f);
+  c.lr_decay_staircase = false;
+  EXPECT_NEAR(LearningRateAt(c, 176), 0.1 * std::pow(0.1, 175.0 / 350.0), 1e-8);
+  c.lr_decay_steps = 0;  // off
+  EXPECT_FLOAT_EQ(LearningRateAt(c, 100000), 0.1f);
+
+  // The decayed rate is the one applied: plain SGD with decay after the first period.
+  c.kind = OptimizerKind::kSgd;
+  c.lr_decay_steps = 2;
+  c.lr_decay_staircase = true;
+  Tensor var = Tensor::Zeros({1}), grad = Tensor::Filled({1}, 1.0f);
+  for (int64_t t = 1; t <= 3; ++t) ASSERT_TRUE(ApplyGradient(c, t, grad, &var, {}).ok());
+  EXPECT_NEAR(var.data()[0], -(0.1 + 0.1 + 0.01), 1e-7);
 }
 
 TEST(InitializerTest, DeterministicAndWithinBounds) {

@@ -1,0 +1,15 @@
+// models: helpers the layer implementations share (not part of the module's API).
+#pragma once
+
+#include "absl/status/status.h"
+#include "models/layer.h"
+#include "ops/tensor.h"
+
+namespace fulcrum::models {
+
+// y = activation(y), in place.
+absl::Status ApplyActivation(Activation activation, ops::Tensor* y);
+// dy = dy * activation'(z), from the activation's output y, in place.
+absl::Status ActivationBackward(Activation activation, const ops::Tensor& y, ops::Tensor* dy);
+
+}  // namespace fulcrum::models
