@@ -49,9 +49,13 @@ class Model {
   int64_t num_parameters() const;
   // Threads the model's kernels may use (not owned; null = the calling thread only).
   void set_thread_pool(ops::ThreadPool* pool) { pool_ = pool; }
-  // Seed of the random layers (dropout): step k of this model draws from (seed, k). Give each
-  // worker its own (the worker mixes in its task index).
-  void set_seed(uint64_t seed) { seed_ = seed; }
+  // Seed of the random layers (dropout): the k-th ComputeGradients call after set_seed draws
+  // from (seed, k), so setting the same seed again replays the same masks. Give each worker
+  // its own (the worker mixes in its task index).
+  void set_seed(uint64_t seed) {
+    seed_ = seed;
+    steps_ = 0;
+  }
   // L2 weight decay: unset = each variable's declared weight_decay; set = this coefficient on
   // every kernel and none on the rest (--weight_decay).
   void set_weight_decay_override(std::optional<double> weight_decay);
