@@ -313,9 +313,22 @@ def _cluster_table(report):
 
 
 def _placement_table(report):
+    """Every variable with its ps, bytes and share of the model, then each ps's total: how
+    uneven a model's variables are (a CNN's dense kernel against its biases) is read here."""
+    entries = v.array(report, "placement_table")
+    total = sum(v.num(p, "bytes", 0.0) for p in entries) or 1.0
     rows = [(v.string(p, "variable"), "ps-" + v.string(p, "ps", "?"),
-             v.fmt_bytes(v.num(p, "bytes", 0.0))) for p in v.array(report, "placement_table")]
-    return "<h2>Placement</h2>" + table(("variable", "ps", "bytes"), rows) if rows else ""
+             v.fmt_bytes(v.num(p, "bytes", 0.0)),
+             "%.2f %%" % (100.0 * v.num(p, "bytes", 0.0) / total)) for p in entries]
+    per_ps = {}
+    for p in entries:
+        key = "ps-" + v.string(p, "ps", "?")
+        per_ps[key] = per_ps.get(key, 0.0) + v.num(p, "bytes", 0.0)
+    totals = [("all variables", key, v.fmt_bytes(b), "%.2f %%" % (100.0 * b / total))
+              for key, b in sorted(per_ps.items())]
+    if not rows:
+        return ""
+    return "<h2>Placement</h2>" + table(("variable", "ps", "bytes", "share"), rows + totals)
 
 
 # ---------------------------------------------------------------------------------------------

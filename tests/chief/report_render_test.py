@@ -190,6 +190,16 @@ class RunPageTest(Test):
                      "eth0 2.0 MB in / 3.0 MB out", "AMD EPYC"):
             self.assertHas(text, html)
 
+    def test_placement_shows_each_variables_share_and_each_ps_total(self):
+        r = report()
+        r["placement_table"] = [{"variable": "conv/kernel", "ps": 0, "bytes": 750},
+                                {"variable": "conv/bias", "ps": 1, "bytes": 250}]
+        html = fulcrum_report.render_run_page(r)
+        for text in ("<th>share</th>", "<td>conv/kernel</td><td>ps-0</td><td>750 B</td>"
+                     "<td>75.00 %</td>", "<td>all variables</td><td>ps-1</td><td>250 B</td>"
+                     "<td>25.00 %</td>"):
+            self.assertHas(text, html)
+
     def test_escapes_strings(self):
         r = report()
         r["tasks"][3]["task"] = "<script>alert(1)</script>"
