@@ -102,7 +102,7 @@ TEST(BadInputTest, BadFlags) {
   ExpectBadInput(RunBinary("worker", {"--batch_size=0", "--train_steps=1", run}),
                  {"--batch_size=0"});
   ExpectBadInput(RunBinary("worker", {"--no_such_flag=1", run}), {"unknown flag --no_such_flag"});
-  ExpectBadInput(RunBinary("worker", {"--optimizer=rmsprop", "--train_steps=1", run}), {"rmsprop"});
+  ExpectBadInput(RunBinary("worker", {"--optimizer=rmsprob", "--train_steps=1", run}), {"rmsprob"});
   ExpectBadInput(RunBinary("worker", {"--train_steps=10", "--epochs=1", run}),
                  {"--train_steps", "--epochs"});
   ExpectBadInput(RunBinary("worker", {"--dataset=imagenet", "--train_steps=1", run}), {"imagenet"});
@@ -111,6 +111,55 @@ TEST(BadInputTest, BadFlags) {
   // ps and chief accept the same flag set and refuse bad flags the same way.
   ExpectBadInput(RunBinary("ps", {"--batch_size=abc"}), {"batch_size"});
   ExpectBadInput(RunBinary("chief", {"--no_such_flag"}), {"no_such_flag"});
+}
+
+// A convolutional model whose layers do not fit the data: exit 2 naming the model and the
+// layer; the run directory's earlier summary stays.
+TEST(BadInputTest, ModelThatDoesNotFitTheImages) {
+  struct Case {
+    std::string name;
+    std::vector<std::string> flags;
+    std::vector<std::string> needles;
+  };
+  const std::vector<Case> cases = {
+      // Fashion-MNIST is 28x28: too small for AlexNet's stride-4 11x11 VALID conv and pools.
+      {"alexnet", {"--model=alexnet"}, {"alexnet", "67x67", "28x28x1"}},
+      // 3x3 images: mnist_cnn's second 2x2 VALID pool gets a 1x1 input.
+      {"tiny",
+       {"--model=mnist_cnn", "--dataset=synthetic", "--synthetic_shape=3,3,1",
+        "--synthetic_examples=64"},
+       {"mnist_cnn: pool2", "larger than the input"}},
+      // Flat examples are not images.
+      {"flat",
+       {"--model=cifar10_cnn", "--dataset=synthetic", "--synthetic_shape=784",
+        "--synthetic_examples=64"},
+       {"cifar10_cnn", "needs images"}},
+  };
+  for (const Case& c : cases) {
+    const fs::path run_dir = RunDirWithOldSummary("cnn_shape_" + c.name);
+    std::vector<std::string> flags = c.flags;
+    flags.push_back("--train_steps=5");
+    flags.push_back("--run_dir=" + run_dir.string());
+    ExpectBadInput(RunBinary("worker", flags), c.needles);
+    EXPECT_EQ(ReadFile(run_dir / "summary.json"), "{\"earlier\": true}\n") << c.name;
+  }
+}
+
+// The new optimizer and model flags name themselves when out of range.
+TEST(BadInputTest, OptimizerAndModelFlagsOutOfRange) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--rmsprop_decay=1.5", "--rmsprop_decay=1.5: must be in [0, 1)"},
+      {"--learning_rate_decay_rate=0", "--learning_rate_decay_rate=0: must be in (0, 1]"},
+      {"--learning_rate_decay_steps=-3", "--learning_rate_decay_steps=-3"},
+      {"--weight_decay=heavy", "--weight_decay=heavy: expected 'model' or a non-negative number"},
+      {"--input_pipeline=imagenet", "--input_pipeline=imagenet: expected plain or cifar10"},
+      {"--device=tpu:0", "--device=tpu:0: expected cpu, cpu:N or gpu:N"},
+      {"--devices=cpu:0,cpu:0", "cpu:0 is named twice"},
+  };
+  for (const auto& [flag, message] : cases) {
+    RunResult r = RunBinary("worker", {flag, "--train_steps=5"});
+    ExpectBadInput(r, {message});
+  }
 }
 
 }  // namespace
