@@ -339,8 +339,14 @@ TEST_P(PsContractTest, InvalidDefinitionsAreRefusedAndCreateNothing) {
   def.mutable_variables(0)->mutable_initializer()->set_kind("ones");
   expect_invalid(def, "ones");
   def = SmallModel(Sgd(0.1f));
-  def.mutable_optimizer()->set_kind("rmsprop");
-  expect_invalid(def, "rmsprop");
+  def.mutable_optimizer()->set_kind("lamb");
+  expect_invalid(def, "lamb");
+  def = SmallModel(Sgd(0.1f));
+  def.mutable_optimizer()->set_rmsprop_decay(1.5f);
+  expect_invalid(def, "out of range");
+  def = SmallModel(Sgd(0.1f));
+  def.mutable_optimizer()->set_lr_decay_steps(-1);
+  expect_invalid(def, "out of range");
   def = SmallModel(Sgd(0.1f), pb::MODE_SYNC, 0);
   expect_invalid(def, "replicas_to_aggregate");
   def = SmallModel(Sgd(0.1f));
