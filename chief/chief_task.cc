@@ -19,6 +19,7 @@
 #include "chief/report.h"
 #include "chief/report_html.h"
 #include "data/load.h"
+#include "data/pipeline.h"
 #include "models/evaluate.h"
 #include "models/registry.h"
 #include "nlohmann/json.hpp"
@@ -111,6 +112,12 @@ class Chief {
 absl::Status Chief::Prepare() {
   const data::SourceOptions source = runtime::DataSource(t_);
   FULCRUM_ASSIGN_OR_RETURN(test_, data::LoadSplit(source, data::Split::kTest));
+  // The model and evaluation see the test set through the pipeline's evaluation transform
+  // (the workers' models are built for the same example shape: worker/setup.cc).
+  data::PipelineOptions pipeline;
+  pipeline.kind = t_.input_pipeline;
+  pipeline.crop_size = t_.crop_size;
+  FULCRUM_RETURN_IF_ERROR(data::ApplyEvalPipeline(pipeline, &test_));
   int64_t train_examples = 0;
   if (t_.train_steps == 0) {  // --epochs: the step count depends on the training set's size
     FULCRUM_ASSIGN_OR_RETURN(data::Dataset train, data::LoadSplit(source, data::Split::kTrain));
@@ -248,6 +255,8 @@ nlohmann::json Chief::RunJson(const std::string& stop_reason) const {
   j["dataset"] = t_.dataset;
   j["optimizer"] = ops::OptimizerName(t_.optimizer.kind);
   j["learning_rate"] = t_.optimizer.learning_rate;
+  runtime::AddTrainingSettings(t_, &j);
+  j["num_parameters"] = model_->num_parameters();
   j["batch_size"] = t_.batch_size;
   j["seed"] = t_.seed;
   j["placement"] = runtime::PlacementName(c_.placement);

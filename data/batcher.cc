@@ -70,18 +70,30 @@ absl::StatusOr<Batcher> Batcher::Create(const Dataset* dataset, const BatcherOpt
         options.worker_index, " (", range.end - range.begin, " of ", total, " examples of ",
         dataset->name, " after subset/repeat, split over num_workers ", options.num_workers, ")"));
   }
+  absl::StatusOr<std::vector<int64_t>> example_shape =
+      PipelineExampleShape(*dataset, options.pipeline);
+  if (!example_shape.ok()) return example_shape.status();
   std::vector<int64_t> shard(logical->begin() + range.begin, logical->begin() + range.end);
-  return Batcher(dataset, options, std::move(shard));
+  return Batcher(dataset, options, std::move(shard), *std::move(example_shape));
 }
 
-Batcher::Batcher(const Dataset* dataset, const BatcherOptions& options, std::vector<int64_t> shard)
-    : dataset_(dataset), options_(options), shard_(std::move(shard)) {
+Batcher::Batcher(const Dataset* dataset, const BatcherOptions& options, std::vector<int64_t> shard,
+                 std::vector<int64_t> example_shape)
+    : dataset_(dataset),
+      options_(options),
+      shard_(std::move(shard)),
+      example_shape_(std::move(example_shape)),
+      // Its own stream: the crops do not repeat the shuffle's draws.
+      pipeline_seed_(DeriveSeed(DeriveSeed(options.seed, NameHash("data/pipeline")),
+                                static_cast<uint64_t>(options.worker_index))) {
+  example_elements_ = 1;
+  for (int64_t d : example_shape_) example_elements_ *= d;
   StartEpoch(0);
 }
 
 ops::Shape Batcher::batch_shape() const {
-  std::vector<int64_t> dims = dataset_->images.shape().dims();
-  dims[0] = options_.batch_size;
+  std::vector<int64_t> dims = {options_.batch_size};
+  dims.insert(dims.end(), example_shape_.begin(), example_shape_.end());
   return ops::Shape(std::move(dims));
 }
 
@@ -98,35 +110,48 @@ void Batcher::StartEpoch(int64_t epoch) {
   }
 }
 
+void Batcher::Gather(int64_t index, int64_t draw, float* out) const {
+  const int64_t row = dataset_->example_size();
+  const float* src = dataset_->images.data() + index * row;
+  if (options_.pipeline.kind == kPlainPipeline) {
+    std::memcpy(out, src, static_cast<size_t>(row) * sizeof(float));
+    return;
+  }
+  const ops::Shape& shape = dataset_->images.shape();  // [N, H, W, C], checked by Create
+  const ImageDims dims{shape.dim(1), shape.dim(2), shape.dim(3)};
+  const ImageTransform t =
+      DrawTrainingTransform(dims, options_.pipeline.crop_size, options_.pipeline.distort_colors,
+                            DeriveSeed(pipeline_seed_, static_cast<uint64_t>(draw)));
+  TransformImage(src, dims, options_.pipeline.crop_size, t, out);
+}
+
 void Batcher::Next(ops::Tensor* images, std::span<int32_t> labels, ops::ThreadPool* pool) {
   const int64_t batch = options_.batch_size;
-  const int64_t row = dataset_->example_size();
+  const int64_t row = example_elements_;
   if (images->empty() || images->device() != ops::Device::kCpu ||
       images->num_elements() != batch * row) {
     *images = ops::Tensor::Zeros(batch_shape());
   }
-  const float* src = dataset_->images.data();
   float* dst = images->data();
-  const size_t row_bytes = static_cast<size_t>(row) * sizeof(float);
   const int64_t* index = order_.data() + position_;
-  // One memcpy per row: rows are contiguous in the dataset and in the batch.
-  auto copy_rows = [&](int64_t begin, int64_t end) {
-    for (int64_t k = begin; k < end; ++k) {
-      std::memcpy(dst + k * row, src + index[k] * row, row_bytes);
-    }
+  // Rows are contiguous in the dataset and in the batch; each row's random draws depend on
+  // its draw number only, so the rows may be split over threads in any way.
+  auto gather_rows = [&](int64_t begin, int64_t end) {
+    for (int64_t k = begin; k < end; ++k) Gather(index[k], drawn_ + k, dst + k * row);
   };
   const int parts =
       pool == nullptr ? 1 : static_cast<int>(std::min<int64_t>(pool->num_threads(), batch / 16));
   if (parts <= 1) {
-    copy_rows(0, batch);
+    gather_rows(0, batch);
   } else {
     pool->ParallelFor(parts,
-                      [&](int p) { copy_rows(batch * p / parts, batch * (p + 1) / parts); });
+                      [&](int p) { gather_rows(batch * p / parts, batch * (p + 1) / parts); });
   }
   const int64_t num_labels = std::min<int64_t>(batch, static_cast<int64_t>(labels.size()));
   for (int64_t k = 0; k < num_labels; ++k) {
     labels[static_cast<size_t>(k)] = dataset_->labels[static_cast<size_t>(index[k])];
   }
+  drawn_ += batch;
   position_ += batch;
   if (shard_size() - position_ < batch) StartEpoch(epoch_ + 1);
 }

@@ -1,5 +1,6 @@
 // data: dataset readers (IDX/MNIST, CIFAR-10 binary, synthetic), per-worker sharding,
-// shuffling and batching. This is the umbrella header: include it to get the whole module.
+// shuffling, batching and input pipelines. This is the umbrella header: include it to get
+// the whole module.
 // Thread-safety: see each header; loaders are reentrant, a Batcher belongs to one thread.
 #pragma once
 
@@ -8,4 +9,5 @@
 #include "data/dataset_types.h"  // IWYU pragma: export
 #include "data/load.h"           // IWYU pragma: export
 #include "data/mnist.h"          // IWYU pragma: export
+#include "data/pipeline.h"       // IWYU pragma: export
 #include "data/synthetic.h"      // IWYU pragma: export

@@ -19,6 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "base/exit_code.h"
+#include "nlohmann/json.hpp"
 #include "base/status_macros.h"
 
 ABSL_FLAG(std::string, model, "logreg",
@@ -43,8 +44,8 @@ ABSL_FLAG(std::string, weight_decay, "model",
           "every kernel (0 = none).");
 ABSL_FLAG(std::string, input_pipeline, "plain",
           "Input pipeline: plain, or cifar10 (the CIFAR-10 tutorial's: random --crop_size crop, "
-          "horizontal flip and per-image standardisation in training; centre crop and "
-          "standardisation at evaluation).");
+          "horizontal flip, random brightness and contrast, and per-image standardisation in "
+          "training; centre crop and standardisation at evaluation).");
 ABSL_FLAG(int32_t, crop_size, 24, "Crop height and width of --input_pipeline=cifar10.");
 ABSL_FLAG(std::string, device, "cpu", "Device of the model's ops: cpu or gpu:N.");
 ABSL_FLAG(std::string, devices, "",
@@ -413,6 +414,26 @@ data::SourceOptions DataSource(const TrainingOptions& o) {
   s.synthetic_classes = o.synthetic_classes;
   s.seed = o.seed;
   return s;
+}
+
+void AddTrainingSettings(const TrainingOptions& o, nlohmann::json* j) {
+  const ops::OptimizerConfig& c = o.optimizer;
+  (*j)["learning_rate_decay"] =
+      c.lr_decay_steps > 0 && c.lr_decay_rate != 1.0f
+          ? nlohmann::json{{"rate", c.lr_decay_rate},
+                           {"steps", c.lr_decay_steps},
+                           {"staircase", c.lr_decay_staircase}}
+          : nlohmann::json(nullptr);
+  if (c.kind == ops::OptimizerKind::kRmsProp) {
+    (*j)["rmsprop"] = {{"decay", c.rmsprop_decay},
+                       {"momentum", c.rmsprop_momentum},
+                       {"epsilon", c.rmsprop_epsilon}};
+  }
+  (*j)["weight_decay"] =
+      o.weight_decay ? nlohmann::json(*o.weight_decay) : nlohmann::json("model");
+  (*j)["input_pipeline"] = o.input_pipeline;
+  (*j)["crop_size"] =
+      o.input_pipeline == "plain" ? nlohmann::json(nullptr) : nlohmann::json(o.crop_size);
 }
 
 absl::StatusOr<ProfileFlags> ProfileFlagsFromFlags() {

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "nlohmann/json_fwd.hpp"
 #include "data/load.h"
 #include "ops/device.h"
 #include "ops/optimizer.h"
@@ -69,6 +70,12 @@ absl::StatusOr<TrainingOptions> TrainingOptionsFromFlags();
 
 // The dataset the options describe.
 data::SourceOptions DataSource(const TrainingOptions& options);
+
+// Adds the settings of the optimizer extras, weight decay and input pipeline to a summary or
+// report: "learning_rate_decay" ({rate, steps, staircase}, null when off), "rmsprop"
+// ({decay, momentum, epsilon}, rmsprop only), "weight_decay" ("model" or the number),
+// "input_pipeline", "crop_size" (null when plain).
+void AddTrainingSettings(const TrainingOptions& options, nlohmann::json* j);
 
 enum class SyncMode { kAsync, kSync };
 

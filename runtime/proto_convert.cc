@@ -90,9 +90,12 @@ absl::StatusOr<ops::OptimizerConfig> OptimizerFromProto(const pb::OptimizerDef& 
   const bool finite = std::isfinite(c.learning_rate) && std::isfinite(c.rmsprop_decay) &&
                       std::isfinite(c.rmsprop_momentum) && std::isfinite(c.rmsprop_epsilon) &&
                       std::isfinite(c.lr_decay_rate);
-  if (!finite || c.learning_rate <= 0 || c.rmsprop_decay < 0 || c.rmsprop_decay >= 1 ||
-      c.rmsprop_momentum < 0 || c.rmsprop_momentum >= 1 || c.rmsprop_epsilon <= 0 ||
-      c.lr_decay_rate <= 0 || c.lr_decay_rate > 1 || c.lr_decay_steps < 0) {
+  const bool rmsprop_ok = c.kind != ops::OptimizerKind::kRmsProp ||
+                          (c.rmsprop_decay >= 0 && c.rmsprop_decay < 1 &&
+                           c.rmsprop_momentum >= 0 && c.rmsprop_momentum < 1 &&
+                           c.rmsprop_epsilon > 0);
+  if (!finite || !rmsprop_ok || c.lr_decay_rate <= 0 || c.lr_decay_rate > 1 ||
+      c.lr_decay_steps < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("optimizer ", def.kind(), ": a learning rate, RMSProp or decay setting is "
                      "out of range (learning_rate ", c.learning_rate, ", rmsprop ",

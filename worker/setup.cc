@@ -1,5 +1,8 @@
 #include "worker/setup.h"
 
+#include <utility>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "base/files.h"
 #include "base/random.h"
@@ -8,20 +11,32 @@
 
 namespace fulcrum::worker {
 
-models::ModelConfig ModelConfigFor(const runtime::TrainingOptions& t, const data::Dataset& data) {
-  const auto& dims = data.images.shape().dims();
-  return {.input_size = data.example_size(),
-          .num_classes = data.num_classes,
-          .width = t.model_width,
-          .input_shape = std::vector<int64_t>(dims.begin() + 1, dims.end())};
+data::PipelineOptions PipelineFor(const runtime::TrainingOptions& t) {
+  data::PipelineOptions pipeline;
+  pipeline.kind = t.input_pipeline;
+  pipeline.crop_size = t.crop_size;
+  return pipeline;
+}
+
+absl::StatusOr<models::ModelConfig> ModelConfigFor(const runtime::TrainingOptions& t,
+                                                   const data::Dataset& data) {
+  FULCRUM_ASSIGN_OR_RETURN(std::vector<int64_t> shape,
+                           data::PipelineExampleShape(data, PipelineFor(t)));
+  int64_t size = 1;
+  for (int64_t d : shape) size *= d;
+  return models::ModelConfig{.input_size = size,
+                             .num_classes = data.num_classes,
+                             .width = t.model_width,
+                             .input_shape = std::move(shape)};
 }
 
 absl::StatusOr<std::unique_ptr<models::Model>> BuildModel(const runtime::TrainingOptions& t,
                                                           const data::Dataset& train,
                                                           ops::ThreadPool* pool,
                                                           int worker_index) {
+  FULCRUM_ASSIGN_OR_RETURN(const models::ModelConfig config, ModelConfigFor(t, train));
   FULCRUM_ASSIGN_OR_RETURN(std::unique_ptr<models::Model> model,
-                           models::CreateBuiltinModel(t.model, ModelConfigFor(t, train), pool));
+                           models::CreateBuiltinModel(t.model, config, pool));
   model->set_seed(DeriveSeed(t.seed, NameHash(absl::StrCat("worker/", worker_index))));
   model->set_weight_decay_override(t.weight_decay);
   return model;
@@ -36,6 +51,7 @@ data::BatcherOptions BatcherOptionsFor(const runtime::TrainingOptions& t, int wo
   options.seed = t.seed;
   options.subset = t.train_subset;
   options.repeat = t.dataset_repeat;
+  options.pipeline = PipelineFor(t);
   return options;
 }
 

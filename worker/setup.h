@@ -21,19 +21,26 @@
 
 namespace fulcrum::worker {
 
-// What the model is built for: `data`'s examples (shape and size) and classes, --model_width.
-models::ModelConfig ModelConfigFor(const runtime::TrainingOptions& t, const data::Dataset& data);
+// The input pipeline --input_pipeline and --crop_size describe.
+data::PipelineOptions PipelineFor(const runtime::TrainingOptions& t);
+
+// What the model is built for: `data`'s examples as the input pipeline delivers them (shape
+// and size), its classes, --model_width. InvalidArgument (naming the flag) when the pipeline
+// does not fit the examples (see data::PipelineExampleShape).
+absl::StatusOr<models::ModelConfig> ModelConfigFor(const runtime::TrainingOptions& t,
+                                                   const data::Dataset& data);
 
 // The model --model names (width --model_width) for `train`'s examples and classes, its
 // kernels on `pool` (not owned; may be null), its random layers seeded from --seed and
 // `worker_index`, --weight_decay in force. InvalidArgument for an unknown model or one that
-// does not fit the examples.
+// does not fit the examples (or a pipeline that does not fit them).
 absl::StatusOr<std::unique_ptr<models::Model>> BuildModel(const runtime::TrainingOptions& t,
                                                           const data::Dataset& train,
                                                           ops::ThreadPool* pool,
                                                           int worker_index = 0);
 
-// The batcher of worker `worker_index` of `num_workers` (single mode: 0 of 1).
+// The batcher of worker `worker_index` of `num_workers` (single mode: 0 of 1), with the
+// training transform of the input pipeline.
 data::BatcherOptions BatcherOptionsFor(const runtime::TrainingOptions& t, int worker_index,
                                        int num_workers);
 

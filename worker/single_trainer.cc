@@ -13,6 +13,7 @@
 #include "base/files.h"
 #include "base/status_macros.h"
 #include "data/load.h"
+#include "data/pipeline.h"
 #include "models/evaluate.h"
 #include "nlohmann/json.hpp"
 #include "ops/optimizer.h"
@@ -41,17 +42,20 @@ int64_t SingleTrainSteps(const runtime::TrainingOptions& o, int64_t steps_per_ep
 }
 
 // The summary keys of single mode other than the run figures (worker/run_stats.h).
-nlohmann::json SummaryJson(const runtime::TrainingOptions& o, const SingleRunResult& r) {
+nlohmann::json SummaryJson(const runtime::TrainingOptions& o, const SingleRunResult& r,
+                           int64_t num_parameters) {
   nlohmann::json j;
   j["mode"] = "single";
   j["model"] = r.model;
   j["model_width"] = o.model_width;
+  j["num_parameters"] = num_parameters;
   j["dataset"] = o.dataset;
   j["batch_size"] = r.batch_size;
   j["steps"] = r.steps;
   j["epochs"] = r.epochs;
   j["optimizer"] = ops::OptimizerName(o.optimizer.kind);
   j["learning_rate"] = o.optimizer.learning_rate;
+  runtime::AddTrainingSettings(o, &j);
   j["seed"] = o.seed;
   j["threads"] = o.threads;
   j["final_test_accuracy"] =
@@ -99,6 +103,14 @@ absl::StatusOr<SingleRunResult> RunSingle(const runtime::TrainingOptions& o,
   spdlog::info("data: {} ({} examples), {} ({} examples), {} values per example", data.train.name,
                data.train.size(), data.test.name, data.test.size(), data.train.example_size());
   FULCRUM_ASSIGN_OR_RETURN(std::unique_ptr<models::Model> model, BuildModel(o, data.train, &pool));
+  // Evaluation reads the test set as the pipeline's evaluation transform leaves it.
+  FULCRUM_RETURN_IF_ERROR(data::ApplyEvalPipeline(PipelineFor(o), &data.test));
+  if (o.input_pipeline == data::kCifar10Pipeline) {
+    spdlog::info(
+        "input pipeline cifar10: training on random {0}x{0} crops (flipped, brightness, "
+        "contrast, standardised), testing on centre crops",
+        o.crop_size);
+  }
   spdlog::info("model: {} ({} variables, {} parameters)", model->name(), model->variables().size(),
                model->num_parameters());
   FULCRUM_ASSIGN_OR_RETURN(data::Batcher batcher,
@@ -125,7 +137,7 @@ absl::StatusOr<SingleRunResult> RunSingle(const runtime::TrainingOptions& o,
   if (o.eval) FULCRUM_RETURN_IF_ERROR(Evaluate(o, *model, data.test, store, &r));
   r.run_dir = run_dir.string();
   r.wall_seconds = std::chrono::duration<double>(Clock::now() - run_start).count();
-  nlohmann::json summary = SummaryJson(o, r);
+  nlohmann::json summary = SummaryJson(o, r, model->num_parameters());
   FULCRUM_RETURN_IF_ERROR(
       WriteSummary(prof.get(), stats, &summary, run_dir / "summary.json").status());
   return r;

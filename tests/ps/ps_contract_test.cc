@@ -342,7 +342,9 @@ TEST_P(PsContractTest, InvalidDefinitionsAreRefusedAndCreateNothing) {
   def.mutable_optimizer()->set_kind("lamb");
   expect_invalid(def, "lamb");
   def = SmallModel(Sgd(0.1f));
+  def.mutable_optimizer()->set_kind("rmsprop");
   def.mutable_optimizer()->set_rmsprop_decay(1.5f);
+  def.mutable_optimizer()->set_rmsprop_epsilon(1e-10f);
   expect_invalid(def, "out of range");
   def = SmallModel(Sgd(0.1f));
   def.mutable_optimizer()->set_lr_decay_steps(-1);

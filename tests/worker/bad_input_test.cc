@@ -162,5 +162,39 @@ TEST(BadInputTest, OptimizerAndModelFlagsOutOfRange) {
   }
 }
 
+// The CIFAR-10 input pipeline refuses what it cannot crop, and a CIFAR-10 batch file of the
+// wrong length is refused naming the file; exit 2 each time.
+TEST(BadInputTest, InputPipelineAndCifarFiles) {
+  const std::vector<std::string> base = {"--model=cifar10_cnn", "--dataset=synthetic",
+                                         "--synthetic_examples=64", "--input_pipeline=cifar10",
+                                         "--train_steps=5"};
+  std::vector<std::string> big_crop = base;
+  big_crop.push_back("--synthetic_shape=32,32,3");
+  big_crop.push_back("--crop_size=40");
+  big_crop.push_back("--run_dir=" + FreshDir("bad_crop").string());
+  ExpectBadInput(RunBinary("worker", big_crop), {"--crop_size=40", "32x32"});
+  std::vector<std::string> flat = base;
+  flat.push_back("--synthetic_shape=784");
+  flat.push_back("--run_dir=" + FreshDir("bad_crop_flat").string());
+  ExpectBadInput(RunBinary("worker", flat), {"--input_pipeline=cifar10", "rank 1"});
+
+  // Five train batches of whole 3073-byte records, except data_batch_3.bin (two records and
+  // a bit), and a test batch.
+  const fs::path data = FreshDir("bad_cifar");
+  const std::string record(3073, '\x01');
+  for (int i = 1; i <= 5; ++i) {
+    std::ofstream out(data / absl::StrCat("data_batch_", i, ".bin"), std::ios::binary);
+    out << record << record;
+    if (i == 3) out << std::string(100, '\x01');
+  }
+  std::ofstream(data / "test_batch.bin", std::ios::binary) << record;
+  const fs::path run_dir = RunDirWithOldSummary("cifar_length");
+  RunResult r = RunBinary("worker", {"--dataset=cifar10", "--data_dir=" + data.string(),
+                                     "--model=cifar10_cnn", "--train_steps=5",
+                                     "--run_dir=" + run_dir.string()});
+  ExpectBadInput(r, {"data_batch_3.bin", "truncated record"});
+  EXPECT_EQ(ReadFile(run_dir / "summary.json"), "{\"earlier\": true}\n");
+}
+
 }  // namespace
 }  // namespace fulcrum
