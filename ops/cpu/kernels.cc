@@ -7,6 +7,9 @@
 #include <vector>
 
 #include <Eigen/Core>
+#ifdef FULCRUM_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
 
 #include "absl/strings/str_cat.h"
 
@@ -86,6 +89,23 @@ void Gemm(const A& a, const B& b, C& c, bool accumulate) {
   }
 }
 
+#ifdef FULCRUM_HAVE_OPENBLAS
+// out[rows, cols] (+)= op(a) op(b) on OpenBLAS, one thread: Fulcrum's pool splits the work.
+// Pointers and leading dimensions are those of the row-major operands (see MatMul).
+void BlasGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
+              int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+  static const bool single_threaded = [] {
+    openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)single_threaded;
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+              trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(m), static_cast<int>(n),
+              static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb),
+              accumulate ? 1.0f : 0.0f, c, static_cast<int>(ldc));
+}
+#endif
+
 // [begin, begin + size) of part p when `total` is cut into `parts` near-equal parts.
 std::pair<int64_t, int64_t> Part(int64_t total, int parts, int p) {
   const int64_t base = total / parts, extra = total % parts;
@@ -110,14 +130,42 @@ absl::Status MatMul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b
         "MatMul: shapes do not match: a ", a.shape().ToString(), trans_a ? "^T" : "", " * b ",
         b.shape().ToString(), trans_b ? "^T" : "", " -> out ", out->shape().ToString()));
   }
-  auto c = AsMutableMatrix(out);
-  const auto am = AsMatrix(a);
-  const auto bm = AsMatrix(b);
   int parts = pool == nullptr ? 1 : pool->num_threads();
   if (m * n * k < kMinParallelGemmWork * parts) parts = 1;
   // Split the longer side of out, so each part keeps a sizeable block of the product.
   const bool split_rows = m >= n;
   if (parts > std::max<int64_t>(1, split_rows ? m : n)) parts = 1;
+#ifdef FULCRUM_HAVE_OPENBLAS
+  if (m * n * k >= kMinBlasGemmWork) {
+    // Row-major operands: a is [m, k] (lda = k) or [k, m] (lda = m); b is [k, n] (ldb = n) or
+    // [n, k] (ldb = k). A block of rows of op(a) starts `begin` rows down a (or `begin`
+    // columns across a^T); a block of columns of op(b) likewise.
+    const int64_t lda = a.cols(), ldb = b.cols();
+    auto part = [&](int64_t begin, int64_t size) {
+      if (split_rows) {
+        const float* ap = a.data() + (trans_a ? begin : begin * lda);
+        BlasGemm(trans_a, trans_b, size, n, k, ap, lda, b.data(), ldb, out->data() + begin * n,
+                 n, accumulate);
+      } else {
+        const float* bp = b.data() + (trans_b ? begin * ldb : begin);
+        BlasGemm(trans_a, trans_b, m, size, k, a.data(), lda, bp, ldb, out->data() + begin, n,
+                 accumulate);
+      }
+    };
+    if (parts == 1) {
+      part(0, split_rows ? m : n);
+    } else {
+      pool->ParallelFor(parts, [&](int p) {
+        const auto [begin, size] = Part(split_rows ? m : n, parts, p);
+        part(begin, size);
+      });
+    }
+    return absl::OkStatus();
+  }
+#endif
+  auto c = AsMutableMatrix(out);
+  const auto am = AsMatrix(a);
+  const auto bm = AsMatrix(b);
   auto run = [&](const auto& opa, const auto& opb) {
     if (parts == 1) {
       Gemm(opa, opb, c, accumulate);

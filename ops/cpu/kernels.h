@@ -1,5 +1,6 @@
-// ops/cpu: the CPU kernels of Fulcrum on Eigen (vectorised; a GEMM is split over a
-// ThreadPool when one is given and the product is big enough to pay for it). Every kernel has its gradient here too.
+// ops/cpu: the CPU kernels of Fulcrum on Eigen (vectorised), the GEMM on OpenBLAS's sgemm when
+// the build found it (else Eigen); a GEMM is split over a ThreadPool when one is given and the
+// product is big enough to pay for it. Every kernel has its gradient here too.
 // Shapes are checked; a mismatch returns InvalidArgument naming the operands. Tensors are
 // seen as row-major matrices [rows, cols] (Tensor::rows/cols). Outputs are preallocated by
 // the caller. Thread-safety: kernels keep no state; callers must not write a tensor that
@@ -23,6 +24,10 @@ namespace fulcrum::ops {
 absl::Status MatMul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor* out,
                     bool accumulate = false, ThreadPool* pool = nullptr);
 inline constexpr int64_t kMinParallelGemmWork = int64_t{1} << 19;
+// Built with OpenBLAS (FULCRUM_HAVE_OPENBLAS), products of at least this many multiply-adds
+// run on its sgemm (one thread per part), smaller ones on Eigen: measured on the models'
+// shapes in bench/gemm_bench.cc (docs/performance.md).
+inline constexpr int64_t kMinBlasGemmWork = int64_t{1} << 12;
 
 // x[i, :] += bias for every row i. x: [rows, n], bias: [n].
 absl::Status BiasAdd(const Tensor& bias, Tensor* x);

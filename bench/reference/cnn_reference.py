@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""PyTorch (CPU) counterparts of Fulcrum's convolutional models, timed the way Fulcrum's
+worker reports examples/sec: a full training step (forward, loss, backward, SGD update) on a
+batch already in memory, steady state (the first 20 steps dropped), median over the rest.
+
+Layer lists follow models/cnn_zoo.cc exactly (mnist_cnn: conv5x5x32-pool2-conv5x5x64-pool2-
+fc1024-dropout0.4-fc; cifar10_cnn: conv5x5x64-pool3s2(SAME)-LRN-conv5x5x64-LRN-pool3s2(SAME)-
+fc384-fc192-fc). PyTorch gets its best configuration: its own oneDNN (MKL-DNN) convolutions,
+channels_last memory format when --channels_last (try both; report the faster), the thread
+count given by --threads.
+
+Usage: cnn_reference.py --model=mnist_cnn --batch=128 --threads=2 --steps=60 [--channels_last]
+Prints one JSON line: {"model", "batch", "threads", "channels_last", "examples_per_sec",
+"step_ms_median"}.
+"""
+import argparse
+import json
+import statistics
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def same_pool(x, k, s):
+    # TensorFlow SAME max pooling: pad so that out = ceil(in / s), padding with -inf.
+    h, w = x.shape[-2], x.shape[-1]
+    out_h, out_w = -(-h // s), -(-w // s)
+    ph = max((out_h - 1) * s + k - h, 0)
+    pw = max((out_w - 1) * s + k - w, 0)
+    x = F.pad(x, (pw // 2, pw - pw // 2, ph // 2, ph - ph // 2), value=float("-inf"))
+    return F.max_pool2d(x, k, s)
+
+
+class MnistCnn(nn.Module):
+    def __init__(self, c, h, w, classes):
+        super().__init__()
+        self.conv1 = nn.Conv2d(c, 32, 5, padding=2)
+        self.conv2 = nn.Conv2d(32, 64, 5, padding=2)
+        self.fc1 = nn.Linear(64 * (h // 4) * (w // 4), 1024)
+        self.fc2 = nn.Linear(1024, classes)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        x = F.dropout(F.relu(self.fc1(torch.flatten(x, 1))), 0.4, self.training)
+        return self.fc2(x)
+
+
+class Cifar10Cnn(nn.Module):
+    def __init__(self, c, h, w, classes):
+        super().__init__()
+        self.conv1 = nn.Conv2d(c, 64, 5, padding=2)
+        self.conv2 = nn.Conv2d(64, 64, 5, padding=2)
+        # TF LRN(depth_radius=4, bias=1, alpha=0.001/9, beta=0.75) is PyTorch's
+        # LocalResponseNorm(size=9, alpha=9 * 0.001/9, beta=0.75, k=1).
+        self.lrn = nn.LocalResponseNorm(9, alpha=0.001, beta=0.75, k=1.0)
+        oh, ow = -(-(-(-h // 2)) // 2), -(-(-(-w // 2)) // 2)
+        self.local3 = nn.Linear(64 * oh * ow, 384)
+        self.local4 = nn.Linear(384, 192)
+        self.softmax_linear = nn.Linear(192, classes)
+
+    def forward(self, x):
+        x = self.lrn(same_pool(F.relu(self.conv1(x)), 3, 2))
+        x = same_pool(self.lrn(F.relu(self.conv2(x))), 3, 2)
+        x = F.relu(self.local3(torch.flatten(x, 1)))
+        x = F.relu(self.local4(x))
+        return self.softmax_linear(x)
+
+
+MODELS = {"mnist_cnn": (MnistCnn, (1, 28, 28)), "cifar10_cnn": (Cifar10Cnn, (3, 24, 24))}
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--model", default="mnist_cnn", choices=sorted(MODELS))
+    p.add_argument("--batch", type=int, default=128)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--steps", type=int, default=60)
+    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--channels_last", action="store_true")
+    a = p.parse_args()
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(1)
+    cls, (c, h, w) = MODELS[a.model]
+    model = cls(c, h, w, 10)
+    x = torch.rand(a.batch, c, h, w)
+    y = torch.randint(0, 10, (a.batch,))
+    if a.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last)
+    opt = torch.optim.SGD(model.parameters(), lr=a.lr)
+    model.train()
+    times = []
+    for _ in range(a.steps):
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        times.append(time.perf_counter() - t0)
+    steady = times[20:] if len(times) > 25 else times
+    med = statistics.median(steady)
+    print(json.dumps({"model": a.model, "batch": a.batch, "threads": a.threads,
+                      "channels_last": a.channels_last,
+                      "examples_per_sec": a.batch / med, "step_ms_median": med * 1e3}))
+
+
+if __name__ == "__main__":
+    main()
