@@ -1,5 +1,7 @@
 #include "worker/cluster_trainer.h"
 
+#include "worker/replicas.h"
+
 #include <algorithm>
 #include <filesystem>
 #include <memory>
@@ -103,6 +105,7 @@ nlohmann::json SummaryJson(const TrainingOptions& t, const ClusterOptions& c,
   j["task_index"] = c.task.task_index;
   j["mode"] = runtime::ModeName(c.mode);
   j["model"] = t.model;
+  j["devices"] = DeviceNames(t);
   j["batch_size"] = t.batch_size;
   j["local_steps"] = trained.steps.size();
   j["last_global_step"] = trained.global_step;
@@ -123,15 +126,17 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c,
   const absl::Time process_start = absl::Now();
   const absl::Time startup_deadline = process_start + c.startup_timeout;
   InitLogging(c.task.task_name());
+  FULCRUM_RETURN_IF_ERROR(ComputeDevices(t).status());
   // The profiler samples from the start; its files go to the task's folder once the chief
   // has said where the run directory is.
   FULCRUM_ASSIGN_OR_RETURN(std::unique_ptr<profiler::Profiler> prof,
                            profiler::Profiler::Start(runtime::ProfilerOptionsFor(
                                profile, &c.task.cluster, c.task.job_name, c.task.task_index, "")));
-  ops::ThreadPool pool(t.threads);
   FULCRUM_ASSIGN_OR_RETURN(data::Dataset train,
                            data::LoadSplit(runtime::DataSource(t), data::Split::kTrain));
-  FULCRUM_ASSIGN_OR_RETURN(std::unique_ptr<models::Model> model, BuildModel(t, train, &pool, c.task.task_index));
+  FULCRUM_ASSIGN_OR_RETURN(std::unique_ptr<Replicas> replicas,
+                           Replicas::Create(t, train, c.task.task_index));
+  models::Model* model = &replicas->model();
   std::vector<runtime::VariableInfo> infos;
   std::vector<ops::Shape> shapes;
   for (const auto& v : model->variables()) {
@@ -165,7 +170,8 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c,
                num_ps);
   TrainLoop loop(
       {.target_global_steps = train_steps, .log_every = t.log_every, .log_global_step = true},
-      model.get(), std::move(batcher), &store, &pool);
+      model, std::move(batcher), &store, replicas->pool());
+  loop.set_replicas(replicas.get());
   loop.set_stop_check(ChiefStopCheck(heartbeat, c));
   loop.set_step_sink([&](const profiler::StepRecord& r) {
     prof->RecordStep(r);

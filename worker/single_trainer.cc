@@ -1,5 +1,7 @@
 #include "worker/single_trainer.h"
 
+#include "worker/replicas.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -58,6 +60,7 @@ nlohmann::json SummaryJson(const runtime::TrainingOptions& o, const SingleRunRes
   runtime::AddTrainingSettings(o, &j);
   j["seed"] = o.seed;
   j["threads"] = o.threads;
+  j["devices"] = DeviceNames(o);
   j["final_test_accuracy"] =
       r.final_test_accuracy ? nlohmann::json(*r.final_test_accuracy) : nlohmann::json(nullptr);
   j["final_test_loss"] =
@@ -93,16 +96,19 @@ absl::Status Evaluate(const runtime::TrainingOptions& o, models::Model& model,
 absl::StatusOr<SingleRunResult> RunSingle(const runtime::TrainingOptions& o,
                                           const runtime::ProfileFlags& profile) {
   const auto run_start = Clock::now();
+  // The devices are checked before anything is written into the run directory.
+  FULCRUM_RETURN_IF_ERROR(ComputeDevices(o).status());
   const std::filesystem::path run_dir = o.run_dir.empty() ? DefaultRunDir(o.model) : o.run_dir;
   FULCRUM_RETURN_IF_ERROR(MakeDirs(run_dir, "--run_dir"));
   FULCRUM_ASSIGN_OR_RETURN(std::unique_ptr<profiler::Profiler> prof,
                            profiler::Profiler::Start(runtime::ProfilerOptionsFor(
                                profile, nullptr, "worker", 0, run_dir.string())));
-  ops::ThreadPool pool(o.threads);
   FULCRUM_ASSIGN_OR_RETURN(data::TrainTest data, data::LoadTrainTest(runtime::DataSource(o)));
   spdlog::info("data: {} ({} examples), {} ({} examples), {} values per example", data.train.name,
                data.train.size(), data.test.name, data.test.size(), data.train.example_size());
-  FULCRUM_ASSIGN_OR_RETURN(std::unique_ptr<models::Model> model, BuildModel(o, data.train, &pool));
+  FULCRUM_ASSIGN_OR_RETURN(std::unique_ptr<Replicas> replicas,
+                           Replicas::Create(o, data.train, /*worker_index=*/0));
+  models::Model* const model = &replicas->model();
   // Evaluation reads the test set as the pipeline's evaluation transform leaves it.
   FULCRUM_RETURN_IF_ERROR(data::ApplyEvalPipeline(PipelineFor(o), &data.test));
   if (o.input_pipeline == data::kCifar10Pipeline) {
@@ -122,8 +128,9 @@ absl::StatusOr<SingleRunResult> RunSingle(const runtime::TrainingOptions& o,
 
   spdlog::info("training: {} steps of batch {} with {} (lr {}), {} thread(s)", steps, o.batch_size,
                ops::OptimizerName(o.optimizer.kind), o.optimizer.learning_rate, o.threads);
-  TrainLoop loop({.target_global_steps = steps, .log_every = o.log_every}, model.get(),
-                 std::move(batcher), &store, &pool);
+  TrainLoop loop({.target_global_steps = steps, .log_every = o.log_every}, model,
+                 std::move(batcher), &store, replicas->pool());
+  loop.set_replicas(replicas.get());
   loop.set_step_sink([&prof](const profiler::StepRecord& r) { prof->RecordStep(r); });
   FULCRUM_ASSIGN_OR_RETURN(TrainLoopResult trained, loop.Run());
   const RunStats stats = ComputeRunStats(trained.steps, trained.wall_seconds);

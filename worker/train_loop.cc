@@ -86,7 +86,11 @@ absl::StatusOr<profiler::StepRecord> TrainLoop::Step(int64_t step, double pull_m
   double forward_ms = 0.0;
   FULCRUM_ASSIGN_OR_RETURN(
       const float loss,
-      model_->ComputeGradients(inputs_, labels_, store_->values(), store_->grads(), &forward_ms));
+      replicas_ != nullptr
+          ? replicas_->ComputeGradients(inputs_, labels_, store_->values(), store_->grads(),
+                                        &forward_ms)
+          : model_->ComputeGradients(inputs_, labels_, store_->values(), store_->grads(),
+                                     &forward_ms));
   const auto t_grad = Clock::now();
   if (!std::isfinite(loss)) {
     return absl::InternalError(absl::StrCat("loss became ", loss, " at step ", step,

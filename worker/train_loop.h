@@ -21,6 +21,7 @@
 #include "ops/cpu/thread_pool.h"
 #include "ops/tensor.h"
 #include "profiler/records.h"
+#include "worker/replicas.h"
 #include "worker/variable_store.h"
 
 namespace fulcrum::worker {
@@ -54,6 +55,9 @@ class TrainLoop {
   TrainLoop(const TrainLoopOptions& options, models::Model* model, data::Batcher batcher,
             VariableStore* store, ops::ThreadPool* pool);
 
+  // In-graph replication: each step's gradients come from `replicas` (not owned; its
+  // replica 0 is the model given above) instead of the model alone.
+  void set_replicas(Replicas* replicas) { replicas_ = replicas; }
   void set_stop_check(StopCheck check) { stop_check_ = std::move(check); }
   void set_step_sink(StepSink sink) { step_sink_ = std::move(sink); }
 
@@ -73,6 +77,7 @@ class TrainLoop {
   ops::ThreadPool* const pool_;
   ops::Tensor inputs_;           // [batch, example size]
   std::vector<int32_t> labels_;  // [batch]
+  Replicas* replicas_ = nullptr;
   StopCheck stop_check_;
   StepSink step_sink_;
 };

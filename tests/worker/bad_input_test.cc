@@ -155,11 +155,16 @@ TEST(BadInputTest, OptimizerAndModelFlagsOutOfRange) {
       {"--input_pipeline=imagenet", "--input_pipeline=imagenet: expected plain or cifar10"},
       {"--device=tpu:0", "--device=tpu:0: expected cpu, cpu:N or gpu:N"},
       {"--devices=cpu:0,cpu:0", "cpu:0 is named twice"},
+      {"--device=gpu:0", "--device: gpu:0: the models' ops run on the CPU only"},
+      {"--devices=cpu:0,gpu:0", "--devices: gpu:0"},
   };
   for (const auto& [flag, message] : cases) {
     RunResult r = RunBinary("worker", {flag, "--train_steps=5"});
     ExpectBadInput(r, {message});
   }
+  ExpectBadInput(
+      RunBinary("worker", {"--devices=cpu:0,cpu:1,cpu:2", "--batch_size=2", "--train_steps=5"}),
+      {"--batch_size=2 is smaller than the 3 devices of --devices"});
 }
 
 // The CIFAR-10 input pipeline refuses what it cannot crop, and a CIFAR-10 batch file of the

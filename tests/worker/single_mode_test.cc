@@ -84,6 +84,22 @@ TEST_F(SingleModeTest, MlpReaches85PercentIn3Epochs) {
   EXPECT_GE(s["final_test_accuracy"].get<double>(), 0.85) << r.output;
 }
 
+// In-graph replication: the same run on two CPU replicas (each half of every batch, one
+// thread each) learns as well, and the summary names the devices.
+TEST_F(SingleModeTest, LogregOnTwoCpuReplicasMatchesOneDevice) {
+  const fs::path dir = FreshDir("worker_logreg_replicas");
+  RunResult r = RunBinary(
+      "worker", {"--model=logreg", "--optimizer=sgd", "--learning_rate=0.01", "--batch_size=256",
+                 "--train_steps=1000", "--threads=2", "--devices=cpu:0,cpu:1",
+                 "--run_dir=" + dir.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  nlohmann::json s = ReadSummary(dir);
+  EXPECT_EQ(s["devices"], nlohmann::json::array({"cpu:0", "cpu:1"}));
+  // The same 0.75 bar as one device with these settings (the gradients are the same up to
+  // float rounding, so the runs match closely).
+  EXPECT_GE(s["final_test_accuracy"].get<double>(), 0.75) << r.output;
+}
+
 TEST_F(SingleModeTest, AutoencoderTestMseFallsBelow003) {
   const fs::path dir = FreshDir("worker_autoencoder");
   RunResult r = RunBinary(

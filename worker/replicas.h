@@ -1,0 +1,75 @@
+// worker: in-graph replication inside one worker (Wang et al. §3.4; TensorFlow's multi-tower
+// training): --devices=cpu:0,cpu:1 builds one replica of the model per device, splits every
+// batch into contiguous slices (sizes differ by at most one example), computes each slice's
+// gradients on its replica at the same variable values, in parallel, and averages them
+// weighted by slice size, so the result is the full batch's mean-loss gradient; the loop then
+// applies or pushes it once. A CPU "device" is a replica with its own share of --threads
+// (threads / devices, at least one), not a pinned core. GPU devices are refused: the models'
+// ops have no GPU implementation yet (exit 2 naming the flag).
+// Thread-safety: one thread calls ComputeGradients at a time; the replicas run on the set's own
+// threads during the call.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "data/dataset_types.h"
+#include "models/model.h"
+#include "ops/cpu/thread_pool.h"
+#include "ops/device.h"
+#include "ops/tensor.h"
+#include "runtime/flags.h"
+
+namespace fulcrum::worker {
+
+// The devices the worker computes on: --devices, or {--device} when empty. InvalidArgument
+// naming the flag for a GPU (no GPU path for the models yet), for more than 64 devices, or
+// for a batch smaller than the number of devices.
+absl::StatusOr<std::vector<ops::DeviceId>> ComputeDevices(const runtime::TrainingOptions& t);
+
+// "cpu:0", "cpu:1": the devices of --devices (or --device) by name, for summaries.
+std::vector<std::string> DeviceNames(const runtime::TrainingOptions& t);
+
+class Replicas {
+ public:
+  // One replica per device of ComputeDevices(t), each built like BuildModel (replica 0 is
+  // seeded exactly as a one-device worker, the others from the same seed and their index).
+  static absl::StatusOr<std::unique_ptr<Replicas>> Create(const runtime::TrainingOptions& t,
+                                                          const data::Dataset& train,
+                                                          int worker_index);
+
+  // Replica 0: the variable list, evaluation.
+  models::Model& model() { return *replicas_[0].model; }
+  const std::vector<ops::DeviceId>& devices() const { return devices_; }
+  // Replica 0's thread pool: what the loop gathers batches with.
+  ops::ThreadPool* pool() { return replicas_[0].pool.get(); }
+
+  // As models::Model::ComputeGradients for the whole batch: the mean loss (plus weight decay)
+  // and its gradient into grads. forward_ms receives the slowest replica's forward time.
+  absl::StatusOr<float> ComputeGradients(const ops::Tensor& inputs,
+                                         std::span<const int32_t> labels,
+                                         std::span<const ops::Tensor> values,
+                                         std::span<ops::Tensor> grads, double* forward_ms);
+
+ private:
+  struct Replica {
+    std::unique_ptr<ops::ThreadPool> pool;
+    std::unique_ptr<models::Model> model;
+    std::vector<ops::Tensor> grads;  // replicas 1..: their own gradient buffers
+    absl::StatusOr<float> loss = 0.0f;
+    double forward_ms = 0.0;
+  };
+
+  Replicas() = default;
+
+  std::vector<ops::DeviceId> devices_;
+  std::vector<Replica> replicas_;
+  std::unique_ptr<ops::ThreadPool> runner_;  // one thread per replica (the caller is one)
+};
+
+}  // namespace fulcrum::worker
