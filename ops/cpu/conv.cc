@@ -38,21 +38,35 @@ bool IsPointwise(const Conv2DGeometry& g) {
 }
 
 // Copies image x: [H, W, C_in] into col: [OH * OW, KH * KW * C_in], zeros where padded.
+// The kernel columns [kw_begin, kw_end) that read inside the image for output column ow.
+// Consecutive kernel columns read consecutive input columns (no dilation), so the valid part
+// of a window row is one contiguous run of (kw_end - kw_begin) * C floats of the input.
+void ValidKernelColumns(const Conv2DGeometry& g, int64_t ow, int64_t* kw_begin, int64_t* kw_end) {
+  const int64_t iw0 = ow * g.stride_w - g.pad_left;
+  *kw_begin = std::clamp<int64_t>(-iw0, 0, g.kernel_w);
+  *kw_end = std::clamp<int64_t>(g.in_w - iw0, *kw_begin, g.kernel_w);
+}
+
+// col: [OH * OW, KH * KW * C_in] rows of the image x: [H, W, C_in]; zeros where the window
+// leaves the image. Each window row is copied as one run.
 void Im2ColImage(const Conv2DGeometry& g, const float* x, float* col) {
   const int64_t c = g.in_c;
   for (int64_t oh = 0; oh < g.out_h; ++oh) {
     for (int64_t ow = 0; ow < g.out_w; ++ow) {
       float* row = col + (oh * g.out_w + ow) * g.col_cols();
-      for (int64_t kh = 0; kh < g.kernel_h; ++kh) {
+      int64_t kw_begin = 0, kw_end = 0;
+      ValidKernelColumns(g, ow, &kw_begin, &kw_end);
+      const int64_t iw0 = ow * g.stride_w - g.pad_left;
+      for (int64_t kh = 0; kh < g.kernel_h; ++kh, row += g.kernel_w * c) {
         const int64_t ih = oh * g.stride_h - g.pad_top + kh;
-        for (int64_t kw = 0; kw < g.kernel_w; ++kw, row += c) {
-          const int64_t iw = ow * g.stride_w - g.pad_left + kw;
-          if (ih < 0 || ih >= g.in_h || iw < 0 || iw >= g.in_w) {
-            std::fill(row, row + c, 0.0f);
-          } else {
-            std::memcpy(row, x + (ih * g.in_w + iw) * c, static_cast<size_t>(c) * sizeof(float));
-          }
+        if (ih < 0 || ih >= g.in_h || kw_begin == kw_end) {
+          std::fill(row, row + g.kernel_w * c, 0.0f);
+          continue;
         }
+        std::fill(row, row + kw_begin * c, 0.0f);
+        std::memcpy(row + kw_begin * c, x + (ih * g.in_w + iw0 + kw_begin) * c,
+                    static_cast<size_t>((kw_end - kw_begin) * c) * sizeof(float));
+        std::fill(row + kw_end * c, row + g.kernel_w * c, 0.0f);
       }
     }
   }
@@ -65,14 +79,16 @@ void Col2ImImage(const Conv2DGeometry& g, const float* col, float* dx) {
   for (int64_t oh = 0; oh < g.out_h; ++oh) {
     for (int64_t ow = 0; ow < g.out_w; ++ow) {
       const float* row = col + (oh * g.out_w + ow) * g.col_cols();
-      for (int64_t kh = 0; kh < g.kernel_h; ++kh) {
+      int64_t kw_begin = 0, kw_end = 0;
+      ValidKernelColumns(g, ow, &kw_begin, &kw_end);
+      const int64_t iw0 = ow * g.stride_w - g.pad_left;
+      for (int64_t kh = 0; kh < g.kernel_h; ++kh, row += g.kernel_w * c) {
         const int64_t ih = oh * g.stride_h - g.pad_top + kh;
-        for (int64_t kw = 0; kw < g.kernel_w; ++kw, row += c) {
-          const int64_t iw = ow * g.stride_w - g.pad_left + kw;
-          if (ih < 0 || ih >= g.in_h || iw < 0 || iw >= g.in_w) continue;
-          float* dst = dx + (ih * g.in_w + iw) * c;
-          for (int64_t i = 0; i < c; ++i) dst[i] += row[i];
-        }
+        if (ih < 0 || ih >= g.in_h) continue;
+        const float* src = row + kw_begin * c;
+        float* dst = dx + (ih * g.in_w + iw0 + kw_begin) * c;
+        const int64_t n = (kw_end - kw_begin) * c;
+        for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
       }
     }
   }

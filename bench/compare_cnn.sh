@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Fulcrum's convolutional models against PyTorch (CPU) in the same run: a full training step
+# (forward, loss, backward, SGD update) on data already in memory, examples/sec in steady
+# state (first 20 steps dropped), Fulcrum's worker (synthetic data of the model's shape,
+# --profile=off, no final evaluation) beside bench/reference/cnn_reference.py (PyTorch's
+# oneDNN convolutions, channels_last, the same layer list). For each model x batch x threads
+# the two sides run alternately, --pairs times; the table gives each side's median and the
+# ratio Fulcrum / PyTorch of the medians. /proc/loadavg is printed before and after.
+#
+# Usage: bench/compare_cnn.sh [--models=mnist_cnn,cifar10_cnn] [--batches=1,10,100,400]
+#          [--threads=2] [--pairs=1] [--steps=40] [--out=build/compare_cnn.md]
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+WORKER="${ROOT}/build/bin/worker"
+REFERENCE="${ROOT}/bench/reference/cnn_reference.py"
+PYTHON=/usr/bin/python3
+models=mnist_cnn,cifar10_cnn batches=1,10,100,400 threads_list=2 pairs=1 steps=40
+out="${ROOT}/build/compare_cnn.md"
+die() { echo "compare_cnn: error: $*" >&2; exit 2; }
+for arg in "$@"; do
+  case "$arg" in
+    --models=*) models="${arg#*=}" ;;
+    --batches=*) batches="${arg#*=}" ;;
+    --threads=*) threads_list="${arg#*=}" ;;
+    --pairs=*) pairs="${arg#*=}" ;;
+    --steps=*) steps="${arg#*=}" ;;
+    --out=*) out="${arg#*=}" ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown argument '$arg' (see --help)" ;;
+  esac
+done
+[[ -x "$WORKER" ]] || die "$WORKER is missing: build first (scripts/test.sh or cmake --build build)"
+"$PYTHON" -c "import torch" 2>/dev/null || die "$PYTHON cannot import torch (apt-get install python3-torch)"
+[[ "$steps" -ge 25 ]] || die "--steps=$steps: at least 25 (20 warm-up steps are dropped)"
+
+shape_of() {
+  case "$1" in
+    mnist_cnn) echo 28,28,1 ;;
+    cifar10_cnn) echo 24,24,3 ;;
+    *) die "no PyTorch counterpart for model '$1' (mnist_cnn, cifar10_cnn)" ;;
+  esac
+}
+
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+fulcrum_run() {  # model batch threads -> examples/sec
+  local dir="$tmp/run-$RANDOM$RANDOM"
+  "$WORKER" --model="$1" --dataset=synthetic --synthetic_shape="$(shape_of "$1")" \
+    --synthetic_examples=$(( $2 * 4 > 2000 ? $2 * 4 : 2000 )) --batch_size="$2" \
+    --threads="$3" --train_steps="$steps" --learning_rate=0.01 --profile=off --noeval \
+    --log_every=100000 --run_dir="$dir" >"$dir.log" 2>&1 || { cat "$dir.log" >&2; die "worker failed"; }
+  "$PYTHON" -c "import json,sys; print(json.load(open(sys.argv[1]))['examples_per_sec'])" \
+    "$dir/summary.json"
+}
+torch_run() {  # model batch threads -> examples/sec
+  OMP_NUM_THREADS="$3" "$PYTHON" "$REFERENCE" --model="$1" --batch="$2" --threads="$3" \
+    --steps="$steps" --channels_last |
+    "$PYTHON" -c "import json,sys; print(json.loads(sys.stdin.read())['examples_per_sec'])"
+}
+median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+
+echo "loadavg before: $(cat /proc/loadavg)"
+{
+  echo "| model | batch | threads | Fulcrum ex/s | PyTorch ex/s | Fulcrum / PyTorch |"
+  echo "| --- | --- | --- | --- | --- | --- |"
+} >"$out"
+IFS=, read -ra MODELS <<<"$models"
+IFS=, read -ra BATCHES <<<"$batches"
+IFS=, read -ra THREADS <<<"$threads_list"
+for m in "${MODELS[@]}"; do
+  shape_of "$m" >/dev/null
+  for b in "${BATCHES[@]}"; do
+    for t in "${THREADS[@]}"; do
+      f=() p=()
+      for ((i = 0; i < pairs; i++)); do
+        f+=("$(fulcrum_run "$m" "$b" "$t")")
+        p+=("$(torch_run "$m" "$b" "$t")")
+      done
+      fm="$(median "${f[@]}")" pm="$(median "${p[@]}")"
+      line="$(awk -v m="$m" -v b="$b" -v t="$t" -v f="$fm" -v p="$pm" \
+        'BEGIN {printf "| %s | %d | %d | %.0f | %.0f | %.2f |", m, b, t, f, p, f / p}')"
+      echo "$line" | tee -a "$out"
+    done
+  done
+done
+echo "loadavg after: $(cat /proc/loadavg)"
+echo "table: $out"
