@@ -46,6 +46,19 @@ void Norms(const float* x, int64_t c, const LrnParams& p, Scratch* s) {
   for (int64_t k = 0; k < c; ++k) s->sums[k] = p.bias + p.alpha * s->sums[k];
 }
 
+// s^-beta. The exponents the models use get sqrt-based forms (several times faster than
+// std::pow, equal to it within a few ulps): 0.75 (the CIFAR-10 tutorial, AlexNet) and 0.5
+// (TensorFlow's default).
+double PowNegBeta(double s, double beta) {
+  if (beta == 0.75) {
+    const double r = std::sqrt(s);
+    return 1.0 / (r * std::sqrt(r));
+  }
+  if (beta == 0.5) return 1.0 / std::sqrt(s);
+  if (beta == 1.0) return 1.0 / s;
+  return std::pow(s, -beta);
+}
+
 }  // namespace
 
 absl::Status ValidateLrnParams(const LrnParams& params, const char* name) {
@@ -76,7 +89,7 @@ absl::Status Lrn(const Tensor& x, const LrnParams& params, Tensor* y, ThreadPool
       float* yp = yd + p * c;
       Norms(xp, c, params, &s);
       for (int64_t k = 0; k < c; ++k) {
-        yp[k] = static_cast<float>(xp[k] * std::pow(s.sums[k], -static_cast<double>(params.beta)));
+        yp[k] = static_cast<float>(xp[k] * PowNegBeta(s.sums[k], params.beta));
       }
     }
   });
@@ -106,7 +119,7 @@ absl::Status LrnGrad(const Tensor& x, const Tensor& dy, const LrnParams& params,
       float* dxp = dxd + p * c;
       Norms(xp, c, params, &s);
       for (int64_t k = 0; k < c; ++k) {
-        pow_neg_beta[k] = std::pow(s.sums[k], -beta);
+        pow_neg_beta[k] = PowNegBeta(s.sums[k], beta);
         t[k] = static_cast<double>(dyp[k]) * xp[k] * pow_neg_beta[k] / s.sums[k];
       }
       WindowSums(t.data(), c, params.depth_radius, s.prefix.data(), t_sums.data());
