@@ -7,6 +7,7 @@
 # the two sides run alternately, --pairs times; the table gives each side's median and the
 # ratio Fulcrum / PyTorch of the medians. /proc/loadavg is printed before and after.
 #
+# Models: mnist_cnn (28x28x1), cifar10_cnn (24x24x3), alexnet (227x227x3), vgg16 (32x32x3).
 # Usage: bench/compare_cnn.sh [--models=mnist_cnn,cifar10_cnn] [--batches=1,10,100,400]
 #          [--threads=2] [--pairs=1] [--steps=40] [--out=build/compare_cnn.md]
 set -euo pipefail
@@ -38,7 +39,9 @@ shape_of() {
   case "$1" in
     mnist_cnn) echo 28,28,1 ;;
     cifar10_cnn) echo 24,24,3 ;;
-    *) die "no PyTorch counterpart for model '$1' (mnist_cnn, cifar10_cnn)" ;;
+    alexnet) echo 227,227,3 ;;
+    vgg16) echo 32,32,3 ;;
+    *) die "no PyTorch counterpart for model '$1' (mnist_cnn, cifar10_cnn, alexnet, vgg16)" ;;
   esac
 }
 

@@ -5,7 +5,7 @@ batch already in memory, steady state (the first 20 steps dropped), median over 
 
 Layer lists follow models/cnn_zoo.cc exactly (mnist_cnn: conv5x5x32-pool2-conv5x5x64-pool2-
 fc1024-dropout0.4-fc; cifar10_cnn: conv5x5x64-pool3s2(SAME)-LRN-conv5x5x64-LRN-pool3s2(SAME)-
-fc384-fc192-fc). PyTorch gets its best configuration: its own oneDNN (MKL-DNN) convolutions,
+fc384-fc192-fc; alexnet on 227x227x3 and vgg16 on 32x32x3 as tf_cnn_benchmarks). PyTorch gets its best configuration: its own oneDNN (MKL-DNN) convolutions,
 channels_last memory format when --channels_last (try both; report the faster), the thread
 count given by --threads.
 
@@ -69,7 +69,50 @@ class Cifar10Cnn(nn.Module):
         return self.softmax_linear(x)
 
 
-MODELS = {"mnist_cnn": (MnistCnn, (1, 28, 28)), "cifar10_cnn": (Cifar10Cnn, (3, 24, 24))}
+class AlexNet(nn.Module):
+    """tf_cnn_benchmarks' AlexNet (one tower, no LRN), as models/cnn_zoo.cc builds it."""
+
+    def __init__(self, c, h, w, classes):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(c, 64, 11, stride=4), nn.ReLU(), nn.MaxPool2d(3, 2),
+            nn.Conv2d(64, 192, 5, padding=2), nn.ReLU(), nn.MaxPool2d(3, 2),
+            nn.Conv2d(192, 384, 3, padding=1), nn.ReLU(),
+            nn.Conv2d(384, 384, 3, padding=1), nn.ReLU(),
+            nn.Conv2d(384, 256, 3, padding=1), nn.ReLU(), nn.MaxPool2d(3, 2))
+        with torch.no_grad():
+            n = self.features(torch.zeros(1, c, h, w)).numel()
+        self.classifier = nn.Sequential(
+            nn.Linear(n, 4096), nn.ReLU(), nn.Dropout(0.5),
+            nn.Linear(4096, 4096), nn.ReLU(), nn.Dropout(0.5), nn.Linear(4096, classes))
+
+    def forward(self, x):
+        return self.classifier(torch.flatten(self.features(x), 1))
+
+
+class Vgg16(nn.Module):
+    """VGG16 (configuration D) as tf_cnn_benchmarks builds it, as models/cnn_zoo.cc does."""
+
+    def __init__(self, c, h, w, classes):
+        super().__init__()
+        layers, cin = [], c
+        for n, cout in ((2, 64), (2, 128), (3, 256), (3, 512), (3, 512)):
+            for _ in range(n):
+                layers += [nn.Conv2d(cin, cout, 3, padding=1), nn.ReLU()]
+                cin = cout
+            layers.append(nn.MaxPool2d(2, 2))
+        self.features = nn.Sequential(*layers)
+        n = cin * (h // 32) * (w // 32)
+        self.classifier = nn.Sequential(
+            nn.Linear(n, 4096), nn.ReLU(), nn.Dropout(0.5),
+            nn.Linear(4096, 4096), nn.ReLU(), nn.Dropout(0.5), nn.Linear(4096, classes))
+
+    def forward(self, x):
+        return self.classifier(torch.flatten(self.features(x), 1))
+
+
+MODELS = {"mnist_cnn": (MnistCnn, (1, 28, 28)), "cifar10_cnn": (Cifar10Cnn, (3, 24, 24)),
+          "alexnet": (AlexNet, (3, 227, 227)), "vgg16": (Vgg16, (3, 32, 32))}
 
 
 def main():
