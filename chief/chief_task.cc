@@ -126,14 +126,13 @@ absl::Status Chief::Prepare() {
   train_steps_ = runtime::GlobalTrainSteps(t_, c_, train_examples);
 
   const auto& dims = test_.images.shape().dims();
-  FULCRUM_ASSIGN_OR_RETURN(
-      model_, models::CreateBuiltinModel(
-                  t_.model,
-                  {.input_size = test_.example_size(),
-                   .num_classes = test_.num_classes,
-                   .width = t_.model_width,
-                   .input_shape = std::vector<int64_t>(dims.begin() + 1, dims.end())},
-                  &pool_));
+  FULCRUM_ASSIGN_OR_RETURN(model_, models::CreateBuiltinModel(t_.model,
+                                                              {.input_size = test_.example_size(),
+                                                               .num_classes = test_.num_classes,
+                                                               .width = t_.model_width,
+                                                               .input_shape = std::vector<int64_t>(
+                                                                   dims.begin() + 1, dims.end())},
+                                                              &pool_));
   for (const auto& v : model_->variables()) {
     variable_infos_.push_back({v.name, v.shape, v.initializer});
     values_.push_back(ops::Tensor::Zeros(v.shape));
@@ -238,9 +237,17 @@ absl::Status Chief::Monitor() {
                                                  " (--heartbeat_timeout)"));
     }
     if (now - last_progress > c_.heartbeat_timeout) {
+      // A worker that died just after its last heartbeat is not "silent" yet when the step
+      // stalls: name the one heard from least recently, the likely cause.
+      std::string stalest;
+      if (const auto [index, age] = coordinator_->StalestWorker(); index >= 0) {
+        stalest =
+            absl::StrCat("; worker:", index, " last heard ",
+                         absl::FormatDuration(absl::Trunc(age, absl::Milliseconds(100))), " ago");
+      }
       return absl::DeadlineExceededError(
           absl::StrCat("chief: no progress for ", absl::FormatDuration(c_.heartbeat_timeout),
-                       ": global step stuck at ", last_step, " of ", train_steps_));
+                       ": global step stuck at ", last_step, " of ", train_steps_, stalest));
     }
   }
 }

@@ -152,6 +152,18 @@ std::vector<int> Coordinator::SilentWorkers(absl::Duration age) const {
       [&](const WorkerState& w) { return w.summary.has_value() || now - w.last_seen <= age; });
 }
 
+std::pair<int, absl::Duration> Coordinator::StalestWorker() const {
+  MutexLock lock(&mu_);
+  const absl::Time now = absl::Now();
+  std::pair<int, absl::Duration> stalest{-1, absl::ZeroDuration()};
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    if (workers_[i].summary.has_value()) continue;
+    const absl::Duration age = now - workers_[i].last_seen;
+    if (stalest.first < 0 || age > stalest.second) stalest = {static_cast<int>(i), age};
+  }
+  return stalest;
+}
+
 int64_t Coordinator::max_worker_step() const {
   MutexLock lock(&mu_);
   int64_t m = 0;

@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -63,6 +64,9 @@ class Coordinator {
   // Workers whose last sign of life (register, start poll, heartbeat, summary) is older than
   // `age` and that have not reported their summary.
   std::vector<int> SilentWorkers(absl::Duration age) const;
+  // The worker without a summary heard from least recently and how long ago; -1 when every
+  // worker has reported.
+  std::pair<int, absl::Duration> StalestWorker() const;
   // The highest local step any worker's heartbeat reported.
   int64_t max_worker_step() const;
 

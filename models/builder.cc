@@ -86,13 +86,12 @@ NetBuilder& NetBuilder::Dropout(const std::string& name, double rate) {
   return Add(MakeDropout(name, size_, rate), image_);
 }
 
-NetBuilder& NetBuilder::Dense(const std::string& name, int64_t units,
-                              const DenseOptions& options) {
+NetBuilder& NetBuilder::Dense(const std::string& name, int64_t units, const DenseOptions& options) {
   if (!status_.ok()) return *this;
   if (units <= 0) {
-    return Add(absl::InvalidArgumentError(
-                   absl::StrCat(name, ": units must be positive, got ", units)),
-               std::nullopt);
+    return Add(
+        absl::InvalidArgumentError(absl::StrCat(name, ": units must be positive, got ", units)),
+        std::nullopt);
   }
   return Add(MakeDense(name, size_, units, options), std::nullopt);
 }

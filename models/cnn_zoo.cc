@@ -124,9 +124,9 @@ absl::StatusOr<std::unique_ptr<Model>> AlexNet(const ModelConfig& c) {
 absl::StatusOr<std::unique_ptr<Model>> Vgg16(const ModelConfig& c) {
   FULCRUM_ASSIGN_OR_RETURN(ImageShape input, InputImage("vgg16", c));
   if (input.height < 32 || input.width < 32) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model 'vgg16' needs images of at least 32x32 (five 2x2 stride-2 pools), got ",
-        input.ToString()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("model 'vgg16' needs images of at least 32x32 (five 2x2 stride-2 pools), got ",
+                     input.ToString()));
   }
   const double w = c.width;
   NetBuilder b("vgg16", input);
@@ -159,8 +159,8 @@ absl::Status RegisterCnnModels(ModelRegistry* registry) {
       Cifar10Cnn));
   FULCRUM_RETURN_IF_ERROR(registry->Register(
       "alexnet", "AlexNet as tf_cnn_benchmarks builds it (5 conv, 3 fc; 227x227 images)", AlexNet));
-  FULCRUM_RETURN_IF_ERROR(registry->Register(
-      "vgg16", "VGG16 as tf_cnn_benchmarks builds it (13 conv, 3 fc)", Vgg16));
+  FULCRUM_RETURN_IF_ERROR(
+      registry->Register("vgg16", "VGG16 as tf_cnn_benchmarks builds it (13 conv, 3 fc)", Vgg16));
   return absl::OkStatus();
 }
 

@@ -1,8 +1,9 @@
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "models/layer.h"
 #include "models/layer_internal.h"
-#include "ops/cpu/kernels.h"
 
 namespace fulcrum::models {
 
@@ -22,32 +23,33 @@ const char* ActivationName(Activation activation) {
 
 std::string ImageShape::ToString() const { return absl::StrCat(height, "x", width, "x", channels); }
 
-absl::Status ApplyActivation(Activation activation, ops::Tensor* y) {
+namespace {
+
+std::optional<ops::ActivationKind> KindOf(Activation activation) {
   switch (activation) {
     case Activation::kNone:
-      return absl::OkStatus();
+      return std::nullopt;
     case Activation::kRelu:
-      return ops::Relu(*y, y);
+      return ops::ActivationKind::kRelu;
     case Activation::kSigmoid:
-      return ops::Sigmoid(*y, y);
+      return ops::ActivationKind::kSigmoid;
     case Activation::kTanh:
-      return ops::Tanh(*y, y);
+      return ops::ActivationKind::kTanh;
   }
-  return absl::OkStatus();
+  return std::nullopt;
 }
 
-absl::Status ActivationBackward(Activation activation, const ops::Tensor& y, ops::Tensor* dy) {
-  switch (activation) {
-    case Activation::kNone:
-      return absl::OkStatus();
-    case Activation::kRelu:
-      return ops::ReluGrad(y, *dy, dy);
-    case Activation::kSigmoid:
-      return ops::SigmoidGrad(y, *dy, dy);
-    case Activation::kTanh:
-      return ops::TanhGrad(y, *dy, dy);
-  }
-  return absl::OkStatus();
+}  // namespace
+
+absl::Status ApplyActivation(ops::Backend& backend, Activation activation, ops::Tensor* y) {
+  const auto kind = KindOf(activation);
+  return kind.has_value() ? backend.Activate(*kind, y) : absl::OkStatus();
+}
+
+absl::Status ActivationBackward(ops::Backend& backend, Activation activation, const ops::Tensor& y,
+                                ops::Tensor* dy) {
+  const auto kind = KindOf(activation);
+  return kind.has_value() ? backend.ActivationGrad(*kind, y, dy) : absl::OkStatus();
 }
 
 namespace {
@@ -69,21 +71,23 @@ class Dense final : public Layer {
 
   absl::Status Forward(std::span<const ops::Tensor> params, const ops::Tensor& x, ops::Tensor* y,
                        const LayerContext& ctx) const override {
-    FULCRUM_RETURN_IF_ERROR(ops::MatMul(x, false, params[0], false, y, false, ctx.pool));
-    FULCRUM_RETURN_IF_ERROR(ops::BiasAdd(params[1], y));
-    return ApplyActivation(activation_, y);
+    ops::Backend& b = *ctx.backend;
+    FULCRUM_RETURN_IF_ERROR(b.MatMul(x, false, params[0], false, y, false));
+    FULCRUM_RETURN_IF_ERROR(b.BiasAdd(params[1], y));
+    return ApplyActivation(b, activation_, y);
   }
 
   absl::Status Backward(std::span<const ops::Tensor> params, const ops::Tensor& x,
                         const ops::Tensor& y, ops::Tensor* dy, std::span<ops::Tensor> dparams,
                         ops::Tensor* dx, const LayerContext& ctx) const override {
     // dz = dy * activation'(z), computed from the output y, in place in dy.
-    FULCRUM_RETURN_IF_ERROR(ActivationBackward(activation_, y, dy));
+    ops::Backend& b = *ctx.backend;
+    FULCRUM_RETURN_IF_ERROR(ActivationBackward(b, activation_, y, dy));
     // dW = x^T dz, db = sum_rows dz, dx = dz W^T (skipped for the first layer).
-    FULCRUM_RETURN_IF_ERROR(ops::MatMul(x, true, *dy, false, &dparams[0], false, ctx.pool));
-    FULCRUM_RETURN_IF_ERROR(ops::BiasAddGrad(*dy, &dparams[1]));
+    FULCRUM_RETURN_IF_ERROR(b.MatMul(x, true, *dy, false, &dparams[0], false));
+    FULCRUM_RETURN_IF_ERROR(b.BiasAddGrad(*dy, &dparams[1]));
     if (dx != nullptr) {
-      FULCRUM_RETURN_IF_ERROR(ops::MatMul(*dy, false, params[0], true, dx, false, ctx.pool));
+      FULCRUM_RETURN_IF_ERROR(b.MatMul(*dy, false, params[0], true, dx, false));
     }
     return absl::OkStatus();
   }
@@ -103,8 +107,7 @@ std::unique_ptr<Layer> MakeDense(std::string name, int64_t in, int64_t out,
   return std::make_unique<Dense>(std::move(name), in, out, options);
 }
 
-std::unique_ptr<Layer> MakeDense(std::string name, int64_t in, int64_t out,
-                                 Activation activation) {
+std::unique_ptr<Layer> MakeDense(std::string name, int64_t in, int64_t out, Activation activation) {
   DenseOptions options;
   options.activation = activation;
   return MakeDense(std::move(name), in, out, options);

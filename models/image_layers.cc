@@ -6,9 +6,8 @@
 #include "base/status_macros.h"
 #include "models/layer.h"
 #include "models/layer_internal.h"
+#include "ops/backend.h"
 #include "ops/cpu/conv.h"
-#include "ops/cpu/dropout.h"
-#include "ops/cpu/kernels.h"
 #include "ops/cpu/lrn.h"
 #include "ops/cpu/pool.h"
 
@@ -48,8 +47,8 @@ class Conv2DLayer final : public Layer {
     params_.stride_w = o.stride;
     params_.padding = o.padding;
     variables_.push_back({absl::StrCat(name_, "/kernel"),
-                          ops::Shape{o.kernel_h, o.kernel_w, in.channels, o.filters},
-                          o.kernel_init, o.weight_decay, /*is_kernel=*/true});
+                          ops::Shape{o.kernel_h, o.kernel_w, in.channels, o.filters}, o.kernel_init,
+                          o.weight_decay, /*is_kernel=*/true});
     variables_.push_back(
         {absl::StrCat(name_, "/bias"), ops::Shape{o.filters}, o.bias_init, 0.0f, false});
   }
@@ -67,28 +66,28 @@ class Conv2DLayer final : public Layer {
                        const LayerContext& ctx) const override {
     FULCRUM_ASSIGN_OR_RETURN(ops::Tensor x4, AsImages(x, in_, name_, "input"));
     FULCRUM_ASSIGN_OR_RETURN(ops::Tensor y4, AsImages(*y, out_, name_, "output"));
-    FULCRUM_RETURN_IF_ERROR(ops::Conv2D(x4, params[0], params_, &y4, ctx.pool, ctx.temp));
+    ops::Backend& b = *ctx.backend;
+    FULCRUM_RETURN_IF_ERROR(b.Conv2D(x4, params[0], params_, &y4, ctx.temp));
     FULCRUM_ASSIGN_OR_RETURN(ops::Tensor rows,
                              y->Reshaped({y->rows() * out_.height * out_.width, out_.channels}));
-    FULCRUM_RETURN_IF_ERROR(ops::BiasAdd(params[1], &rows));
-    return ApplyActivation(activation_, y);
+    FULCRUM_RETURN_IF_ERROR(b.BiasAdd(params[1], &rows));
+    return ApplyActivation(b, activation_, y);
   }
 
   absl::Status Backward(std::span<const ops::Tensor> params, const ops::Tensor& x,
                         const ops::Tensor& y, ops::Tensor* dy, std::span<ops::Tensor> dparams,
                         ops::Tensor* dx, const LayerContext& ctx) const override {
-    FULCRUM_RETURN_IF_ERROR(ActivationBackward(activation_, y, dy));
+    ops::Backend& b = *ctx.backend;
+    FULCRUM_RETURN_IF_ERROR(ActivationBackward(b, activation_, y, dy));
     FULCRUM_ASSIGN_OR_RETURN(ops::Tensor rows,
                              dy->Reshaped({dy->rows() * out_.height * out_.width, out_.channels}));
-    FULCRUM_RETURN_IF_ERROR(ops::BiasAddGrad(rows, &dparams[1]));
+    FULCRUM_RETURN_IF_ERROR(b.BiasAddGrad(rows, &dparams[1]));
     FULCRUM_ASSIGN_OR_RETURN(ops::Tensor x4, AsImages(x, in_, name_, "input"));
     FULCRUM_ASSIGN_OR_RETURN(ops::Tensor dy4, AsImages(*dy, out_, name_, "gradient"));
-    FULCRUM_RETURN_IF_ERROR(ops::Conv2DBackpropFilter(x4, dy4, params_, &dparams[0],
-                                                      /*accumulate=*/false, ctx.pool, ctx.temp));
+    FULCRUM_RETURN_IF_ERROR(b.Conv2DBackpropFilter(x4, dy4, params_, &dparams[0], ctx.temp));
     if (dx != nullptr) {
       FULCRUM_ASSIGN_OR_RETURN(ops::Tensor dx4, AsImages(*dx, in_, name_, "input gradient"));
-      FULCRUM_RETURN_IF_ERROR(
-          ops::Conv2DBackpropInput(dy4, params[0], params_, &dx4, ctx.pool, ctx.temp));
+      FULCRUM_RETURN_IF_ERROR(b.Conv2DBackpropInput(dy4, params[0], params_, &dx4, ctx.temp));
     }
     return absl::OkStatus();
   }
@@ -116,8 +115,7 @@ class PoolLayer final : public Layer {
                        const LayerContext& ctx) const override {
     FULCRUM_ASSIGN_OR_RETURN(ops::Tensor x4, AsImages(x, in_, name_, "input"));
     FULCRUM_ASSIGN_OR_RETURN(ops::Tensor y4, AsImages(*y, out_, name_, "output"));
-    return max_ ? ops::MaxPool(x4, params_, &y4, ctx.pool)
-                : ops::AvgPool(x4, params_, &y4, ctx.pool);
+    return max_ ? ctx.backend->MaxPool(x4, params_, &y4) : ctx.backend->AvgPool(x4, params_, &y4);
   }
 
   absl::Status Backward(std::span<const ops::Tensor>, const ops::Tensor& x, const ops::Tensor&,
@@ -126,9 +124,9 @@ class PoolLayer final : public Layer {
     if (dx == nullptr) return absl::OkStatus();
     FULCRUM_ASSIGN_OR_RETURN(ops::Tensor dy4, AsImages(*dy, out_, name_, "gradient"));
     FULCRUM_ASSIGN_OR_RETURN(ops::Tensor dx4, AsImages(*dx, in_, name_, "input gradient"));
-    if (!max_) return ops::AvgPoolGrad(dy4, params_, &dx4, ctx.pool);
+    if (!max_) return ctx.backend->AvgPoolGrad(dy4, params_, &dx4);
     FULCRUM_ASSIGN_OR_RETURN(ops::Tensor x4, AsImages(x, in_, name_, "input"));
-    return ops::MaxPoolGrad(x4, dy4, params_, &dx4, ctx.pool);
+    return ctx.backend->MaxPoolGrad(x4, dy4, params_, &dx4);
   }
 
  private:
@@ -153,7 +151,7 @@ class LrnLayer final : public Layer {
                        const LayerContext& ctx) const override {
     FULCRUM_ASSIGN_OR_RETURN(ops::Tensor x4, AsImages(x, shape_, name_, "input"));
     FULCRUM_ASSIGN_OR_RETURN(ops::Tensor y4, AsImages(*y, shape_, name_, "output"));
-    return ops::Lrn(x4, params_, &y4, ctx.pool);
+    return ctx.backend->Lrn(x4, params_, &y4);
   }
 
   absl::Status Backward(std::span<const ops::Tensor>, const ops::Tensor& x, const ops::Tensor&,
@@ -163,7 +161,7 @@ class LrnLayer final : public Layer {
     FULCRUM_ASSIGN_OR_RETURN(ops::Tensor x4, AsImages(x, shape_, name_, "input"));
     FULCRUM_ASSIGN_OR_RETURN(ops::Tensor dy4, AsImages(*dy, shape_, name_, "gradient"));
     FULCRUM_ASSIGN_OR_RETURN(ops::Tensor dx4, AsImages(*dx, shape_, name_, "input gradient"));
-    return ops::LrnGrad(x4, dy4, params_, &dx4, ctx.pool);
+    return ctx.backend->LrnGrad(x4, dy4, params_, &dx4);
   }
 
  private:
@@ -190,13 +188,13 @@ class DropoutLayer final : public Layer {
       return absl::InvalidArgumentError(
           absl::StrCat(name_, ": no room for the dropout mask of ", x.rows(), " examples"));
     }
-    ops::Tensor mask = ops::Tensor::View(ctx.saved->data(), x.shape());
+    ops::Tensor mask = ops::Tensor::View(ctx.saved->data(), x.shape(), ctx.saved->device());
+    ops::Backend& b = *ctx.backend;
     if (!ctx.training || rate_ == 0.0f) {
-      std::fill(mask.flat().begin(), mask.flat().end(), 1.0f);
-      std::copy(x.flat().begin(), x.flat().end(), y->flat().begin());
-      return absl::OkStatus();
+      FULCRUM_RETURN_IF_ERROR(b.Fill(1.0f, &mask));
+      return b.Copy(x, y);
     }
-    return ops::Dropout(x, rate_, DeriveSeed(ctx.seed, stream_), y, &mask, ctx.pool);
+    return b.Dropout(x, rate_, DeriveSeed(ctx.seed, stream_), y, &mask);
   }
 
   absl::Status Backward(std::span<const ops::Tensor>, const ops::Tensor& x, const ops::Tensor&,
@@ -206,7 +204,8 @@ class DropoutLayer final : public Layer {
     if (ctx.saved == nullptr || ctx.saved->num_elements() < x.num_elements()) {
       return absl::InvalidArgumentError(absl::StrCat(name_, ": no dropout mask saved"));
     }
-    return ops::DropoutGrad(*dy, ops::Tensor::View(ctx.saved->data(), x.shape()), dx);
+    return ctx.backend->DropoutGrad(
+        *dy, ops::Tensor::View(ctx.saved->data(), x.shape(), ctx.saved->device()), dx);
   }
 
  private:
@@ -232,9 +231,9 @@ absl::StatusOr<ImageShape> ConvOutputImage(const std::string& name, ImageShape i
   params.padding = o.padding;
   FULCRUM_ASSIGN_OR_RETURN(
       ops::Shape out,
-      ops::Conv2DOutputShape(Nhwc(1, input), ops::Shape{o.kernel_h, o.kernel_w, input.channels,
-                                                        o.filters},
-                             params, name));
+      ops::Conv2DOutputShape(Nhwc(1, input),
+                             ops::Shape{o.kernel_h, o.kernel_w, input.channels, o.filters}, params,
+                             name));
   return ImageOf(out);
 }
 

@@ -1,6 +1,7 @@
 // models: the layer API. A layer declares its variables (name, shape, initializer) and computes
 // forward and backward on caller-owned tensors; it holds no variable values itself, so the
-// same layer runs against values pulled from a parameter server or held locally.
+// same layer runs against values pulled from a parameter server or held locally. Its ops go
+// through LayerContext::backend, so the same layer runs on the CPU or on a GPU.
 // Thread-safety: layers are immutable after construction and safe to share across threads.
 #pragma once
 
@@ -11,10 +12,10 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "ops/backend.h"
 #include "ops/cpu/conv.h"
 #include "ops/cpu/lrn.h"
 #include "ops/cpu/pool.h"
-#include "ops/cpu/thread_pool.h"
 #include "ops/initializer.h"
 #include "ops/tensor.h"
 
@@ -37,8 +38,10 @@ const char* ActivationName(Activation activation);
 
 // What one Forward or Backward call computes with, besides its tensors.
 struct LayerContext {
-  ops::ThreadPool* pool = nullptr;  // lends threads to the big kernels; may be null
-  bool training = true;             // false at evaluation: dropout passes values through
+  // Runs the layer's ops, on its device: every tensor handed to the layer (inputs, outputs,
+  // params, scratch) lives there. Set by the Model; never null.
+  ops::Backend* backend = nullptr;
+  bool training = true;  // false at evaluation: dropout passes values through
   // This step's seed: a random layer draws from (seed, its own name), so a step is
   // reproducible and two layers never share a stream.
   uint64_t seed = 0;
@@ -99,8 +102,7 @@ struct DenseOptions {
 std::unique_ptr<Layer> MakeDense(std::string name, int64_t in, int64_t out,
                                  const DenseOptions& options);
 // The same with a Glorot-uniform kernel and zero bias.
-std::unique_ptr<Layer> MakeDense(std::string name, int64_t in, int64_t out,
-                                 Activation activation);
+std::unique_ptr<Layer> MakeDense(std::string name, int64_t in, int64_t out, Activation activation);
 
 struct ConvOptions {
   int64_t kernel_h = 5;

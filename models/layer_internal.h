@@ -7,9 +7,10 @@
 
 namespace fulcrum::models {
 
-// y = activation(y), in place.
-absl::Status ApplyActivation(Activation activation, ops::Tensor* y);
+// y = activation(y), in place, on `backend`.
+absl::Status ApplyActivation(ops::Backend& backend, Activation activation, ops::Tensor* y);
 // dy = dy * activation'(z), from the activation's output y, in place.
-absl::Status ActivationBackward(Activation activation, const ops::Tensor& y, ops::Tensor* dy);
+absl::Status ActivationBackward(ops::Backend& backend, Activation activation, const ops::Tensor& y,
+                                ops::Tensor* dy);
 
 }  // namespace fulcrum::models

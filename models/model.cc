@@ -7,7 +7,6 @@
 #include "absl/strings/str_cat.h"
 #include "base/random.h"
 #include "base/status_macros.h"
-#include "ops/cpu/kernels.h"
 
 namespace fulcrum::models {
 
@@ -35,9 +34,8 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Make(std::string name,
     }
     if (i > 0 && layers[i - 1]->output_size() != layer.input_size()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          name, ": layer ", layer.name(), " takes ", layer.input_size(),
-          " values per example but ", layers[i - 1]->name(), " gives ",
-          layers[i - 1]->output_size()));
+          name, ": layer ", layer.name(), " takes ", layer.input_size(), " values per example but ",
+          layers[i - 1]->name(), " gives ", layers[i - 1]->output_size()));
     }
     for (const VariableSpec& spec : layer.variables()) {
       if (!seen.insert(spec.name).second) {
@@ -99,26 +97,69 @@ absl::Status Model::CheckOperands(const ops::Tensor& inputs, std::span<const int
   return absl::OkStatus();
 }
 
-Model::Workspace& Model::WorkspaceFor(int64_t batch) {
-  auto [it, inserted] = workspaces_.try_emplace(batch);
-  if (inserted) {
-    Workspace& ws = it->second;
-    int64_t temp = 0;
-    for (const auto& layer : layers_) {
-      ws.activations.push_back(ops::Tensor::Zeros({batch, layer->output_size()}));
-      ws.deltas.push_back(ops::Tensor::Zeros({batch, layer->output_size()}));
-      const int64_t saved = layer->saved_elements(batch);
-      ws.saved.push_back(saved > 0 ? ops::Tensor::Zeros({saved}) : ops::Tensor());
-      temp = std::max(temp, layer->temp_elements(batch));
-    }
-    if (temp > 0) ws.temp = ops::Tensor::Zeros({temp});
-  }
-  return it->second;
+void Model::set_backend(ops::Backend* backend) {
+  backend_ = backend;
+  workspaces_.clear();
+  device_values_.clear();
+  device_grads_.clear();
 }
 
-LayerContext Model::ContextFor(Workspace& ws, size_t layer, bool training) const {
+absl::StatusOr<Model::Workspace*> Model::WorkspaceFor(int64_t batch) {
+  if (auto it = workspaces_.find(batch); it != workspaces_.end()) return &it->second;
+  ops::Backend& b = backend();
+  Workspace ws;
+  int64_t temp = 0;
+  if (!on_cpu()) {
+    FULCRUM_ASSIGN_OR_RETURN(ws.inputs, b.Allocate({batch, input_size_}));
+  }
+  for (const auto& layer : layers_) {
+    FULCRUM_ASSIGN_OR_RETURN(ops::Tensor activation, b.Allocate({batch, layer->output_size()}));
+    FULCRUM_ASSIGN_OR_RETURN(ops::Tensor delta, b.Allocate({batch, layer->output_size()}));
+    ws.activations.push_back(std::move(activation));
+    ws.deltas.push_back(std::move(delta));
+    const int64_t saved = layer->saved_elements(batch);
+    if (saved > 0) {
+      FULCRUM_ASSIGN_OR_RETURN(ops::Tensor t, b.Allocate({saved}));
+      ws.saved.push_back(std::move(t));
+    } else {
+      ws.saved.emplace_back();
+    }
+    temp = std::max(temp, layer->temp_elements(batch));
+  }
+  if (temp > 0) {
+    FULCRUM_ASSIGN_OR_RETURN(ws.temp, b.Allocate({temp}));
+  }
+  return &workspaces_.emplace(batch, std::move(ws)).first->second;
+}
+
+absl::StatusOr<const ops::Tensor*> Model::DeviceInputs(const ops::Tensor& flat_inputs,
+                                                       Workspace& ws) {
+  if (on_cpu()) return &flat_inputs;
+  FULCRUM_RETURN_IF_ERROR(backend().CopyFromHost(flat_inputs, &ws.inputs));
+  return &ws.inputs;
+}
+
+absl::StatusOr<std::span<const ops::Tensor>> Model::DeviceValues(
+    std::span<const ops::Tensor> values) {
+  if (on_cpu()) return values;
+  ops::Backend& b = backend();
+  if (device_values_.empty()) {
+    for (const VariableSpec& spec : variables_) {
+      FULCRUM_ASSIGN_OR_RETURN(ops::Tensor v, b.Allocate(spec.shape));
+      FULCRUM_ASSIGN_OR_RETURN(ops::Tensor g, b.Allocate(spec.shape));
+      device_values_.push_back(std::move(v));
+      device_grads_.push_back(std::move(g));
+    }
+  }
+  for (size_t i = 0; i < values.size(); ++i) {
+    FULCRUM_RETURN_IF_ERROR(b.CopyFromHost(values[i], &device_values_[i]));
+  }
+  return std::span<const ops::Tensor>(device_values_);
+}
+
+LayerContext Model::ContextFor(Workspace& ws, size_t layer, bool training) {
   LayerContext ctx;
-  ctx.pool = pool_;
+  ctx.backend = &backend();
   ctx.training = training;
   ctx.seed = DeriveSeed(seed_, steps_);
   ctx.saved = ws.saved[layer].empty() ? nullptr : &ws.saved[layer];
@@ -127,7 +168,7 @@ LayerContext Model::ContextFor(Workspace& ws, size_t layer, bool training) const
 }
 
 absl::Status Model::Forward(const ops::Tensor& inputs, std::span<const ops::Tensor> values,
-                            Workspace& ws, bool training) const {
+                            Workspace& ws, bool training) {
   const ops::Tensor* x = &inputs;
   for (size_t i = 0; i < layers_.size(); ++i) {
     FULCRUM_RETURN_IF_ERROR(layers_[i]->Forward(LayerValues(values, i), *x, &ws.activations[i],
@@ -137,20 +178,14 @@ absl::Status Model::Forward(const ops::Tensor& inputs, std::span<const ops::Tens
   return absl::OkStatus();
 }
 
-double Model::AddWeightDecay(std::span<const ops::Tensor> values,
-                             std::span<ops::Tensor> grads) const {
+absl::StatusOr<double> Model::AddWeightDecay(std::span<const ops::Tensor> values,
+                                             std::span<ops::Tensor> grads) {
   double loss = 0.0;
   for (size_t i = 0; i < values.size(); ++i) {
     const float wd = weight_decay_[i];
     if (wd == 0.0f) continue;
-    const float* v = values[i].data();
-    float* g = grads[i].data();
-    double sum_sq = 0.0;
-    const int64_t n = values[i].num_elements();
-    for (int64_t j = 0; j < n; ++j) {
-      g[j] += wd * v[j];
-      sum_sq += static_cast<double>(v[j]) * v[j];
-    }
+    FULCRUM_ASSIGN_OR_RETURN(const double sum_sq,
+                             backend().AddWeightDecay(wd, values[i], &grads[i]));
     loss += 0.5 * wd * sum_sq;
   }
   return loss;
@@ -169,30 +204,40 @@ absl::StatusOr<float> Model::ComputeGradients(const ops::Tensor& inputs,
   // A batch given as [batch, c, h, w] is seen as [batch, c*h*w] by the dense layers.
   FULCRUM_ASSIGN_OR_RETURN(const ops::Tensor flat_inputs,
                            inputs.Reshaped({inputs.rows(), inputs.cols()}));
-  Workspace& ws = WorkspaceFor(inputs.rows());
-  FULCRUM_RETURN_IF_ERROR(Forward(flat_inputs, values, ws, /*training=*/true));
+  FULCRUM_ASSIGN_OR_RETURN(Workspace * ws, WorkspaceFor(inputs.rows()));
+  ops::Backend& b = backend();
+  FULCRUM_ASSIGN_OR_RETURN(const ops::Tensor* x0, DeviceInputs(flat_inputs, *ws));
+  FULCRUM_ASSIGN_OR_RETURN(std::span<const ops::Tensor> v, DeviceValues(values));
+  std::span<ops::Tensor> g = on_cpu() ? grads : std::span<ops::Tensor>(device_grads_);
+  FULCRUM_RETURN_IF_ERROR(Forward(*x0, v, *ws, /*training=*/true));
   float loss = 0.0f;
   if (loss_ == LossKind::kSoftmaxCrossEntropy) {
     FULCRUM_ASSIGN_OR_RETURN(
-        loss, ops::SoftmaxCrossEntropy(ws.activations.back(), labels, &ws.deltas.back()));
+        loss, b.SoftmaxCrossEntropy(ws->activations.back(), labels, &ws->deltas.back()));
   } else {
-    FULCRUM_ASSIGN_OR_RETURN(
-        loss, ops::MeanSquaredError(ws.activations.back(), flat_inputs, &ws.deltas.back()));
+    FULCRUM_ASSIGN_OR_RETURN(loss,
+                             b.MeanSquaredError(ws->activations.back(), *x0, &ws->deltas.back()));
   }
   if (forward_ms != nullptr) {
     *forward_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   }
   for (size_t i = layers_.size(); i-- > 0;) {
-    const ops::Tensor& x = i == 0 ? flat_inputs : ws.activations[i - 1];
-    ops::Tensor* dx = i == 0 ? nullptr : &ws.deltas[i - 1];
-    auto dparams = grads.subspan(first_variable_[i], layers_[i]->variables().size());
-    FULCRUM_RETURN_IF_ERROR(layers_[i]->Backward(LayerValues(values, i), x, ws.activations[i],
-                                                 &ws.deltas[i], dparams, dx,
-                                                 ContextFor(ws, i, /*training=*/true)));
+    const ops::Tensor& x = i == 0 ? *x0 : ws->activations[i - 1];
+    ops::Tensor* dx = i == 0 ? nullptr : &ws->deltas[i - 1];
+    auto dparams = g.subspan(first_variable_[i], layers_[i]->variables().size());
+    FULCRUM_RETURN_IF_ERROR(layers_[i]->Backward(LayerValues(v, i), x, ws->activations[i],
+                                                 &ws->deltas[i], dparams, dx,
+                                                 ContextFor(*ws, i, /*training=*/true)));
   }
   ++steps_;
-  return static_cast<float>(loss + AddWeightDecay(values, grads));
+  FULCRUM_ASSIGN_OR_RETURN(const double decay, AddWeightDecay(v, g));
+  if (!on_cpu()) {
+    for (size_t i = 0; i < grads.size(); ++i) {
+      FULCRUM_RETURN_IF_ERROR(b.CopyToHost(device_grads_[i], &grads[i]));
+    }
+  }
+  return static_cast<float>(loss + decay);
 }
 
 absl::StatusOr<EvalResult> Model::Evaluate(const ops::Tensor& inputs,
@@ -201,18 +246,19 @@ absl::StatusOr<EvalResult> Model::Evaluate(const ops::Tensor& inputs,
   FULCRUM_RETURN_IF_ERROR(CheckOperands(inputs, labels, values));
   FULCRUM_ASSIGN_OR_RETURN(const ops::Tensor flat_inputs,
                            inputs.Reshaped({inputs.rows(), inputs.cols()}));
-  Workspace& ws = WorkspaceFor(inputs.rows());
-  FULCRUM_RETURN_IF_ERROR(Forward(flat_inputs, values, ws, /*training=*/false));
+  FULCRUM_ASSIGN_OR_RETURN(Workspace * ws, WorkspaceFor(inputs.rows()));
+  ops::Backend& b = backend();
+  FULCRUM_ASSIGN_OR_RETURN(const ops::Tensor* x0, DeviceInputs(flat_inputs, *ws));
+  FULCRUM_ASSIGN_OR_RETURN(std::span<const ops::Tensor> v, DeviceValues(values));
+  FULCRUM_RETURN_IF_ERROR(Forward(*x0, v, *ws, /*training=*/false));
   EvalResult result;
   result.examples = inputs.rows();
   float mean = 0.0f;
   if (loss_ == LossKind::kSoftmaxCrossEntropy) {
-    FULCRUM_ASSIGN_OR_RETURN(mean,
-                             ops::SoftmaxCrossEntropy(ws.activations.back(), labels, nullptr));
-    FULCRUM_ASSIGN_OR_RETURN(result.correct, ops::CountCorrect(ws.activations.back(), labels));
+    FULCRUM_ASSIGN_OR_RETURN(mean, b.SoftmaxCrossEntropy(ws->activations.back(), labels, nullptr));
+    FULCRUM_ASSIGN_OR_RETURN(result.correct, b.CountCorrect(ws->activations.back(), labels));
   } else {
-    FULCRUM_ASSIGN_OR_RETURN(mean,
-                             ops::MeanSquaredError(ws.activations.back(), flat_inputs, nullptr));
+    FULCRUM_ASSIGN_OR_RETURN(mean, b.MeanSquaredError(ws->activations.back(), *x0, nullptr));
   }
   result.loss_sum = static_cast<double>(mean) * static_cast<double>(result.examples);
   return result;

@@ -15,6 +15,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "models/layer.h"
+#include "ops/backend.h"
+#include "ops/cpu/cpu_backend.h"
 #include "ops/tensor.h"
 
 namespace fulcrum::models {
@@ -47,8 +49,14 @@ class Model {
   int64_t input_size() const { return input_size_; }
   int64_t output_size() const;
   int64_t num_parameters() const;
-  // Threads the model's kernels may use (not owned; null = the calling thread only).
-  void set_thread_pool(ops::ThreadPool* pool) { pool_ = pool; }
+  // Threads the CPU backend's kernels may use (not owned; null = the calling thread only).
+  void set_thread_pool(ops::ThreadPool* pool) { cpu_.set_pool(pool); }
+  // The backend the layers run on (not owned; null = the model's own CPU backend). With a
+  // GPU backend, ComputeGradients and Evaluate copy the batch and the variable values to the
+  // device, run every layer and the loss there, and copy only the gradients back: activations,
+  // scratch and the device copies of the variables stay on the device between calls.
+  void set_backend(ops::Backend* backend);
+  ops::Backend& backend() { return backend_ != nullptr ? *backend_ : cpu_; }
   // Seed of the random layers (dropout): the k-th ComputeGradients call after set_seed draws
   // from (seed, k), so setting the same seed again replays the same masks. Give each worker
   // its own (the worker mixes in its task index).
@@ -81,19 +89,26 @@ class Model {
 
  private:
   struct Workspace {
+    ops::Tensor inputs;                    // off-CPU backends: the batch on the device
     std::vector<ops::Tensor> activations;  // output of layer i, [batch, out_i]
     std::vector<ops::Tensor> deltas;       // dLoss/d(output of layer i)
     std::vector<ops::Tensor> saved;        // layer i's LayerContext::saved (may be empty)
     ops::Tensor temp;                      // every layer's LayerContext::temp (may be empty)
   };
-  LayerContext ContextFor(Workspace& ws, size_t layer, bool training) const;
+  LayerContext ContextFor(Workspace& ws, size_t layer, bool training);
   // Adds the weight-decay terms to grads; returns what they add to the loss.
-  double AddWeightDecay(std::span<const ops::Tensor> values, std::span<ops::Tensor> grads) const;
+  absl::StatusOr<double> AddWeightDecay(std::span<const ops::Tensor> values,
+                                        std::span<ops::Tensor> grads);
   absl::Status CheckOperands(const ops::Tensor& inputs, std::span<const int32_t> labels,
                              std::span<const ops::Tensor> values) const;
-  Workspace& WorkspaceFor(int64_t batch);
+  absl::StatusOr<Workspace*> WorkspaceFor(int64_t batch);
+  // The batch and the values as the backend sees them: the callers' tensors on the CPU, device
+  // copies otherwise (copied in here).
+  absl::StatusOr<const ops::Tensor*> DeviceInputs(const ops::Tensor& flat_inputs, Workspace& ws);
+  absl::StatusOr<std::span<const ops::Tensor>> DeviceValues(std::span<const ops::Tensor> values);
+  bool on_cpu() { return backend().device() == ops::Device::kCpu; }
   absl::Status Forward(const ops::Tensor& inputs, std::span<const ops::Tensor> values,
-                       Workspace& ws, bool training) const;
+                       Workspace& ws, bool training);
   std::span<const ops::Tensor> LayerValues(std::span<const ops::Tensor> values, size_t i) const;
 
   std::string name_;
@@ -103,7 +118,10 @@ class Model {
   std::vector<size_t> first_variable_;  // index into variables_ of each layer's first variable
   int64_t input_size_ = 0;
   std::map<int64_t, Workspace> workspaces_;  // by batch size; training and eval sizes
-  ops::ThreadPool* pool_ = nullptr;
+  ops::CpuBackend cpu_;
+  ops::Backend* backend_ = nullptr;         // not owned; null = cpu_
+  std::vector<ops::Tensor> device_values_;  // off-CPU backends: the variables on the device
+  std::vector<ops::Tensor> device_grads_;   // and their gradients
   uint64_t seed_ = 1;
   uint64_t steps_ = 0;               // ComputeGradients calls so far: the random layers' stream
   std::vector<float> weight_decay_;  // per variable, in force

@@ -47,8 +47,10 @@ absl::StatusOr<std::unique_ptr<Model>> ModelRegistry::Create(const std::string& 
 namespace {
 
 // A stack of dense layers: widths[0] is the input size, every later entry a layer's output.
-absl::StatusOr<std::unique_ptr<Model>> DenseStack(const std::string& name, const std::vector<int64_t>& widths,
-                                  Activation hidden, Activation last, LossKind loss) {
+absl::StatusOr<std::unique_ptr<Model>> DenseStack(const std::string& name,
+                                                  const std::vector<int64_t>& widths,
+                                                  Activation hidden, Activation last,
+                                                  LossKind loss) {
   std::vector<std::unique_ptr<Layer>> layers;
   for (size_t i = 1; i < widths.size(); ++i) {
     const bool is_last = i + 1 == widths.size();
@@ -70,9 +72,10 @@ absl::Status RegisterBuiltinModels(ModelRegistry* registry) {
   FULCRUM_RETURN_IF_ERROR(registry->Register(
       "mlp", "multi-layer perceptron: input-256-128-classes, ReLU",
       [](const ModelConfig& c) -> absl::StatusOr<std::unique_ptr<Model>> {
-        return DenseStack("mlp",
-                          {c.input_size, ScaledWidth(256, c.width), ScaledWidth(128, c.width), c.num_classes},
-                          Activation::kRelu, Activation::kNone, LossKind::kSoftmaxCrossEntropy);
+        return DenseStack(
+            "mlp",
+            {c.input_size, ScaledWidth(256, c.width), ScaledWidth(128, c.width), c.num_classes},
+            Activation::kRelu, Activation::kNone, LossKind::kSoftmaxCrossEntropy);
       }));
   FULCRUM_RETURN_IF_ERROR(registry->Register(
       "autoencoder", "autoencoder: input-256-128-256-input, sigmoid, MSE (HKUST workload)",

@@ -10,7 +10,6 @@
 #include "base/status_macros.h"
 #include "models/builder.h"
 #include "models/registry.h"
-#include "ops/cpu/spatial_transformer.h"
 
 namespace fulcrum::models {
 namespace {
@@ -20,17 +19,21 @@ constexpr float kIdentity[6] = {1, 0, 0, 0, 1, 0};
 // Hands out consecutive views of one scratch tensor, in the order the layout declares them.
 class Carver {
  public:
-  explicit Carver(ops::Tensor* scratch) : next_(scratch == nullptr ? nullptr : scratch->data()) {}
+  explicit Carver(ops::Tensor* scratch)
+      : next_(scratch == nullptr ? nullptr : scratch->data()),
+        device_(scratch == nullptr ? ops::Device::kCpu : scratch->device()) {}
   ops::Tensor Take(const ops::Shape& shape) {
-    ops::Tensor t = ops::Tensor::View(next_, shape);
+    ops::Tensor t = ops::Tensor::View(next_, shape, device_);
     next_ += shape.num_elements();
     return t;
   }
   // A flat view of n floats, or an empty tensor when n is 0.
   ops::Tensor TakeFlat(int64_t n) { return n > 0 ? Take(ops::Shape{n}) : ops::Tensor(); }
+  ops::Device device() const { return device_; }
 
  private:
   float* next_;
+  ops::Device device_;
 };
 
 class SpatialTransformerLayer final : public Layer {
@@ -52,7 +55,7 @@ class SpatialTransformerLayer final : public Layer {
   // Kept from Forward to Backward: every localisation activation, theta, the grid, and the
   // localisation layers' own saved scratch.
   int64_t saved_elements(int64_t batch) const override {
-    int64_t n = batch * 6 + GridElements(batch);
+    int64_t n = batch * 6 + GridElements(batch) + 6;
     for (const auto& layer : loc_) n += batch * layer->output_size() + layer->saved_elements(batch);
     return n;
   }
@@ -73,13 +76,18 @@ class SpatialTransformerLayer final : public Layer {
       FULCRUM_RETURN_IF_ERROR(loc_[i]->Forward(LocParams(params, i), i == 0 ? x : s.acts[i - 1],
                                                &s.acts[i], LocContext(ctx, s, i, loc_temp)));
     }
-    const float* raw = s.acts.back().data();
-    float* theta = s.theta.data();
-    for (int64_t k = 0; k < batch * 6; ++k) theta[k] = raw[k] + kIdentity[k % 6];
-    FULCRUM_RETURN_IF_ERROR(ops::AffineGrid(s.theta, &s.grid, ctx.pool));
+    // theta = the localisation output + the identity transform.
+    ops::Backend& b = *ctx.backend;
+    float identity[6];
+    std::copy(std::begin(kIdentity), std::end(kIdentity), identity);
+    FULCRUM_RETURN_IF_ERROR(b.CopyFromHost(ops::Tensor::View(identity, {6}), &s.identity));
+    FULCRUM_ASSIGN_OR_RETURN(ops::Tensor theta_rows, s.theta.Reshaped({batch, 6}));
+    FULCRUM_RETURN_IF_ERROR(b.Copy(s.acts.back(), &theta_rows));
+    FULCRUM_RETURN_IF_ERROR(b.BiasAdd(s.identity, &theta_rows));
+    FULCRUM_RETURN_IF_ERROR(b.AffineGrid(s.theta, &s.grid));
     FULCRUM_ASSIGN_OR_RETURN(ops::Tensor x4, x.Reshaped(Nhwc(batch, in_)));
     FULCRUM_ASSIGN_OR_RETURN(ops::Tensor y4, y->Reshaped(Nhwc(batch, out_)));
-    return ops::BilinearSample(x4, s.grid, &y4, ctx.pool);
+    return b.BilinearSample(x4, s.grid, &y4);
   }
 
   absl::Status Backward(std::span<const ops::Tensor> params, const ops::Tensor& x,
@@ -88,9 +96,8 @@ class SpatialTransformerLayer final : public Layer {
     const int64_t batch = x.rows();
     FULCRUM_RETURN_IF_ERROR(CheckOperands(x, y, ctx));
     if (dx != nullptr && !(dx->shape() == x.shape())) {
-      return absl::InvalidArgumentError(absl::StrCat(name_, ": input gradient ",
-                                                     dx->shape().ToString(), ", expected ",
-                                                     x.shape().ToString()));
+      return absl::InvalidArgumentError(absl::StrCat(
+          name_, ": input gradient ", dx->shape().ToString(), ", expected ", x.shape().ToString()));
     }
     Saved s = CarveSaved(ctx, batch);
     Carver temp(ctx.temp);
@@ -107,34 +114,30 @@ class SpatialTransformerLayer final : public Layer {
     if (dx != nullptr) {
       FULCRUM_ASSIGN_OR_RETURN(dx4, dx->Reshaped(Nhwc(batch, in_)));
     }
-    FULCRUM_RETURN_IF_ERROR(ops::BilinearSampleGrad(x4, s.grid, dy4, dx == nullptr ? nullptr : &dx4,
-                                                    &dgrid, ctx.pool));
-    ops::Tensor dtheta = ops::Tensor::View(ping, {batch, 2, 3});
-    FULCRUM_RETURN_IF_ERROR(ops::AffineGridGrad(dgrid, &dtheta, ctx.pool));
+    ops::Backend& b = *ctx.backend;
+    FULCRUM_RETURN_IF_ERROR(
+        b.BilinearSampleGrad(x4, s.grid, dy4, dx == nullptr ? nullptr : &dx4, &dgrid));
+    ops::Tensor dtheta = ops::Tensor::View(ping, {batch, 2, 3}, temp.device());
+    FULCRUM_RETURN_IF_ERROR(b.AffineGridGrad(dgrid, &dtheta));
 
     // Through the localisation network, last layer first; its first layer's input gradient
     // is added to the sampler's.
-    ops::Tensor delta = ops::Tensor::View(ping, {batch, 6});
+    ops::Tensor delta = ops::Tensor::View(ping, {batch, 6}, temp.device());
     for (size_t i = loc_.size(); i-- > 0;) {
       ops::Tensor next;
       if (i > 0) {
         next = ops::Tensor::View(delta.data() == ping ? pong : ping,
-                                 {batch, loc_[i - 1]->output_size()});
+                                 {batch, loc_[i - 1]->output_size()}, temp.device());
       } else if (dx != nullptr) {
         next = loc_dx;
       }
-      FULCRUM_RETURN_IF_ERROR(loc_[i]->Backward(
-          LocParams(params, i), i == 0 ? x : s.acts[i - 1], s.acts[i], &delta,
-          dparams.subspan(first_variable_[i], loc_[i]->variables().size()),
-          next.empty() ? nullptr : &next, LocContext(ctx, s, i, loc_temp)));
+      FULCRUM_RETURN_IF_ERROR(
+          loc_[i]->Backward(LocParams(params, i), i == 0 ? x : s.acts[i - 1], s.acts[i], &delta,
+                            dparams.subspan(first_variable_[i], loc_[i]->variables().size()),
+                            next.empty() ? nullptr : &next, LocContext(ctx, s, i, loc_temp)));
       delta = next;
     }
-    if (dx != nullptr) {
-      float* d = dx->data();
-      const float* extra = loc_dx.data();
-      for (int64_t k = 0; k < dx->num_elements(); ++k) d[k] += extra[k];
-    }
-    return absl::OkStatus();
+    return dx != nullptr ? b.Add(loc_dx, dx) : absl::OkStatus();
   }
 
  private:
@@ -143,6 +146,7 @@ class SpatialTransformerLayer final : public Layer {
     std::vector<ops::Tensor> acts;       // localisation layer i's output, [batch, out_i]
     ops::Tensor theta;                   // [batch, 2, 3]
     ops::Tensor grid;                    // [batch, out H, out W, 2]
+    ops::Tensor identity;                // [6]: the identity transform, added to theta
     std::vector<ops::Tensor> loc_saved;  // localisation layer i's saved scratch (may be empty)
   };
 
@@ -179,9 +183,9 @@ class SpatialTransformerLayer final : public Layer {
                                                      " examples"));
     }
     if (ctx.temp == nullptr || ctx.temp->num_elements() < temp_elements(batch)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          name_, ": needs ", temp_elements(batch), " floats of temp scratch for ", batch,
-          " examples"));
+      return absl::InvalidArgumentError(absl::StrCat(name_, ": needs ", temp_elements(batch),
+                                                     " floats of temp scratch for ", batch,
+                                                     " examples"));
     }
     return absl::OkStatus();
   }
@@ -192,6 +196,7 @@ class SpatialTransformerLayer final : public Layer {
     for (const auto& layer : loc_) s.acts.push_back(c.Take({batch, layer->output_size()}));
     s.theta = c.Take({batch, 2, 3});
     s.grid = c.Take({batch, out_.height, out_.width, 2});
+    s.identity = c.Take({6});
     for (const auto& layer : loc_) s.loc_saved.push_back(c.TakeFlat(layer->saved_elements(batch)));
     return s;
   }
@@ -244,9 +249,9 @@ absl::StatusOr<std::unique_ptr<Layer>> MakeSpatialTransformer(
                                                      " must be named \"", prefix, "...\""));
     }
     if (layer->input_size() != size) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          name, ": localisation layer ", layer->name(), " takes ", layer->input_size(),
-          " values per example, it is given ", size));
+      return absl::InvalidArgumentError(absl::StrCat(name, ": localisation layer ", layer->name(),
+                                                     " takes ", layer->input_size(),
+                                                     " values per example, it is given ", size));
     }
     size = layer->output_size();
   }
@@ -299,7 +304,8 @@ absl::StatusOr<std::vector<std::unique_ptr<Layer>>> Localisation(const std::stri
     FULCRUM_ASSIGN_OR_RETURN(image, PoolOutputImage(pool, image, Pool2()));
     layers.push_back(std::move(p));
   }
-  layers.push_back(MakeDense(absl::StrCat(st, "/loc_fc"), image.size(), ScaledWidth(32, w), Relu()));
+  layers.push_back(
+      MakeDense(absl::StrCat(st, "/loc_fc"), image.size(), ScaledWidth(32, w), Relu()));
   return layers;
 }
 

@@ -7,6 +7,11 @@
 #include "base/status_macros.h"
 #include "worker/setup.h"
 
+#ifdef FULCRUM_HAVE_CUDA
+#include "ops/cuda/cuda_backend.h"
+#include "ops/cuda/device_memory.h"
+#endif
+
 namespace fulcrum::worker {
 namespace {
 
@@ -26,21 +31,34 @@ absl::StatusOr<std::vector<ops::DeviceId>> ComputeDevices(const runtime::Trainin
   const std::vector<ops::DeviceId> devices = from_list ? t.devices : std::vector{t.device};
   const char* flag = from_list ? "--devices" : "--device";
   for (const ops::DeviceId& d : devices) {
-    if (d.type != ops::Device::kCpu) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          flag, ": ", ops::DeviceIdName(d),
-          ": the models' ops run on the CPU only in this build (the GPU backend is not yet "
-          "wired to the models); use cpu or cpu:N"));
+    if (d.type == ops::Device::kCpu) continue;
+#ifdef FULCRUM_HAVE_CUDA
+    const absl::StatusOr<int> count = ops::cuda::DeviceCount();
+    if (!count.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(flag, ": ", ops::DeviceIdName(d),
+                                                     ": no usable GPU on this machine (",
+                                                     count.status().message(), ")"));
     }
+    if (d.index >= *count) {
+      return absl::InvalidArgumentError(absl::StrCat(flag, ": ", ops::DeviceIdName(d),
+                                                     " does not exist: this machine has ", *count,
+                                                     " GPU(s), gpu:0 to gpu:", *count - 1));
+    }
+#else
+    return absl::InvalidArgumentError(absl::StrCat(
+        flag, ": ", ops::DeviceIdName(d),
+        ": this build has no GPU backend (the CUDA toolkit, nvcc or cuDNN was not found when it "
+        "was built); use cpu or cpu:N"));
+#endif
   }
   if (devices.size() > kMaxDevices) {
     return absl::InvalidArgumentError(
         absl::StrCat(flag, ": ", devices.size(), " devices, at most ", kMaxDevices));
   }
   if (t.batch_size < static_cast<int64_t>(devices.size())) {
-    return absl::InvalidArgumentError(absl::StrCat("--batch_size=", t.batch_size, " is smaller than the ",
-                                                   devices.size(), " devices of ", flag,
-                                                   ": every device needs an example"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--batch_size=", t.batch_size, " is smaller than the ", devices.size(),
+                     " devices of ", flag, ": every device needs an example"));
   }
   return devices;
 }
@@ -64,12 +82,22 @@ absl::StatusOr<std::unique_ptr<Replicas>> Replicas::Create(const runtime::Traini
     Replica replica;
     // --threads shared out: replica r gets threads / n, the first ones one more if uneven.
     const int threads = std::max(1, t.threads / n + (r < t.threads % n ? 1 : 0));
-    replica.pool = std::make_unique<ops::ThreadPool>(threads);
-    FULCRUM_ASSIGN_OR_RETURN(replica.model,
-                             BuildModel(t, train, replica.pool.get(), worker_index));
+    const ops::DeviceId& device = set->devices_[static_cast<size_t>(r)];
+    replica.pool =
+        std::make_unique<ops::ThreadPool>(device.type == ops::Device::kCpu ? threads : 1);
+    FULCRUM_ASSIGN_OR_RETURN(replica.model, BuildModel(t, train, replica.pool.get(), worker_index));
+    if (device.type != ops::Device::kCpu) {
+#ifdef FULCRUM_HAVE_CUDA
+      FULCRUM_ASSIGN_OR_RETURN(replica.backend, ops::cuda::CreateCudaBackend(device.index));
+      replica.model->set_backend(replica.backend.get());
+#else
+      return absl::InvalidArgumentError(
+          absl::StrCat(ops::DeviceIdName(device), ": this build has no GPU backend"));
+#endif
+    }
     if (r > 0) {
-      replica.model->set_seed(DeriveSeed(
-          t.seed, NameHash(absl::StrCat("worker/", worker_index, "/replica/", r))));
+      replica.model->set_seed(
+          DeriveSeed(t.seed, NameHash(absl::StrCat("worker/", worker_index, "/replica/", r))));
       for (const auto& spec : replica.model->variables()) {
         replica.grads.push_back(ops::Tensor::Zeros(spec.shape));
       }
@@ -83,10 +111,10 @@ absl::StatusOr<std::unique_ptr<Replicas>> Replicas::Create(const runtime::Traini
 absl::StatusOr<float> Replicas::ComputeGradients(const ops::Tensor& inputs,
                                                  std::span<const int32_t> labels,
                                                  std::span<const ops::Tensor> values,
-                                                 std::span<ops::Tensor> grads,
-                                                 double* forward_ms) {
+                                                 std::span<ops::Tensor> grads, double* forward_ms) {
   const int n = static_cast<int>(replicas_.size());
-  if (n == 1) return replicas_[0].model->ComputeGradients(inputs, labels, values, grads, forward_ms);
+  if (n == 1)
+    return replicas_[0].model->ComputeGradients(inputs, labels, values, grads, forward_ms);
   const int64_t batch = inputs.rows();
   if (batch < n) {
     return absl::InvalidArgumentError(

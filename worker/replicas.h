@@ -4,8 +4,9 @@
 // gradients on its replica at the same variable values, in parallel, and averages them
 // weighted by slice size, so the result is the full batch's mean-loss gradient; the loop then
 // applies or pushes it once. A CPU "device" is a replica with its own share of --threads
-// (threads / devices, at least one), not a pinned core. GPU devices are refused: the models'
-// ops have no GPU implementation yet (exit 2 naming the flag).
+// (threads / devices, at least one), not a pinned core. A GPU device is a replica whose model
+// runs on the CUDA backend (ops/cuda/cuda_backend.h) of that GPU; builds without CUDA, machines
+// without a usable GPU and GPU indices past the last are refused (exit 2 naming the flag).
 // Thread-safety: one thread calls ComputeGradients at a time; the replicas run on the set's own
 // threads during the call.
 #pragma once
@@ -20,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "data/dataset_types.h"
 #include "models/model.h"
+#include "ops/backend.h"
 #include "ops/cpu/thread_pool.h"
 #include "ops/device.h"
 #include "ops/tensor.h"
@@ -28,8 +30,9 @@
 namespace fulcrum::worker {
 
 // The devices the worker computes on: --devices, or {--device} when empty. InvalidArgument
-// naming the flag for a GPU (no GPU path for the models yet), for more than 64 devices, or
-// for a batch smaller than the number of devices.
+// naming the flag for a GPU this build or machine cannot run on (no CUDA backend built, no
+// usable GPU, an index past the last GPU), for more than 64 devices, or for a batch smaller
+// than the number of devices.
 absl::StatusOr<std::vector<ops::DeviceId>> ComputeDevices(const runtime::TrainingOptions& t);
 
 // "cpu:0", "cpu:1": the devices of --devices (or --device) by name, for summaries.
@@ -51,14 +54,14 @@ class Replicas {
 
   // As models::Model::ComputeGradients for the whole batch: the mean loss (plus weight decay)
   // and its gradient into grads. forward_ms receives the slowest replica's forward time.
-  absl::StatusOr<float> ComputeGradients(const ops::Tensor& inputs,
-                                         std::span<const int32_t> labels,
+  absl::StatusOr<float> ComputeGradients(const ops::Tensor& inputs, std::span<const int32_t> labels,
                                          std::span<const ops::Tensor> values,
                                          std::span<ops::Tensor> grads, double* forward_ms);
 
  private:
   struct Replica {
     std::unique_ptr<ops::ThreadPool> pool;
+    std::unique_ptr<ops::Backend> backend;  // GPU replicas: the model's backend (else null)
     std::unique_ptr<models::Model> model;
     std::vector<ops::Tensor> grads;  // replicas 1..: their own gradient buffers
     absl::StatusOr<float> loss = 0.0f;

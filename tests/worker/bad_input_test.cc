@@ -155,8 +155,8 @@ TEST(BadInputTest, OptimizerAndModelFlagsOutOfRange) {
       {"--input_pipeline=imagenet", "--input_pipeline=imagenet: expected plain or cifar10"},
       {"--device=tpu:0", "--device=tpu:0: expected cpu, cpu:N or gpu:N"},
       {"--devices=cpu:0,cpu:0", "cpu:0 is named twice"},
-      {"--device=gpu:0", "--device: gpu:0: the models' ops run on the CPU only"},
-      {"--devices=cpu:0,gpu:0", "--devices: gpu:0"},
+      {"--device=gpu:255", "--device: gpu:255"},  // past the last GPU of any machine
+      {"--devices=cpu:0,gpu:255", "--devices: gpu:255"},
   };
   for (const auto& [flag, message] : cases) {
     RunResult r = RunBinary("worker", {flag, "--train_steps=5"});
@@ -194,9 +194,9 @@ TEST(BadInputTest, InputPipelineAndCifarFiles) {
   }
   std::ofstream(data / "test_batch.bin", std::ios::binary) << record;
   const fs::path run_dir = RunDirWithOldSummary("cifar_length");
-  RunResult r = RunBinary("worker", {"--dataset=cifar10", "--data_dir=" + data.string(),
-                                     "--model=cifar10_cnn", "--train_steps=5",
-                                     "--run_dir=" + run_dir.string()});
+  RunResult r = RunBinary(
+      "worker", {"--dataset=cifar10", "--data_dir=" + data.string(), "--model=cifar10_cnn",
+                 "--train_steps=5", "--run_dir=" + run_dir.string()});
   ExpectBadInput(r, {"data_batch_3.bin", "truncated record"});
   EXPECT_EQ(ReadFile(run_dir / "summary.json"), "{\"earlier\": true}\n");
 }

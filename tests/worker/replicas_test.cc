@@ -3,6 +3,8 @@
 // for a dense and a convolutional model and a batch that does not divide evenly; one device is
 // the model alone; GPU devices and batches smaller than the device count are refused naming
 // the flag.
+#include "worker/replicas.h"
+
 #include <cmath>
 #include <memory>
 #include <string>
@@ -13,12 +15,12 @@
 #include "gtest/gtest.h"
 #include "ops/initializer.h"
 #include "runtime/flags.h"
-#include "worker/replicas.h"
 #include "worker/setup.h"
 
 namespace fulcrum::worker {
 namespace {
 
+using ::testing::AnyOf;
 using ::testing::HasSubstr;
 
 runtime::TrainingOptions Options(const std::string& model, std::vector<int64_t> shape) {
@@ -45,13 +47,13 @@ void PrintTo(const Case& c, std::ostream* os) { *os << c.model << " on " << c.de
 
 class ReplicasTest : public ::testing::TestWithParam<Case> {};
 
-INSTANTIATE_TEST_SUITE_P(
-    Models, ReplicasTest,
-    ::testing::Values(Case{"mlp", {6, 6, 1}, 2}, Case{"mlp", {6, 6, 1}, 3},
-                      Case{"cifar10_cnn", {9, 9, 3}, 2}),
-    [](const auto& info) {
-      return std::string(info.param.model) + "_" + std::to_string(info.param.devices);
-    });
+INSTANTIATE_TEST_SUITE_P(Models, ReplicasTest,
+                         ::testing::Values(Case{"mlp", {6, 6, 1}, 2}, Case{"mlp", {6, 6, 1}, 3},
+                                           Case{"cifar10_cnn", {9, 9, 3}, 2}),
+                         [](const auto& info) {
+                           return std::string(info.param.model) + "_" +
+                                  std::to_string(info.param.devices);
+                         });
 
 TEST_P(ReplicasTest, AveragedSliceGradientsEqualTheFullBatchGradient) {
   const Case& c = GetParam();
@@ -72,7 +74,8 @@ TEST_P(ReplicasTest, AveragedSliceGradientsEqualTheFullBatchGradient) {
     ops::Tensor v = ops::Tensor::Zeros(spec.shape);
     ASSERT_TRUE(ops::Initialize(spec.initializer, seed++, &v).ok());
     if (spec.shape.rank() == 1) {  // non-zero biases
-      for (int64_t i = 0; i < v.num_elements(); ++i) v.data()[i] = 0.01f * static_cast<float>(i % 7);
+      for (int64_t i = 0; i < v.num_elements(); ++i)
+        v.data()[i] = 0.01f * static_cast<float>(i % 7);
     }
     values.push_back(v);
     full.push_back(ops::Tensor::Zeros(spec.shape));
@@ -93,26 +96,31 @@ TEST_P(ReplicasTest, AveragedSliceGradientsEqualTheFullBatchGradient) {
     double max_abs = 0, max_diff = 0;
     for (int64_t j = 0; j < full[i].num_elements(); ++j) {
       max_abs = std::max(max_abs, static_cast<double>(std::abs(full[i].data()[j])));
-      max_diff = std::max(max_diff,
-                          static_cast<double>(std::abs(full[i].data()[j] - split[i].data()[j])));
+      max_diff =
+          std::max(max_diff, static_cast<double>(std::abs(full[i].data()[j] - split[i].data()[j])));
     }
     EXPECT_LE(max_diff, 1e-5 * (1 + max_abs)) << specs[i].name;
     EXPECT_GT(max_abs, 0.0) << specs[i].name << ": a gradient that is all zero checks nothing";
   }
 }
 
-TEST(ReplicasErrorsTest, GpuDevicesAndTinyBatchesAreRefusedNamingTheFlag) {
+// A GPU this machine does not have (gpu:255: past the last GPU of any machine; any GPU on one
+// without a usable driver or in a build without CUDA) is refused naming the flag and why.
+TEST(ReplicasErrorsTest, MissingGpusAndTinyBatchesAreRefusedNamingTheFlag) {
   runtime::TrainingOptions t = Options("mlp", {6, 6, 1});
-  t.devices = {{ops::Device::kCuda, 0}, {ops::Device::kCuda, 1}};
+  t.devices = {{ops::Device::kCpu, 0}, {ops::Device::kCuda, 255}};
   auto gpu = ComputeDevices(t);
   ASSERT_FALSE(gpu.ok());
   EXPECT_EQ(gpu.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(gpu.status().message(), HasSubstr("--devices: gpu:0"));
+  EXPECT_THAT(gpu.status().message(), HasSubstr("--devices: gpu:255"));
+  EXPECT_THAT(gpu.status().message(),
+              AnyOf(HasSubstr("does not exist: this machine has"), HasSubstr("no usable GPU"),
+                    HasSubstr("this build has no GPU backend")));
   t.devices.clear();
-  t.device = {ops::Device::kCuda, 3};
+  t.device = {ops::Device::kCuda, 255};
   auto one_gpu = ComputeDevices(t);
   ASSERT_FALSE(one_gpu.ok());
-  EXPECT_THAT(one_gpu.status().message(), HasSubstr("--device: gpu:3"));
+  EXPECT_THAT(one_gpu.status().message(), HasSubstr("--device: gpu:255"));
   t.device = {};
   for (int d = 0; d < 8; ++d) t.devices.push_back({ops::Device::kCpu, d});
   auto tiny = ComputeDevices(t);
