@@ -5,7 +5,9 @@
 # --profile=off, no final evaluation) beside bench/reference/cnn_reference.py (PyTorch's
 # oneDNN convolutions, channels_last, the same layer list). For each model x batch x threads
 # the two sides run alternately, --pairs times; the table gives each side's median and the
-# ratio Fulcrum / PyTorch of the medians. /proc/loadavg is printed before and after.
+# ratio Fulcrum / PyTorch of the medians, and each side's peak resident memory (the largest
+# over the pairs, read by /usr/bin/time's %M: the whole process, data and libraries
+# included). /proc/loadavg is printed before and after.
 #
 # Models: mnist_cnn (28x28x1), cifar10_cnn (24x24x3), alexnet (227x227x3), vgg16 (32x32x3).
 # Usage: bench/compare_cnn.sh [--models=mnist_cnn,cifar10_cnn] [--batches=1,10,100,400]
@@ -47,26 +49,29 @@ shape_of() {
 
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-fulcrum_run() {  # model batch threads -> examples/sec
+fulcrum_run() {  # model batch threads -> "examples/sec peak_rss_kib"
   local dir="$tmp/run-$RANDOM$RANDOM"
-  "$WORKER" --model="$1" --dataset=synthetic --synthetic_shape="$(shape_of "$1")" \
+  /usr/bin/time -f '%M' -o "$dir.rss" "$WORKER" --model="$1" --dataset=synthetic --synthetic_shape="$(shape_of "$1")" \
     --synthetic_examples=$(( $2 * 4 > 2000 ? $2 * 4 : 2000 )) --batch_size="$2" \
     --threads="$3" --train_steps="$steps" --learning_rate=0.01 --profile=off --noeval \
     --log_every=100000 --run_dir="$dir" >"$dir.log" 2>&1 || { cat "$dir.log" >&2; die "worker failed"; }
-  "$PYTHON" -c "import json,sys; print(json.load(open(sys.argv[1]))['examples_per_sec'])" \
-    "$dir/summary.json"
+  echo "$("$PYTHON" -c "import json,sys; print(json.load(open(sys.argv[1]))['examples_per_sec'])" \
+    "$dir/summary.json") $(tail -1 "$dir.rss")"
 }
-torch_run() {  # model batch threads -> examples/sec
-  OMP_NUM_THREADS="$3" "$PYTHON" "$REFERENCE" --model="$1" --batch="$2" --threads="$3" \
-    --steps="$steps" --channels_last |
-    "$PYTHON" -c "import json,sys; print(json.loads(sys.stdin.read())['examples_per_sec'])"
+torch_run() {  # model batch threads -> "examples/sec peak_rss_kib"
+  local rss="$tmp/torch-$RANDOM$RANDOM.rss"
+  local eps
+  eps="$(OMP_NUM_THREADS="$3" /usr/bin/time -f '%M' -o "$rss" "$PYTHON" "$REFERENCE" \
+    --model="$1" --batch="$2" --threads="$3" --steps="$steps" --channels_last |
+    "$PYTHON" -c "import json,sys; print(json.loads(sys.stdin.read())['examples_per_sec'])")"
+  echo "$eps $(tail -1 "$rss")"
 }
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
 echo "loadavg before: $(cat /proc/loadavg)"
 {
-  echo "| model | batch | threads | Fulcrum ex/s | PyTorch ex/s | Fulcrum / PyTorch |"
-  echo "| --- | --- | --- | --- | --- | --- |"
+  echo "| model | batch | threads | Fulcrum ex/s | PyTorch ex/s | Fulcrum / PyTorch | Fulcrum peak RSS MiB | PyTorch peak RSS MiB | RSS Fulcrum / PyTorch |"
+  echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 } >"$out"
 IFS=, read -ra MODELS <<<"$models"
 IFS=, read -ra BATCHES <<<"$batches"
@@ -75,14 +80,18 @@ for m in "${MODELS[@]}"; do
   shape_of "$m" >/dev/null
   for b in "${BATCHES[@]}"; do
     for t in "${THREADS[@]}"; do
-      f=() p=()
+      f=() p=() frss=0 prss=0
       for ((i = 0; i < pairs; i++)); do
-        f+=("$(fulcrum_run "$m" "$b" "$t")")
-        p+=("$(torch_run "$m" "$b" "$t")")
+        read -r eps rss <<<"$(fulcrum_run "$m" "$b" "$t")"
+        f+=("$eps")
+        if ((rss > frss)); then frss=$rss; fi
+        read -r eps rss <<<"$(torch_run "$m" "$b" "$t")"
+        p+=("$eps")
+        if ((rss > prss)); then prss=$rss; fi
       done
       fm="$(median "${f[@]}")" pm="$(median "${p[@]}")"
-      line="$(awk -v m="$m" -v b="$b" -v t="$t" -v f="$fm" -v p="$pm" \
-        'BEGIN {printf "| %s | %d | %d | %.0f | %.0f | %.2f |", m, b, t, f, p, f / p}')"
+      line="$(awk -v m="$m" -v b="$b" -v t="$t" -v f="$fm" -v p="$pm" -v fr="$frss" -v pr="$prss" \
+        'BEGIN {printf "| %s | %d | %d | %.0f | %.0f | %.2f | %.0f | %.0f | %.2f |", m, b, t, f, p, f / p, fr / 1024, pr / 1024, fr / pr}')"
       echo "$line" | tee -a "$out"
     done
   done
