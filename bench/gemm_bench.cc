@@ -1,21 +1,28 @@
 // The GEMMs Fulcrum's models run, per library, single-threaded (the worker splits a product
 // over its own pool; ops/cpu/thread_pool.h says why): Eigen's product (what ops::MatMul ran
 // before), ops::MatMul as built (OpenBLAS when the build found it), and, when found at build
-// time, OpenBLAS's cblas_sgemm called directly with its own threading off. Shapes: mnist_cnn's
+// time, OpenBLAS's cblas_sgemm called directly with its own threading off, and, when built with
+// them (bench/CMakeLists.txt finds Debian's libblis-dev, libdnnl-dev, libxsmm-dev), BLIS's
+// typed gemm, oneDNN's dnnl_sgemm and libxsmm's JIT kernels (small shapes only), every one
+// single-threaded and checked once against Eigen's product on random operands (a library
+// that disagrees, or cannot run a shape, is skipped saying so). Shapes: mnist_cnn's
 // conv1/conv2 (im2col forward, dfilter = cols^T dy, dcols = dy filter^T) and dense1 (forward,
 // dW, dx) at batch 128, mlp's three layers at batch 128. Reported: GFLOP/s (2mnk per call) and
 // the three side by side in the same run.
 //   build/bin/gemm_bench --benchmark_min_time=0.3
 #include <benchmark/benchmark.h>
 
+#include <Eigen/Core>
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include <Eigen/Core>
-
 #include "ops/cpu/kernels.h"
+#include "ops/initializer.h"
 #include "ops/tensor.h"
+#ifdef FULCRUM_BENCH_GEMM_LIBS
+#include "bench/gemm_libs.h"
+#endif
 #ifdef FULCRUM_BENCH_OPENBLAS
 #include <cblas.h>
 extern "C" void openblas_set_num_threads(int num_threads);
@@ -50,6 +57,18 @@ const std::vector<Shape>& Shapes() {
 }
 
 Tensor Filled(int64_t rows, int64_t cols, float v) { return Tensor::Filled({rows, cols}, v); }
+
+// Random operands of shape s (a, b) and a zeroed result (c).
+struct Operands {
+  Tensor a, b, c;
+};
+Operands MakeOperands(const Shape& s) {
+  Operands o{s.trans_a ? Filled(s.k, s.m, 0) : Filled(s.m, s.k, 0),
+             s.trans_b ? Filled(s.n, s.k, 0) : Filled(s.k, s.n, 0), Filled(s.m, s.n, 0)};
+  (void)fulcrum::ops::Initialize(fulcrum::ops::Initializer::Uniform(1.0f), 1, &o.a);
+  (void)fulcrum::ops::Initialize(fulcrum::ops::Initializer::Uniform(1.0f), 2, &o.b);
+  return o;
+}
 
 void SetFlops(benchmark::State& state, const Shape& s) {
   // GFLOP per call times calls, as a rate: GFLOP/s.
@@ -99,16 +118,49 @@ void BM_OpenBlas(benchmark::State& state, Shape s) {
   const int ldb = static_cast<int>(s.trans_b ? s.k : s.n);
   for (auto _ : state) {
     cblas_sgemm(CblasRowMajor, s.trans_a ? CblasTrans : CblasNoTrans,
-                s.trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(s.m),
-                static_cast<int>(s.n), static_cast<int>(s.k), 1.0f, a.data(), lda, b.data(), ldb,
-                0.0f, c.data(), static_cast<int>(s.n));
+                s.trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(s.m), static_cast<int>(s.n),
+                static_cast<int>(s.k), 1.0f, a.data(), lda, b.data(), ldb, 0.0f, c.data(),
+                static_cast<int>(s.n));
     benchmark::DoNotOptimize(c.data());
   }
   SetFlops(state, s);
 }
 #endif
 
+#ifdef FULCRUM_BENCH_GEMM_LIBS
+using LibraryGemm = bool (*)(bool, bool, int64_t, int64_t, int64_t, const float*, const float*,
+                             float*);
+
+// One library on shape s, after checking its result against Eigen's on the same operands.
+void BM_Library(benchmark::State& state, Shape s, LibraryGemm gemm) {
+  Operands o = MakeOperands(s);
+  if (!gemm(s.trans_a, s.trans_b, s.m, s.n, s.k, o.a.data(), o.b.data(), o.c.data())) {
+    state.SkipWithError("the library cannot run this shape (libxsmm: outside its JIT range)");
+    return;
+  }
+  Map am(o.a.data(), o.a.rows(), o.a.cols()), bm(o.b.data(), o.b.rows(), o.b.cols());
+  RowMatrix want(s.m, s.n);
+  if (!s.trans_a && !s.trans_b) want.noalias() = am * bm;
+  if (!s.trans_a && s.trans_b) want.noalias() = am * bm.transpose();
+  if (s.trans_a && !s.trans_b) want.noalias() = am.transpose() * bm;
+  if (s.trans_a && s.trans_b) want.noalias() = am.transpose() * bm.transpose();
+  const float diff = (Map(o.c.data(), s.m, s.n) - want).cwiseAbs().maxCoeff();
+  if (diff > 1e-3f * static_cast<float>(s.k)) {
+    state.SkipWithError(("differs from Eigen's product by " + std::to_string(diff)).c_str());
+    return;
+  }
+  for (auto _ : state) {
+    gemm(s.trans_a, s.trans_b, s.m, s.n, s.k, o.a.data(), o.b.data(), o.c.data());
+    benchmark::DoNotOptimize(o.c.data());
+  }
+  SetFlops(state, s);
+}
+#endif
+
 int Register() {
+#ifdef FULCRUM_BENCH_GEMM_LIBS
+  fulcrum::bench::SingleThreadedLibraries();
+#endif
   for (const Shape& s : Shapes()) {
     benchmark::RegisterBenchmark((std::string("Eigen/") + s.name).c_str(), BM_Eigen, s)
         ->Unit(benchmark::kMillisecond);
@@ -116,6 +168,17 @@ int Register() {
         ->Unit(benchmark::kMillisecond);
 #ifdef FULCRUM_BENCH_OPENBLAS
     benchmark::RegisterBenchmark((std::string("OpenBLAS/") + s.name).c_str(), BM_OpenBlas, s)
+        ->Unit(benchmark::kMillisecond);
+#endif
+#ifdef FULCRUM_BENCH_GEMM_LIBS
+    benchmark::RegisterBenchmark((std::string("BLIS/") + s.name).c_str(), BM_Library, s,
+                                 &fulcrum::bench::BlisSgemm)
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark((std::string("oneDNN/") + s.name).c_str(), BM_Library, s,
+                                 &fulcrum::bench::OneDnnSgemm)
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark((std::string("libxsmm/") + s.name).c_str(), BM_Library, s,
+                                 &fulcrum::bench::LibxsmmSgemm)
         ->Unit(benchmark::kMillisecond);
 #endif
   }

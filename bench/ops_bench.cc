@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "benchmark/benchmark.h"
 #include "absl/strings/str_cat.h"
+#include "benchmark/benchmark.h"
 #include "models/registry.h"
 #include "ops/backend.h"
 #include "ops/cpu/kernels.h"
@@ -34,10 +34,14 @@ struct BenchModel {
   const char* name;
   std::vector<int64_t> shape;
 };
-const BenchModel kModels[] = {{"logreg", {784}},         {"mlp", {784}},
-                              {"autoencoder", {784}},    {"mnist_cnn", {28, 28, 1}},
-                              {"cifar10_cnn", {24, 24, 3}}, {"stn", {28, 28, 1}},
-                              {"vgg16", {32, 32, 3}},     {"alexnet", {227, 227, 3}}};
+const BenchModel kModels[] = {{"logreg", {784}},
+                              {"mlp", {784}},
+                              {"autoencoder", {784}},
+                              {"mnist_cnn", {28, 28, 1}},
+                              {"cifar10_cnn", {24, 24, 3}},
+                              {"stn", {28, 28, 1}},
+                              {"vgg16", {32, 32, 3}},
+                              {"alexnet", {227, 227, 3}}};
 constexpr int kDenseModels = 3;
 
 // Forward+backward of `model` on `backend` (null: the model's CPU backend over `pool`).
@@ -76,8 +80,8 @@ void RunModelStep(benchmark::State& state, const BenchModel& m, int64_t batch,
     }
     benchmark::DoNotOptimize(loss);
   }
-  state.counters["examples_per_sec"] = benchmark::Counter(
-      static_cast<double>(batch), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["examples_per_sec"] =
+      benchmark::Counter(static_cast<double>(batch), benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(m.name);
 }
 

@@ -1,14 +1,19 @@
 #include "ops/cpu/kernels.h"
 
+#include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <utility>
 #include <vector>
-
-#include <Eigen/Core>
 #ifdef FULCRUM_HAVE_OPENBLAS
 #include <cblas.h>
+#endif
+#ifdef FULCRUM_HAVE_LIBXSMM
+#include <libxsmm.h>
+
+#include <cstdlib>
+#include <cstring>
 #endif
 
 #include "absl/strings/str_cat.h"
@@ -63,8 +68,8 @@ absl::Status CheckGrad(const Tensor& y, const Tensor& dy, const Tensor* dx, cons
 absl::Status CheckLabels(const Tensor& logits, std::span<const int32_t> labels, const char* op) {
   if (auto s = CheckCpu(logits, op); !s.ok()) return s;
   if (static_cast<int64_t>(labels.size()) != logits.rows()) {
-    return absl::InvalidArgumentError(absl::StrCat(op, ": ", labels.size(), " labels for ",
-                                                   logits.rows(), " rows of logits"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": ", labels.size(), " labels for ", logits.rows(), " rows of logits"));
   }
   for (size_t i = 0; i < labels.size(); ++i) {
     if (labels[i] < 0 || labels[i] >= logits.cols()) {
@@ -89,11 +94,52 @@ void Gemm(const A& a, const B& b, C& c, bool accumulate) {
   }
 }
 
+#ifdef FULCRUM_HAVE_LIBXSMM
+// libxsmm's JIT kernels, where they measured faster than OpenBLAS on the models' shapes
+// (bench/gemm_bench.cc, docs/performance.md): products without a transposed b (libxsmm 1.17
+// generates no kernel for that layout), except deep untransposed ones (mnist_cnn's 3136-deep
+// dense layer ran 0-15 % slower on libxsmm than on OpenBLAS; the 100352-deep transposed
+// filter gradient of its conv1 2.3x faster). FULCRUM_GEMM=openblas in the environment turns
+// the path off (for measuring both in one build).
+constexpr int64_t kMaxXsmmDepthUntransposed = 2048;
+
+bool XsmmEnabled() {
+  static const bool enabled = [] {
+    const char* choice = std::getenv("FULCRUM_GEMM");
+    if (choice != nullptr && std::strcmp(choice, "openblas") == 0) return false;
+    libxsmm_init();
+    return true;
+  }();
+  return enabled;
+}
+
+// Row-major c = op(a) op(b) is column-major c^T = op(b)^T op(a)^T: a kernel of M = n, N = m
+// reading b's buffer as its first operand (no transpose when b is not transposed) and a's as
+// its second (transposed when a is). False when no kernel fits (the caller uses OpenBLAS).
+bool XsmmGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
+              int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+  if (trans_b || (!trans_a && k > kMaxXsmmDepthUntransposed) || !XsmmEnabled()) return false;
+  const libxsmm_blasint mm = n, nn = m, kk = k;
+  const libxsmm_blasint ld_first = ldb, ld_second = lda, ld_out = ldc;
+  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+  const int flags = trans_a ? LIBXSMM_GEMM_FLAG_TRANS_B : 0;
+  const libxsmm_smmfunction kernel = libxsmm_smmdispatch(mm, nn, kk, &ld_first, &ld_second, &ld_out,
+                                                         &alpha, &beta, &flags, nullptr);
+  if (kernel == nullptr) return false;
+  kernel(b, a, c);
+  return true;
+}
+#endif
+
 #ifdef FULCRUM_HAVE_OPENBLAS
-// out[rows, cols] (+)= op(a) op(b) on OpenBLAS, one thread: Fulcrum's pool splits the work.
-// Pointers and leading dimensions are those of the row-major operands (see MatMul).
+// out[rows, cols] (+)= op(a) op(b) on libxsmm's JIT kernels where they win, else OpenBLAS, one
+// thread: Fulcrum's pool splits the work. Pointers and leading dimensions are those of the
+// row-major operands (see MatMul).
 void BlasGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
               int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+#ifdef FULCRUM_HAVE_LIBXSMM
+  if (XsmmGemm(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc, accumulate)) return;
+#endif
   static const bool single_threaded = [] {
     openblas_set_num_threads(1);
     return true;
@@ -144,8 +190,8 @@ absl::Status MatMul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b
     auto part = [&](int64_t begin, int64_t size) {
       if (split_rows) {
         const float* ap = a.data() + (trans_a ? begin : begin * lda);
-        BlasGemm(trans_a, trans_b, size, n, k, ap, lda, b.data(), ldb, out->data() + begin * n,
-                 n, accumulate);
+        BlasGemm(trans_a, trans_b, size, n, k, ap, lda, b.data(), ldb, out->data() + begin * n, n,
+                 accumulate);
       } else {
         const float* bp = b.data() + (trans_b ? begin * ldb : begin);
         BlasGemm(trans_a, trans_b, m, size, k, a.data(), lda, bp, ldb, out->data() + begin, n,
@@ -208,8 +254,7 @@ absl::Status BiasAddGrad(const Tensor& dy, Tensor* dbias, bool accumulate) {
   if (auto s = CheckCpu(dy, "BiasAddGrad"); !s.ok()) return s;
   if (auto s = CheckCpu(*dbias, "BiasAddGrad"); !s.ok()) return s;
   if (dbias->num_elements() != dy.cols()) {
-    return absl::InvalidArgumentError(absl::StrCat("BiasAddGrad: dbias ",
-                                                   dbias->shape().ToString(),
+    return absl::InvalidArgumentError(absl::StrCat("BiasAddGrad: dbias ", dbias->shape().ToString(),
                                                    " does not match dy ", dy.shape().ToString()));
   }
   auto db = Eigen::Map<Eigen::RowVectorXf>(dbias->data(), dbias->num_elements());
