@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Fulcrum's convolutional models against PyTorch (CPU) in the same run: a full training step
 # (forward, loss, backward, SGD update) on data already in memory, examples/sec in steady
-# state (first 20 steps dropped), Fulcrum's worker (synthetic data of the model's shape,
+# state (first 20 steps dropped), Fulcrum's worker (synthetic data of the model's shape, four
+# batches of it, at least 64 examples, so the dataset does not swell its memory figure;
+# PyTorch reuses one batch;
 # --profile=off, no final evaluation) beside bench/reference/cnn_reference.py (PyTorch's
 # oneDNN convolutions, channels_last, the same layer list). For each model x batch x threads
 # the two sides run alternately, --pairs times; the table gives each side's median and the
@@ -52,7 +54,7 @@ trap 'rm -rf "$tmp"' EXIT
 fulcrum_run() {  # model batch threads -> "examples/sec peak_rss_kib"
   local dir="$tmp/run-$RANDOM$RANDOM"
   /usr/bin/time -f '%M' -o "$dir.rss" "$WORKER" --model="$1" --dataset=synthetic --synthetic_shape="$(shape_of "$1")" \
-    --synthetic_examples=$(( $2 * 4 > 2000 ? $2 * 4 : 2000 )) --batch_size="$2" \
+    --synthetic_examples=$(( $2 * 4 > 64 ? $2 * 4 : 64 )) --batch_size="$2" \
     --threads="$3" --train_steps="$steps" --learning_rate=0.01 --profile=off --noeval \
     --log_every=100000 --run_dir="$dir" >"$dir.log" 2>&1 || { cat "$dir.log" >&2; die "worker failed"; }
   echo "$("$PYTHON" -c "import json,sys; print(json.load(open(sys.argv[1]))['examples_per_sec'])" \
