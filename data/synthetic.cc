@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/malloc.h"
 #include "base/random.h"
 #include "base/status_macros.h"
 
@@ -29,7 +30,12 @@ absl::Status Validate(const SyntheticOptions& options) {
     return absl::InvalidArgumentError(
         absl::StrCat("synthetic: num_examples ", options.num_examples, " must be >= 1"));
   }
-  return absl::OkStatus();
+  // Checked in double before anything is allocated: an absurd request must not overflow.
+  return CheckFitsInMemory(static_cast<double>(options.num_examples) *
+                               static_cast<double>(options.example_shape.num_elements()) *
+                               sizeof(float),
+                           absl::StrCat("synthetic: ", options.num_examples, " examples of ",
+                                        options.example_shape.ToString(), " floats"));
 }
 
 }  // namespace

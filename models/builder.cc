@@ -8,7 +8,10 @@
 namespace fulcrum::models {
 
 int64_t ScaledWidth(int64_t units, double width) {
-  return std::max<int64_t>(1, std::llround(static_cast<double>(units) * width));
+  // Clamped before the conversion: an absurd --model_width gives a layer too big to build
+  // (refused by Model::Make, naming it), not an out-of-range llround.
+  const double scaled = std::min(static_cast<double>(units) * width, 1e15);
+  return std::max<int64_t>(1, std::llround(scaled));
 }
 
 NetBuilder::NetBuilder(std::string model, ImageShape input)

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "base/malloc.h"
 #include "base/random.h"
 #include "base/status_macros.h"
 
@@ -25,6 +26,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Make(std::string name,
                                                    LossKind loss) {
   if (layers.empty()) return absl::InvalidArgumentError(absl::StrCat(name, ": no layers"));
   std::set<std::string> seen;
+  double parameters = 0;
   for (size_t i = 0; i < layers.size(); ++i) {
     const Layer& layer = *layers[i];
     if (layer.input_size() <= 0 || layer.output_size() <= 0) {
@@ -42,8 +44,16 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Make(std::string name,
         return absl::InvalidArgumentError(
             absl::StrCat(name, ": variable ", spec.name, " is declared twice"));
       }
+      // Overflow-safe, before anything is allocated (--model_width=1e9 asks for this).
+      FULCRUM_RETURN_IF_ERROR(
+          ops::ValidateShape(spec.shape, absl::StrCat(name, ": variable ", spec.name)));
+      parameters += static_cast<double>(spec.shape.num_elements());
     }
   }
+  // A worker holds each variable's value and gradient at least; checked in double.
+  FULCRUM_RETURN_IF_ERROR(CheckFitsInMemory(
+      parameters * 2 * sizeof(float),
+      absl::StrCat(name, ": ", parameters, " parameters (values and gradients)")));
   return std::make_unique<Model>(std::move(name), std::move(layers), loss);
 }
 

@@ -1,11 +1,11 @@
 #include "ops/tensor.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
-
-#include <sys/mman.h>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -32,11 +32,19 @@ int64_t Shape::num_elements() const {
 std::string Shape::ToString() const { return absl::StrCat("[", absl::StrJoin(dims_, ", "), "]"); }
 
 absl::Status ValidateShape(const Shape& shape, const std::string& what) {
+  int64_t elements = 1;
   for (int64_t d : shape.dims()) {
     if (d <= 0) {
       return absl::InvalidArgumentError(
           absl::StrCat(what, " ", shape.ToString(), " has a non-positive dimension"));
     }
+    // Overflow-safe: elements * d <= kMaxTensorElements, checked by division.
+    if (d > kMaxTensorElements / elements) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " ", shape.ToString(), " has more than ",
+                                                     kMaxTensorElements,
+                                                     " elements (the most one tensor may hold)"));
+    }
+    elements *= d;
   }
   return absl::OkStatus();
 }

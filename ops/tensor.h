@@ -43,7 +43,13 @@ class Shape {
   std::vector<int64_t> dims_;
 };
 
-// Returns OK iff every dimension is positive; names `what` in the error.
+// The most elements one tensor may hold: 2^34 floats (64 GiB). Far above any model here,
+// far below where int64 element and byte counts overflow.
+inline constexpr int64_t kMaxTensorElements = int64_t{1} << 34;
+
+// Returns OK iff every dimension is positive and the element count, computed without
+// overflow, is at most kMaxTensorElements; names `what` and the shape in the error. Call it
+// on every shape that comes from outside (a request, a flag, a file) before num_elements().
 absl::Status ValidateShape(const Shape& shape, const std::string& what);
 
 inline constexpr size_t kTensorAlignment = 64;

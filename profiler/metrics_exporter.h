@@ -35,11 +35,11 @@ struct RpcTrafficPoint {
 
 class MetricsExporter {
  public:
-  // Listens on `bind_address`:`port` ("0.0.0.0" by default; port 0 = any free port).
-  // Unavailable naming the address when it cannot listen.
-  static absl::StatusOr<std::unique_ptr<MetricsExporter>> Start(
-      const std::string& job, int task_index, int port,
-      const std::string& bind_address = "0.0.0.0");
+  // Listens on `bind_address`:`port` (port 0 = any free port). Unavailable naming the
+  // address when it cannot listen.
+  static absl::StatusOr<std::unique_ptr<MetricsExporter>> Start(const std::string& job,
+                                                                int task_index, int port,
+                                                                const std::string& bind_address);
   ~MetricsExporter();
 
   int port() const;  // the port actually bound

@@ -14,7 +14,10 @@ struct ProfilerOptions {
   bool enabled = true;                                // --profile
   absl::Duration interval = absl::Milliseconds(500);  // --profile_interval_ms
   int metrics_port = -1;                              // < 0: no Prometheus endpoint
-  std::string job = "worker";                         // worker, ps, chief
+  // Where the endpoint listens: the task's own host (its cluster spec address), 127.0.0.1 in
+  // single mode, or --metrics_bind. Never every interface unless asked for ("0.0.0.0").
+  std::string metrics_bind = "127.0.0.1";
+  std::string job = "worker";  // worker, ps, chief
   int task_index = 0;
   std::string task_dir;  // the task's folder of the run directory; "" = write no files
 };

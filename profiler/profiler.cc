@@ -82,8 +82,9 @@ absl::StatusOr<std::unique_ptr<Profiler>> Profiler::Start(const ProfilerOptions&
   if (!options.task_dir.empty()) FULCRUM_RETURN_IF_ERROR(p->SetTaskDir(options.task_dir));
   if (!options.enabled) return p;
   if (options.metrics_port >= 0) {
-    FULCRUM_ASSIGN_OR_RETURN(p->exporter_, MetricsExporter::Start(options.job, options.task_index,
-                                                                  options.metrics_port));
+    FULCRUM_ASSIGN_OR_RETURN(
+        p->exporter_, MetricsExporter::Start(options.job, options.task_index, options.metrics_port,
+                                             options.metrics_bind));
     spdlog::info("Prometheus metrics on port {} (/metrics)", p->exporter_->port());
   }
   if (source == nullptr) source = LiveProcSource();

@@ -44,6 +44,7 @@ nlohmann::json SummaryJson(const pb::StatsResponse& s) {
   j["pushes_applied"] = s.pushes_applied();
   j["pushes_dropped"] = s.pushes_dropped();
   j["pushes_duplicate"] = s.pushes_duplicate();
+  j["pushes_nonfinite"] = s.pushes_nonfinite();
   j["steps_applied"] = s.steps_applied();
   j["pulls"] = s.pulls();
   j["bytes_pushed"] = s.bytes_pushed();
@@ -156,6 +157,8 @@ absl::Status RunPsTask(const runtime::ClusterOptions& cluster,
                            profiler::Profiler::Start(runtime::ProfilerOptionsFor(
                                profile, &task.cluster, task.job_name, task.task_index, "")));
   Shard shard(task.task_index);
+  shard.set_nonfinite_policy(cluster.nonfinite_skip ? NonFinitePolicy::kSkip
+                                                    : NonFinitePolicy::kError);
   PsService service(&shard, prof.get());
   const std::string& address = task.address();
   // A sync server takes a thread per running call, and in sync mode every worker may have a

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <limits>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/malloc.h"
 #include "base/random.h"
 #include "base/status_macros.h"
 #include "ops/initializer.h"
@@ -28,6 +30,18 @@ ops::Tensor SegmentView(ops::Tensor& t, const runtime::Segment& seg) {
 
 std::span<const float> SegmentSpan(const ops::Tensor& t, const runtime::Segment& seg) {
   return {t.data() + seg.offset, static_cast<size_t>(seg.count)};
+}
+
+// True iff no value is a NaN or an Inf (exponent bits all ones): an integer OR over the
+// payload, which the compiler vectorises without fast-math.
+bool AllFinite(std::span<const float> values) {
+  uint32_t bad = 0;
+  for (const float v : values) {
+    uint32_t bits;
+    std::memcpy(&bits, &v, sizeof(bits));
+    bad |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+  }
+  return bad == 0;
 }
 
 }  // namespace
@@ -118,8 +132,11 @@ absl::StatusOr<std::shared_ptr<Shard::Store>> Shard::BuildStore(
   store->optimizer = *optimizer;
   const size_t num_slots = ops::SlotNames(store->optimizer.kind).size();
 
+  // Every definition is checked, and the memory it needs counted without overflow, before
+  // anything is allocated: a request for more than this machine holds is refused whole.
   absl::flat_hash_set<std::string> names;
-  std::vector<int64_t> elements;
+  std::vector<ops::Initializer> inits;
+  int64_t total_elements = 0;
   for (const pb::VariableDef& def : request.variables()) {
     const std::string what = absl::StrCat("variable '", def.name(), "'");
     if (def.name().empty()) return bad("a variable has no name");
@@ -133,12 +150,35 @@ absl::StatusOr<std::shared_ptr<Shard::Store>> Shard::BuildStore(
                  ") are not a non-empty range inside the ", full.dim(0), " rows of ",
                  full.ToString());
     }
+    // Each variable is at most kMaxTensorElements (ValidateShape), so the running sum cannot
+    // wrap before it passes the limit.
+    total_elements += full.num_elements();
+    if (total_elements > ops::kMaxTensorElements) {
+      return bad("the variables hold more than ", ops::kMaxTensorElements, " elements in all (at ",
+                 what, ")");
+    }
     auto init = runtime::InitializerFromProto(def.initializer());
     if (!init.ok()) return bad(what, ": ", init.status().message());
+    inits.push_back(*init);
+  }
+  // Values and optimizer slots.
+  if (absl::Status s = CheckFitsInMemory(
+          static_cast<double>(total_elements) * sizeof(float) * static_cast<double>(1 + num_slots),
+          "the variables and their optimizer slots");
+      !s.ok()) {
+    return bad(s.message());
+  }
 
+  std::vector<int64_t> elements;
+  for (int i = 0; i < request.variables_size(); ++i) {
+    const pb::VariableDef& def = request.variables(i);
+    const std::string what = absl::StrCat("variable '", def.name(), "'");
+    std::vector<int64_t> full_dims(def.full_shape().begin(), def.full_shape().end());
+    const ops::Shape full(full_dims);
     // The whole source variable, then its rows: the bits single-process training has.
     ops::Tensor whole = ops::Tensor::Zeros(full);
-    if (absl::Status s = ops::Initialize(*init, def.seed(), &whole); !s.ok()) {
+    if (absl::Status s = ops::Initialize(inits[static_cast<size_t>(i)], def.seed(), &whole);
+        !s.ok()) {
       return bad(what, ": ", s.message());
     }
     Variable var;
@@ -325,7 +365,8 @@ void Shard::DropPending(ChunkState& chunk) {
 
 absl::Status Shard::ValidatePush(const Store& store, const pb::PushRequest& request,
                                  std::vector<std::vector<float>>& scratch,
-                                 std::vector<std::span<const float>>& grads) {
+                                 std::vector<std::span<const float>>& grads, bool* nonfinite) {
+  *nonfinite = false;
   const int num_chunks = static_cast<int>(store.chunks.size());
   scratch.resize(static_cast<size_t>(request.gradients_size()));
   for (int i = 0; i < request.gradients_size(); ++i) {
@@ -344,6 +385,16 @@ absl::Status Shard::ValidatePush(const Store& store, const pb::PushRequest& requ
                                                      floats.status().message()));
     }
     grads.push_back(*floats);
+    if (!AllFinite(*floats)) {
+      counters_.pushes_nonfinite.fetch_add(request.gradients_size(), std::memory_order_relaxed);
+      if (nonfinite_policy_ == NonFinitePolicy::kSkip) {
+        *nonfinite = true;
+        return absl::OkStatus();
+      }
+      return absl::InvalidArgumentError(absl::StrCat(
+          name_, ": Push from ", request.task(), ": chunk ", g.chunk(),
+          " holds a NaN or an Inf; nothing of the push is applied (--nonfinite=error)"));
+    }
   }
   if (!store.sync) return absl::OkStatus();
   for (const pb::ChunkData& g : request.gradients()) {
@@ -404,7 +455,15 @@ absl::Status Shard::Push(const pb::PushRequest& request, pb::PushResponse* respo
   }
   std::vector<std::vector<float>> scratch;
   std::vector<std::span<const float>> grads;
-  FULCRUM_RETURN_IF_ERROR(ValidatePush(*store, request, scratch, grads));
+  bool nonfinite = false;
+  FULCRUM_RETURN_IF_ERROR(ValidatePush(*store, request, scratch, grads, &nonfinite));
+  if (nonfinite) {  // --nonfinite=skip: counted in ValidatePush, nothing applied
+    response->set_applied(0);
+    response->set_dropped(request.gradients_size());
+    response->set_global_step(GlobalStep(*store));
+    response->set_stopped(stopped());
+    return absl::OkStatus();
+  }
   if (request.request_id() != 0 && SeenBefore(request.task(), request.request_id())) {
     counters_.pushes_duplicate.fetch_add(request.gradients_size(), std::memory_order_relaxed);
     response->set_duplicate(true);
@@ -500,6 +559,7 @@ void Shard::LocalStats(pb::StatsResponse* response) const {
   response->set_pushes_applied(c.pushes_applied.load(std::memory_order_relaxed));
   response->set_pushes_dropped(c.pushes_dropped.load(std::memory_order_relaxed));
   response->set_pushes_duplicate(c.pushes_duplicate.load(std::memory_order_relaxed));
+  response->set_pushes_nonfinite(c.pushes_nonfinite.load(std::memory_order_relaxed));
   response->set_steps_applied(c.steps_applied.load(std::memory_order_relaxed));
   response->set_pulls(c.pulls.load(std::memory_order_relaxed));
   response->set_bytes_pushed(c.bytes_pushed.load(std::memory_order_relaxed));

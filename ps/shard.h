@@ -43,6 +43,11 @@ inline constexpr absl::Duration kDefaultPullWait = absl::Seconds(60);
 // oldest are forgotten first.
 inline constexpr size_t kDedupCapacity = 100000;
 
+// What a push holding a NaN or an Inf gets (--nonfinite): refused with InvalidArgument (the
+// pusher sees the error), or skipped (nothing applied, counted; the pusher is told nothing
+// applied). Either way the variables are untouched and the push counts in pushes_nonfinite.
+enum class NonFinitePolicy { kError, kSkip };
+
 class Shard {
  public:
   // `task_index` is this ps task's index in the cluster spec.
@@ -52,6 +57,8 @@ class Shard {
   Shard& operator=(const Shard&) = delete;
 
   int task_index() const { return task_index_; }
+  // Before serving (not thread-safe against concurrent pushes).
+  void set_nonfinite_policy(NonFinitePolicy policy) { nonfinite_policy_ = policy; }
   // "ps:<index>", the prefix of every error message.
   const std::string& name() const { return name_; }
 
@@ -145,6 +152,7 @@ class Shard {
     std::atomic<int64_t> pushes_applied{0};
     std::atomic<int64_t> pushes_dropped{0};
     std::atomic<int64_t> pushes_duplicate{0};
+    std::atomic<int64_t> pushes_nonfinite{0};
     std::atomic<int64_t> steps_applied{0};
     std::atomic<int64_t> pulls{0};
     std::atomic<int64_t> bytes_pushed{0};
@@ -165,11 +173,13 @@ class Shard {
                           int64_t timeout_ms, absl::Time deadline,
                           google::protobuf::RepeatedPtrField<pb::ChunkData>* out,
                           int64_t* waited_us);
-  // Checks a push before anything of it is applied (chunk ids, payload sizes, sync steps);
-  // fills grads[i] with the floats of request.gradients(i) (scratch holds any copies).
+  // Checks a push before anything of it is applied (chunk ids, payload sizes, finite values,
+  // sync steps); fills grads[i] with the floats of request.gradients(i) (scratch holds any
+  // copies). A NaN or Inf is InvalidArgument under NonFinitePolicy::kError; under kSkip
+  // *nonfinite is set and the push is to be skipped whole.
   absl::Status ValidatePush(const Store& store, const pb::PushRequest& request,
                             std::vector<std::vector<float>>& scratch,
-                            std::vector<std::span<const float>>& grads);
+                            std::vector<std::span<const float>>& grads, bool* nonfinite);
   // Applies (async) or accumulates (sync) one validated chunk gradient; counts it as
   // *applied or *dropped.
   absl::Status PushChunk(Store& store, ChunkState& chunk, int chunk_id, std::span<const float> grad,
@@ -206,6 +216,7 @@ class Shard {
   std::deque<std::pair<uint64_t, uint64_t>> dedup_order_ ABSL_GUARDED_BY(dedup_mu_);
 
   Counters counters_;
+  NonFinitePolicy nonfinite_policy_ = NonFinitePolicy::kError;
 };
 
 }  // namespace fulcrum::ps

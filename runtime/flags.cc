@@ -1,5 +1,9 @@
 #include "runtime/flags.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -19,11 +23,12 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "base/exit_code.h"
-#include "nlohmann/json.hpp"
 #include "base/status_macros.h"
+#include "nlohmann/json.hpp"
 
-ABSL_FLAG(std::string, model, "logreg",
-          "Model to train: logreg, mlp, autoencoder, mnist_cnn, cifar10_cnn, alexnet, vgg16 or stn.");
+ABSL_FLAG(
+    std::string, model, "logreg",
+    "Model to train: logreg, mlp, autoencoder, mnist_cnn, cifar10_cnn, alexnet, vgg16 or stn.");
 ABSL_FLAG(double, model_width, 1.0, "Multiplier on every hidden layer width (model size knob).");
 ABSL_FLAG(int64_t, batch_size, 128, "Examples per training step (per worker).");
 ABSL_FLAG(double, learning_rate, 0.01, "Optimizer learning rate.");
@@ -88,6 +93,9 @@ ABSL_FLAG(std::string, placement, "round_robin",
           "Variable placement over PS tasks: round_robin, greedy (byte-balanced) or partition.");
 ABSL_FLAG(int64_t, partition_min_bytes, 256 << 10,
           "--placement=partition splits variables larger than this along their first axis.");
+ABSL_FLAG(std::string, nonfinite, "error",
+          "What a ps does with a pushed gradient holding a NaN or an Inf: error (refuse it, the "
+          "pusher fails) or skip (apply nothing, count it in pushes_nonfinite).");
 ABSL_FLAG(int64_t, rpc_chunk_bytes, 2 << 20,
           "Largest piece of a shard sent in one RPC (pieces go out in parallel).");
 ABSL_FLAG(double, startup_timeout, 120, "Seconds to wait for every task of the cluster.");
@@ -105,6 +113,9 @@ ABSL_FLAG(std::string, profile, "on",
           "on: sample CPU, memory and network and write steps.csv, samples.csv, trace.json and "
           "TensorBoard events into the task's folder; off: only summary.json's run figures.");
 ABSL_FLAG(int64_t, profile_interval_ms, 500, "Milliseconds between two profiler samples.");
+ABSL_FLAG(std::string, metrics_bind, "",
+          "Address the Prometheus endpoint listens on: empty = the task's own host from the "
+          "cluster spec (127.0.0.1 in single mode); 0.0.0.0 = every interface.");
 ABSL_FLAG(int32_t, metrics_port, -1,
           "Prometheus endpoint (/metrics): -1 = none, 0 = any free port, P = P plus the task's "
           "position in the cluster spec (chief, ps..., worker...).");
@@ -249,6 +260,8 @@ namespace {
 
 // --train_steps and --epochs into `o`: exactly one of them positive. A task that does not
 // train (`trains` false: the ps) may leave both unset; it gets a placeholder of one step.
+constexpr double kMaxEpochs = 1e9;
+
 absl::Status ReadTrainLength(bool trains, TrainingOptions* o) {
   o->train_steps = absl::GetFlag(FLAGS_train_steps);
   o->epochs = absl::GetFlag(FLAGS_epochs);
@@ -259,6 +272,11 @@ absl::Status ReadTrainLength(bool trains, TrainingOptions* o) {
   if (o->epochs < 0 || !std::isfinite(o->epochs)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--epochs=", o->epochs, ": must not be negative"));
+  }
+  // So that epochs x examples / batch stays far inside an int64 step count.
+  if (o->epochs > kMaxEpochs) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--epochs=", o->epochs, ": at most ", kMaxEpochs, " passes"));
   }
   if (!trains && o->train_steps == 0 && o->epochs == 0) {
     o->train_steps = 1;
@@ -296,8 +314,8 @@ absl::Status ReadOptimizerExtras(ops::OptimizerConfig* c) {
   c->lr_decay_rate = static_cast<float>(rate);
   c->lr_decay_steps = absl::GetFlag(FLAGS_learning_rate_decay_steps);
   if (c->lr_decay_steps < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--learning_rate_decay_steps=", c->lr_decay_steps, ": must not be negative"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--learning_rate_decay_steps=", c->lr_decay_steps, ": must not be negative"));
   }
   c->lr_decay_staircase = absl::GetFlag(FLAGS_learning_rate_decay_staircase);
   return absl::OkStatus();
@@ -309,8 +327,8 @@ absl::Status ReadModelExtras(TrainingOptions* o) {
   if (wd != "model") {
     double value = 0;
     if (!absl::SimpleAtod(wd, &value) || !(value >= 0) || !std::isfinite(value)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--weight_decay=", wd, ": expected 'model' or a non-negative number"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--weight_decay=", wd, ": expected 'model' or a non-negative number"));
     }
     o->weight_decay = value;
   }
@@ -331,6 +349,11 @@ absl::Status ReadModelExtras(TrainingOptions* o) {
 
 absl::StatusOr<TrainingOptions> ReadTrainingOptions(bool trains) {
   TrainingOptions o;
+  // -1 is "not given" (TF_CONFIG's index, or 0); any other negative index is a typo.
+  if (const int index = absl::GetFlag(FLAGS_task_index); index < -1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--task_index=", index, ": must not be negative"));
+  }
   o.model = absl::GetFlag(FLAGS_model);
   o.model_width = absl::GetFlag(FLAGS_model_width);
   FULCRUM_RETURN_IF_ERROR(Positive("model_width", o.model_width));
@@ -418,19 +441,17 @@ data::SourceOptions DataSource(const TrainingOptions& o) {
 
 void AddTrainingSettings(const TrainingOptions& o, nlohmann::json* j) {
   const ops::OptimizerConfig& c = o.optimizer;
-  (*j)["learning_rate_decay"] =
-      c.lr_decay_steps > 0 && c.lr_decay_rate != 1.0f
-          ? nlohmann::json{{"rate", c.lr_decay_rate},
-                           {"steps", c.lr_decay_steps},
-                           {"staircase", c.lr_decay_staircase}}
-          : nlohmann::json(nullptr);
+  (*j)["learning_rate_decay"] = c.lr_decay_steps > 0 && c.lr_decay_rate != 1.0f
+                                    ? nlohmann::json{{"rate", c.lr_decay_rate},
+                                                     {"steps", c.lr_decay_steps},
+                                                     {"staircase", c.lr_decay_staircase}}
+                                    : nlohmann::json(nullptr);
   if (c.kind == ops::OptimizerKind::kRmsProp) {
     (*j)["rmsprop"] = {{"decay", c.rmsprop_decay},
                        {"momentum", c.rmsprop_momentum},
                        {"epsilon", c.rmsprop_epsilon}};
   }
-  (*j)["weight_decay"] =
-      o.weight_decay ? nlohmann::json(*o.weight_decay) : nlohmann::json("model");
+  (*j)["weight_decay"] = o.weight_decay ? nlohmann::json(*o.weight_decay) : nlohmann::json("model");
   (*j)["input_pipeline"] = o.input_pipeline;
   (*j)["crop_size"] =
       o.input_pipeline == "plain" ? nlohmann::json(nullptr) : nlohmann::json(o.crop_size);
@@ -453,12 +474,33 @@ absl::StatusOr<ProfileFlags> ProfileFlagsFromFlags() {
   }
   f.interval = absl::Milliseconds(ms);
   f.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  f.metrics_bind = absl::GetFlag(FLAGS_metrics_bind);
   if (f.metrics_port < -1 || f.metrics_port > 65535) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--metrics_port=", f.metrics_port, ": must be -1 (off), 0 (any) or a port 1-65535"));
   }
   return f;
 }
+
+namespace {
+
+// `host` as a numeric IPv4 address for the HTTP server to bind (a spec may name hosts): the
+// first address getaddrinfo gives, or `host` itself when it is numeric or does not resolve
+// (the exporter then fails naming it).
+std::string NumericHost(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0 || found == nullptr) return host;
+  char text[INET_ADDRSTRLEN] = {};
+  const auto* in = reinterpret_cast<const sockaddr_in*>(found->ai_addr);
+  const bool ok = inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text)) != nullptr;
+  freeaddrinfo(found);
+  return ok ? std::string(text) : host;
+}
+
+}  // namespace
 
 profiler::ProfilerOptions ProfilerOptionsFor(const ProfileFlags& flags, const ClusterSpec* cluster,
                                              const std::string& job, int task_index,
@@ -470,6 +512,15 @@ profiler::ProfilerOptions ProfilerOptionsFor(const ProfileFlags& flags, const Cl
   o.task_index = task_index;
   o.task_dir = task_dir;
   o.metrics_port = flags.metrics_port;
+  o.metrics_bind = flags.metrics_bind;
+  if (o.metrics_bind.empty() && cluster != nullptr) {
+    // The task's own host from the spec (its address without the port).
+    if (task_index >= 0 && task_index < cluster->num_tasks(job)) {
+      const std::string& address = cluster->address(job, task_index);
+      o.metrics_bind = NumericHost(address.substr(0, address.rfind(':')));
+    }
+  }
+  if (o.metrics_bind.empty()) o.metrics_bind = "127.0.0.1";
   if (flags.metrics_port > 0 && cluster != nullptr) {
     int position = 0;
     for (const char* j : {kChiefJob, kPsJob, kWorkerJob}) {
@@ -531,6 +582,12 @@ absl::StatusOr<ClusterOptions> ClusterOptionsFromFlags(absl::string_view default
     return absl::InvalidArgumentError(
         absl::StrCat("--eval_every=", o.eval_every, ": must not be negative"));
   }
+  const std::string nonfinite = absl::GetFlag(FLAGS_nonfinite);
+  if (nonfinite != "error" && nonfinite != "skip") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--nonfinite=", nonfinite, ": expected error or skip"));
+  }
+  o.nonfinite_skip = nonfinite == "skip";
   o.target_accuracy = absl::GetFlag(FLAGS_target_accuracy);
   if (!(o.target_accuracy >= 0 && o.target_accuracy <= 1)) {
     return absl::InvalidArgumentError(

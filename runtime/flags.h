@@ -12,8 +12,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "nlohmann/json_fwd.hpp"
 #include "data/load.h"
+#include "nlohmann/json_fwd.hpp"
 #include "ops/device.h"
 #include "ops/optimizer.h"
 #include "profiler/options.h"
@@ -95,6 +95,9 @@ struct ClusterOptions {
   absl::Duration heartbeat_timeout = absl::Seconds(60);
   int64_t eval_every = 100;      // global steps between the chief's evaluations; 0 = end only
   double target_accuracy = 0.0;  // stop once test accuracy reaches it; 0 = off
+  // --nonfinite=skip: a ps skips (and counts) a push holding a NaN or an Inf; error (the
+  // default) refuses it.
+  bool nonfinite_skip = false;
 };
 
 // The profiler flags: --profile=on|off, --profile_interval_ms, --metrics_port.
@@ -103,6 +106,7 @@ struct ProfileFlags {
   absl::Duration interval = absl::Milliseconds(500);
   // < 0: no Prometheus endpoint; 0: any free port; P > 0: see ProfilerOptionsFor.
   int metrics_port = -1;
+  std::string metrics_bind;  // --metrics_bind; empty = the task's own host
 };
 absl::StatusOr<ProfileFlags> ProfileFlagsFromFlags();
 

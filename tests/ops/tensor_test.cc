@@ -66,5 +66,20 @@ TEST(TensorTest, ShapeValidationNamesTheThing) {
   EXPECT_EQ(Shape({2, 3, 4}).ToString(), "[2, 3, 4]");
 }
 
+// Shapes whose element count overflows int64 (or wraps to a small positive number) are refused
+// before anything multiplies them out.
+TEST(TensorTest, ShapeValidationRefusesHugeAndOverflowingShapes) {
+  const int64_t big = int64_t{1} << 40;
+  for (const Shape& shape : {Shape({big, big}), Shape({int64_t{1} << 32, int64_t{1} << 32, 2}),
+                             Shape({3, int64_t{1} << 62, 4}), Shape({kMaxTensorElements + 1})}) {
+    auto s = ValidateShape(shape, "ps:0 variable 'w'");
+    ASSERT_FALSE(s.ok()) << shape.ToString();
+    EXPECT_NE(s.message().find("ps:0 variable 'w'"), std::string::npos) << s;
+    EXPECT_NE(s.message().find("elements"), std::string::npos) << s;
+  }
+  EXPECT_TRUE(ValidateShape({kMaxTensorElements}, "x").ok());
+  EXPECT_TRUE(ValidateShape({1 << 17, 1 << 17}, "x").ok());
+}
+
 }  // namespace
 }  // namespace fulcrum::ops

@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
@@ -259,12 +260,36 @@ TEST(MetricsExporterTest, RejectsBadArguments) {
             absl::StatusCode::kInvalidArgument);
 }
 
-TEST(MetricsExporterTest, DefaultBindAddressServesLoopback) {
+// The listening socket's local address in the kernel's table, as /proc/net/tcp writes it
+// ("0100007F" is 127.0.0.1, "00000000" every interface); empty when no socket listens on it.
+std::string ListeningAddress(int port) {
+  std::ifstream in("/proc/net/tcp");
+  std::string line;
+  std::getline(in, line);  // header
+  const std::string suffix = absl::StrCat(":", absl::Hex(port, absl::kZeroPad4));
+  while (std::getline(in, line)) {
+    std::vector<std::string> fields = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (fields.size() > 3 && fields[3] == "0A" &&
+        absl::EndsWith(fields[1], absl::AsciiStrToUpper(suffix))) {
+      return fields[1].substr(0, fields[1].find(':'));
+    }
+  }
+  return "";
+}
+
+// The endpoint listens where it is told, 127.0.0.1 here, not on every interface (issue 12:
+// it bound 0.0.0.0, reachable from anywhere on nodes with public addresses).
+TEST(MetricsExporterTest, ListensOnlyOnTheGivenAddress) {
   absl::StatusOr<std::unique_ptr<MetricsExporter>> exporter =
-      MetricsExporter::Start("chief", 0, /*port=*/0);
+      MetricsExporter::Start("chief", 0, /*port=*/0, "127.0.0.1");
   ASSERT_TRUE(exporter.ok()) << exporter.status();
+  EXPECT_EQ(ListeningAddress((*exporter)->port()), "0100007F");
   (*exporter)->OnEval(100, 0.9, 0.3);
   EXPECT_TRUE(HasLine(Scrape(**exporter), R"(fulcrum_test_accuracy{job="chief",task="0"} 0.9)"));
+  absl::StatusOr<std::unique_ptr<MetricsExporter>> everywhere =
+      MetricsExporter::Start("chief", 0, /*port=*/0, "0.0.0.0");
+  ASSERT_TRUE(everywhere.ok()) << everywhere.status();
+  EXPECT_EQ(ListeningAddress((*everywhere)->port()), "00000000");
 }
 
 std::string FindPromtool() {

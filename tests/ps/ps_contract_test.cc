@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -357,6 +358,26 @@ TEST_P(PsContractTest, InvalidDefinitionsAreRefusedAndCreateNothing) {
   def = SmallModel(Sgd(0.1f));
   def.mutable_variables(0)->set_full_shape(1, 0);
   expect_invalid(def, "'w'");
+  // Shapes whose element count overflows int64, or wraps to a small number, or is merely
+  // absurd: refused before anything is allocated (they crashed the ps, or made a pull return
+  // heap memory, before the check).
+  for (const std::vector<int64_t>& huge :
+       {std::vector<int64_t>{int64_t{1} << 40, int64_t{1} << 40},
+        std::vector<int64_t>{(int64_t{1} << 32) + 1, int64_t{1} << 32},
+        std::vector<int64_t>{4, int64_t{1} << 62, 4}, std::vector<int64_t>{int64_t{1} << 35}}) {
+    def = SmallModel(Sgd(0.1f));
+    def.mutable_variables(0)->clear_full_shape();
+    for (int64_t d : huge) def.mutable_variables(0)->add_full_shape(d);
+    def.mutable_variables(0)->set_row_end(huge[0]);
+    expect_invalid(def, "elements");
+  }
+  // Many variables that are each allowed but together are not.
+  def = SmallModel(Sgd(0.1f));
+  for (int i = 0; i < 5; ++i) {
+    *def.add_variables() =
+        Var(absl::StrCat("big", i), {int64_t{1} << 32}, ops::Initializer::Zeros(), 20 + i);
+  }
+  expect_invalid(def, "in all");
   EXPECT_FALSE(Stats().initialized());
   Create(SmallModel(Sgd(0.1f)));  // a valid one still works afterwards
   EXPECT_TRUE(Stats().initialized());
@@ -445,6 +466,50 @@ TEST_P(PsContractTest, AsyncSgdAppliesEachPushExactly) {
   EXPECT_EQ(stats.steps_applied(), 1);
   EXPECT_EQ(stats.bytes_pushed(), (20 + 5 + 9) * 4);
   EXPECT_EQ(stats.mode(), pb::MODE_ASYNC);
+}
+
+// A gradient holding a NaN or an Inf (a hostile or broken worker) is refused whole by default
+// (--nonfinite=error) and skipped whole with --nonfinite=skip: never applied, always counted.
+TEST_P(PsContractTest, NonFiniteGradientsAreRefusedOrSkippedAndApplyNothing) {
+  for (const NonFinitePolicy policy : {NonFinitePolicy::kError, NonFinitePolicy::kSkip}) {
+    SCOPED_TRACE(policy == NonFinitePolicy::kError ? "error" : "skip");
+    if (policy == NonFinitePolicy::kSkip) {  // a fresh shard and server for the second policy
+      TearDown();
+      SetUp();
+    }
+    shard_->set_nonfinite_policy(policy);
+    const auto def = SmallModel(Sgd(0.5f));
+    Create(def);
+    const Values before = PullAll(def);
+    int64_t sent = 0;
+    for (const float poison :
+         {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+          -std::numeric_limits<float>::infinity()}) {
+      Values grad = Filled(def, 0.25f);
+      grad[1][3] = poison;  // in "b": the chunks before it are clean
+      const pb::PushRequest push = PushOf(def, grad, "worker:0", static_cast<uint64_t>(++sent));
+      pb::PushResponse response;
+      const absl::Status s = client_->Push(push, &response, kTimeout);
+      if (policy == NonFinitePolicy::kError) {
+        EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+        EXPECT_THAT(s.message(), HasSubstr("ps:0: Push from worker:0: chunk "));
+        EXPECT_THAT(s.message(),
+                    HasSubstr("holds a NaN or an Inf; nothing of the push is applied"));
+      } else {
+        ASSERT_TRUE(s.ok()) << s;
+        EXPECT_EQ(response.applied(), 0);
+        EXPECT_EQ(response.dropped(), push.gradients_size());
+      }
+    }
+    EXPECT_EQ(PullAll(def), before);
+    const auto stats = Stats();
+    EXPECT_EQ(stats.pushes_applied(), 0);
+    EXPECT_EQ(stats.steps_applied(), 0);
+    EXPECT_EQ(stats.pushes_nonfinite(), sent * static_cast<int64_t>(Plan(def).size()));
+    // A clean push afterwards applies as usual.
+    const pb::PushResponse ok = Push(PushOf(def, Filled(def, 0.25f), "worker:0", 99));
+    EXPECT_EQ(ok.applied(), static_cast<int>(Plan(def).size()));
+  }
 }
 
 TEST_P(PsContractTest, ManyConcurrentPushersLoseNothing) {

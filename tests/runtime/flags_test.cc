@@ -106,3 +106,26 @@ TEST(ReportBadFlagsTest, ReturnsTheBadInputExitCode) {
 
 }  // namespace
 }  // namespace fulcrum::runtime
+
+namespace fulcrum::runtime {
+namespace {
+
+// The Prometheus endpoint listens on the task's own host, never on every interface unless
+// --metrics_bind says so (issue 12: it bound 0.0.0.0 on public-address nodes).
+TEST(MetricsBindTest, TheTasksOwnHostUnlessTold) {
+  const ClusterSpec cluster({{"chief", {"127.0.0.1:4000"}},
+                             {"ps", {"127.0.0.2:4001"}},
+                             {"worker", {"127.0.0.3:4002", "localhost:4003"}}});
+  ProfileFlags flags;
+  flags.metrics_port = 9100;
+  EXPECT_EQ(ProfilerOptionsFor(flags, &cluster, "ps", 0, "").metrics_bind, "127.0.0.2");
+  EXPECT_EQ(ProfilerOptionsFor(flags, &cluster, "worker", 0, "").metrics_bind, "127.0.0.3");
+  // A host name is resolved to the address the HTTP server binds.
+  EXPECT_EQ(ProfilerOptionsFor(flags, &cluster, "worker", 1, "").metrics_bind, "127.0.0.1");
+  EXPECT_EQ(ProfilerOptionsFor(flags, nullptr, "worker", 0, "").metrics_bind, "127.0.0.1");
+  flags.metrics_bind = "0.0.0.0";
+  EXPECT_EQ(ProfilerOptionsFor(flags, &cluster, "ps", 0, "").metrics_bind, "0.0.0.0");
+}
+
+}  // namespace
+}  // namespace fulcrum::runtime

@@ -167,6 +167,35 @@ TEST(BadInputTest, OptimizerAndModelFlagsOutOfRange) {
       {"--batch_size=2 is smaller than the 3 devices of --devices"});
 }
 
+// Absurd sizes (issue 12: each of these aborted with std::bad_alloc, trained one step and
+// overwrote the summary, or was taken as another value) are refused with exit 2, naming the
+// flag or what it asks for, before anything is allocated and before the run directory is
+// touched.
+TEST(BadInputTest, AbsurdSizesAreRefusedBeforeAnyAllocation) {
+  struct Case {
+    std::vector<std::string> flags;
+    std::vector<std::string> needles;
+  };
+  const std::vector<Case> cases = {
+      {{"--model=mlp", "--model_width=1e9", "--train_steps=5"},
+       {"mlp: variable dense_0/kernel [784, 256000000000] has more than", "elements"}},
+      {{"--dataset=synthetic", "--synthetic_shape=100000,100000", "--train_steps=5"},
+       {"synthetic: ", "[100000, 100000]", "GiB"}},
+      {{"--dataset=synthetic", "--synthetic_examples=1000000000000", "--train_steps=5"},
+       {"synthetic: 1000000000000 examples", "GiB"}},
+      {{"--epochs=1e15"}, {"--epochs=1e+15: at most 1e+09 passes"}},
+      {{"--epochs=1e300"}, {"--epochs=1e+300: at most 1e+09 passes"}},
+      {{"--task_index=-7", "--train_steps=5"}, {"--task_index=-7: must not be negative"}},
+  };
+  for (const Case& c : cases) {
+    const fs::path run_dir = RunDirWithOldSummary("absurd");
+    std::vector<std::string> flags = c.flags;
+    flags.push_back("--run_dir=" + run_dir.string());
+    ExpectBadInput(RunBinary("worker", flags), c.needles);
+    EXPECT_EQ(ReadFile(run_dir / "summary.json"), "{\"earlier\": true}\n") << c.flags[0];
+  }
+}
+
 // The CIFAR-10 input pipeline refuses what it cannot crop, and a CIFAR-10 batch file of the
 // wrong length is refused naming the file; exit 2 each time.
 TEST(BadInputTest, InputPipelineAndCifarFiles) {
