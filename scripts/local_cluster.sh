@@ -86,7 +86,8 @@ while ((${#live[@]} > 0)); do
   finished=""
   code=0
   wait -n -p finished "${!live[@]}" || code=$?
-  [[ -z "$finished" ]] && break
+  # wait -p leaves the variable unset when it returns without reaping a task.
+  [[ -z "${finished:-}" ]] && break
   unset "live[$finished]"
   if ((code != 0)); then
     echo "local_cluster: ${name_of[$finished]} exited with code $code; stopping the others" >&2
