@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "base/files.h"
 #include "base/logging.h"
+#include "base/signals.h"
 #include "base/status_macros.h"
 #include "chief/coordinator.h"
 #include "chief/grpc_coordinator_service.h"
@@ -208,6 +209,13 @@ absl::Status Chief::Monitor() {
   absl::Time last_progress = absl::Now();
   while (true) {
     absl::SleepFor(kMonitorPoll);
+    if (const int signal = StopSignal(); signal != 0) {
+      // Ends the run as at train_steps: workers stop, the final evaluation, every task's
+      // summary and the report are written.
+      stop_reason_ = absl::StrCat("interrupted by ", SignalName(signal));
+      spdlog::warn("chief: {}: stopping the run", stop_reason_);
+      return absl::OkStatus();
+    }
     FULCRUM_ASSIGN_OR_RETURN(const int64_t step, ps_->GlobalStep());
     const absl::Time now = absl::Now();
     if (step > last_step) {

@@ -2,6 +2,7 @@
 #include "absl/status/status.h"
 #include "base/exit_code.h"
 #include "base/malloc.h"
+#include "base/signals.h"
 #include "chief/chief_task.h"
 #include "runtime/flags.h"
 #include "spdlog/spdlog.h"
@@ -12,6 +13,8 @@ int main(int argc, char** argv) {
       "Fulcrum chief: coordinates a training cluster (waits for the tasks, initialises the\n"
       "variables, evaluates, stops the run and writes report.json).\n"
       "Example: chief --cluster_spec=cluster_specs/local_1ps_2w.json --train_steps=1000");
+  // Ctrl-C / SIGTERM end the run cleanly, with its records written (base/signals.h).
+  fulcrum::InstallStopSignalHandlers();
   fulcrum::TuneMallocForTraining();
   auto options = fulcrum::runtime::TaskOptionsFromFlags("chief");
   if (!options.ok()) return fulcrum::runtime::ReportBadFlags(options.status());
@@ -21,5 +24,5 @@ int main(int argc, char** argv) {
     spdlog::error("{}", status.ToString());
     return fulcrum::ExitCodeForStatus(status);
   }
-  return fulcrum::kExitOk;
+  return fulcrum::ExitCodeAfterStopSignal(fulcrum::kExitOk);
 }

@@ -2,6 +2,7 @@
 // It accepts the same flag set as worker and chief so one command line can start every task.
 #include "absl/status/status.h"
 #include "base/exit_code.h"
+#include "base/signals.h"
 #include "ps/ps_task.h"
 #include "runtime/flags.h"
 #include "spdlog/spdlog.h"
@@ -11,6 +12,8 @@ int main(int argc, char** argv) {
       argc, argv,
       "Fulcrum ps task: holds a shard of the model's variables and applies gradients.\n"
       "Example: ps --cluster_spec=cluster.json --task_index=0");
+  // Ctrl-C / SIGTERM end the run cleanly, with its records written (base/signals.h).
+  fulcrum::InstallStopSignalHandlers();
   auto options = fulcrum::runtime::TaskOptionsFromFlags("ps");
   if (!options.ok()) return fulcrum::runtime::ReportBadFlags(options.status());
   const absl::Status status =
@@ -19,5 +22,5 @@ int main(int argc, char** argv) {
     spdlog::error("{}", status.ToString());
     return fulcrum::ExitCodeForStatus(status);
   }
-  return fulcrum::kExitOk;
+  return fulcrum::ExitCodeAfterStopSignal(fulcrum::kExitOk);
 }

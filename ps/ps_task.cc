@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "base/files.h"
 #include "base/logging.h"
+#include "base/signals.h"
 #include "base/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "profiler/profiler.h"
@@ -113,6 +114,10 @@ absl::Status Serve(Shard& shard, PsService& service, profiler::Profiler& prof,
   absl::Time next_record = start;
   const absl::Duration poll = std::min(kPollInterval, prof.options().interval);
   while (!service.WaitForShutdown(poll, shutdown_reason)) {
+    if (const int signal = StopSignal(); signal != 0) {
+      *shutdown_reason = absl::StrCat("interrupted by ", SignalName(signal));
+      return absl::OkStatus();  // the summary is written as after a Shutdown
+    }
     const absl::Time now = absl::Now();
     if (!shard.initialized()) {
       if (now - start > cluster.startup_timeout) {

@@ -1,7 +1,5 @@
 #include "worker/cluster_trainer.h"
 
-#include "worker/replicas.h"
-
 #include <algorithm>
 #include <filesystem>
 #include <memory>
@@ -24,6 +22,7 @@
 #include "runtime/sharded_variables.h"
 #include "spdlog/spdlog.h"
 #include "worker/heartbeat.h"
+#include "worker/replicas.h"
 #include "worker/run_stats.h"
 #include "worker/setup.h"
 #include "worker/sharded_variable_store.h"

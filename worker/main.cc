@@ -4,6 +4,7 @@
 #include "base/exit_code.h"
 #include "base/logging.h"
 #include "base/malloc.h"
+#include "base/signals.h"
 #include "runtime/flags.h"
 #include "spdlog/spdlog.h"
 #include "worker/cluster_trainer.h"
@@ -38,13 +39,15 @@ int main(int argc, char** argv) {
       "Fulcrum worker: trains a model. Without a cluster spec it trains alone (single mode).\n"
       "Example: worker --model=logreg --batch_size=256 --learning_rate=0.01 --train_steps=1000\n"
       "Cluster: worker --cluster_spec=cluster_specs/local_1ps_2w.json --task_index=1 ...");
+  // Ctrl-C / SIGTERM end the run cleanly, with its records written (base/signals.h).
+  fulcrum::InstallStopSignalHandlers();
   fulcrum::TuneMallocForTraining();
   if (!fulcrum::runtime::ClusterRequested()) {
     auto options = fulcrum::runtime::TrainingOptionsFromFlags();
     if (!options.ok()) return fulcrum::runtime::ReportBadFlags(options.status());
     auto profile = fulcrum::runtime::ProfileFlagsFromFlags();
     if (!profile.ok()) return fulcrum::runtime::ReportBadFlags(profile.status());
-    return RunSingleMode(*options, *profile);
+    return fulcrum::ExitCodeAfterStopSignal(RunSingleMode(*options, *profile));
   }
   auto options = fulcrum::runtime::TaskOptionsFromFlags("worker");
   if (!options.ok()) return fulcrum::runtime::ReportBadFlags(options.status());
@@ -54,5 +57,5 @@ int main(int argc, char** argv) {
     spdlog::error("{}", status.ToString());
     return fulcrum::ExitCodeForStatus(status);
   }
-  return fulcrum::kExitOk;
+  return fulcrum::ExitCodeAfterStopSignal(fulcrum::kExitOk);
 }

@@ -32,8 +32,7 @@ absl::StatusOr<models::ModelConfig> ModelConfigFor(const runtime::TrainingOption
 
 absl::StatusOr<std::unique_ptr<models::Model>> BuildModel(const runtime::TrainingOptions& t,
                                                           const data::Dataset& train,
-                                                          ops::ThreadPool* pool,
-                                                          int worker_index) {
+                                                          ops::ThreadPool* pool, int worker_index) {
   FULCRUM_ASSIGN_OR_RETURN(const models::ModelConfig config, ModelConfigFor(t, train));
   FULCRUM_ASSIGN_OR_RETURN(std::unique_ptr<models::Model> model,
                            models::CreateBuiltinModel(t.model, config, pool));

@@ -1,7 +1,5 @@
 #include "worker/single_trainer.h"
 
-#include "worker/replicas.h"
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -13,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/files.h"
+#include "base/signals.h"
 #include "base/status_macros.h"
 #include "data/load.h"
 #include "data/pipeline.h"
@@ -22,6 +21,7 @@
 #include "profiler/profiler.h"
 #include "spdlog/spdlog.h"
 #include "worker/local_variable_store.h"
+#include "worker/replicas.h"
 #include "worker/run_stats.h"
 #include "worker/setup.h"
 #include "worker/train_loop.h"
@@ -54,6 +54,7 @@ nlohmann::json SummaryJson(const runtime::TrainingOptions& o, const SingleRunRes
   j["dataset"] = o.dataset;
   j["batch_size"] = r.batch_size;
   j["steps"] = r.steps;
+  j["stop_reason"] = r.stop_reason;
   j["epochs"] = r.epochs;
   j["optimizer"] = ops::OptimizerName(o.optimizer.kind);
   j["learning_rate"] = o.optimizer.learning_rate;
@@ -138,10 +139,14 @@ absl::StatusOr<SingleRunResult> RunSingle(const runtime::TrainingOptions& o,
   SingleRunResult r;
   r.model = o.model;
   r.batch_size = o.batch_size;
-  r.steps = steps;
-  r.epochs = static_cast<double>(steps) / static_cast<double>(steps_per_epoch);
+  r.steps = static_cast<int64_t>(trained.steps.size());  // fewer than planned if interrupted
+  r.epochs = static_cast<double>(r.steps) / static_cast<double>(steps_per_epoch);
+  r.stop_reason = trained.stop_reason;
   SetRunFigures(stats, &r);
-  if (o.eval) FULCRUM_RETURN_IF_ERROR(Evaluate(o, *model, data.test, store, &r));
+  // An interrupted run writes what it has at once: no final evaluation.
+  if (o.eval && StopSignal() == 0) {
+    FULCRUM_RETURN_IF_ERROR(Evaluate(o, *model, data.test, store, &r));
+  }
   r.run_dir = run_dir.string();
   r.wall_seconds = std::chrono::duration<double>(Clock::now() - run_start).count();
   nlohmann::json summary = SummaryJson(o, r, model->num_parameters());

@@ -17,7 +17,8 @@ namespace fulcrum::worker {
 struct SingleRunResult {
   std::string model;
   int64_t batch_size = 0;
-  int64_t steps = 0;
+  int64_t steps = 0;                          // steps run
+  std::string stop_reason;                    // "reached train_steps", or "interrupted by SIGTERM"
   double epochs = 0.0;                        // passes over the training set the steps amounted to
   std::optional<double> final_test_accuracy;  // absent for models without accuracy
   std::optional<double> final_test_loss;      // absent with --eval=false

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/signals.h"
 #include "base/status_macros.h"
 #include "profiler/rpc_observer.h"
 #include "spdlog/spdlog.h"
@@ -46,6 +47,12 @@ absl::StatusOr<TrainLoopResult> TrainLoop::Run() {
   int64_t window_steps = 0;
   while (store_->StopReason().empty() && store_->global_step() < options_.target_global_steps) {
     const auto local_steps = static_cast<int64_t>(result.steps.size());
+    if (const int signal = StopSignal(); signal != 0) {
+      result.stop_reason = absl::StrCat("interrupted by ", SignalName(signal));
+      spdlog::warn("{}: stopping after step {}, writing what was recorded", result.stop_reason,
+                   local_steps);
+      break;
+    }
     if (stop_check_) {
       std::string reason;
       FULCRUM_RETURN_IF_ERROR(stop_check_(local_steps, &reason));
@@ -84,13 +91,12 @@ absl::StatusOr<profiler::StepRecord> TrainLoop::Step(int64_t step, double pull_m
   batcher_.Next(&inputs_, labels_, pool_);
   const auto t_data = Clock::now();
   double forward_ms = 0.0;
-  FULCRUM_ASSIGN_OR_RETURN(
-      const float loss,
-      replicas_ != nullptr
-          ? replicas_->ComputeGradients(inputs_, labels_, store_->values(), store_->grads(),
-                                        &forward_ms)
-          : model_->ComputeGradients(inputs_, labels_, store_->values(), store_->grads(),
-                                     &forward_ms));
+  FULCRUM_ASSIGN_OR_RETURN(const float loss,
+                           replicas_ != nullptr
+                               ? replicas_->ComputeGradients(inputs_, labels_, store_->values(),
+                                                             store_->grads(), &forward_ms)
+                               : model_->ComputeGradients(inputs_, labels_, store_->values(),
+                                                          store_->grads(), &forward_ms));
   const auto t_grad = Clock::now();
   if (!std::isfinite(loss)) {
     return absl::InternalError(absl::StrCat("loss became ", loss, " at step ", step,

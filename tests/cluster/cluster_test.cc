@@ -360,6 +360,41 @@ TEST(ClusterFailureTest, DeadWorkerInSyncModeEndsTheRunWithinTheDeadlines) {
   EXPECT_EQ(cluster.task("ps", 0).exit_code, 0) << cluster.Logs();
 }
 
+// Ctrl-C or SIGTERM to the chief ends the run as reaching train_steps would: the workers are
+// asked to stop, the final evaluation runs, every task's summary and report.json are written
+// (stop_reason says why), the ps tasks are shut down, and the chief exits 143.
+TEST(ClusterFailureTest, SigtermToTheChiefEndsTheRunWithTheReportWritten) {
+  if (!HaveData()) GTEST_SKIP() << "the dataset-fashion-mnist package is not installed";
+  const fs::path dir = FreshDir("cluster_sigterm_chief");
+  const std::string spec = WriteLocalSpec(dir / "spec.json", 1, 2);
+  const fs::path run_dir = dir / "run";
+  const std::vector<std::string> flags = {absl::StrCat("--cluster_spec=", spec),
+                                          "--model=logreg",
+                                          "--train_steps=100000000",
+                                          "--mode=async",
+                                          "--eval_every=0",
+                                          "--threads=1",
+                                          absl::StrCat("--run_dir=", run_dir.string())};
+  LocalCluster cluster(dir);
+  cluster.StartAll(1, 2, flags);
+  ASSERT_TRUE(cluster.WaitForLog("worker", 1, "training:", std::chrono::seconds(120)))
+      << cluster.Logs();
+  cluster.Signal("chief", 0, SIGTERM);
+  cluster.WaitAll(std::chrono::seconds(120));
+  EXPECT_EQ(cluster.task("chief", 0).exit_code, 143) << cluster.Logs();
+  EXPECT_EQ(cluster.task("ps", 0).exit_code, 0) << cluster.Logs();
+  EXPECT_EQ(cluster.task("worker", 0).exit_code, 0) << cluster.Logs();
+  EXPECT_EQ(cluster.task("worker", 1).exit_code, 0) << cluster.Logs();
+  const nlohmann::json report = ReadJson(run_dir / "report.json");
+  ASSERT_TRUE(report.is_object()) << "no report.json\n" << cluster.Logs();
+  EXPECT_EQ(report.value("stop_reason", ""), "interrupted by SIGTERM");
+  EXPECT_EQ(report["workers"].size(), 2u) << cluster.Logs();
+  EXPECT_TRUE(report["final_test_accuracy"].is_number()) << cluster.Logs();
+  for (const char* task : {"worker-0", "worker-1", "ps-0"}) {
+    EXPECT_TRUE(fs::exists(run_dir / task / "summary.json")) << task;
+  }
+}
+
 // Bad cluster specs are refused by every binary with exit code 2 and a message naming the
 // problem, before any socket opens (the spec's ports stay free).
 struct BadSpec {

@@ -168,6 +168,13 @@ class LocalCluster {
     }
   }
 
+  // Sends `signal` to a running task (it keeps running until it exits on its own).
+  void Signal(const std::string& job, int index, int signal) {
+    for (const Task& t : tasks_) {
+      if (t.job == job && t.index == index && t.pid > 0) ::kill(t.pid, signal);
+    }
+  }
+
   const std::vector<Task>& tasks() const { return tasks_; }
   const Task& task(const std::string& job, int index) const {
     for (const Task& t : tasks_) {

@@ -30,6 +30,11 @@ nlohmann::json ReadSummary(const fs::path& run_dir) {
 
 constexpr char kFashionMnist[] = "/usr/share/datasets/fashion-mnist";
 
+std::string ReadLog(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
 class SingleModeTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -38,6 +43,33 @@ class SingleModeTest : public ::testing::Test {
     }
   }
 };
+
+// SIGTERM (and Ctrl-C's SIGINT) stop a run cleanly: it ends after the step in progress,
+// writes summary.json (with the steps it ran and why it stopped) and the step records, and
+// exits 128 + the signal, as a shell reports an interrupted command.
+TEST_F(SingleModeTest, SigtermStopsCleanlyWithTheRecordsWritten) {
+  for (const char* signal : {"TERM", "INT"}) {
+    SCOPED_TRACE(signal);
+    const fs::path dir = FreshDir(absl::StrCat("worker_sig", signal));
+    const std::string log = (dir / "worker.log").string();
+    const std::string worker = absl::StrCat(FULCRUM_BIN_DIR, "/worker");
+    // In the background, wait until step 50 is logged, signal it, report its exit code.
+    const RunResult r = ::fulcrum::testing::RunShell(absl::StrCat(
+        "sh -c '", worker, " --model=mlp --train_steps=100000000 --log_every=50 --threads=1",
+        " --run_dir=", (dir / "run").string(), " > ", log, " 2>&1 & p=$!;",
+        " for i in $(seq 600); do grep -q step.50/ ", log, " && break; sleep 0.1; done;",
+        " kill -", signal, " $p; wait $p; echo exit=$?'"));
+    const int expected = std::string(signal) == "TERM" ? 143 : 130;
+    EXPECT_NE(r.output.find(absl::StrCat("exit=", expected)), std::string::npos)
+        << r.output << ReadLog(log);
+    const nlohmann::json summary = ReadSummary(dir / "run");
+    ASSERT_TRUE(summary.is_object()) << ReadLog(log);
+    EXPECT_EQ(summary.value("stop_reason", ""), absl::StrCat("interrupted by SIG", signal));
+    EXPECT_GE(summary.value("steps", 0), 50);
+    EXPECT_LT(summary.value("steps", 0), 100000000);
+    EXPECT_TRUE(fs::exists(dir / "run" / "steps.csv")) << ReadLog(log);
+  }
+}
 
 // The Touchstone / CS744 settings: SGD lr 0.01, batch 256, 1000 steps. PyTorch with the same
 // settings reaches 0.76 on this data.
@@ -88,10 +120,9 @@ TEST_F(SingleModeTest, MlpReaches85PercentIn3Epochs) {
 // thread each) learns as well, and the summary names the devices.
 TEST_F(SingleModeTest, LogregOnTwoCpuReplicasMatchesOneDevice) {
   const fs::path dir = FreshDir("worker_logreg_replicas");
-  RunResult r = RunBinary(
-      "worker", {"--model=logreg", "--optimizer=sgd", "--learning_rate=0.01", "--batch_size=256",
-                 "--train_steps=1000", "--threads=2", "--devices=cpu:0,cpu:1",
-                 "--run_dir=" + dir.string()});
+  RunResult r = RunBinary("worker", {"--model=logreg", "--optimizer=sgd", "--learning_rate=0.01",
+                                     "--batch_size=256", "--train_steps=1000", "--threads=2",
+                                     "--devices=cpu:0,cpu:1", "--run_dir=" + dir.string()});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   nlohmann::json s = ReadSummary(dir);
   EXPECT_EQ(s["devices"], nlohmann::json::array({"cpu:0", "cpu:1"}));
