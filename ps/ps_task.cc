@@ -162,6 +162,12 @@ absl::Status RunPsTask(const runtime::ClusterOptions& cluster,
                            profiler::Profiler::Start(runtime::ProfilerOptionsFor(
                                profile, &task.cluster, task.job_name, task.task_index, "")));
   Shard shard(task.task_index);
+  // Only the spec's chief and workers may pull and push.
+  absl::flat_hash_set<std::string> known;
+  for (const char* job : {runtime::kChiefJob, runtime::kWorkerJob}) {
+    for (int i = 0; i < task.cluster.num_tasks(job); ++i) known.insert(absl::StrCat(job, ":", i));
+  }
+  shard.set_known_tasks(std::move(known));
   shard.set_nonfinite_policy(cluster.nonfinite_skip ? NonFinitePolicy::kSkip
                                                     : NonFinitePolicy::kError);
   PsService service(&shard, prof.get());

@@ -34,6 +34,10 @@ grpc::Status PsService::CreateVariables(grpc::ServerContext*,
 
 grpc::Status PsService::Pull(grpc::ServerContext* context, const pb::PullRequest* request,
                              pb::PullResponse* response) {
+  // A stranger is refused before anything records it (no per-peer entry).
+  if (absl::Status s = shard_->CheckTask(request->task(), "Pull"); !s.ok()) {
+    return runtime::ToGrpc(s);
+  }
   const int64_t begin = profiler::NowUnixMicros();
   grpc::Status s =
       runtime::ToGrpc(shard_->Pull(*request, response, runtime::CallDeadline(*context)));
@@ -43,6 +47,9 @@ grpc::Status PsService::Pull(grpc::ServerContext* context, const pb::PullRequest
 
 grpc::Status PsService::Push(grpc::ServerContext*, const pb::PushRequest* request,
                              pb::PushResponse* response) {
+  if (absl::Status s = shard_->CheckTask(request->task(), "Push"); !s.ok()) {
+    return runtime::ToGrpc(s);
+  }
   const int64_t begin = profiler::NowUnixMicros();
   grpc::Status s = runtime::ToGrpc(shard_->Push(*request, response));
   Observe("Push", *request, *response, begin);
@@ -51,6 +58,9 @@ grpc::Status PsService::Push(grpc::ServerContext*, const pb::PushRequest* reques
 
 grpc::Status PsService::PushPull(grpc::ServerContext* context, const pb::PushRequest* request,
                                  pb::PushResponse* response) {
+  if (absl::Status s = shard_->CheckTask(request->task(), "PushPull"); !s.ok()) {
+    return runtime::ToGrpc(s);
+  }
   const int64_t begin = profiler::NowUnixMicros();
   grpc::Status s =
       runtime::ToGrpc(shard_->PushPull(*request, response, runtime::CallDeadline(*context)));

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/malloc.h"
@@ -288,8 +289,16 @@ absl::Status Shard::PullChunks(Store& store, const std::vector<int>& chunk_ids, 
   return absl::OkStatus();
 }
 
+absl::Status Shard::CheckTask(const std::string& task, const char* method) const {
+  if (known_tasks_.empty() || known_tasks_.contains(task)) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(name_, ": ", method, " from '", absl::CEscape(task.substr(0, 64)),
+                   "': not a chief or worker task of the cluster spec; refused"));
+}
+
 absl::Status Shard::Pull(const pb::PullRequest& request, pb::PullResponse* response,
                          absl::Time deadline) {
+  FULCRUM_RETURN_IF_ERROR(CheckTask(request.task(), "Pull"));
   Touch();
   FULCRUM_ASSIGN_OR_RETURN(std::shared_ptr<Store> store, GetStore());
   const int num_chunks = static_cast<int>(store->chunks.size());
@@ -445,6 +454,7 @@ absl::Status Shard::PushChunk(Store& store, ChunkState& chunk, int chunk_id,
 }
 
 absl::Status Shard::Push(const pb::PushRequest& request, pb::PushResponse* response) {
+  FULCRUM_RETURN_IF_ERROR(CheckTask(request.task(), "Push"));
   Touch();
   FULCRUM_ASSIGN_OR_RETURN(std::shared_ptr<Store> store, GetStore());
   response->Clear();

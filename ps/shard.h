@@ -59,6 +59,12 @@ class Shard {
   int task_index() const { return task_index_; }
   // Before serving (not thread-safe against concurrent pushes).
   void set_nonfinite_policy(NonFinitePolicy policy) { nonfinite_policy_ = policy; }
+  // The task names that may pull and push ("chief:0", "worker:3"; the cluster spec's), set
+  // before serving. Empty (the default): any name, as in-process tests and benches use.
+  void set_known_tasks(absl::flat_hash_set<std::string> tasks) { known_tasks_ = std::move(tasks); }
+  // OK when `task` may call `method`; InvalidArgument naming it otherwise, so a stranger's
+  // requests touch nothing (not even the per-peer traffic tables).
+  absl::Status CheckTask(const std::string& task, const char* method) const;
   // "ps:<index>", the prefix of every error message.
   const std::string& name() const { return name_; }
 
@@ -217,6 +223,7 @@ class Shard {
 
   Counters counters_;
   NonFinitePolicy nonfinite_policy_ = NonFinitePolicy::kError;
+  absl::flat_hash_set<std::string> known_tasks_;
 };
 
 }  // namespace fulcrum::ps

@@ -512,6 +512,34 @@ TEST_P(PsContractTest, NonFiniteGradientsAreRefusedOrSkippedAndApplyNothing) {
   }
 }
 
+// A ps told its cluster's tasks refuses pulls and pushes under any other name, before
+// anything is applied or recorded (issue 12: 30,000 made-up names grew the ps by 164 MB).
+TEST_P(PsContractTest, UnknownTaskNamesAreRefused) {
+  shard_->set_known_tasks({"chief:0", "worker:0", "worker:1"});
+  const auto def = SmallModel(Sgd(0.5f));
+  Create(def);
+  const Values before = PullAll(def);  // as worker:0
+  for (const std::string& stranger :
+       std::vector<std::string>{"worker:2", "ps:0", "evil", std::string(200, 'x')}) {
+    pb::PushResponse pushed;
+    absl::Status s = client_->Push(PushOf(def, Filled(def, 1.0f), stranger, 7), &pushed, kTimeout);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_THAT(s.message(), HasSubstr("not a chief or worker task of the cluster spec"));
+    s = client_->PushPull(PushOf(def, Filled(def, 1.0f), stranger, 8), &pushed, kTimeout);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    pb::PullRequest pull;
+    pull.set_task(stranger);
+    pb::PullResponse pulled;
+    s = client_->Pull(pull, &pulled, kTimeout);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_EQ(pulled.chunks_size(), 0);
+  }
+  EXPECT_EQ(PullAll(def), before);
+  EXPECT_EQ(Stats().pushes_received(), 0);
+  EXPECT_EQ(Push(PushOf(def, Filled(def, 1.0f), "worker:1", 9)).applied(),
+            static_cast<int>(Plan(def).size()));
+}
+
 TEST_P(PsContractTest, ManyConcurrentPushersLoseNothing) {
   const auto def = Definition({Var("w", {10, 3}, ops::Initializer::Zeros(), 1),
                                Var("b", {3}, ops::Initializer::Zeros(), 2)},
