@@ -216,7 +216,7 @@ absl::Status Chief::Monitor() {
       spdlog::warn("chief: {}: stopping the run", stop_reason_);
       return absl::OkStatus();
     }
-    FULCRUM_ASSIGN_OR_RETURN(const int64_t step, ps_->GlobalStep());
+    FULCRUM_ASSIGN_OR_RETURN(const int64_t step, ps_->GlobalStep(c_.step_timeout));
     const absl::Time now = absl::Now();
     if (step > last_step) {
       last_step = step;

@@ -14,8 +14,6 @@ namespace {
 
 // Timeout of the chief's control calls (CreateVariables, Warm, Stop, Shutdown).
 constexpr absl::Duration kControlTimeout = absl::Seconds(30);
-// Timeout of one Stats call of the monitor loop.
-constexpr absl::Duration kStatsTimeout = absl::Seconds(5);
 // How long one readiness probe of a ps waits, and how often the waiting is logged.
 constexpr absl::Duration kReadyProbe = absl::Milliseconds(500);
 constexpr absl::Duration kLogEvery = absl::Seconds(5);
@@ -73,12 +71,14 @@ void PsTasks::Warm(int64_t bytes) {
   for (auto& client : clients_) client->Warm(bytes, 2, kControlTimeout).IgnoreError();
 }
 
-absl::StatusOr<int64_t> PsTasks::GlobalStep() {
+absl::StatusOr<int64_t> PsTasks::GlobalStep(absl::Duration timeout) {
   int64_t step = std::numeric_limits<int64_t>::max();
   for (size_t p = 0; p < clients_.size(); ++p) {
     pb::StatsResponse stats;
-    if (absl::Status s = Remote(clients_[p]->Stats(&stats, kStatsTimeout)); !s.ok()) {
-      return absl::UnavailableError(absl::StrCat("chief lost ps:", p, ": ", s.message()));
+    if (absl::Status s = Remote(clients_[p]->Stats(&stats, timeout)); !s.ok()) {
+      return absl::UnavailableError(absl::StrCat(
+          "chief lost ps:", p, ": no answer to Stats within ", absl::FormatDuration(timeout),
+          " (--step_timeout; the ps is dead, stopped or stalled): ", s.message()));
     }
     step = std::min(step, stats.global_step());
   }

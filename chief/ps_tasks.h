@@ -44,9 +44,10 @@ class PsTasks {
   // Grows every connection's flow-control windows for `bytes`-sized transfers; best effort.
   void Warm(int64_t bytes);
   // The cluster's global step: the slowest ps's (a sync step is complete once every ps
-  // applied it). Unavailable naming the ps that did not answer within a few seconds. The
-  // calls are also the ps tasks' sign that the chief is alive.
-  absl::StatusOr<int64_t> GlobalStep();
+  // applied it). Unavailable naming the ps that did not answer within `timeout` (the
+  // chief passes --step_timeout: a ps stalled for less than that is waited for). The calls
+  // are also the ps tasks' sign that the chief is alive.
+  absl::StatusOr<int64_t> GlobalStep(absl::Duration timeout);
   // Reads every variable into `values` (model order), as a worker's pull does.
   absl::Status PullAll(absl::Duration timeout, std::span<ops::Tensor> values,
                        runtime::TransferResult* result);

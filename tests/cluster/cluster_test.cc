@@ -360,6 +360,44 @@ TEST(ClusterFailureTest, DeadWorkerInSyncModeEndsTheRunWithinTheDeadlines) {
   EXPECT_EQ(cluster.task("ps", 0).exit_code, 0) << cluster.Logs();
 }
 
+// A ps that stalls (SIGSTOP) for less than --step_timeout and --heartbeat_timeout is waited
+// for: the run goes on when it resumes (issue 12: a hard-coded 5 s deadline on the chief's
+// Stats call ended the run after a 4 s stall).
+TEST(ClusterFailureTest, AStalledPsShorterThanTheTimeoutsIsWaitedFor) {
+  if (!HaveData()) GTEST_SKIP() << "the dataset-fashion-mnist package is not installed";
+  const fs::path dir = FreshDir("cluster_stalled_ps");
+  const std::string spec = WriteLocalSpec(dir / "spec.json", 1, 2);
+  const fs::path run_dir = dir / "run";
+  const std::vector<std::string> flags = {absl::StrCat("--cluster_spec=", spec),
+                                          "--model=logreg",
+                                          "--train_steps=100000000",
+                                          "--mode=async",
+                                          "--eval_every=0",
+                                          "--threads=1",
+                                          "--step_timeout=30",
+                                          "--heartbeat_timeout=30",
+                                          absl::StrCat("--run_dir=", run_dir.string())};
+  LocalCluster cluster(dir);
+  cluster.StartAll(1, 2, flags);
+  ASSERT_TRUE(cluster.WaitForLog("worker", 1, "training:", std::chrono::seconds(120)))
+      << cluster.Logs();
+  cluster.Signal("ps", 0, SIGSTOP);
+  std::this_thread::sleep_for(std::chrono::seconds(7));
+  cluster.Signal("ps", 0, SIGCONT);
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  // Still training: end the run with Ctrl-C to the chief, which writes the report.
+  cluster.Signal("chief", 0, SIGINT);
+  cluster.WaitAll(std::chrono::seconds(120));
+  EXPECT_EQ(cluster.task("chief", 0).exit_code, 130) << cluster.Logs();
+  for (const char* job : {"ps", "worker"}) {
+    EXPECT_EQ(cluster.task(job, 0).exit_code, 0) << job << "\n" << cluster.Logs();
+  }
+  EXPECT_EQ(cluster.task("worker", 1).exit_code, 0) << cluster.Logs();
+  const nlohmann::json report = ReadJson(run_dir / "report.json");
+  ASSERT_TRUE(report.is_object()) << "no report.json\n" << cluster.Logs();
+  EXPECT_EQ(report.value("stop_reason", ""), "interrupted by SIGINT");
+}
+
 // Ctrl-C or SIGTERM to the chief ends the run as reaching train_steps would: the workers are
 // asked to stop, the final evaluation runs, every task's summary and report.json are written
 // (stop_reason says why), the ps tasks are shut down, and the chief exits 143.
