@@ -137,7 +137,8 @@ absl::StatusOr<std::shared_ptr<Shard::Store>> Shard::BuildStore(
   // anything is allocated: a request for more than this machine holds is refused whole.
   absl::flat_hash_set<std::string> names;
   std::vector<ops::Initializer> inits;
-  int64_t total_elements = 0;
+  int64_t total_elements = 0;          // of the whole source variables, for the limit
+  double held = 0, largest_whole = 0;  // elements this ps keeps; the largest initialised whole
   for (const pb::VariableDef& def : request.variables()) {
     const std::string what = absl::StrCat("variable '", def.name(), "'");
     if (def.name().empty()) return bad("a variable has no name");
@@ -154,6 +155,9 @@ absl::StatusOr<std::shared_ptr<Shard::Store>> Shard::BuildStore(
     // Each variable is at most kMaxTensorElements (ValidateShape), so the running sum cannot
     // wrap before it passes the limit.
     total_elements += full.num_elements();
+    held += static_cast<double>(full.num_elements()) / static_cast<double>(full.dim(0)) *
+            static_cast<double>(def.row_end() - def.row_begin());
+    largest_whole = std::max(largest_whole, static_cast<double>(full.num_elements()));
     if (total_elements > ops::kMaxTensorElements) {
       return bad("the variables hold more than ", ops::kMaxTensorElements, " elements in all (at ",
                  what, ")");
@@ -162,9 +166,10 @@ absl::StatusOr<std::shared_ptr<Shard::Store>> Shard::BuildStore(
     if (!init.ok()) return bad(what, ": ", init.status().message());
     inits.push_back(*init);
   }
-  // Values and optimizer slots.
+  // The rows this ps keeps with their optimizer slots, plus the largest whole variable while
+  // it is initialised and sliced.
   if (absl::Status s = CheckFitsInMemory(
-          static_cast<double>(total_elements) * sizeof(float) * static_cast<double>(1 + num_slots),
+          (held * static_cast<double>(1 + num_slots) + largest_whole) * sizeof(float),
           "the variables and their optimizer slots");
       !s.ok()) {
     return bad(s.message());
