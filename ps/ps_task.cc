@@ -106,6 +106,9 @@ profiler::PsRecord Progress(const Shard& shard) {
 }
 
 // Serves until Shutdown (OK) or a timeout (the error).
+// How long a signalled ps keeps serving, waiting for the chief's Shutdown.
+constexpr absl::Duration kSignalGrace = absl::Seconds(10);
+
 absl::Status Serve(Shard& shard, PsService& service, profiler::Profiler& prof,
                    const runtime::ClusterOptions& cluster, const std::string& fallback_run_dir,
                    std::string* shutdown_reason) {
@@ -113,10 +116,21 @@ absl::Status Serve(Shard& shard, PsService& service, profiler::Profiler& prof,
   bool announced = false;
   absl::Time next_record = start;
   const absl::Duration poll = std::min(kPollInterval, prof.options().interval);
+  absl::Time signal_deadline = absl::InfiniteFuture();
   while (!service.WaitForShutdown(poll, shutdown_reason)) {
     if (const int signal = StopSignal(); signal != 0) {
-      *shutdown_reason = absl::StrCat("interrupted by ", SignalName(signal));
-      return absl::OkStatus();  // the summary is written as after a Shutdown
+      // Ctrl-C on a whole cluster signals every task: serve the chief's last calls (final
+      // evaluation, Shutdown, which puts this summary in the report) for a grace period,
+      // then stop on our own. The summary is written either way.
+      if (signal_deadline == absl::InfiniteFuture()) {
+        signal_deadline = absl::Now() + (shard.initialized() ? kSignalGrace : absl::ZeroDuration());
+        spdlog::warn("{}: interrupted by {}: serving the chief's Shutdown for up to {}",
+                     shard.name(), SignalName(signal), absl::FormatDuration(kSignalGrace));
+      }
+      if (absl::Now() >= signal_deadline) {
+        *shutdown_reason = absl::StrCat("interrupted by ", SignalName(signal));
+        return absl::OkStatus();
+      }
     }
     const absl::Time now = absl::Now();
     if (!shard.initialized()) {

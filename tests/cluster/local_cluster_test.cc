@@ -121,6 +121,14 @@ TEST_F(LocalClusterScriptTest, CtrlCStopsEveryTask) {
   ::kill(pid, SIGINT);
   EXPECT_EQ(WaitFor(pid, std::chrono::seconds(60)), 130) << ReadFile(log);
   EXPECT_NE(ReadFile(log).find("stopping every task"), std::string::npos) << ReadFile(log);
+  // Every task stopped cleanly on the script's SIGTERM: the chief ended the run and wrote the
+  // report, with the ps's summary (the ps waited for the chief's Shutdown) and the workers'.
+  const std::string report = ReadFile(dir / "run" / "report.json");
+  EXPECT_NE(report.find("\"stop_reason\": \"interrupted by SIGTERM\""), std::string::npos)
+      << report << ReadFile(log);
+  for (const char* task : {"ps-0", "worker-0", "worker-1", "chief-0"}) {
+    EXPECT_TRUE(fs::exists(dir / "run" / task / "summary.json")) << task << "\n" << ReadFile(log);
+  }
   // Every task is gone (give the kernel a moment to reap the last ones).
   for (int i = 0; i < 50 && ProcessesMentioning(spec) > 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
