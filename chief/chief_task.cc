@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -88,6 +89,7 @@ class Chief {
   ops::ThreadPool pool_;
   std::unique_ptr<profiler::Profiler> prof_;
   std::vector<std::string> ps_summaries_;  // by ps index; "" when a ps gave none
+  std::set<int> lost_workers_;             // silent workers the run went on without
   absl::Time process_start_ = absl::Now();
   absl::Time train_start_;
   absl::Time train_end_;
@@ -240,9 +242,25 @@ absl::Status Chief::Monitor() {
       return absl::OkStatus();
     }
     if (const auto silent = coordinator_->SilentWorkers(c_.heartbeat_timeout); !silent.empty()) {
-      return absl::UnavailableError(absl::StrCat("chief: ", Join(silent, "worker"), " silent for ",
-                                                 absl::FormatDuration(c_.heartbeat_timeout),
-                                                 " (--heartbeat_timeout)"));
+      // Async training, and sync training with backup workers while enough workers remain,
+      // goes on without a dead worker; sync training that needs every worker cannot.
+      const int workers = c_.task.cluster.num_tasks(runtime::kWorkerJob);
+      const int alive = workers - static_cast<int>(silent.size());
+      const bool can_go_on =
+          alive > 0 && (c_.mode == runtime::SyncMode::kAsync || alive >= c_.replicas_to_aggregate);
+      if (!can_go_on) {
+        return absl::UnavailableError(
+            absl::StrCat("chief: ", Join(silent, "worker"), " silent for ",
+                         absl::FormatDuration(c_.heartbeat_timeout), " (--heartbeat_timeout)"));
+      }
+      for (const int w : silent) {
+        if (lost_workers_.insert(w).second) {
+          spdlog::warn(
+              "chief: worker:{} silent for {} (--heartbeat_timeout): training goes on "
+              "with the {} other worker(s)",
+              w, absl::FormatDuration(c_.heartbeat_timeout), alive);
+        }
+      }
     }
     if (now - last_progress > c_.heartbeat_timeout) {
       // A worker that died just after its last heartbeat is not "silent" yet when the step
@@ -281,6 +299,8 @@ nlohmann::json Chief::RunJson(const std::string& stop_reason) const {
       sync ? nlohmann::json(c_.replicas_to_aggregate) : nlohmann::json(nullptr);
   j["train_steps"] = train_steps_;
   j["stop_reason"] = stop_reason;
+  // Workers that went silent past --heartbeat_timeout while the run went on without them.
+  j["workers_lost"] = std::vector<int>(lost_workers_.begin(), lost_workers_.end());
   const Eval& last = evals_.back();
   j["global_step"] = last.global_step;
   j["final_test_accuracy"] =
@@ -424,10 +444,26 @@ absl::Status Chief::Finish(absl::Status status) {
     if (!final_eval.ok()) status = final_eval.status();
   }
   if (status.ok()) {
-    const std::vector<int> missing =
-        coordinator_->WaitForSummaries(absl::Now() + c_.step_timeout + absl::Seconds(10));
+    // Waits for the workers' summaries, but not for workers silent past --heartbeat_timeout
+    // (dead ones send none), and keeps calling the ps tasks meanwhile so that they do not
+    // take the chief for dead.
+    const absl::Time deadline = absl::Now() + c_.step_timeout + absl::Seconds(10);
+    std::vector<int> missing;
+    while (true) {
+      missing = coordinator_->WaitForSummaries(std::min(deadline, absl::Now() + absl::Seconds(1)));
+      if (missing.empty() || absl::Now() >= deadline) break;
+      const std::vector<int> silent = coordinator_->SilentWorkers(c_.heartbeat_timeout);
+      const bool only_dead_missing = std::all_of(missing.begin(), missing.end(), [&](int w) {
+        return std::find(silent.begin(), silent.end(), w) != silent.end();
+      });
+      if (only_dead_missing) break;
+      ps_->GlobalStep(absl::Seconds(1)).status().IgnoreError();
+    }
     if (!missing.empty()) {
       spdlog::warn("no summary from {}", Join(missing, "worker"));
+      for (const int w : coordinator_->SilentWorkers(c_.heartbeat_timeout)) {
+        lost_workers_.insert(w);
+      }
     }
   }
   // The ps tasks answer the shutdown with their summaries, which the report gathers.

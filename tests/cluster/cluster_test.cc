@@ -360,6 +360,43 @@ TEST(ClusterFailureTest, DeadWorkerInSyncModeEndsTheRunWithinTheDeadlines) {
   EXPECT_EQ(cluster.task("ps", 0).exit_code, 0) << cluster.Logs();
 }
 
+// Async training goes on without a dead worker (issue 12: the run failed, or the chief waited
+// 70 s for the dead worker's summary while the ps, hearing nothing, exited without its own):
+// the survivor reaches train_steps, the chief does not wait for a summary that cannot come,
+// and the report has the survivor's and the ps's summaries and names the lost worker.
+TEST(ClusterFailureTest, AsyncTrainingGoesOnWithoutADeadWorker) {
+  if (!HaveData()) GTEST_SKIP() << "the dataset-fashion-mnist package is not installed";
+  const fs::path dir = FreshDir("cluster_async_dead_worker");
+  const std::string spec = WriteLocalSpec(dir / "spec.json", 1, 2);
+  const fs::path run_dir = dir / "run";
+  const std::vector<std::string> flags = {absl::StrCat("--cluster_spec=", spec),
+                                          "--model=logreg",
+                                          "--train_steps=4000",
+                                          "--mode=async",
+                                          "--eval_every=0",
+                                          "--threads=1",
+                                          "--step_timeout=2",
+                                          "--heartbeat_timeout=3",
+                                          absl::StrCat("--run_dir=", run_dir.string())};
+  LocalCluster cluster(dir);
+  cluster.StartAll(1, 2, flags);
+  ASSERT_TRUE(cluster.WaitForLog("worker", 1, "training:", std::chrono::seconds(120)))
+      << cluster.Logs();
+  cluster.Kill("worker", 1);
+  const auto killed_at = std::chrono::steady_clock::now();
+  cluster.WaitAll(std::chrono::seconds(120));
+  EXPECT_LT(std::chrono::steady_clock::now() - killed_at, std::chrono::seconds(60));
+  EXPECT_EQ(cluster.task("chief", 0).exit_code, 0) << cluster.Logs();
+  EXPECT_EQ(cluster.task("ps", 0).exit_code, 0) << cluster.Logs();
+  EXPECT_EQ(cluster.task("worker", 0).exit_code, 0) << cluster.Logs();
+  const nlohmann::json report = ReadJson(run_dir / "report.json");
+  ASSERT_TRUE(report.is_object()) << "no report.json\n" << cluster.Logs();
+  EXPECT_EQ(report.value("stop_reason", ""), "reached train_steps 4000") << cluster.Logs();
+  EXPECT_EQ(report["workers"].size(), 1u) << cluster.Logs();
+  EXPECT_EQ(report["ps"].size(), 1u) << cluster.Logs();
+  EXPECT_EQ(report["workers_lost"], nlohmann::json::array({1})) << cluster.Logs();
+}
+
 // A ps that stalls (SIGSTOP) for less than --step_timeout and --heartbeat_timeout is waited
 // for: the run goes on when it resumes (issue 12: a hard-coded 5 s deadline on the chief's
 // Stats call ended the run after a 4 s stall).
