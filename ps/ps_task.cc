@@ -182,6 +182,7 @@ absl::Status RunPsTask(const runtime::ClusterOptions& cluster,
     for (int i = 0; i < task.cluster.num_tasks(job); ++i) known.insert(absl::StrCat(job, ":", i));
   }
   shard.set_known_tasks(std::move(known));
+  shard.set_checkpoint_root(cluster.checkpoint_dir, /*refuse_all=*/cluster.checkpoint_dir.empty());
   shard.set_nonfinite_policy(cluster.nonfinite_skip ? NonFinitePolicy::kSkip
                                                     : NonFinitePolicy::kError);
   PsService service(&shard, prof.get());

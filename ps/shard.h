@@ -62,6 +62,16 @@ class Shard {
   // The task names that may pull and push ("chief:0", "worker:3"; the cluster spec's), set
   // before serving. Empty (the default): any name, as in-process tests and benches use.
   void set_known_tasks(absl::flat_hash_set<std::string> tasks) { known_tasks_ = std::move(tasks); }
+  // The folder SaveShard and RestoreShard paths must lie in (--checkpoint_dir), set before
+  // serving. Empty (the default of a Shard): any path, as in-process tests use; the ps task
+  // sets it, or refuses both calls when --checkpoint_dir is not given.
+  void set_checkpoint_root(std::string root, bool refuse_all) {
+    checkpoint_root_ = std::move(root);
+    refuse_checkpoints_ = refuse_all;
+  }
+  // OK when `path` may be written or read as a checkpoint: inside the checkpoint root once
+  // symbolic links and ".." are resolved. PermissionDenied naming the path otherwise.
+  absl::Status CheckCheckpointPath(const std::string& path, const char* method) const;
   // OK when `task` may call `method`; InvalidArgument naming it otherwise, so a stranger's
   // requests touch nothing (not even the per-peer traffic tables).
   absl::Status CheckTask(const std::string& task, const char* method) const;
@@ -224,6 +234,8 @@ class Shard {
   Counters counters_;
   NonFinitePolicy nonfinite_policy_ = NonFinitePolicy::kError;
   absl::flat_hash_set<std::string> known_tasks_;
+  std::string checkpoint_root_;
+  bool refuse_checkpoints_ = false;
 };
 
 }  // namespace fulcrum::ps

@@ -1,10 +1,12 @@
 // ps::Shard's checkpoint shard I/O: SaveShard, RestoreShard and the layout check between
 // them (the rest of Shard is in shard.cc).
 #include <algorithm>
+#include <filesystem>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "base/files.h"
 #include "base/status_macros.h"
@@ -13,6 +15,8 @@
 #include "spdlog/spdlog.h"
 
 namespace fulcrum::ps {
+
+namespace fs = std::filesystem;
 namespace {
 
 // Holds every chunk lock of a store, in chunk order (checkpoint save and restore). The
@@ -39,6 +43,26 @@ class AllChunksLocked {
 
 }  // namespace
 
+absl::Status Shard::CheckCheckpointPath(const std::string& path, const char* method) const {
+  if (refuse_checkpoints_) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        name_, ": ", method, ": checkpoints are off on this ps (no --checkpoint_dir)"));
+  }
+  if (checkpoint_root_.empty()) return absl::OkStatus();
+  // Both sides resolved as far as they exist (symbolic links followed, "." and ".." folded),
+  // so neither "root/../x" nor a link inside the root that points out of it passes.
+  std::error_code error;
+  const fs::path root = fs::weakly_canonical(fs::path(checkpoint_root_), error);
+  const fs::path target = error ? fs::path() : fs::weakly_canonical(fs::path(path), error);
+  const std::string root_text = root.string() + "/";
+  if (error || path.empty() || target.string().rfind(root_text, 0) != 0) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        name_, ": ", method, ": '", absl::CEscape(path.substr(0, 256)),
+        "' is not inside the checkpoint folder ", checkpoint_root_, " (--checkpoint_dir)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Shard::SaveShard(const pb::SaveShardRequest& request,
                               pb::SaveShardResponse* response) {
   Touch();
@@ -46,6 +70,7 @@ absl::Status Shard::SaveShard(const pb::SaveShardRequest& request,
   if (request.path().empty()) {
     return absl::InvalidArgumentError(absl::StrCat(name_, ": SaveShard: empty path"));
   }
+  FULCRUM_RETURN_IF_ERROR(CheckCheckpointPath(request.path(), "SaveShard"));
   pb::ShardCheckpoint checkpoint;
   checkpoint.set_task_index(task_index_);
   *checkpoint.mutable_definition() = store->definition;
@@ -144,6 +169,7 @@ absl::Status Shard::RestoreShard(const pb::RestoreShardRequest& request,
                                  pb::RestoreShardResponse* response) {
   Touch();
   FULCRUM_ASSIGN_OR_RETURN(std::shared_ptr<Store> store, GetStore());
+  FULCRUM_RETURN_IF_ERROR(CheckCheckpointPath(request.path(), "RestoreShard"));
   const std::string what = absl::StrCat(name_, ": RestoreShard from ", request.path());
   absl::StatusOr<std::string> bytes = ReadFileToString(request.path());
   if (!bytes.ok()) {

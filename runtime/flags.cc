@@ -93,6 +93,9 @@ ABSL_FLAG(std::string, placement, "round_robin",
           "Variable placement over PS tasks: round_robin, greedy (byte-balanced) or partition.");
 ABSL_FLAG(int64_t, partition_min_bytes, 256 << 10,
           "--placement=partition splits variables larger than this along their first axis.");
+ABSL_FLAG(std::string, checkpoint_dir, "",
+          "The folder a ps saves and restores its shard checkpoints in; SaveShard and "
+          "RestoreShard paths outside it are refused (empty: both are refused).");
 ABSL_FLAG(std::string, nonfinite, "error",
           "What a ps does with a pushed gradient holding a NaN or an Inf: error (refuse it, the "
           "pusher fails) or skip (apply nothing, count it in pushes_nonfinite).");
@@ -588,6 +591,7 @@ absl::StatusOr<ClusterOptions> ClusterOptionsFromFlags(absl::string_view default
         absl::StrCat("--nonfinite=", nonfinite, ": expected error or skip"));
   }
   o.nonfinite_skip = nonfinite == "skip";
+  o.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   o.target_accuracy = absl::GetFlag(FLAGS_target_accuracy);
   if (!(o.target_accuracy >= 0 && o.target_accuracy <= 1)) {
     return absl::InvalidArgumentError(

@@ -98,6 +98,8 @@ struct ClusterOptions {
   // --nonfinite=skip: a ps skips (and counts) a push holding a NaN or an Inf; error (the
   // default) refuses it.
   bool nonfinite_skip = false;
+  // --checkpoint_dir: where a ps may save and restore shard checkpoints; empty = nowhere.
+  std::string checkpoint_dir;
 };
 
 // The profiler flags: --profile=on|off, --profile_interval_ms, --metrics_port.

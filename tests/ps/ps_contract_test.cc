@@ -884,6 +884,43 @@ TEST_P(PsContractTest, StopWakesABlockedPullAndEndsPushes) {
 // ---- checkpoints
 // ---------------------------------------------------------------------------------
 
+// SaveShard and RestoreShard touch only files inside the checkpoint folder (issue 12: a
+// stranger could make a root ps overwrite any file); with no --checkpoint_dir they are off.
+TEST_P(PsContractTest, CheckpointPathsAreConfinedToTheCheckpointFolder) {
+  const auto def = SmallModel(Sgd(0.5f));
+  Create(def);
+  const std::string root = TempPath("checkpoints");
+  std::filesystem::create_directories(root);
+  const std::string outside = TempPath("outside");
+  std::filesystem::create_directories(outside);
+  std::filesystem::create_symlink(outside, std::filesystem::path(root) / "link");
+  shard_->set_checkpoint_root(root, /*refuse_all=*/false);
+  pb::SaveShardResponse saved;
+  pb::SaveShardRequest save;
+  save.set_path(root + "/shard.ckpt");
+  ASSERT_TRUE(client_->SaveShard(save, &saved, kTimeout).ok());
+  for (const std::string& bad : {outside + "/x.ckpt", root + "/../outside/x.ckpt",
+                                 root + "/link/x.ckpt", root, std::string("/etc/fulcrum-x")}) {
+    save.set_path(bad);
+    const absl::Status s = client_->SaveShard(save, &saved, kTimeout);
+    EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << bad << ": " << s;
+    EXPECT_THAT(s.message(), HasSubstr("is not inside the checkpoint folder")) << bad;
+    pb::RestoreShardRequest restore;
+    restore.set_path(bad);
+    pb::RestoreShardResponse restored;
+    EXPECT_EQ(client_->RestoreShard(restore, &restored, kTimeout).code(),
+              absl::StatusCode::kPermissionDenied)
+        << bad;
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(outside));
+  EXPECT_FALSE(std::filesystem::exists("/etc/fulcrum-x"));
+  shard_->set_checkpoint_root("", /*refuse_all=*/true);
+  save.set_path(root + "/again.ckpt");
+  const absl::Status off = client_->SaveShard(save, &saved, kTimeout);
+  EXPECT_EQ(off.code(), absl::StatusCode::kPermissionDenied) << off;
+  EXPECT_THAT(off.message(), HasSubstr("checkpoints are off on this ps (no --checkpoint_dir)"));
+}
+
 TEST_P(PsContractTest, CheckpointRestoresValuesSlotsAndSteps) {
   ops::OptimizerConfig adam;
   adam.kind = ops::OptimizerKind::kAdam;
