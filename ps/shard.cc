@@ -301,11 +301,49 @@ absl::Status Shard::CheckTask(const std::string& task, const char* method) const
                    "': not a chief or worker task of the cluster spec; refused"));
 }
 
+class Shard::WaitSlot {
+ public:
+  WaitSlot(Shard* shard, std::string task) : shard_(shard), task_(std::move(task)) {}
+  ~WaitSlot() {
+    MutexLock lock(&shard_->waiting_mu_);
+    auto it = shard_->waiting_.find(task_);
+    if (it != shard_->waiting_.end() && --it->second <= 0) shard_->waiting_.erase(it);
+  }
+  WaitSlot(const WaitSlot&) = delete;
+  WaitSlot& operator=(const WaitSlot&) = delete;
+
+ private:
+  Shard* shard_;
+  std::string task_;
+};
+
+absl::StatusOr<std::unique_ptr<Shard::WaitSlot>> Shard::TakeWaitSlot(const Store& store,
+                                                                     const std::string& task,
+                                                                     const char* method) {
+  // A worker waits on at most one Pull or PushPull per chunk at a time; twice that, plus
+  // slack for retries, is generous for it and still a bound for anyone else.
+  const int limit = 2 * static_cast<int>(store.chunks.size()) + kWaitingSlack;
+  MutexLock lock(&waiting_mu_);
+  int& count = waiting_[task];
+  if (count >= limit) {
+    if (count == 0) waiting_.erase(task);
+    return absl::ResourceExhaustedError(
+        absl::StrCat(name_, ": ", method, " from ", task, ": ", count,
+                     " of its requests already wait for a step (at most ", limit, "); refused"));
+  }
+  ++count;
+  return std::make_unique<WaitSlot>(this, task);
+}
+
 absl::Status Shard::Pull(const pb::PullRequest& request, pb::PullResponse* response,
                          absl::Time deadline) {
   FULCRUM_RETURN_IF_ERROR(CheckTask(request.task(), "Pull"));
   Touch();
   FULCRUM_ASSIGN_OR_RETURN(std::shared_ptr<Store> store, GetStore());
+  std::unique_ptr<WaitSlot> slot;
+  if (request.min_step() > 0) {
+    FULCRUM_ASSIGN_OR_RETURN(slot, TakeWaitSlot(*store, request.task(), "Pull"));
+  }
   const int num_chunks = static_cast<int>(store->chunks.size());
   std::vector<int> ids;
   if (request.chunks().empty()) {
@@ -506,8 +544,14 @@ absl::Status Shard::Push(const pb::PushRequest& request, pb::PushResponse* respo
 
 absl::Status Shard::PushPull(const pb::PushRequest& request, pb::PushResponse* response,
                              absl::Time deadline) {
-  FULCRUM_RETURN_IF_ERROR(Push(request, response));
+  FULCRUM_RETURN_IF_ERROR(CheckTask(request.task(), "PushPull"));
   FULCRUM_ASSIGN_OR_RETURN(std::shared_ptr<Store> store, GetStore());
+  // The slot is taken before the push, so a refused request applies nothing.
+  std::unique_ptr<WaitSlot> slot;
+  if (request.min_step() > 0) {
+    FULCRUM_ASSIGN_OR_RETURN(slot, TakeWaitSlot(*store, request.task(), "PushPull"));
+  }
+  FULCRUM_RETURN_IF_ERROR(Push(request, response));
   std::vector<int> ids;
   for (const pb::ChunkData& g : request.gradients()) ids.push_back(g.chunk());
   int64_t waited_us = 0;

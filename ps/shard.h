@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -42,6 +43,8 @@ inline constexpr absl::Duration kDefaultPullWait = absl::Seconds(60);
 // How many (task, request_id) pairs of past pushes are remembered for deduplication; the
 // oldest are forgotten first.
 inline constexpr size_t kDedupCapacity = 100000;
+// Waiting requests a task may hold beyond two per chunk (see Shard::TakeWaitSlot).
+inline constexpr int kWaitingSlack = 4;
 
 // What a push holding a NaN or an Inf gets (--nonfinite): refused with InvalidArgument (the
 // pusher sees the error), or skipped (nothing applied, counted; the pusher is told nothing
@@ -226,6 +229,16 @@ class Shard {
   mutable Mutex store_mu_;                                   // also serialises CreateVariables
   std::shared_ptr<Store> store_ ABSL_GUARDED_BY(store_mu_);  // null until CreateVariables
 
+  // Requests holding a server thread while they wait for a step (Pull or PushPull with
+  // min_step), per task: bounded so that one peer cannot pin every thread of the ps.
+  Mutex waiting_mu_;
+  absl::flat_hash_map<std::string, int> waiting_ ABSL_GUARDED_BY(waiting_mu_);
+  // Takes a waiting slot for `task` (released by the returned guard), or ResourceExhausted
+  // when the task already holds kMaxWaitingPerChunk per chunk (+ kWaitingSlack).
+  class WaitSlot;
+  absl::StatusOr<std::unique_ptr<WaitSlot>> TakeWaitSlot(const Store& store,
+                                                         const std::string& task,
+                                                         const char* method);
   Mutex dedup_mu_;
   // (NameHash(task), request_id) of past pushes, and their arrival order for eviction.
   absl::flat_hash_set<std::pair<uint64_t, uint64_t>> dedup_seen_ ABSL_GUARDED_BY(dedup_mu_);

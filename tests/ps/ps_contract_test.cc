@@ -540,6 +540,43 @@ TEST_P(PsContractTest, UnknownTaskNamesAreRefused) {
             static_cast<int>(Plan(def).size()));
 }
 
+// One task cannot pin every server thread with requests waiting for a step (issue 12: 200
+// waiting pulls added 200 threads): beyond two per chunk plus a little slack it is refused at
+// once with ResourceExhausted, and a refused PushPull applies nothing.
+TEST_P(PsContractTest, WaitingRequestsPerTaskAreBounded) {
+  const auto def = SmallModel(Sgd(0.5f));
+  Create(def);
+  const int limit = 2 * static_cast<int>(Plan(def).size()) + kWaitingSlack;
+  constexpr int kRequests = 40;
+  std::vector<absl::StatusCode> codes(kRequests);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kRequests; ++i) {
+    threads.emplace_back([&, i] {
+      pb::PullRequest request;
+      request.set_task("worker:0");
+      request.set_min_step(1000);  // never reached
+      request.set_timeout_ms(1500);
+      pb::PullResponse response;
+      codes[static_cast<size_t>(i)] = client_->Pull(request, &response, kTimeout).code();
+    });
+  }
+  for (auto& t : threads) t.join();
+  const auto refused = std::count(codes.begin(), codes.end(), absl::StatusCode::kResourceExhausted);
+  const auto waited = std::count(codes.begin(), codes.end(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(refused + waited, kRequests);
+  EXPECT_LE(waited, limit);
+  EXPECT_GE(refused, kRequests - limit);
+  // Slots are given back: a later waiting request is served (times out normally).
+  pb::PullRequest request;
+  request.set_task("worker:0");
+  request.set_min_step(1000);
+  request.set_timeout_ms(100);
+  pb::PullResponse response;
+  EXPECT_EQ(client_->Pull(request, &response, kTimeout).code(),
+            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(Stats().pushes_received(), 0);
+}
+
 TEST_P(PsContractTest, ManyConcurrentPushersLoseNothing) {
   const auto def = Definition({Var("w", {10, 3}, ops::Initializer::Zeros(), 1),
                                Var("b", {3}, ops::Initializer::Zeros(), 2)},
