@@ -90,6 +90,7 @@ class Chief {
   std::unique_ptr<profiler::Profiler> prof_;
   std::vector<std::string> ps_summaries_;  // by ps index; "" when a ps gave none
   std::set<int> lost_workers_;             // silent workers the run went on without
+  bool failed_ = false;                    // the run ended in an error (the report says which)
   absl::Time process_start_ = absl::Now();
   absl::Time train_start_;
   absl::Time train_end_;
@@ -301,11 +302,13 @@ nlohmann::json Chief::RunJson(const std::string& stop_reason) const {
   j["stop_reason"] = stop_reason;
   // Workers that went silent past --heartbeat_timeout while the run went on without them.
   j["workers_lost"] = std::vector<int>(lost_workers_.begin(), lost_workers_.end());
-  const Eval& last = evals_.back();
-  j["global_step"] = last.global_step;
+  // A failed run has no final evaluation (and maybe none at all).
+  j["failed"] = failed_;
+  const Eval last = evals_.empty() ? Eval{} : evals_.back();
+  j["global_step"] = evals_.empty() ? nlohmann::json(nullptr) : nlohmann::json(last.global_step);
   j["final_test_accuracy"] =
       last.accuracy ? nlohmann::json(*last.accuracy) : nlohmann::json(nullptr);
-  j["final_test_loss"] = last.loss;
+  j["final_test_loss"] = evals_.empty() ? nlohmann::json(nullptr) : nlohmann::json(last.loss);
   j["target_accuracy"] =
       c_.target_accuracy > 0 ? nlohmann::json(c_.target_accuracy) : nlohmann::json(nullptr);
   j["time_to_target_accuracy_seconds"] =
@@ -443,11 +446,15 @@ absl::Status Chief::Finish(absl::Status status) {
     absl::StatusOr<Eval> final_eval = Evaluate("final");
     if (!final_eval.ok()) status = final_eval.status();
   }
-  if (status.ok()) {
-    // Waits for the workers' summaries, but not for workers silent past --heartbeat_timeout
+  {
+    // Waits for the workers' summaries (a failed run's too: the report keeps what the
+    // survivors recorded), but not for workers silent past --heartbeat_timeout
     // (dead ones send none), and keeps calling the ps tasks meanwhile so that they do not
     // take the chief for dead.
-    const absl::Time deadline = absl::Now() + c_.step_timeout + absl::Seconds(10);
+    // A failed run waits briefly: live workers answer the stop within a heartbeat, the
+    // failed ones send nothing.
+    const absl::Time deadline =
+        absl::Now() + (status.ok() ? c_.step_timeout + absl::Seconds(10) : absl::Seconds(5));
     std::vector<int> missing;
     while (true) {
       missing = coordinator_->WaitForSummaries(std::min(deadline, absl::Now() + absl::Seconds(1)));
@@ -468,7 +475,22 @@ absl::Status Chief::Finish(absl::Status status) {
   }
   // The ps tasks answer the shutdown with their summaries, which the report gathers.
   ps_summaries_ = ps_->ShutdownAll(status.ok() ? "run finished" : std::string(status.message()));
-  if (!status.ok()) return status;
+  if (!status.ok()) {
+    // The run failed; the report still records it (stop_reason is the error, failed: true),
+    // and the chief exits with the failure.
+    failed_ = true;
+    // A failed run never replaces an earlier run's records in a reused --run_dir.
+    if (std::filesystem::exists(run_dir_ / "report.json") ||
+        std::filesystem::exists(run_dir_ / c_.task.dir_name() / "summary.json")) {
+      spdlog::warn("not writing the failed run's report over the earlier one in {}",
+                   run_dir_.string());
+    } else if (absl::Status s = WriteReport(stop_reason); !s.ok()) {
+      spdlog::warn("no report for the failed run: {}", s.ToString());
+    } else {
+      spdlog::info("report of the failed run: {}", (run_dir_ / "report.json").string());
+    }
+    return status;
+  }
   FULCRUM_RETURN_IF_ERROR(WriteReport(stop_reason_));
   spdlog::info("report: {} and report.html", (run_dir_ / "report.json").string());
   return absl::OkStatus();

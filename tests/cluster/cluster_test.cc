@@ -358,6 +358,14 @@ TEST(ClusterFailureTest, DeadWorkerInSyncModeEndsTheRunWithinTheDeadlines) {
               chief_log.find("worker:1 last heard") != std::string::npos)
       << cluster.Logs();
   EXPECT_EQ(cluster.task("ps", 0).exit_code, 0) << cluster.Logs();
+  // The failed run is still recorded: report.json says it failed and why, with the ps's
+  // summary (issue 12: a failed run left no report).
+  const nlohmann::json report = ReadJson(dir / "run" / "report.json");
+  ASSERT_TRUE(report.is_object()) << "no report.json\n" << cluster.Logs();
+  EXPECT_EQ(report.value("failed", false), true);
+  EXPECT_NE(report.value("stop_reason", "").find("worker:1"), std::string::npos)
+      << report.value("stop_reason", "");
+  EXPECT_EQ(report["ps"].size(), 1u) << cluster.Logs();
 }
 
 // Async training goes on without a dead worker (issue 12: the run failed, or the chief waited
