@@ -96,6 +96,10 @@ class Backend {
                                           const Tensor& dout, Tensor* dinput, Tensor* dgrid) = 0;
 };
 
+// OK iff a and b hold the same number of elements; InvalidArgument naming both otherwise.
+absl::Status CheckSameCount(const char* op, const char* a_name, const Tensor& a, const char* b_name,
+                            const Tensor& b);
+
 // OK iff every tensor is non-empty and on `backend`'s device; InvalidArgument naming the op,
 // the backend and the first operand that is not.
 absl::Status CheckOnDevice(const Backend& backend, const char* op,

@@ -25,18 +25,15 @@ absl::Status CheckOnDevice(const Backend& backend, const char* op,
   return absl::OkStatus();
 }
 
-namespace {
-
-absl::Status CheckSameCount(const char* op, const Tensor& a, const Tensor& b) {
+absl::Status CheckSameCount(const char* op, const char* a_name, const Tensor& a, const char* b_name,
+                            const Tensor& b) {
   if (a.num_elements() != b.num_elements()) {
-    return absl::InvalidArgumentError(absl::StrCat(op, ": source ", a.shape().ToString(),
-                                                   " and destination ", b.shape().ToString(),
+    return absl::InvalidArgumentError(absl::StrCat(op, ": ", a_name, " ", a.shape().ToString(),
+                                                   " and ", b_name, " ", b.shape().ToString(),
                                                    " differ in size"));
   }
   return absl::OkStatus();
 }
-
-}  // namespace
 
 absl::StatusOr<Tensor> CpuBackend::Allocate(const Shape& shape) { return Tensor::Zeros(shape); }
 
@@ -48,7 +45,7 @@ absl::Status CpuBackend::Copy(const Tensor& src, Tensor* dst) {
   if (auto s = CheckOnDevice(*this, "Copy", {{"source", &src}, {"destination", dst}}); !s.ok()) {
     return s;
   }
-  if (auto s = CheckSameCount("Copy", src, *dst); !s.ok()) return s;
+  if (auto s = CheckSameCount("Copy", "source", src, "destination", *dst); !s.ok()) return s;
   if (src.data() != dst->data()) std::copy(src.flat().begin(), src.flat().end(), dst->data());
   return absl::OkStatus();
 }
@@ -114,7 +111,7 @@ absl::StatusOr<float> CpuBackend::MeanSquaredError(const Tensor& pred, const Ten
 
 absl::Status CpuBackend::Add(const Tensor& x, Tensor* y) {
   if (auto s = CheckOnDevice(*this, "Add", {{"x", &x}, {"y", y}}); !s.ok()) return s;
-  if (auto s = CheckSameCount("Add", x, *y); !s.ok()) return s;
+  if (auto s = CheckSameCount("Add", "x", x, "y", *y); !s.ok()) return s;
   const float* in = x.data();
   float* out = y->data();
   const int64_t n = x.num_elements();
@@ -128,7 +125,8 @@ absl::StatusOr<double> CpuBackend::AddWeightDecay(float weight_decay, const Tens
       !s.ok()) {
     return s;
   }
-  if (auto s = CheckSameCount("AddWeightDecay", value, *grad); !s.ok()) return s;
+  if (auto s = CheckSameCount("AddWeightDecay", "value", value, "gradient", *grad); !s.ok())
+    return s;
   const float* v = value.data();
   float* g = grad->data();
   double sum_sq = 0.0;

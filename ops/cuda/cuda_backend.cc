@@ -117,16 +117,6 @@ absl::Status CheckShape(const char* op, const char* what, const Tensor& t, const
   return absl::OkStatus();
 }
 
-absl::Status CheckSameCount(const char* op, const char* a_name, const Tensor& a, const char* b_name,
-                            const Tensor& b) {
-  if (a.num_elements() != b.num_elements()) {
-    return absl::InvalidArgumentError(absl::StrCat(op, ": ", a_name, " ", a.shape().ToString(),
-                                                   " and ", b_name, " ", b.shape().ToString(),
-                                                   " differ in size"));
-  }
-  return absl::OkStatus();
-}
-
 kernels::PoolGeometry PoolGeometryOf(const Pool2DGeometry& g) {
   return {g.batch,    g.in_h,     g.in_w,  g.channels, g.window_h, g.window_w,
           g.stride_h, g.stride_w, g.out_h, g.out_w,    g.pad_top,  g.pad_left};
@@ -341,11 +331,10 @@ class CudaBackend final : public Backend {
     FULCRUM_RETURN_IF_ERROR(Bind());
     FULCRUM_RETURN_IF_ERROR(
         CheckOnDevice(*this, "Conv2D", {{"x", &x}, {"filter", &filter}, {"y", y}}));
-    FULCRUM_ASSIGN_OR_RETURN(const ConvPlan plan,
-                             Plan(x.shape(), filter.shape(), params, "Conv2D"));
-    FULCRUM_RETURN_IF_ERROR(CheckShape("Conv2D", "y", *y, OutputShape(plan.g)));
+    ConvPlan plan;
     ConvDescriptors d;
-    FULCRUM_RETURN_IF_ERROR(Describe(plan, &d));
+    FULCRUM_RETURN_IF_ERROR(
+        PlanConv("Conv2D", x.shape(), filter.shape(), params, *y, "y", &plan, &d));
     FULCRUM_ASSIGN_OR_RETURN(const float* w, FilterToOhwi(filter, plan.g));
     FULCRUM_ASSIGN_OR_RETURN(const float* xp, PaddedInput(x, plan));
     FULCRUM_ASSIGN_OR_RETURN(auto algo, ForwardAlgo(plan, d));
@@ -361,11 +350,10 @@ class CudaBackend final : public Backend {
     FULCRUM_RETURN_IF_ERROR(Bind());
     FULCRUM_RETURN_IF_ERROR(CheckOnDevice(*this, "Conv2DBackpropInput",
                                           {{"dy", &dy}, {"filter", &filter}, {"dx", dx}}));
-    FULCRUM_ASSIGN_OR_RETURN(const ConvPlan plan,
-                             Plan(dx->shape(), filter.shape(), params, "Conv2DBackpropInput"));
-    FULCRUM_RETURN_IF_ERROR(CheckShape("Conv2DBackpropInput", "dy", dy, OutputShape(plan.g)));
+    ConvPlan plan;
     ConvDescriptors d;
-    FULCRUM_RETURN_IF_ERROR(Describe(plan, &d));
+    FULCRUM_RETURN_IF_ERROR(
+        PlanConv("Conv2DBackpropInput", dx->shape(), filter.shape(), params, dy, "dy", &plan, &d));
     FULCRUM_ASSIGN_OR_RETURN(const float* w, FilterToOhwi(filter, plan.g));
     float* dxp = dx->data();
     if (plan.padded()) {
@@ -389,11 +377,10 @@ class CudaBackend final : public Backend {
     FULCRUM_RETURN_IF_ERROR(Bind());
     FULCRUM_RETURN_IF_ERROR(CheckOnDevice(*this, "Conv2DBackpropFilter",
                                           {{"x", &x}, {"dy", &dy}, {"dfilter", dfilter}}));
-    FULCRUM_ASSIGN_OR_RETURN(const ConvPlan plan,
-                             Plan(x.shape(), dfilter->shape(), params, "Conv2DBackpropFilter"));
-    FULCRUM_RETURN_IF_ERROR(CheckShape("Conv2DBackpropFilter", "dy", dy, OutputShape(plan.g)));
+    ConvPlan plan;
     ConvDescriptors d;
-    FULCRUM_RETURN_IF_ERROR(Describe(plan, &d));
+    FULCRUM_RETURN_IF_ERROR(
+        PlanConv("Conv2DBackpropFilter", x.shape(), dfilter->shape(), params, dy, "dy", &plan, &d));
     FULCRUM_ASSIGN_OR_RETURN(const float* xp, PaddedInput(x, plan));
     FULCRUM_ASSIGN_OR_RETURN(float* dw, filter_t_.Floats(dfilter->num_elements(), "the filter"));
     FULCRUM_ASSIGN_OR_RETURN(auto algo, BackwardFilterAlgo(plan, d));
@@ -681,6 +668,16 @@ class CudaBackend final : public Backend {
       return absl::InternalError(absl::StrCat(op, ": unexpected padding for ", x.ToString()));
     }
     return plan;
+  }
+
+  // The plan and descriptors of one of `op`'s convolutions from its input and filter shapes,
+  // after checking that `out` (y forward, dy backward) has the output's shape.
+  absl::Status PlanConv(const char* op, const Shape& x, const Shape& filter,
+                        const Conv2DParams& params, const Tensor& out, const char* out_name,
+                        ConvPlan* plan, ConvDescriptors* d) {
+    FULCRUM_ASSIGN_OR_RETURN(*plan, Plan(x, filter, params, op));
+    FULCRUM_RETURN_IF_ERROR(CheckShape(op, out_name, out, OutputShape(plan->g)));
+    return Describe(*plan, d);
   }
 
   absl::Status Describe(const ConvPlan& plan, ConvDescriptors* d) {

@@ -368,6 +368,25 @@ TEST(ClusterFailureTest, DeadWorkerInSyncModeEndsTheRunWithinTheDeadlines) {
   EXPECT_EQ(report["ps"].size(), 1u) << cluster.Logs();
 }
 
+// Starts chief, 1 ps and 2 workers training logreg asynchronously into dir/run with
+// `extra` flags (they may override --train_steps, which defaults to "until stopped"), and
+// returns once worker:1 trains; ASSERT failures inside end the calling test.
+void StartAsyncLogregRun(LocalCluster& cluster, const fs::path& dir,
+                         const std::vector<std::string>& extra) {
+  const std::string spec = WriteLocalSpec(dir / "spec.json", 1, 2);
+  std::vector<std::string> flags = {absl::StrCat("--cluster_spec=", spec),
+                                    "--model=logreg",
+                                    "--train_steps=100000000",
+                                    "--mode=async",
+                                    "--eval_every=0",
+                                    "--threads=1",
+                                    absl::StrCat("--run_dir=", (dir / "run").string())};
+  flags.insert(flags.end(), extra.begin(), extra.end());
+  cluster.StartAll(1, 2, flags);
+  ASSERT_TRUE(cluster.WaitForLog("worker", 1, "training:", std::chrono::seconds(120)))
+      << cluster.Logs();
+}
+
 // Async training goes on without a dead worker (issue 12: the run failed, or the chief waited
 // 70 s for the dead worker's summary while the ps, hearing nothing, exited without its own):
 // the survivor reaches train_steps, the chief does not wait for a summary that cannot come,
@@ -375,21 +394,11 @@ TEST(ClusterFailureTest, DeadWorkerInSyncModeEndsTheRunWithinTheDeadlines) {
 TEST(ClusterFailureTest, AsyncTrainingGoesOnWithoutADeadWorker) {
   if (!HaveData()) GTEST_SKIP() << "the dataset-fashion-mnist package is not installed";
   const fs::path dir = FreshDir("cluster_async_dead_worker");
-  const std::string spec = WriteLocalSpec(dir / "spec.json", 1, 2);
   const fs::path run_dir = dir / "run";
-  const std::vector<std::string> flags = {absl::StrCat("--cluster_spec=", spec),
-                                          "--model=logreg",
-                                          "--train_steps=4000",
-                                          "--mode=async",
-                                          "--eval_every=0",
-                                          "--threads=1",
-                                          "--step_timeout=2",
-                                          "--heartbeat_timeout=3",
-                                          absl::StrCat("--run_dir=", run_dir.string())};
   LocalCluster cluster(dir);
-  cluster.StartAll(1, 2, flags);
-  ASSERT_TRUE(cluster.WaitForLog("worker", 1, "training:", std::chrono::seconds(120)))
-      << cluster.Logs();
+  StartAsyncLogregRun(cluster, dir,
+                      {"--train_steps=4000", "--step_timeout=2", "--heartbeat_timeout=3"});
+  if (HasFatalFailure()) return;
   cluster.Kill("worker", 1);
   const auto killed_at = std::chrono::steady_clock::now();
   cluster.WaitAll(std::chrono::seconds(120));
@@ -411,21 +420,10 @@ TEST(ClusterFailureTest, AsyncTrainingGoesOnWithoutADeadWorker) {
 TEST(ClusterFailureTest, AStalledPsShorterThanTheTimeoutsIsWaitedFor) {
   if (!HaveData()) GTEST_SKIP() << "the dataset-fashion-mnist package is not installed";
   const fs::path dir = FreshDir("cluster_stalled_ps");
-  const std::string spec = WriteLocalSpec(dir / "spec.json", 1, 2);
   const fs::path run_dir = dir / "run";
-  const std::vector<std::string> flags = {absl::StrCat("--cluster_spec=", spec),
-                                          "--model=logreg",
-                                          "--train_steps=100000000",
-                                          "--mode=async",
-                                          "--eval_every=0",
-                                          "--threads=1",
-                                          "--step_timeout=30",
-                                          "--heartbeat_timeout=30",
-                                          absl::StrCat("--run_dir=", run_dir.string())};
   LocalCluster cluster(dir);
-  cluster.StartAll(1, 2, flags);
-  ASSERT_TRUE(cluster.WaitForLog("worker", 1, "training:", std::chrono::seconds(120)))
-      << cluster.Logs();
+  StartAsyncLogregRun(cluster, dir, {"--step_timeout=30", "--heartbeat_timeout=30"});
+  if (HasFatalFailure()) return;
   cluster.Signal("ps", 0, SIGSTOP);
   std::this_thread::sleep_for(std::chrono::seconds(7));
   cluster.Signal("ps", 0, SIGCONT);
@@ -449,19 +447,10 @@ TEST(ClusterFailureTest, AStalledPsShorterThanTheTimeoutsIsWaitedFor) {
 TEST(ClusterFailureTest, SigtermToTheChiefEndsTheRunWithTheReportWritten) {
   if (!HaveData()) GTEST_SKIP() << "the dataset-fashion-mnist package is not installed";
   const fs::path dir = FreshDir("cluster_sigterm_chief");
-  const std::string spec = WriteLocalSpec(dir / "spec.json", 1, 2);
   const fs::path run_dir = dir / "run";
-  const std::vector<std::string> flags = {absl::StrCat("--cluster_spec=", spec),
-                                          "--model=logreg",
-                                          "--train_steps=100000000",
-                                          "--mode=async",
-                                          "--eval_every=0",
-                                          "--threads=1",
-                                          absl::StrCat("--run_dir=", run_dir.string())};
   LocalCluster cluster(dir);
-  cluster.StartAll(1, 2, flags);
-  ASSERT_TRUE(cluster.WaitForLog("worker", 1, "training:", std::chrono::seconds(120)))
-      << cluster.Logs();
+  StartAsyncLogregRun(cluster, dir, {});
+  if (HasFatalFailure()) return;
   cluster.Signal("chief", 0, SIGTERM);
   cluster.WaitAll(std::chrono::seconds(120));
   EXPECT_EQ(cluster.task("chief", 0).exit_code, 143) << cluster.Logs();

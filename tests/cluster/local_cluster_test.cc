@@ -63,9 +63,9 @@ int WaitFor(pid_t pid, std::chrono::seconds timeout) {
   return -1;
 }
 
-// Processes whose command line mentions `needle` (the run's unique spec path).
-int ProcessesMentioning(const std::string& needle) {
-  int n = 0;
+// Calls fn(pid, command line with spaces for NULs) for every process.
+template <typename Fn>
+void ForEachProcess(const Fn& fn) {
   for (const auto& entry : fs::directory_iterator("/proc")) {
     const std::string name = entry.path().filename();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
@@ -73,9 +73,28 @@ int ProcessesMentioning(const std::string& needle) {
     for (char& c : cmdline) {
       if (c == '\0') c = ' ';
     }
-    if (cmdline.find(needle) != std::string::npos && name != std::to_string(::getpid())) ++n;
+    fn(static_cast<pid_t>(std::stol(name)), cmdline);
   }
+}
+
+// Processes whose command line mentions `needle` (the run's unique spec path).
+int ProcessesMentioning(const std::string& needle) {
+  int n = 0;
+  ForEachProcess([&](pid_t pid, const std::string& cmdline) {
+    if (cmdline.find(needle) != std::string::npos && pid != ::getpid()) ++n;
+  });
   return n;
+}
+
+// Waits (up to 2 minutes; an ASSERT failure otherwise) until the script's log shows worker:1
+// and a "training:" line.
+void WaitUntilTraining(const fs::path& log) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (ReadFile(log).find("[worker:1] ") == std::string::npos ||
+         ReadFile(log).find("training:") == std::string::npos) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << ReadFile(log);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
 }
 
 class LocalClusterScriptTest : public ::testing::Test {
@@ -112,12 +131,8 @@ TEST_F(LocalClusterScriptTest, CtrlCStopsEveryTask) {
                                  absl::StrCat("--run_dir=", (dir / "run").string())},
                                 log);
   // Wait until the workers train, then press Ctrl-C.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (ReadFile(log).find("[worker:1] ") == std::string::npos ||
-         ReadFile(log).find("training:") == std::string::npos) {
-    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << ReadFile(log);
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  WaitUntilTraining(log);
+  if (HasFatalFailure()) return;
   ::kill(pid, SIGINT);
   EXPECT_EQ(WaitFor(pid, std::chrono::seconds(60)), 130) << ReadFile(log);
   EXPECT_NE(ReadFile(log).find("stopping every task"), std::string::npos) << ReadFile(log);
@@ -136,20 +151,16 @@ TEST_F(LocalClusterScriptTest, CtrlCStopsEveryTask) {
   EXPECT_EQ(ProcessesMentioning(spec), 0);
 }
 
-// The pid of the process whose command line mentions every one of `needles`, or -1.
+// The pid of the task (not the script) whose command line mentions every one of `needles`,
+// or -1.
 pid_t ProcessWith(const std::vector<std::string>& needles) {
-  for (const auto& entry : fs::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::string cmdline = ReadFile(entry.path() / "cmdline");
-    for (char& c : cmdline) {
-      if (c == '\0') c = ' ';
-    }
-    bool all = cmdline.find("bash") == std::string::npos;  // the task, not the script
+  pid_t found = -1;
+  ForEachProcess([&](pid_t pid, const std::string& cmdline) {
+    bool all = cmdline.find("bash") == std::string::npos;
     for (const auto& needle : needles) all = all && cmdline.find(needle) != std::string::npos;
-    if (all) return static_cast<pid_t>(std::stol(name));
-  }
-  return -1;
+    if (all) found = pid;
+  });
+  return found;
 }
 
 // A task that dies (SIGKILL here) ends the script with that task's exit code (128 + 9) after
@@ -164,12 +175,8 @@ TEST_F(LocalClusterScriptTest, AKilledTaskEndsTheRunWithItsExitCode) {
       StartScript({spec, "--train_steps=100000000", "--mode=async", "--threads=1", "--eval_every=0",
                    absl::StrCat("--run_dir=", (dir / "run").string())},
                   log);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (ReadFile(log).find("[worker:1] ") == std::string::npos ||
-         ReadFile(log).find("training:") == std::string::npos) {
-    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << ReadFile(log);
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  WaitUntilTraining(log);
+  if (HasFatalFailure()) return;
   const pid_t worker = ProcessWith({spec, "--job_name=worker", "--task_index=1"});
   ASSERT_GT(worker, 0) << "worker:1 not found";
   ::kill(worker, SIGKILL);
