@@ -15,6 +15,7 @@
 #include "base/logging.h"
 #include "base/signals.h"
 #include "base/status_macros.h"
+#include "chief/checkpoints.h"
 #include "chief/coordinator.h"
 #include "chief/grpc_coordinator_service.h"
 #include "chief/ps_tasks.h"
@@ -74,6 +75,10 @@ class Chief {
   // the run until it should stop (OK, with stop_reason_) or fails.
   absl::Status Train();
   absl::Status CreateVariables();
+  // Restores the newest intact checkpoint of --checkpoint_dir (a resumed job), if any.
+  absl::Status RestoreCheckpoint();
+  // Saves a checkpoint now (the run goes on, or `stopped`); see chief/checkpoints.h.
+  absl::Status SaveCheckpoint(int64_t step, bool stopped);
   absl::Status WaitForWorkers(absl::Time deadline);
   absl::Status Monitor();
   absl::StatusOr<Eval> Evaluate(const char* when);
@@ -98,6 +103,11 @@ class Chief {
   int64_t train_steps_ = 0;
   std::unique_ptr<models::Model> model_;
   std::vector<runtime::VariableInfo> variable_infos_;  // model order, as placed
+  std::vector<pb::CreateVariablesRequest> shard_defs_;  // by ps index
+  std::unique_ptr<Checkpointer> checkpointer_;
+  std::optional<Restored> restored_;  // what a resumed job started from
+  int64_t start_step_ = 0;           // the global step training started at
+  std::vector<std::string> checkpoint_errors_;
   runtime::Placement placement_;
   std::filesystem::path run_dir_;
   std::string run_id_;
@@ -168,9 +178,46 @@ absl::Status Chief::CreateVariables() {
         runtime::ShardDefinition(placement_, variable_infos_, p, o);
     pb::CreateVariablesResponse response;
     FULCRUM_RETURN_IF_ERROR(ps_->CreateVariables(p, request, &response));
+    shard_defs_.push_back(request);
     spdlog::info("ps:{} holds {} variable(s), {} bytes, in {} chunk(s)", p,
                  request.variables_size(), response.bytes_held(), response.num_chunks());
   }
+  return absl::OkStatus();
+}
+
+absl::Status Chief::RestoreCheckpoint() {
+  CheckpointOptions o;
+  o.dir = c_.checkpoint_dir;
+  o.every_steps = c_.checkpoint_every_steps;
+  o.every = c_.checkpoint_every;
+  o.keep = c_.keep_checkpoints;
+  o.sync = c_.mode == runtime::SyncMode::kSync;
+  o.timeout = c_.step_timeout;
+  checkpointer_ = std::make_unique<Checkpointer>(o, ps_.get(), run_id_, t_.model, shard_defs_);
+  if (!checkpointer_->enabled()) return absl::OkStatus();
+  FULCRUM_ASSIGN_OR_RETURN(restored_, checkpointer_->RestoreLatest());
+  if (restored_) {
+    start_step_ = restored_->global_step;
+  } else {
+    spdlog::info("no checkpoint in {}: training starts from the initial values",
+                 c_.checkpoint_dir);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Chief::SaveCheckpoint(int64_t step, bool stopped) {
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - train_start_);
+  const double rate = seconds > 0 ? static_cast<double>(step - start_step_) / seconds : 0.0;
+  absl::StatusOr<int64_t> saved = checkpointer_->Save(step, rate, stopped, train_steps_);
+  if (saved.ok()) return absl::OkStatus();
+  // A ps without (or with another) --checkpoint_dir refuses every save: the flags are wrong.
+  if (saved.status().code() == absl::StatusCode::kPermissionDenied) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "checkpoint not saved: ", saved.status().message(),
+        " (give every task the same --checkpoint_dir)"));
+  }
+  spdlog::error("checkpoint at step {} not saved: {}", step, saved.status().ToString());
+  checkpoint_errors_.push_back(std::string(saved.status().message()));
   return absl::OkStatus();
 }
 
@@ -236,6 +283,10 @@ absl::Status Chief::Monitor() {
     if (step >= train_steps_) {
       stop_reason_ = absl::StrCat("reached train_steps ", train_steps_);
       return absl::OkStatus();
+    }
+    if (checkpointer_->Due(step, now)) {
+      FULCRUM_RETURN_IF_ERROR(SaveCheckpoint(step, /*stopped=*/false));
+      last_progress = absl::Now();  // the save's wait is not a stall of the workers
     }
     if (coordinator_->summaries().size() ==
         static_cast<size_t>(c_.task.cluster.num_tasks(runtime::kWorkerJob))) {
@@ -316,11 +367,13 @@ nlohmann::json Chief::RunJson(const std::string& stop_reason) const {
   const double train_seconds = absl::ToDoubleSeconds(train_end_ - train_start_);
   j["train_seconds"] = train_seconds;
   j["wall_seconds"] = absl::ToDoubleSeconds(absl::Now() - process_start_);
-  // Examples the applied updates consumed: one batch per async step, replicas_to_aggregate
-  // batches per sync step.
+  // Examples the applied updates of this run consumed (a resumed run counts from the step it
+  // resumed at): one batch per async step, replicas_to_aggregate batches per sync step.
   const int64_t per_step = t_.batch_size * (sync ? c_.replicas_to_aggregate : 1);
   j["examples_per_sec"] =
-      train_seconds > 0 ? static_cast<double>(last.global_step * per_step) / train_seconds : 0.0;
+      train_seconds > 0
+          ? static_cast<double>((last.global_step - start_step_) * per_step) / train_seconds
+          : 0.0;
   nlohmann::json evals = nlohmann::json::array();
   for (const Eval& e : evals_) {
     evals.push_back(
@@ -337,6 +390,21 @@ nlohmann::json Chief::RunJson(const std::string& stop_reason) const {
     }
   }
   j["placement_table"] = placement;
+  nlohmann::json checkpoint = nullptr;
+  if (!c_.checkpoint_dir.empty()) {
+    checkpoint = {{"dir", c_.checkpoint_dir},
+                  {"saves", checkpointer_ ? checkpointer_->saves() : 0},
+                  {"last_step", checkpointer_ && checkpointer_->last_saved_step() >= 0
+                                    ? nlohmann::json(checkpointer_->last_saved_step())
+                                    : nlohmann::json(nullptr)},
+                  {"resumed_from", restored_ ? nlohmann::json(restored_->folder)
+                                             : nlohmann::json(nullptr)},
+                  {"resumed_from_step", restored_ ? nlohmann::json(restored_->global_step)
+                                                  : nlohmann::json(nullptr)},
+                  {"refused", restored_ ? restored_->refused : std::vector<std::string>()},
+                  {"errors", checkpoint_errors_}};
+  }
+  j["checkpoint"] = checkpoint;
   j["placement_imbalance"] = placement_.imbalance();
   return j;
 }
@@ -428,6 +496,7 @@ absl::Status Chief::Train() {
   FULCRUM_RETURN_IF_ERROR(ps_->WaitUntilReady(startup_deadline, c_.startup_timeout));
   ps_reached_ = true;
   FULCRUM_RETURN_IF_ERROR(CreateVariables());
+  FULCRUM_RETURN_IF_ERROR(RestoreCheckpoint());
   ps_->Warm(c_.chunk_bytes);
   FULCRUM_RETURN_IF_ERROR(WaitForWorkers(startup_deadline));
   train_start_ = absl::Now();
@@ -445,6 +514,17 @@ absl::Status Chief::Finish(absl::Status status) {
     spdlog::info("stopping: {}", stop_reason_);
     absl::StatusOr<Eval> final_eval = Evaluate("final");
     if (!final_eval.ok()) status = final_eval.status();
+  }
+  // The final checkpoint: the state the ps tasks stopped in, whether the run finished, was
+  // interrupted or failed (as long as every ps still answers).
+  if (checkpointer_ != nullptr && checkpointer_->enabled()) {
+    absl::StatusOr<int64_t> step = ps_->GlobalStep(c_.step_timeout);
+    if (!step.ok()) {
+      spdlog::error("no final checkpoint: {}", step.status().ToString());
+      checkpoint_errors_.push_back(std::string(step.status().message()));
+    } else if (absl::Status s = SaveCheckpoint(*step, /*stopped=*/true); !s.ok() && status.ok()) {
+      status = s;
+    }
   }
   {
     // Waits for the workers' summaries (a failed run's too: the report keeps what the

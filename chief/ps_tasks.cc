@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -88,6 +89,30 @@ absl::StatusOr<int64_t> PsTasks::GlobalStep(absl::Duration timeout) {
 absl::Status PsTasks::PullAll(absl::Duration timeout, std::span<ops::Tensor> values,
                               runtime::TransferResult* result) {
   return Remote(sharded_->PullAll(/*min_step=*/0, timeout, values, result));
+}
+
+absl::Status PsTasks::SaveShards(const std::vector<pb::SaveShardRequest>& requests,
+                                 std::vector<pb::SaveShardResponse>* responses,
+                                 absl::Duration timeout) {
+  responses->assign(clients_.size(), pb::SaveShardResponse());
+  std::vector<absl::Status> results(clients_.size());
+  {
+    std::vector<std::jthread> threads;
+    for (size_t p = 0; p < clients_.size(); ++p) {
+      threads.emplace_back([&, p] {
+        results[p] = clients_[p]->SaveShard(requests[p], &(*responses)[p], timeout);
+      });
+    }
+  }
+  for (const absl::Status& s : results) {
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PsTasks::RestoreShard(int ps, const pb::RestoreShardRequest& request,
+                                   pb::RestoreShardResponse* response, absl::Duration timeout) {
+  return clients_[static_cast<size_t>(ps)]->RestoreShard(request, response, timeout);
 }
 
 void PsTasks::StopAll(const std::string& reason) {

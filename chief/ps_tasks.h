@@ -51,6 +51,16 @@ class PsTasks {
   // Reads every variable into `values` (model order), as a worker's pull does.
   absl::Status PullAll(absl::Duration timeout, std::span<ops::Tensor> values,
                        runtime::TransferResult* result);
+  // Saves every ps's shard at once (one thread per ps: in sync mode each save may wait for a
+  // step that needs the others' progress), requests[p] to ps p; fills responses by ps index.
+  // The first failure, naming the ps (a ps's own error keeps its code: PermissionDenied for
+  // a path outside its --checkpoint_dir, DeadlineExceeded, ...).
+  absl::Status SaveShards(const std::vector<pb::SaveShardRequest>& requests,
+                          std::vector<pb::SaveShardResponse>* responses, absl::Duration timeout);
+  // Restores ps `ps`'s shard; the ps's status as it answered (DataLoss for a corrupt file,
+  // NotFound for a missing one).
+  absl::Status RestoreShard(int ps, const pb::RestoreShardRequest& request,
+                            pb::RestoreShardResponse* response, absl::Duration timeout);
   // Tells every ps that training ended (pulls waiting for a step are released); failures
   // are logged, not returned: the chief stops what it can reach.
   void StopAll(const std::string& reason);

@@ -13,7 +13,7 @@
 #include "absl/time/time.h"
 #include "base/files.h"
 #include "base/status_macros.h"
-#include "profiler/crc32c.h"
+#include "base/crc32c.h"
 #include "proto/tensorboard.pb.h"
 
 namespace fulcrum::profiler {

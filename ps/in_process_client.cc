@@ -33,8 +33,9 @@ absl::Status InProcessPsClient::CreateVariables(const pb::CreateVariablesRequest
 }
 
 absl::Status InProcessPsClient::SaveShard(const pb::SaveShardRequest& request,
-                                          pb::SaveShardResponse* response, absl::Duration) {
-  return shard_->SaveShard(request, response);
+                                          pb::SaveShardResponse* response,
+                                          absl::Duration timeout) {
+  return shard_->SaveShard(request, response, absl::Now() + timeout);
 }
 
 absl::Status InProcessPsClient::RestoreShard(const pb::RestoreShardRequest& request,

@@ -68,9 +68,9 @@ grpc::Status PsService::PushPull(grpc::ServerContext* context, const pb::PushReq
   return s;
 }
 
-grpc::Status PsService::SaveShard(grpc::ServerContext*, const pb::SaveShardRequest* request,
+grpc::Status PsService::SaveShard(grpc::ServerContext* context, const pb::SaveShardRequest* request,
                                   pb::SaveShardResponse* response) {
-  return runtime::ToGrpc(shard_->SaveShard(*request, response));
+  return runtime::ToGrpc(shard_->SaveShard(*request, response, runtime::CallDeadline(*context)));
 }
 
 grpc::Status PsService::RestoreShard(grpc::ServerContext*, const pb::RestoreShardRequest* request,

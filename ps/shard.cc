@@ -207,6 +207,7 @@ absl::StatusOr<std::shared_ptr<Shard::Store>> Shard::BuildStore(
       chunk->accum.assign(static_cast<size_t>(plan.num_elements), 0.0f);
     }
     chunk->plan = std::move(plan);
+    chunk->index = store->chunks.size();
     store->chunks.push_back(std::move(chunk));
   }
   return store;
@@ -406,6 +407,7 @@ absl::Status Shard::ApplyToChunk(Store& store, ChunkState& chunk, std::span<cons
   ++chunk.step;
   chunk.published_step.store(chunk.step, std::memory_order_release);
   chunk.advanced.SignalAll();
+  if (snapshot_pending_.load(std::memory_order_acquire)) MaybeCapture(store, chunk);
   return absl::OkStatus();
 }
 
@@ -579,6 +581,9 @@ void Shard::Stop(const std::string& reason) {
     DropPending(*chunk);
     chunk->advanced.SignalAll();
   }
+  // A save waiting for a step that will never come gives up.
+  MutexLock lock(&snapshot_mu_);
+  snapshot_taken_.SignalAll();
 }
 
 int64_t Shard::pending_gradients() const {

@@ -105,12 +105,21 @@ class Shard {
   absl::Status PushPull(const pb::PushRequest& request, pb::PushResponse* response,
                         absl::Time deadline = absl::InfiniteFuture());
 
-  // Writes a consistent pb::ShardCheckpoint atomically (temporary file, fsync, rename).
-  absl::Status SaveShard(const pb::SaveShardRequest& request, pb::SaveShardResponse* response);
+  // Writes a consistent pb::ShardCheckpoint atomically (temporary file, fsync, rename; the
+  // parent folders are created) and answers its size and CRC-32C. With at_step > 0 (sync
+  // mode) the state of that global step is saved: each chunk is captured under its lock when
+  // it reaches the step, so ps tasks saving the same at_step save one consistent step while
+  // training goes on; it waits until the earlier of timeout_ms and `deadline` for that
+  // (DeadlineExceeded naming the chunks still behind), FailedPrecondition when a chunk is past
+  // the step or the shard stops first. One save at a time (FailedPrecondition otherwise).
+  // Afterwards remove_paths (older checkpoints, inside --checkpoint_dir) are deleted.
+  absl::Status SaveShard(const pb::SaveShardRequest& request, pb::SaveShardResponse* response,
+                         absl::Time deadline = absl::InfiniteFuture());
   // Replaces values, slots, chunk steps and update counts with a checkpoint's (pending sync
   // gradients are discarded and counted as dropped). NotFound when the file is missing, DataLoss
-  // when it does not parse or is truncated, FailedPrecondition when it is of another shard layout;
-  // nothing changes on any failure.
+  // when it does not parse, is truncated or (request.bytes > 0) does not have the manifest's
+  // size and CRC-32C, FailedPrecondition when it is of another shard layout; nothing changes on
+  // any failure.
   absl::Status RestoreShard(const pb::RestoreShardRequest& request,
                             pb::RestoreShardResponse* response);
 
@@ -147,6 +156,7 @@ class Shard {
   };
   struct ChunkState {
     runtime::Chunk plan;  // fixed before the store is published
+    size_t index = 0;     // in Store::chunks
     Mutex mu;             // the chunk's values and slots (in Store::variables) and the below
     CondVar advanced;     // signalled when step grows or the shard stops
     int64_t step ABSL_GUARDED_BY(mu) = 0;          // global step of the chunk
@@ -216,6 +226,25 @@ class Shard {
   std::string ChunkWaitMessage(const Store& store, const ChunkState& chunk, int chunk_id,
                                int64_t min_step, absl::Duration waited) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk.mu);
+  // A sync SaveShard waiting for its step: the chunks' parts of the values and slots and
+  // their counters, copied as each chunk reaches at_step.
+  struct Snapshot {
+    int64_t at_step = 0;
+    std::vector<std::vector<float>> values;  // per variable
+    std::vector<std::vector<float>> slots;   // per variable and slot, variable-major
+    std::vector<int64_t> chunk_steps;
+    std::vector<int64_t> chunk_updates;
+    std::vector<bool> captured;
+    size_t remaining = 0;
+    bool aborted = false;  // a restore replaced the state it was waiting for
+  };
+  // Copies `chunk` into the pending snapshot when the chunk is at its step (ApplyToChunk
+  // calls it after each step; SaveShard for the chunks already there).
+  void MaybeCapture(const Store& store, ChunkState& chunk) ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk.mu);
+  // Writes `checkpoint` to the request's path and fills the response (SaveShard's end).
+  absl::Status WriteCheckpoint(const pb::SaveShardRequest& request,
+                               const pb::ShardCheckpoint& checkpoint, int64_t global_step,
+                               pb::SaveShardResponse* response);
   // Checks that `checkpoint` holds this store's layout and complete data (RestoreShard).
   absl::Status CheckCheckpoint(const Store& store, const pb::ShardCheckpoint& checkpoint,
                                const std::string& what) const;
@@ -243,6 +272,13 @@ class Shard {
   // (NameHash(task), request_id) of past pushes, and their arrival order for eviction.
   absl::flat_hash_set<std::pair<uint64_t, uint64_t>> dedup_seen_ ABSL_GUARDED_BY(dedup_mu_);
   std::deque<std::pair<uint64_t, uint64_t>> dedup_order_ ABSL_GUARDED_BY(dedup_mu_);
+
+  // The pending sync snapshot (SaveShard with at_step); lock order: chunk locks first.
+  Mutex snapshot_mu_;
+  CondVar snapshot_taken_;  // a chunk was captured, the shard stopped or a restore aborted it
+  std::shared_ptr<Snapshot> snapshot_ ABSL_GUARDED_BY(snapshot_mu_);
+  std::atomic<bool> snapshot_pending_{false};  // snapshot_ != null, readable without the lock
+  std::atomic<bool> saving_{false};            // a SaveShard is running
 
   Counters counters_;
   NonFinitePolicy nonfinite_policy_ = NonFinitePolicy::kError;

@@ -1,5 +1,5 @@
-// ps::Shard's checkpoint shard I/O: SaveShard, RestoreShard and the layout check between
-// them (the rest of Shard is in shard.cc).
+// ps::Shard's checkpoint shard I/O: SaveShard (now, or at a sync step), RestoreShard and the
+// layout and checksum checks between them (the rest of Shard is in shard.cc).
 #include <algorithm>
 #include <filesystem>
 #include <span>
@@ -8,6 +8,9 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "base/crc32c.h"
 #include "base/files.h"
 #include "base/status_macros.h"
 #include "ps/shard.h"
@@ -63,19 +66,58 @@ absl::Status Shard::CheckCheckpointPath(const std::string& path, const char* met
   return absl::OkStatus();
 }
 
-absl::Status Shard::SaveShard(const pb::SaveShardRequest& request,
-                              pb::SaveShardResponse* response) {
+void Shard::MaybeCapture(const Store& store, ChunkState& chunk) {
+  MutexLock lock(&snapshot_mu_);
+  if (snapshot_ == nullptr) return;
+  Snapshot& snap = *snapshot_;
+  if (chunk.step != snap.at_step || snap.captured[chunk.index]) return;
+  const size_t num_slots = ops::SlotNames(store.optimizer.kind).size();
+  for (const runtime::Segment& seg : chunk.plan.segments) {
+    const size_t v = static_cast<size_t>(seg.variable);
+    const Variable& var = store.variables[v];
+    const auto copy = [&](const ops::Tensor& from, std::vector<float>& to) {
+      std::copy_n(from.flat().data() + seg.offset, seg.count, to.data() + seg.offset);
+    };
+    copy(var.value, snap.values[v]);
+    for (size_t k = 0; k < num_slots; ++k) copy(var.slots[k], snap.slots[v * num_slots + k]);
+  }
+  snap.chunk_steps[chunk.index] = chunk.step;
+  snap.chunk_updates[chunk.index] = chunk.updates;
+  snap.captured[chunk.index] = true;
+  if (--snap.remaining == 0) snapshot_taken_.SignalAll();
+}
+
+absl::Status Shard::SaveShard(const pb::SaveShardRequest& request, pb::SaveShardResponse* response,
+                              absl::Time deadline) {
   Touch();
   FULCRUM_ASSIGN_OR_RETURN(std::shared_ptr<Store> store, GetStore());
   if (request.path().empty()) {
     return absl::InvalidArgumentError(absl::StrCat(name_, ": SaveShard: empty path"));
   }
   FULCRUM_RETURN_IF_ERROR(CheckCheckpointPath(request.path(), "SaveShard"));
+  for (const std::string& old : request.remove_paths()) {
+    FULCRUM_RETURN_IF_ERROR(CheckCheckpointPath(old, "SaveShard (remove_paths)"));
+  }
+  if (request.at_step() < 0 || (request.at_step() > 0 && !store->sync)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name_, ": SaveShard: at_step ", request.at_step(),
+        " (a step to wait for is for sync mode only, and not negative)"));
+  }
+  if (saving_.exchange(true, std::memory_order_acq_rel)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(name_, ": SaveShard: another save is in progress"));
+  }
+  struct Done {
+    std::atomic<bool>* flag;
+    ~Done() { flag->store(false, std::memory_order_release); }
+  } done{&saving_};
+
   pb::ShardCheckpoint checkpoint;
   checkpoint.set_task_index(task_index_);
   *checkpoint.mutable_definition() = store->definition;
+  const size_t num_slots = ops::SlotNames(store->optimizer.kind).size();
   int64_t global_step = 0;
-  {
+  if (request.at_step() == 0) {
     // Every chunk lock, in chunk order, so the checkpoint is one consistent state.
     AllChunksLocked locked(store->chunks);
     for (auto& chunk : store->chunks) {
@@ -94,15 +136,118 @@ absl::Status Shard::SaveShard(const pb::SaveShardRequest& request,
       }
     }
     global_step = GlobalStep(*store);
+  } else {
+    auto snap = std::make_shared<Snapshot>();
+    snap->at_step = request.at_step();
+    for (const Variable& var : store->variables) {
+      snap->values.emplace_back(static_cast<size_t>(var.value.num_elements()));
+      for (size_t k = 0; k < num_slots; ++k) {
+        snap->slots.emplace_back(static_cast<size_t>(var.value.num_elements()));
+      }
+    }
+    const size_t num_chunks = store->chunks.size();
+    snap->chunk_steps.assign(num_chunks, 0);
+    snap->chunk_updates.assign(num_chunks, 0);
+    snap->captured.assign(num_chunks, false);
+    snap->remaining = num_chunks;
+    {
+      // Registered under every chunk lock: no chunk can step past at_step unseen.
+      AllChunksLocked locked(store->chunks);
+      for (auto& chunk : store->chunks) {
+        chunk->mu.AssertHeld();
+        if (chunk->step > request.at_step()) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              name_, ": SaveShard: chunk ", chunk->index, " is already at step ", chunk->step,
+              ", past at_step ", request.at_step()));
+        }
+      }
+      {
+        MutexLock lock(&snapshot_mu_);
+        snapshot_ = snap;
+      }
+      snapshot_pending_.store(true, std::memory_order_release);
+      for (auto& chunk : store->chunks) {
+        chunk->mu.AssertHeld();
+        MaybeCapture(*store, *chunk);
+      }
+    }
+    if (request.timeout_ms() > 0) {
+      deadline = std::min(deadline, absl::Now() + absl::Milliseconds(request.timeout_ms()));
+    }
+    absl::Status waited = absl::OkStatus();
+    {
+      MutexLock lock(&snapshot_mu_);
+      while (snap->remaining > 0 && !snap->aborted && !stopped()) {
+        if (!snapshot_taken_.WaitUntil(&snapshot_mu_, deadline)) break;
+      }
+      if (snap->remaining > 0) {
+        std::vector<std::string> behind;
+        for (size_t c = 0; c < num_chunks && behind.size() < 8; ++c) {
+          if (!snap->captured[c]) behind.push_back(absl::StrCat(c));
+        }
+        const std::string which = absl::StrCat("chunk(s) ", absl::StrJoin(behind, ", "),
+                                               snap->remaining > behind.size() ? ", ..." : "");
+        if (snap->aborted) {
+          waited = absl::AbortedError(absl::StrCat(name_, ": SaveShard at step ", snap->at_step,
+                                                   ": a restore replaced the state"));
+        } else if (stopped()) {
+          waited = absl::FailedPreconditionError(
+              absl::StrCat(name_, ": SaveShard at step ", snap->at_step,
+                           ": training stopped before ", which, " reached it"));
+        } else {
+          waited = absl::DeadlineExceededError(
+              absl::StrCat(name_, ": SaveShard: ", which, " did not reach step ", snap->at_step,
+                           " in time"));
+        }
+      }
+      snapshot_ = nullptr;
+      snapshot_pending_.store(false, std::memory_order_release);
+    }
+    FULCRUM_RETURN_IF_ERROR(waited);
+    for (size_t c = 0; c < num_chunks; ++c) {
+      checkpoint.add_chunk_steps(snap->chunk_steps[c]);
+      checkpoint.add_chunk_updates(snap->chunk_updates[c]);
+    }
+    for (const std::vector<float>& value : snap->values) {
+      const std::span<const float> part(value);
+      runtime::EncodeFloats({&part, 1}, checkpoint.add_values());
+    }
+    for (const std::vector<float>& slot : snap->slots) {
+      const std::span<const float> part(slot);
+      runtime::EncodeFloats({&part, 1}, checkpoint.add_slots());
+    }
+    global_step = snap->at_step;
   }
+  return WriteCheckpoint(request, checkpoint, global_step, response);
+}
+
+absl::Status Shard::WriteCheckpoint(const pb::SaveShardRequest& request,
+                                    const pb::ShardCheckpoint& checkpoint, int64_t global_step,
+                                    pb::SaveShardResponse* response) {
   const std::string bytes = checkpoint.SerializeAsString();
-  if (absl::Status s = WriteFileAtomically(request.path(), bytes); !s.ok()) {
+  const fs::path path(request.path());
+  if (path.has_parent_path()) {
+    if (absl::Status s = MakeDirs(path.parent_path(), "--checkpoint_dir"); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(name_, ": SaveShard: ", s.message()));
+    }
+  }
+  if (absl::Status s = WriteFileAtomically(path, bytes); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat(name_, ": SaveShard: ", s.message()));
   }
   response->set_bytes_written(static_cast<int64_t>(bytes.size()));
   response->set_global_step(global_step);
+  response->set_crc32c(Crc32c(bytes));
   spdlog::info("{} saved its shard at global step {} to {} ({} bytes)", name_, global_step,
                request.path(), bytes.size());
+  for (const std::string& old : request.remove_paths()) {
+    std::error_code error;
+    fs::remove(old, error);
+    if (error) spdlog::warn("{}: could not remove old checkpoint {}: {}", name_, old,
+                            error.message());
+    // Its folder goes too once empty (the chief's manifest lives there on a shared disk).
+    const fs::path folder = fs::path(old).parent_path();
+    if (!folder.empty() && fs::is_empty(folder, error) && !error) fs::remove(folder, error);
+  }
   return absl::OkStatus();
 }
 
@@ -176,6 +321,14 @@ absl::Status Shard::RestoreShard(const pb::RestoreShardRequest& request,
     return absl::Status(bytes.status().code(),
                         absl::StrCat(name_, ": RestoreShard: ", bytes.status().message()));
   }
+  if (request.bytes() > 0) {
+    const uint32_t crc = Crc32c(*bytes);
+    if (static_cast<int64_t>(bytes->size()) != request.bytes() || crc != request.crc32c()) {
+      return absl::DataLossError(absl::StrFormat(
+          "%s: corrupt: %d bytes with CRC-32C %08x, the manifest says %d bytes with %08x", what,
+          bytes->size(), crc, request.bytes(), request.crc32c()));
+    }
+  }
   pb::ShardCheckpoint checkpoint;
   if (!checkpoint.ParseFromString(*bytes)) {
     return absl::DataLossError(
@@ -186,6 +339,14 @@ absl::Status Shard::RestoreShard(const pb::RestoreShardRequest& request,
   // chunk lock; gradients pending in sync accumulators are discarded and counted as dropped.
   const size_t num_slots = ops::SlotNames(store->optimizer.kind).size();
   AllChunksLocked locked(store->chunks);
+  {
+    // A sync save waiting for a step of the replaced state would never see it.
+    MutexLock lock(&snapshot_mu_);
+    if (snapshot_ != nullptr) {
+      snapshot_->aborted = true;
+      snapshot_taken_.SignalAll();
+    }
+  }
   for (size_t v = 0; v < store->variables.size(); ++v) {
     Variable& var = store->variables[v];
     std::span<float> part = var.value.flat();

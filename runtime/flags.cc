@@ -94,8 +94,17 @@ ABSL_FLAG(std::string, placement, "round_robin",
 ABSL_FLAG(int64_t, partition_min_bytes, 256 << 10,
           "--placement=partition splits variables larger than this along their first axis.");
 ABSL_FLAG(std::string, checkpoint_dir, "",
-          "The folder a ps saves and restores its shard checkpoints in; SaveShard and "
-          "RestoreShard paths outside it are refused (empty: both are refused).");
+          "Checkpoints: the chief saves every ps's shard into ckpt-<step>/ folders here (give every "
+          "task the same path) and a job started on a folder holding one resumes from it; a ps "
+          "refuses SaveShard and RestoreShard paths outside it (empty: no checkpoints).");
+ABSL_FLAG(int64_t, checkpoint_every_steps, 0,
+          "The chief saves a checkpoint into --checkpoint_dir every this many global steps "
+          "(0 = not by steps).");
+ABSL_FLAG(double, checkpoint_every_secs, 600,
+          "The chief saves a checkpoint into --checkpoint_dir every this many seconds (0 = not "
+          "by time); a final one is saved when the run ends either way.");
+ABSL_FLAG(int32_t, keep_checkpoints, 5,
+          "How many checkpoints (the newest) the chief keeps in --checkpoint_dir.");
 ABSL_FLAG(std::string, nonfinite, "error",
           "What a ps does with a pushed gradient holding a NaN or an Inf: error (refuse it, the "
           "pusher fails) or skip (apply nothing, count it in pushes_nonfinite).");
@@ -592,6 +601,22 @@ absl::StatusOr<ClusterOptions> ClusterOptionsFromFlags(absl::string_view default
   }
   o.nonfinite_skip = nonfinite == "skip";
   o.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  o.checkpoint_every_steps = absl::GetFlag(FLAGS_checkpoint_every_steps);
+  if (o.checkpoint_every_steps < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--checkpoint_every_steps=", o.checkpoint_every_steps, ": must not be negative"));
+  }
+  const double every_secs = absl::GetFlag(FLAGS_checkpoint_every_secs);
+  if (!(every_secs >= 0 && every_secs <= 1e9)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--checkpoint_every_secs=", every_secs, ": must be in [0, 1e9]"));
+  }
+  o.checkpoint_every = absl::Seconds(every_secs);
+  o.keep_checkpoints = absl::GetFlag(FLAGS_keep_checkpoints);
+  if (o.keep_checkpoints < 1 || o.keep_checkpoints > 100000) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--keep_checkpoints=", o.keep_checkpoints, ": must be between 1 and 100000"));
+  }
   o.target_accuracy = absl::GetFlag(FLAGS_target_accuracy);
   if (!(o.target_accuracy >= 0 && o.target_accuracy <= 1)) {
     return absl::InvalidArgumentError(

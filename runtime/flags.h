@@ -98,8 +98,12 @@ struct ClusterOptions {
   // --nonfinite=skip: a ps skips (and counts) a push holding a NaN or an Inf; error (the
   // default) refuses it.
   bool nonfinite_skip = false;
-  // --checkpoint_dir: where a ps may save and restore shard checkpoints; empty = nowhere.
+  // --checkpoint_dir: where the chief keeps checkpoints and a ps may save and restore its
+  // shard; empty = no checkpoints.
   std::string checkpoint_dir;
+  int64_t checkpoint_every_steps = 0;                         // 0 = not by steps
+  absl::Duration checkpoint_every = absl::Seconds(600);       // 0 = not by time
+  int keep_checkpoints = 5;
 };
 
 // The profiler flags: --profile=on|off, --profile_interval_ms, --metrics_port.

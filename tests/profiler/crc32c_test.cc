@@ -1,6 +1,6 @@
 // CRC-32C against the standard check value and the iSCSI test vectors (RFC 3720 B.4), plus the
 // TFRecord mask.
-#include "profiler/crc32c.h"
+#include "base/crc32c.h"
 
 #include <string>
 

@@ -1,8 +1,8 @@
-#include "profiler/crc32c.h"
+#include "base/crc32c.h"
 
 #include <array>
 
-namespace fulcrum::profiler {
+namespace fulcrum {
 namespace {
 
 // The reflected Castagnoli polynomial 0x1EDC6F41: bits are processed least significant first,
@@ -44,4 +44,4 @@ uint32_t UnmaskCrc32c(uint32_t masked) {
   return (rot >> 17) | (rot << 15);
 }
 
-}  // namespace fulcrum::profiler
+}  // namespace fulcrum
