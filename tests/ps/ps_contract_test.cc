@@ -1049,6 +1049,125 @@ TEST_P(PsContractTest, BadCheckpointsAreRefusedAndChangeNothing) {
   EXPECT_EQ(step, 1);
 }
 
+// A sync save of a future step captures each chunk when it reaches that step, while training
+// goes on past it: the file holds exactly the state of that step (issue 12: the chief needs
+// one consistent step of every ps).
+TEST_P(PsContractTest, SyncSaveAtAStepCapturesThatStepWhileTrainingGoesOn) {
+  ops::OptimizerConfig momentum;
+  momentum.kind = ops::OptimizerKind::kMomentum;
+  momentum.learning_rate = 0.1f;
+  momentum.momentum = 0.9f;
+  const auto def = SmallModel(momentum, pb::MODE_SYNC, /*replicas=*/1);
+  Create(def);
+  Push(PushOf(def, Filled(def, 0.5f), "worker:0", 1, /*step=*/0));
+
+  pb::SaveShardRequest save;
+  save.set_path(TempPath("sub/step3.ckpt"));  // the folder does not exist yet
+  save.set_at_step(3);
+  pb::SaveShardResponse saved;
+  absl::Status save_status;
+  std::thread saver([&] { save_status = client_->SaveShard(save, &saved, kTimeout); });
+  // The save registers before step 3, then training runs past it.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  Values at_3;
+  for (int64_t step = 1; step < 6; ++step) {
+    Push(PushOf(def, Filled(def, 0.1f * static_cast<float>(step)), "worker:0",
+                static_cast<uint64_t>(step + 1), step));
+    if (step == 2) at_3 = PullAll(def);  // after the step-2 gradient: global step 3
+  }
+  saver.join();
+  ASSERT_TRUE(save_status.ok()) << save_status;
+  EXPECT_EQ(saved.global_step(), 3);
+  EXPECT_NE(saved.crc32c(), 0u);
+  EXPECT_EQ(static_cast<int64_t>(std::filesystem::file_size(save.path())), saved.bytes_written());
+
+  pb::RestoreShardRequest restore;
+  restore.set_path(save.path());
+  restore.set_bytes(saved.bytes_written());
+  restore.set_crc32c(saved.crc32c());
+  pb::RestoreShardResponse restored;
+  ASSERT_TRUE(client_->RestoreShard(restore, &restored, kTimeout).ok());
+  EXPECT_EQ(restored.global_step(), 3);
+  int64_t step = 0;
+  EXPECT_EQ(PullAll(def, &step), at_3);
+  EXPECT_EQ(step, 3);
+
+  // A step every chunk is already past cannot be saved; asking for one in async is an error.
+  save.set_at_step(2);
+  pb::SaveShardResponse refused;
+  const absl::Status past = client_->SaveShard(save, &refused, kTimeout);
+  EXPECT_EQ(past.code(), absl::StatusCode::kFailedPrecondition) << past;
+  EXPECT_THAT(past.message(), HasSubstr("past at_step 2"));
+}
+
+// A save of a step that never comes ends when the shard stops, saying so, and writes nothing.
+TEST_P(PsContractTest, SyncSaveOfAStepThatNeverComesEndsAtStop) {
+  const auto def = SmallModel(Sgd(1.0f), pb::MODE_SYNC, /*replicas=*/1);
+  Create(def);
+  pb::SaveShardRequest save;
+  save.set_path(TempPath("never.ckpt"));
+  save.set_at_step(100);
+  save.set_timeout_ms(60000);
+  pb::SaveShardResponse saved;
+  absl::Status status;
+  std::thread saver([&] { status = client_->SaveShard(save, &saved, kTimeout); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  shard_->Stop("test: run over");
+  saver.join();
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+  EXPECT_THAT(status.message(), HasSubstr("training stopped"));
+  EXPECT_FALSE(std::filesystem::exists(save.path()));
+  // With a short timeout instead: DeadlineExceeded naming the chunks behind.
+  Shard other(0);
+  pb::CreateVariablesResponse created;
+  ASSERT_TRUE(other.CreateVariables(def, &created).ok());
+  save.set_timeout_ms(100);
+  status = other.SaveShard(save, &saved);
+  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
+  EXPECT_THAT(status.message(), HasSubstr("did not reach step 100"));
+}
+
+// A checkpoint whose bytes do not match the manifest's size and CRC-32C is refused as corrupt
+// and changes nothing (issue 12: one flipped bit in the values restored silently); old files
+// listed in remove_paths are deleted by the next save.
+TEST_P(PsContractTest, ChecksumMismatchIsRefusedAndOldFilesAreRemoved) {
+  const auto def = SmallModel(Sgd(1.0f));
+  Create(def);
+  pb::SaveShardRequest save;
+  save.set_path(TempPath("ckpt-0/ps-0.ckpt"));
+  pb::SaveShardResponse saved;
+  ASSERT_TRUE(client_->SaveShard(save, &saved, kTimeout).ok());
+  Push(PushOf(def, Filled(def, 1.0f), "worker:0", 1));
+  const Values now = PullAll(def);
+
+  std::string bytes;
+  {
+    std::ifstream in(save.path(), std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  bytes[bytes.size() - 3] ^= 0x01;  // one bit of the last value
+  std::ofstream(save.path(), std::ios::binary | std::ios::trunc) << bytes;
+  pb::RestoreShardRequest restore;
+  restore.set_path(save.path());
+  restore.set_bytes(saved.bytes_written());
+  restore.set_crc32c(saved.crc32c());
+  pb::RestoreShardResponse restored;
+  const absl::Status s = client_->RestoreShard(restore, &restored, kTimeout);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_THAT(s.message(), HasSubstr("ckpt-0/ps-0.ckpt: corrupt"));
+  int64_t step = 0;
+  EXPECT_EQ(PullAll(def, &step), now);
+  EXPECT_EQ(step, 1);
+
+  pb::SaveShardRequest next;
+  next.set_path(TempPath("ckpt-1/ps-0.ckpt"));
+  next.add_remove_paths(save.path());
+  ASSERT_TRUE(client_->SaveShard(next, &saved, kTimeout).ok());
+  EXPECT_FALSE(std::filesystem::exists(save.path()));
+  EXPECT_FALSE(std::filesystem::exists(std::filesystem::path(save.path()).parent_path()));
+  EXPECT_TRUE(std::filesystem::exists(next.path()));
+}
+
 // ---- ping
 // -----------------------------------------------------------------------------------------
 
