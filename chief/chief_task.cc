@@ -81,6 +81,10 @@ class Chief {
   absl::Status SaveCheckpoint(int64_t step, bool stopped);
   absl::Status WaitForWorkers(absl::Time deadline);
   absl::Status Monitor();
+  // A ps stopped answering (`cause`): waits up to --recovery_timeout for every ps to answer,
+  // recreates the variables of a restarted one (held until restored) and restores every ps
+  // from the newest checkpoint. OK once training can go on; the error otherwise.
+  absl::Status RecoverPs(const absl::Status& cause);
   absl::StatusOr<Eval> Evaluate(const char* when);
   // After Train with the ps tasks reached: stops every task, evaluates once more, gathers
   // the summaries, shuts the ps tasks down and writes the report (when `status` is OK).
@@ -102,12 +106,13 @@ class Chief {
   data::Dataset test_;
   int64_t train_steps_ = 0;
   std::unique_ptr<models::Model> model_;
-  std::vector<runtime::VariableInfo> variable_infos_;  // model order, as placed
+  std::vector<runtime::VariableInfo> variable_infos_;   // model order, as placed
   std::vector<pb::CreateVariablesRequest> shard_defs_;  // by ps index
   std::unique_ptr<Checkpointer> checkpointer_;
   std::optional<Restored> restored_;  // what a resumed job started from
-  int64_t start_step_ = 0;           // the global step training started at
+  int64_t start_step_ = 0;            // the global step training started at
   std::vector<std::string> checkpoint_errors_;
+  nlohmann::json recoveries_ = nlohmann::json::array();  // each ps recovery, for the report
   runtime::Placement placement_;
   std::filesystem::path run_dir_;
   std::string run_id_;
@@ -195,12 +200,12 @@ absl::Status Chief::RestoreCheckpoint() {
   o.timeout = c_.step_timeout;
   checkpointer_ = std::make_unique<Checkpointer>(o, ps_.get(), run_id_, t_.model, shard_defs_);
   if (!checkpointer_->enabled()) return absl::OkStatus();
+  FULCRUM_RETURN_IF_ERROR(ps_->CheckCheckpointsEnabled(c_.step_timeout));
   FULCRUM_ASSIGN_OR_RETURN(restored_, checkpointer_->RestoreLatest());
   if (restored_) {
     start_step_ = restored_->global_step;
   } else {
-    spdlog::info("no checkpoint in {}: training starts from the initial values",
-                 c_.checkpoint_dir);
+    spdlog::info("no checkpoint in {}: training starts from the initial values", c_.checkpoint_dir);
   }
   return absl::OkStatus();
 }
@@ -212,9 +217,9 @@ absl::Status Chief::SaveCheckpoint(int64_t step, bool stopped) {
   if (saved.ok()) return absl::OkStatus();
   // A ps without (or with another) --checkpoint_dir refuses every save: the flags are wrong.
   if (saved.status().code() == absl::StatusCode::kPermissionDenied) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "checkpoint not saved: ", saved.status().message(),
-        " (give every task the same --checkpoint_dir)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint not saved: ", saved.status().message(),
+                     " (give every task the same --checkpoint_dir)"));
   }
   spdlog::error("checkpoint at step {} not saved: {}", step, saved.status().ToString());
   checkpoint_errors_.push_back(std::string(saved.status().message()));
@@ -266,7 +271,20 @@ absl::Status Chief::Monitor() {
       spdlog::warn("chief: {}: stopping the run", stop_reason_);
       return absl::OkStatus();
     }
-    FULCRUM_ASSIGN_OR_RETURN(const int64_t step, ps_->GlobalStep(c_.step_timeout));
+    absl::StatusOr<int64_t> polled = ps_->GlobalStep(c_.step_timeout);
+    if (!polled.ok()) {
+      if (!c_.recovers()) {
+        return absl::Status(polled.status().code(),
+                            absl::StrCat(polled.status().message(),
+                                         " (with --checkpoint_dir the chief restores a restarted "
+                                         "ps from the newest checkpoint)"));
+      }
+      FULCRUM_RETURN_IF_ERROR(RecoverPs(polled.status()));
+      last_step = -1;
+      last_progress = absl::Now();
+      continue;
+    }
+    const int64_t step = *polled;
     const absl::Time now = absl::Now();
     if (step > last_step) {
       last_step = step;
@@ -330,6 +348,71 @@ absl::Status Chief::Monitor() {
   }
 }
 
+absl::Status Chief::RecoverPs(const absl::Status& cause) {
+  const absl::Time start = absl::Now();
+  const absl::Time deadline = start + c_.recovery_timeout;
+  spdlog::warn(
+      "{}: waiting up to {} (--recovery_timeout) for it to answer again (restart it with the "
+      "same flags); then every ps is restored from the newest checkpoint in {}",
+      std::string(cause.message()), absl::FormatDuration(c_.recovery_timeout), c_.checkpoint_dir);
+  const int num_ps = ps_->size();
+  std::vector<pb::StatsResponse> stats(static_cast<size_t>(num_ps));
+  for (int p = 0; p < num_ps;) {
+    if (const int signal = StopSignal(); signal != 0) {
+      return absl::CancelledError(absl::StrCat("chief: interrupted by ", SignalName(signal),
+                                               " while waiting for ps:", p, " to come back"));
+    }
+    // Polls every ps (an answer is each live one's sign that the chief is alive).
+    absl::Status s;
+    for (p = 0; p < num_ps; ++p) {
+      s = ps_->Stats(p, &stats[static_cast<size_t>(p)],
+                     std::min(absl::Seconds(2), c_.step_timeout));
+      if (!s.ok()) break;
+    }
+    if (p == num_ps) break;
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat("chief: ps:", p, " did not come back within ",
+                                                      absl::FormatDuration(c_.recovery_timeout),
+                                                      " (--recovery_timeout): ", s.message()));
+    }
+    absl::SleepFor(absl::Milliseconds(500));
+  }
+  std::vector<int> restarted;
+  for (int p = 0; p < num_ps; ++p) {
+    if (!stats[static_cast<size_t>(p)].initialized()) restarted.push_back(p);
+  }
+  if (restarted.empty()) {
+    spdlog::info(
+        "chief: every ps answers again with its variables (it was stalled, not "
+        "restarted): training goes on");
+    return absl::OkStatus();
+  }
+  for (const int p : restarted) {
+    pb::CreateVariablesRequest request = shard_defs_[static_cast<size_t>(p)];
+    request.set_hold_for_restore(true);
+    pb::CreateVariablesResponse response;
+    FULCRUM_RETURN_IF_ERROR(ps_->CreateVariables(p, request, &response));
+  }
+  FULCRUM_ASSIGN_OR_RETURN(std::optional<Restored> restored, checkpointer_->RestoreLatest());
+  if (!restored) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "chief: ", Join(restarted, "ps"), " restarted but ", c_.checkpoint_dir,
+        " holds no checkpoint to restore it from; the run cannot go on (save earlier with "
+        "--checkpoint_every_steps or --checkpoint_every_secs)"));
+  }
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  spdlog::warn(
+      "chief: {} restarted; every ps restored from {} (global step {}) after {:.1f} s: "
+      "training goes on",
+      Join(restarted, "ps"), restored->folder, restored->global_step, seconds);
+  recoveries_.push_back({{"ps", restarted},
+                         {"restored_from", restored->folder},
+                         {"restored_step", restored->global_step},
+                         {"refused", restored->refused},
+                         {"seconds", seconds}});
+  return absl::OkStatus();
+}
+
 nlohmann::json Chief::RunJson(const std::string& stop_reason) const {
   nlohmann::json j;
   const int num_workers = c_.task.cluster.num_tasks(runtime::kWorkerJob);
@@ -353,6 +436,8 @@ nlohmann::json Chief::RunJson(const std::string& stop_reason) const {
   j["stop_reason"] = stop_reason;
   // Workers that went silent past --heartbeat_timeout while the run went on without them.
   j["workers_lost"] = std::vector<int>(lost_workers_.begin(), lost_workers_.end());
+  // Each time ps tasks restarted and every ps went back to a checkpoint.
+  j["ps_recoveries"] = recoveries_;
   // A failed run has no final evaluation (and maybe none at all).
   j["failed"] = failed_;
   const Eval last = evals_.empty() ? Eval{} : evals_.back();
@@ -392,17 +477,17 @@ nlohmann::json Chief::RunJson(const std::string& stop_reason) const {
   j["placement_table"] = placement;
   nlohmann::json checkpoint = nullptr;
   if (!c_.checkpoint_dir.empty()) {
-    checkpoint = {{"dir", c_.checkpoint_dir},
-                  {"saves", checkpointer_ ? checkpointer_->saves() : 0},
-                  {"last_step", checkpointer_ && checkpointer_->last_saved_step() >= 0
-                                    ? nlohmann::json(checkpointer_->last_saved_step())
-                                    : nlohmann::json(nullptr)},
-                  {"resumed_from", restored_ ? nlohmann::json(restored_->folder)
-                                             : nlohmann::json(nullptr)},
-                  {"resumed_from_step", restored_ ? nlohmann::json(restored_->global_step)
-                                                  : nlohmann::json(nullptr)},
-                  {"refused", restored_ ? restored_->refused : std::vector<std::string>()},
-                  {"errors", checkpoint_errors_}};
+    checkpoint = {
+        {"dir", c_.checkpoint_dir},
+        {"saves", checkpointer_ ? checkpointer_->saves() : 0},
+        {"last_step", checkpointer_ && checkpointer_->last_saved_step() >= 0
+                          ? nlohmann::json(checkpointer_->last_saved_step())
+                          : nlohmann::json(nullptr)},
+        {"resumed_from", restored_ ? nlohmann::json(restored_->folder) : nlohmann::json(nullptr)},
+        {"resumed_from_step",
+         restored_ ? nlohmann::json(restored_->global_step) : nlohmann::json(nullptr)},
+        {"refused", restored_ ? restored_->refused : std::vector<std::string>()},
+        {"errors", checkpoint_errors_}};
   }
   j["checkpoint"] = checkpoint;
   j["placement_imbalance"] = placement_.imbalance();

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 #include "runtime/grpc_util.h"
 #include "spdlog/spdlog.h"
 
@@ -86,6 +87,23 @@ absl::StatusOr<int64_t> PsTasks::GlobalStep(absl::Duration timeout) {
   return step;
 }
 
+absl::Status PsTasks::Stats(int ps, pb::StatsResponse* stats, absl::Duration timeout) {
+  return Remote(clients_[static_cast<size_t>(ps)]->Stats(stats, timeout));
+}
+
+absl::Status PsTasks::CheckCheckpointsEnabled(absl::Duration timeout) {
+  for (size_t p = 0; p < clients_.size(); ++p) {
+    pb::StatsResponse stats;
+    FULCRUM_RETURN_IF_ERROR(Remote(clients_[p]->Stats(&stats, timeout)));
+    if (!stats.checkpoints_enabled()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--checkpoint_dir is given to the chief but ps:", p,
+                       " was started without it: give every task the same --checkpoint_dir"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status PsTasks::PullAll(absl::Duration timeout, std::span<ops::Tensor> values,
                               runtime::TransferResult* result) {
   return Remote(sharded_->PullAll(/*min_step=*/0, timeout, values, result));
@@ -99,9 +117,8 @@ absl::Status PsTasks::SaveShards(const std::vector<pb::SaveShardRequest>& reques
   {
     std::vector<std::jthread> threads;
     for (size_t p = 0; p < clients_.size(); ++p) {
-      threads.emplace_back([&, p] {
-        results[p] = clients_[p]->SaveShard(requests[p], &(*responses)[p], timeout);
-      });
+      threads.emplace_back(
+          [&, p] { results[p] = clients_[p]->SaveShard(requests[p], &(*responses)[p], timeout); });
     }
   }
   for (const absl::Status& s : results) {

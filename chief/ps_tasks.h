@@ -48,6 +48,11 @@ class PsTasks {
   // chief passes --step_timeout: a ps stalled for less than that is waited for). The calls
   // are also the ps tasks' sign that the chief is alive.
   absl::StatusOr<int64_t> GlobalStep(absl::Duration timeout);
+  // One ps's Stats (the chief's recovery asks each ps whether it restarted).
+  absl::Status Stats(int ps, pb::StatsResponse* stats, absl::Duration timeout);
+  // OK when every ps accepts checkpoints (was given a --checkpoint_dir); InvalidArgument naming
+  // the first that was not.
+  absl::Status CheckCheckpointsEnabled(absl::Duration timeout);
   // Reads every variable into `values` (model order), as a worker's pull does.
   absl::Status PullAll(absl::Duration timeout, std::span<ops::Tensor> values,
                        runtime::TransferResult* result);

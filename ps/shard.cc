@@ -89,6 +89,22 @@ absl::StatusOr<std::shared_ptr<Shard::Store>> Shard::GetStore() const {
   return s;
 }
 
+absl::StatusOr<std::shared_ptr<Shard::Store>> Shard::GetDataStore(const char* method,
+                                                                  const std::string& task) const {
+  std::shared_ptr<Store> s = store();
+  if (s == nullptr) {
+    return absl::UnavailableError(absl::StrCat(
+        name_, ": ", method, " from ", task,
+        ": ps has no variables yet (the chief creates them, or restores them after a restart)"));
+  }
+  if (s->held.load(std::memory_order_acquire)) {
+    return absl::UnavailableError(
+        absl::StrCat(name_, ": ", method, " from ", task,
+                     ": ps restarted and waits for the chief to restore it from a checkpoint"));
+  }
+  return s;
+}
+
 int64_t Shard::GlobalStep(const Store& store) const {
   int64_t step = std::numeric_limits<int64_t>::max();
   for (const auto& chunk : store.chunks) {
@@ -210,6 +226,7 @@ absl::StatusOr<std::shared_ptr<Shard::Store>> Shard::BuildStore(
     chunk->index = store->chunks.size();
     store->chunks.push_back(std::move(chunk));
   }
+  store->held.store(request.hold_for_restore(), std::memory_order_release);
   return store;
 }
 
@@ -256,6 +273,9 @@ absl::Status Shard::PullChunks(Store& store, const std::vector<int>& chunk_ids, 
   const absl::Time start = absl::Now();
   const absl::Duration wait = timeout_ms > 0 ? absl::Milliseconds(timeout_ms) : kDefaultPullWait;
   deadline = std::min(deadline, start + wait);
+  // A restore from here on replaces the state whose step the request waits for.
+  const int64_t restores = restores_.load(std::memory_order_acquire);
+  auto restored = [&] { return restores_.load(std::memory_order_acquire) != restores; };
   std::vector<std::span<const float>> parts;
   for (const int id : chunk_ids) {
     ChunkState& chunk = *store.chunks[static_cast<size_t>(id)];
@@ -265,7 +285,7 @@ absl::Status Shard::PullChunks(Store& store, const std::vector<int>& chunk_ids, 
     if (min_step > 0) {
       const auto wait_start = std::chrono::steady_clock::now();
       bool reached = true;
-      while (chunk.step < min_step && !stopped_.load(std::memory_order_acquire)) {
+      while (chunk.step < min_step && !stopped_.load(std::memory_order_acquire) && !restored()) {
         if (!chunk.advanced.WaitUntil(&chunk.mu, deadline)) {
           reached = chunk.step >= min_step || stopped_.load(std::memory_order_acquire);
           break;
@@ -276,6 +296,11 @@ absl::Status Shard::PullChunks(Store& store, const std::vector<int>& chunk_ids, 
                                     .count();
       counters_.wait_ns.fetch_add(waited_ns, std::memory_order_relaxed);
       *waited_us += waited_ns / 1000;
+      if (restored()) {
+        return absl::AbortedError(absl::StrCat(
+            name_, ": restored from a checkpoint (chunk ", id, " now at step ", chunk.step,
+            ") while this request waited for step ", min_step, ": pull again"));
+      }
       if (!reached) {
         counters_.pull_wait_timeouts.fetch_add(1, std::memory_order_relaxed);
         return absl::DeadlineExceededError(
@@ -340,7 +365,7 @@ absl::Status Shard::Pull(const pb::PullRequest& request, pb::PullResponse* respo
                          absl::Time deadline) {
   FULCRUM_RETURN_IF_ERROR(CheckTask(request.task(), "Pull"));
   Touch();
-  FULCRUM_ASSIGN_OR_RETURN(std::shared_ptr<Store> store, GetStore());
+  FULCRUM_ASSIGN_OR_RETURN(std::shared_ptr<Store> store, GetDataStore("Pull", request.task()));
   std::unique_ptr<WaitSlot> slot;
   if (request.min_step() > 0) {
     FULCRUM_ASSIGN_OR_RETURN(slot, TakeWaitSlot(*store, request.task(), "Pull"));
@@ -455,9 +480,12 @@ absl::Status Shard::ValidatePush(const Store& store, const pb::PushRequest& requ
     ChunkState& chunk = *store.chunks[static_cast<size_t>(g.chunk())];
     MutexLock lock(&chunk.mu);
     if (request.step() > chunk.step) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(name_, ": Push from ", request.task(), ": gradient for step ",
-                       request.step(), " but chunk ", g.chunk(), " is at step ", chunk.step));
+      // Only after the ps went back to a checkpoint (restored or restarted): the pusher's
+      // view is ahead of the variables and must be pulled again.
+      return absl::AbortedError(absl::StrCat(name_, ": Push from ", request.task(),
+                                             ": gradient for step ", request.step(), " but chunk ",
+                                             g.chunk(), " is at step ", chunk.step,
+                                             " (restored from a checkpoint?): pull again"));
     }
   }
   return absl::OkStatus();
@@ -476,12 +504,13 @@ absl::Status Shard::PushChunk(Store& store, ChunkState& chunk, int chunk_id,
     if (chunk_id == 0) counters_.steps_applied.fetch_add(1, std::memory_order_relaxed);
     return absl::OkStatus();
   }
-  if (step < chunk.step) {  // computed for a step already applied
+  // Computed for a step already applied; or (step > chunk.step) for a state a restore replaced
+  // after ValidatePush looked: steps only grow otherwise.
+  if (step != chunk.step) {
     ++*dropped;
     counters_.pushes_dropped.fetch_add(1, std::memory_order_relaxed);
     return absl::OkStatus();
   }
-  // step == chunk.step: ValidatePush saw step <= chunk.step, and steps only grow.
   std::transform(chunk.accum.begin(), chunk.accum.end(), grad.begin(), chunk.accum.begin(),
                  [](float a, float b) { return a + b; });
   ++chunk.count;
@@ -501,7 +530,7 @@ absl::Status Shard::PushChunk(Store& store, ChunkState& chunk, int chunk_id,
 absl::Status Shard::Push(const pb::PushRequest& request, pb::PushResponse* response) {
   FULCRUM_RETURN_IF_ERROR(CheckTask(request.task(), "Push"));
   Touch();
-  FULCRUM_ASSIGN_OR_RETURN(std::shared_ptr<Store> store, GetStore());
+  FULCRUM_ASSIGN_OR_RETURN(std::shared_ptr<Store> store, GetDataStore("Push", request.task()));
   response->Clear();
   if (stopped()) {
     response->set_stopped(true);
@@ -547,7 +576,7 @@ absl::Status Shard::Push(const pb::PushRequest& request, pb::PushResponse* respo
 absl::Status Shard::PushPull(const pb::PushRequest& request, pb::PushResponse* response,
                              absl::Time deadline) {
   FULCRUM_RETURN_IF_ERROR(CheckTask(request.task(), "PushPull"));
-  FULCRUM_ASSIGN_OR_RETURN(std::shared_ptr<Store> store, GetStore());
+  FULCRUM_ASSIGN_OR_RETURN(std::shared_ptr<Store> store, GetDataStore("PushPull", request.task()));
   // The slot is taken before the push, so a refused request applies nothing.
   std::unique_ptr<WaitSlot> slot;
   if (request.min_step() > 0) {
@@ -606,6 +635,7 @@ void Shard::LocalStats(pb::StatsResponse* response) const {
   response->Clear();
   response->set_task_index(task_index_);
   response->set_stopped(stopped());
+  response->set_checkpoints_enabled(!refuse_checkpoints_);
   if (const std::shared_ptr<Store> store = this->store(); store != nullptr) {
     response->set_initialized(true);
     response->set_mode(store->definition.mode());

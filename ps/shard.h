@@ -175,6 +175,8 @@ class Shard {
     std::vector<Variable> variables;
     std::vector<std::unique_ptr<ChunkState>> chunks;
     int64_t bytes_held = 0;
+    // Created with hold_for_restore and not restored yet: pulls and pushes are refused.
+    std::atomic<bool> held{false};
   };
   struct Counters {
     std::atomic<int64_t> pushes_received{0};
@@ -195,6 +197,11 @@ class Shard {
   static ops::Shape SliceShape(const pb::VariableDef& def);
   // The store, or FailedPrecondition before CreateVariables.
   absl::StatusOr<std::shared_ptr<Store>> GetStore() const;
+  // The store for a worker's Pull, Push or PushPull: Unavailable (retry later) before
+  // CreateVariables and while a store created with hold_for_restore waits for its
+  // RestoreShard (a restarted ps), naming `method` and `task`.
+  absl::StatusOr<std::shared_ptr<Store>> GetDataStore(const char* method,
+                                                      const std::string& task) const;
   absl::StatusOr<std::shared_ptr<Store>> BuildStore(const pb::CreateVariablesRequest& request);
   // Reads the chunks into `out`; waits for min_step as Pull describes, and adds the time it
   // waited to *waited_us.
@@ -253,7 +260,10 @@ class Shard {
   const int task_index_;
   const std::string name_;
   std::atomic<bool> stopped_{false};
-  std::atomic<int64_t> last_contact_ns_;  // absl::ToUnixNanos
+  std::atomic<int64_t> last_contact_ns_;
+  // Restores done; a pull waiting for a step sees it change and ends with Aborted (the
+  // step it waits for belongs to the replaced state). Changed under every chunk lock.
+  std::atomic<int64_t> restores_{0};  // absl::ToUnixNanos
 
   mutable Mutex store_mu_;                                   // also serialises CreateVariables
   std::shared_ptr<Store> store_ ABSL_GUARDED_BY(store_mu_);  // null until CreateVariables

@@ -99,9 +99,9 @@ absl::Status Shard::SaveShard(const pb::SaveShardRequest& request, pb::SaveShard
     FULCRUM_RETURN_IF_ERROR(CheckCheckpointPath(old, "SaveShard (remove_paths)"));
   }
   if (request.at_step() < 0 || (request.at_step() > 0 && !store->sync)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        name_, ": SaveShard: at_step ", request.at_step(),
-        " (a step to wait for is for sync mode only, and not negative)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(name_, ": SaveShard: at_step ", request.at_step(),
+                     " (a step to wait for is for sync mode only, and not negative)"));
   }
   if (saving_.exchange(true, std::memory_order_acq_rel)) {
     return absl::FailedPreconditionError(
@@ -156,9 +156,9 @@ absl::Status Shard::SaveShard(const pb::SaveShardRequest& request, pb::SaveShard
       for (auto& chunk : store->chunks) {
         chunk->mu.AssertHeld();
         if (chunk->step > request.at_step()) {
-          return absl::FailedPreconditionError(absl::StrCat(
-              name_, ": SaveShard: chunk ", chunk->index, " is already at step ", chunk->step,
-              ", past at_step ", request.at_step()));
+          return absl::FailedPreconditionError(
+              absl::StrCat(name_, ": SaveShard: chunk ", chunk->index, " is already at step ",
+                           chunk->step, ", past at_step ", request.at_step()));
         }
       }
       {
@@ -195,9 +195,8 @@ absl::Status Shard::SaveShard(const pb::SaveShardRequest& request, pb::SaveShard
               absl::StrCat(name_, ": SaveShard at step ", snap->at_step,
                            ": training stopped before ", which, " reached it"));
         } else {
-          waited = absl::DeadlineExceededError(
-              absl::StrCat(name_, ": SaveShard: ", which, " did not reach step ", snap->at_step,
-                           " in time"));
+          waited = absl::DeadlineExceededError(absl::StrCat(
+              name_, ": SaveShard: ", which, " did not reach step ", snap->at_step, " in time"));
         }
       }
       snapshot_ = nullptr;
@@ -242,8 +241,8 @@ absl::Status Shard::WriteCheckpoint(const pb::SaveShardRequest& request,
   for (const std::string& old : request.remove_paths()) {
     std::error_code error;
     fs::remove(old, error);
-    if (error) spdlog::warn("{}: could not remove old checkpoint {}: {}", name_, old,
-                            error.message());
+    if (error)
+      spdlog::warn("{}: could not remove old checkpoint {}: {}", name_, old, error.message());
     // Its folder goes too once empty (the chief's manifest lives there on a shared disk).
     const fs::path folder = fs::path(old).parent_path();
     if (!folder.empty() && fs::is_empty(folder, error) && !error) fs::remove(folder, error);
@@ -358,6 +357,9 @@ absl::Status Shard::RestoreShard(const pb::RestoreShardRequest& request,
           checkpoint.slots(static_cast<int>(v * num_slots + k)), {&part, 1}, what));
     }
   }
+  // Requests waiting for a step of the replaced state end with Aborted (they see this when
+  // the signal below wakes them).
+  restores_.fetch_add(1, std::memory_order_acq_rel);
   for (size_t c = 0; c < store->chunks.size(); ++c) {
     ChunkState& chunk = *store->chunks[c];
     chunk.mu.AssertHeld();
@@ -367,6 +369,7 @@ absl::Status Shard::RestoreShard(const pb::RestoreShardRequest& request,
     chunk.published_step.store(chunk.step, std::memory_order_release);
     chunk.advanced.SignalAll();
   }
+  store->held.store(false, std::memory_order_release);  // a restarted ps serves again
   response->set_global_step(GlobalStep(*store));
   spdlog::info("{} restored its shard at global step {} from {}", name_, response->global_step(),
                request.path());

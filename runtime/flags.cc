@@ -93,10 +93,11 @@ ABSL_FLAG(std::string, placement, "round_robin",
           "Variable placement over PS tasks: round_robin, greedy (byte-balanced) or partition.");
 ABSL_FLAG(int64_t, partition_min_bytes, 256 << 10,
           "--placement=partition splits variables larger than this along their first axis.");
-ABSL_FLAG(std::string, checkpoint_dir, "",
-          "Checkpoints: the chief saves every ps's shard into ckpt-<step>/ folders here (give every "
-          "task the same path) and a job started on a folder holding one resumes from it; a ps "
-          "refuses SaveShard and RestoreShard paths outside it (empty: no checkpoints).");
+ABSL_FLAG(
+    std::string, checkpoint_dir, "",
+    "Checkpoints: the chief saves every ps's shard into ckpt-<step>/ folders here (give every "
+    "task the same path) and a job started on a folder holding one resumes from it; a ps "
+    "refuses SaveShard and RestoreShard paths outside it (empty: no checkpoints).");
 ABSL_FLAG(int64_t, checkpoint_every_steps, 0,
           "The chief saves a checkpoint into --checkpoint_dir every this many global steps "
           "(0 = not by steps).");
@@ -105,6 +106,10 @@ ABSL_FLAG(double, checkpoint_every_secs, 600,
           "by time); a final one is saved when the run ends either way.");
 ABSL_FLAG(int32_t, keep_checkpoints, 5,
           "How many checkpoints (the newest) the chief keeps in --checkpoint_dir.");
+ABSL_FLAG(double, recovery_timeout, 120,
+          "With --checkpoint_dir: seconds the chief waits for a ps that died to be restarted (by "
+          "hand or a launcher) before it restores every ps from the newest checkpoint, and "
+          "workers wait for that restore (0 = no recovery: a dead ps ends the run).");
 ABSL_FLAG(std::string, nonfinite, "error",
           "What a ps does with a pushed gradient holding a NaN or an Inf: error (refuse it, the "
           "pusher fails) or skip (apply nothing, count it in pushes_nonfinite).");
@@ -614,9 +619,15 @@ absl::StatusOr<ClusterOptions> ClusterOptionsFromFlags(absl::string_view default
   o.checkpoint_every = absl::Seconds(every_secs);
   o.keep_checkpoints = absl::GetFlag(FLAGS_keep_checkpoints);
   if (o.keep_checkpoints < 1 || o.keep_checkpoints > 100000) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--keep_checkpoints=", o.keep_checkpoints, ": must be between 1 and 100000"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--keep_checkpoints=", o.keep_checkpoints, ": must be between 1 and 100000"));
   }
+  const double recovery_secs = absl::GetFlag(FLAGS_recovery_timeout);
+  if (!(recovery_secs >= 0 && recovery_secs <= 1e6)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--recovery_timeout=", recovery_secs, ": must be in [0, 1e6] seconds"));
+  }
+  o.recovery_timeout = absl::Seconds(recovery_secs);
   o.target_accuracy = absl::GetFlag(FLAGS_target_accuracy);
   if (!(o.target_accuracy >= 0 && o.target_accuracy <= 1)) {
     return absl::InvalidArgumentError(
@@ -647,7 +658,9 @@ std::string ConfigFingerprint(const TrainingOptions& t, const ClusterOptions& c)
       "\ntrain_subset=", t.train_subset, "\ndataset_repeat=", t.dataset_repeat, "\nseed=", t.seed,
       "\nmode=", ModeName(c.mode), "\nreplicas_to_aggregate=", c.replicas_to_aggregate,
       "\nplacement=", PlacementName(c.placement), "\npartition_min_bytes=", c.partition_min_bytes,
-      "\nrpc_chunk_bytes=", c.chunk_bytes, "\ncluster=", c.task.cluster.ToJson());
+      "\nrpc_chunk_bytes=", c.chunk_bytes, "\ncheckpoint_dir=", c.checkpoint_dir,
+      "\nrecovery_timeout=", absl::FormatDuration(c.recovery_timeout),
+      "\ncluster=", c.task.cluster.ToJson());
 }
 
 std::string FingerprintDifference(const std::string& mine, const std::string& theirs) {

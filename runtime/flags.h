@@ -101,9 +101,16 @@ struct ClusterOptions {
   // --checkpoint_dir: where the chief keeps checkpoints and a ps may save and restore its
   // shard; empty = no checkpoints.
   std::string checkpoint_dir;
-  int64_t checkpoint_every_steps = 0;                         // 0 = not by steps
-  absl::Duration checkpoint_every = absl::Seconds(600);       // 0 = not by time
+  int64_t checkpoint_every_steps = 0;                    // 0 = not by steps
+  absl::Duration checkpoint_every = absl::Seconds(600);  // 0 = not by time
   int keep_checkpoints = 5;
+  // --recovery_timeout: with a checkpoint_dir, how long the chief waits for a dead ps to come
+  // back (then restores every ps from the newest checkpoint) and workers wait for that; zero
+  // (or no checkpoint_dir) = a dead ps ends the run.
+  absl::Duration recovery_timeout = absl::Seconds(120);
+  bool recovers() const {
+    return !checkpoint_dir.empty() && recovery_timeout > absl::ZeroDuration();
+  }
 };
 
 // The profiler flags: --profile=on|off, --profile_interval_ms, --metrics_port.

@@ -113,6 +113,7 @@ nlohmann::json SummaryJson(const TrainingOptions& t, const ClusterOptions& c,
   j["pushes_dropped"] = moved.dropped;
   j["pushes_duplicate"] = moved.duplicates;
   j["rpc_retries"] = moved.retries;
+  j["ps_recoveries"] = moved.recoveries;
   j["bytes_pushed"] = moved.bytes_sent;
   j["bytes_pulled"] = moved.bytes_received;
   return j;
@@ -161,8 +162,15 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c,
   std::vector<runtime::PsClient*> clients;
   for (const auto& client : ps) clients.push_back(client.get());
   runtime::ShardedVariables sharded(placement, c.chunk_bytes, clients, c.task.task_name());
-  ShardedVariableStore store(&sharded, shapes, c.mode, c.step_timeout);
   Heartbeat heartbeat(&chief, c.heartbeat_timeout);
+  ShardedVariableStore store(&sharded, shapes, c.mode, c.step_timeout);
+  if (c.recovers()) {
+    // While a dead ps is restarted and restored, the chief's word still ends the wait.
+    store.EnableRecovery(c.recovery_timeout,
+                         [check = ChiefStopCheck(heartbeat, c)](std::string* stop_reason) {
+                           return check(0, stop_reason);
+                         });
+  }
 
   spdlog::info("training: {} {} to global step {}, batch {}, {} chunk(s) on {} ps",
                runtime::ModeName(c.mode), t.model, train_steps, t.batch_size, sharded.num_chunks(),

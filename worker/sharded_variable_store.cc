@@ -1,8 +1,11 @@
 #include "worker/sharded_variable_store.h"
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/signals.h"
 #include "base/status_macros.h"
 #include "runtime/grpc_util.h"
+#include "spdlog/spdlog.h"
 
 namespace fulcrum::worker {
 
@@ -30,8 +33,16 @@ absl::StatusOr<absl::Duration> ShardedVariableStore::Start() {
 absl::StatusOr<ApplyResult> ShardedVariableStore::Apply() {
   const bool sync = mode_ == runtime::SyncMode::kSync;
   runtime::TransferResult xfer;
-  FULCRUM_RETURN_IF_ERROR(runtime::RemoteFailure(sharded_->PushPullAll(
-      global_step_, sync ? global_step_ + 1 : 0, grads_, values_, step_timeout_, &xfer)));
+  const absl::Status pushed = sharded_->PushPullAll(global_step_, sync ? global_step_ + 1 : 0,
+                                                    grads_, values_, step_timeout_, &xfer);
+  if (!pushed.ok()) {
+    const bool recoverable = absl::IsUnavailable(pushed) || absl::IsAborted(pushed);
+    if (!recoverable || recovery_timeout_ <= absl::ZeroDuration()) {
+      return runtime::RemoteFailure(pushed);
+    }
+    FULCRUM_RETURN_IF_ERROR(Recover(pushed));
+    return ApplyResult{};
+  }
   totals_.pushes += xfer.applied + xfer.dropped;  // what the PS took (none once it stopped)
   totals_.dropped += xfer.dropped;
   totals_.duplicates += xfer.duplicates;
@@ -43,7 +54,50 @@ absl::StatusOr<ApplyResult> ShardedVariableStore::Apply() {
   return ApplyResult{absl::Microseconds(xfer.max_wait_us)};
 }
 
+absl::Status ShardedVariableStore::Recover(const absl::Status& cause) {
+  const absl::Time start = absl::Now();
+  const absl::Time deadline = start + recovery_timeout_;
+  spdlog::warn(
+      "{}; this step's gradients are discarded, waiting up to {} (--recovery_timeout) "
+      "for the chief to restore the ps tasks",
+      std::string(cause.message()), absl::FormatDuration(recovery_timeout_));
+  absl::Status last = cause;
+  while (true) {
+    if (const int signal = StopSignal(); signal != 0) {
+      stop_reason_ = absl::StrCat("interrupted by ", SignalName(signal), " while waiting for a ps");
+      return absl::OkStatus();
+    }
+    if (recovery_check_) {
+      FULCRUM_RETURN_IF_ERROR(recovery_check_(&stop_reason_));
+      if (!stop_reason_.empty()) return absl::OkStatus();
+    }
+    runtime::TransferResult xfer;
+    const absl::Duration wait = std::min(step_timeout_, absl::Seconds(2));
+    last = sharded_->PullAll(0, wait, values_, &xfer);
+    if (last.ok()) {
+      totals_.bytes_received += xfer.bytes_received;
+      totals_.recoveries += 1;
+      spdlog::info("the ps tasks answer again after {}: going on from global step {} (was {})",
+                   absl::FormatDuration(absl::Trunc(absl::Now() - start, absl::Milliseconds(1))),
+                   xfer.global_step, global_step_);
+      global_step_ = xfer.global_step;
+      stopped_ = xfer.stopped;
+      return absl::OkStatus();
+    }
+    if (!absl::IsUnavailable(last) && !absl::IsAborted(last) && !absl::IsDeadlineExceeded(last)) {
+      return runtime::RemoteFailure(last);
+    }
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "the ps tasks were not restored within ", absl::FormatDuration(recovery_timeout_),
+          " (--recovery_timeout); last error: ", last.message()));
+    }
+    absl::SleepFor(std::min(absl::Milliseconds(500), deadline - absl::Now()));
+  }
+}
+
 std::string ShardedVariableStore::StopReason() const {
+  if (!stop_reason_.empty()) return stop_reason_;
   return stopped_ ? "the ps reported that training ended" : "";
 }
 

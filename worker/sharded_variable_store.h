@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -31,6 +32,7 @@ struct TransferTotals {
   int64_t retries = 0;     // RPCs re-sent after a transport failure
   int64_t bytes_sent = 0;  // tensor payload bytes
   int64_t bytes_received = 0;
+  int64_t recoveries = 0;  // times the ps tasks went back to a checkpoint under this worker
 };
 
 class ShardedVariableStore final : public VariableStore {
@@ -53,6 +55,16 @@ class ShardedVariableStore final : public VariableStore {
   int64_t global_step() const override { return global_step_; }
   std::string StopReason() const override;
 
+  // Recovery (--recovery_timeout with --checkpoint_dir): an Apply whose ps is unreachable or
+  // was restored (Unavailable, Aborted) discards the step's gradients, then pulls every
+  // variable again until the ps tasks answer, for at most `timeout`, checking `check` every
+  // try: an error from it ends the wait with that error, a stop reason ends the run cleanly.
+  using RecoveryCheck = std::function<absl::Status(std::string* stop_reason)>;
+  void EnableRecovery(absl::Duration timeout, RecoveryCheck check) {
+    recovery_timeout_ = timeout;
+    recovery_check_ = std::move(check);
+  }
+
   const TransferTotals& totals() const { return totals_; }
   runtime::SyncMode mode() const { return mode_; }
 
@@ -62,6 +74,12 @@ class ShardedVariableStore final : public VariableStore {
   const absl::Duration step_timeout_;
   std::vector<ops::Tensor> values_;
   std::vector<ops::Tensor> grads_;
+  // Waits for the ps tasks after `cause` (see EnableRecovery).
+  absl::Status Recover(const absl::Status& cause);
+
+  absl::Duration recovery_timeout_ = absl::ZeroDuration();
+  RecoveryCheck recovery_check_;
+  std::string stop_reason_;  // set when the chief asked to stop during a recovery
   int64_t global_step_ = 0;
   bool stopped_ = false;
   TransferTotals totals_;

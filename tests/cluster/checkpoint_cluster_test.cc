@@ -133,7 +133,7 @@ TEST(CheckpointClusterTest, SavesKeepsResumesAndFallsBackFromACorruptCheckpoint)
 }
 
 // A chief asked to checkpoint into a folder the ps tasks were not given is refused with exit
-// code 2 naming the flag (the ps would refuse every save).
+// code 2 naming the flag before training starts (the ps would refuse every save).
 TEST(CheckpointClusterTest, APsWithoutTheCheckpointFolderIsAnError) {
   const fs::path dir = FreshDir("cluster_checkpoint_no_ps_dir");
   const std::string spec = WriteLocalSpec(dir / "spec.json", 1, 1);
@@ -149,8 +149,9 @@ TEST(CheckpointClusterTest, APsWithoutTheCheckpointFolderIsAnError) {
   cluster.Start("chief", 0, chief);
   cluster.WaitAll(std::chrono::seconds(120));
   EXPECT_EQ(cluster.task("chief", 0).exit_code, 2) << cluster.Logs();
-  EXPECT_NE(ReadFile(dir / "chief-0.log").find("--checkpoint_dir"), std::string::npos)
-      << cluster.Logs();
+  const std::string log = ReadFile(dir / "chief-0.log");
+  EXPECT_NE(log.find("ps:0 was started without it"), std::string::npos) << cluster.Logs();
+  EXPECT_EQ(log.find("training starts"), std::string::npos) << cluster.Logs();
 }
 
 }  // namespace

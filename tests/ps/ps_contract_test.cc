@@ -383,16 +383,22 @@ TEST_P(PsContractTest, InvalidDefinitionsAreRefusedAndCreateNothing) {
   EXPECT_TRUE(Stats().initialized());
 }
 
-TEST_P(PsContractTest, EveryDataCallBeforeCreateVariablesIsFailedPrecondition) {
+// Pulls and pushes before CreateVariables are Unavailable (a worker retries: the ps may have
+// restarted and wait for the chief); the chief's own calls are FailedPrecondition.
+TEST_P(PsContractTest, DataCallsBeforeCreateVariablesAreUnavailableOthersFailedPrecondition) {
   pb::PullResponse pulled;
-  absl::Status s = client_->Pull(pb::PullRequest(), &pulled, kTimeout);
-  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(s.message(), HasSubstr("ps:0 has no variables yet"));
+  pb::PullRequest pull;
+  pull.set_task("worker:0");
+  absl::Status s = client_->Pull(pull, &pulled, kTimeout);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_THAT(s.message(), HasSubstr("ps:0: Pull from worker:0: ps has no variables yet"));
   pb::PushResponse pushed;
-  s = client_->Push(pb::PushRequest(), &pushed, kTimeout);
-  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
-  s = client_->PushPull(pb::PushRequest(), &pushed, kTimeout);
-  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  pb::PushRequest push;
+  push.set_task("worker:0");
+  s = client_->Push(push, &pushed, kTimeout);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  s = client_->PushPull(push, &pushed, kTimeout);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
   pb::SaveShardRequest save;
   save.set_path(TempPath("never.ckpt"));
   pb::SaveShardResponse saved;
@@ -766,14 +772,16 @@ TEST_P(PsContractTest, SyncBackupWorkerGradientsAreDropped) {
   EXPECT_EQ(stats.pushes_received(), stats.pushes_applied() + stats.pushes_dropped());
 }
 
-TEST_P(PsContractTest, SyncGradientForAFutureStepIsFailedPrecondition) {
+// Only a worker whose view is ahead of a restored ps sends one: it is told to pull again.
+TEST_P(PsContractTest, SyncGradientForAFutureStepIsAborted) {
   const auto def = SmallModel(Sgd(1.0f), pb::MODE_SYNC, 2);
   Create(def);
   const Values start = PullAll(def);
   pb::PushResponse r;
   const absl::Status s =
       client_->Push(PushOf(def, Filled(def, 1.0f), "worker:0", 1, /*step=*/5), &r, kTimeout);
-  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_EQ(s.code(), absl::StatusCode::kAborted) << s;
+  EXPECT_THAT(s.message(), HasSubstr("pull again"));
   EXPECT_THAT(s.message(), HasSubstr("gradient for step 5"));
   EXPECT_THAT(s.message(), HasSubstr("at step 0"));
   EXPECT_THAT(s.message(), HasSubstr("ps:0"));
@@ -1098,6 +1106,67 @@ TEST_P(PsContractTest, SyncSaveAtAStepCapturesThatStepWhileTrainingGoesOn) {
   const absl::Status past = client_->SaveShard(save, &refused, kTimeout);
   EXPECT_EQ(past.code(), absl::StatusCode::kFailedPrecondition) << past;
   EXPECT_THAT(past.message(), HasSubstr("past at_step 2"));
+}
+
+// Recovery (issue 12): a restore ends the pulls waiting for a step of the replaced state
+// with Aborted, and a restarted ps created with hold_for_restore refuses pulls and pushes
+// with Unavailable until the chief's RestoreShard, then serves the checkpoint's values.
+TEST_P(PsContractTest, ARestoreEndsWaitingPullsAndAHeldShardServesOnlyOnceRestored) {
+  const auto def = SmallModel(Sgd(1.0f), pb::MODE_SYNC, /*replicas=*/2);
+  Create(def);
+  const Values start = PullAll(def);
+  pb::SaveShardRequest save;
+  save.set_path(TempPath("recover.ckpt"));
+  pb::SaveShardResponse saved;
+  ASSERT_TRUE(client_->SaveShard(save, &saved, kTimeout).ok());
+  Push(PushOf(def, Filled(def, 1.0f), "worker:0", 1, 0));  // 1 of 2 gradients of step 0
+
+  pb::PullResponse waited;
+  absl::Status wait_status;
+  std::thread puller([&] {
+    pb::PullRequest request;
+    request.set_task("worker:0");
+    request.set_min_step(1);
+    request.set_timeout_ms(30000);
+    wait_status = client_->Pull(request, &waited, kTimeout);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  pb::RestoreShardRequest restore;
+  restore.set_path(save.path());
+  restore.set_bytes(saved.bytes_written());
+  restore.set_crc32c(saved.crc32c());
+  pb::RestoreShardResponse restored;
+  ASSERT_TRUE(client_->RestoreShard(restore, &restored, kTimeout).ok());
+  puller.join();
+  EXPECT_EQ(wait_status.code(), absl::StatusCode::kAborted) << wait_status;
+  EXPECT_THAT(wait_status.message(), HasSubstr("restored from a checkpoint"));
+  EXPECT_THAT(wait_status.message(), HasSubstr("pull again"));
+  // The pending gradient of the replaced state, one per chunk.
+  EXPECT_EQ(Stats().pushes_dropped(), static_cast<int64_t>(Plan(def).size()));
+  EXPECT_EQ(PullAll(def), start);
+
+  // A restarted ps: the same definition, held until restored.
+  Shard restarted(0);
+  restarted.set_known_tasks({"chief:0", "worker:0"});
+  auto held_def = def;
+  held_def.set_hold_for_restore(true);
+  pb::CreateVariablesResponse created;
+  ASSERT_TRUE(restarted.CreateVariables(held_def, &created).ok());
+  pb::PullRequest pull;
+  pull.set_task("worker:0");
+  pb::PullResponse pulled;
+  absl::Status s = restarted.Pull(pull, &pulled);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_THAT(s.message(), HasSubstr("waits for the chief to restore it"));
+  pb::PushResponse pushed;
+  s = restarted.Push(PushOf(def, Filled(def, 1.0f), "worker:0", 7, 0), &pushed);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  pb::StatsResponse stats;
+  restarted.Stats(&stats);
+  EXPECT_EQ(stats.pushes_received(), 0);
+  ASSERT_TRUE(restarted.RestoreShard(restore, &restored).ok());
+  ASSERT_TRUE(restarted.Pull(pull, &pulled).ok());
+  EXPECT_EQ(Assemble(def, pulled.chunks()), start);
 }
 
 // A save of a step that never comes ends when the shard stops, saying so, and writes nothing.

@@ -80,12 +80,17 @@ class LocalCluster {
 
   // Starts build/bin/<job> with `flags` (one argv entry each) and, unless `tf_config` is
   // given (then it is the child's TF_CONFIG and names the task), --job_name/--task_index.
+  // Starting a task again (a restart) logs to <job>-<index>.restart<k>.log; task() then
+  // names the newest.
   void Start(const std::string& job, int index, const std::vector<std::string>& flags,
              const std::string& tf_config = "") {
     Task t;
     t.job = job;
     t.index = index;
-    t.log = dir_ / absl::StrCat(job, "-", index, ".log");
+    int earlier = 0;
+    for (const Task& other : tasks_) earlier += other.job == job && other.index == index ? 1 : 0;
+    t.log = dir_ / (earlier == 0 ? absl::StrCat(job, "-", index, ".log")
+                                 : absl::StrCat(job, "-", index, ".restart", earlier, ".log"));
     std::vector<std::string> args = {absl::StrCat(FULCRUM_BIN_DIR, "/", job)};
     if (tf_config.empty()) {
       args.push_back(absl::StrCat("--job_name=", job));
@@ -177,8 +182,8 @@ class LocalCluster {
 
   const std::vector<Task>& tasks() const { return tasks_; }
   const Task& task(const std::string& job, int index) const {
-    for (const Task& t : tasks_) {
-      if (t.job == job && t.index == index) return t;
+    for (auto it = tasks_.rbegin(); it != tasks_.rend(); ++it) {
+      if (it->job == job && it->index == index) return *it;
     }
     static const Task kNone;
     return kNone;

@@ -1,0 +1,137 @@
+// tests: recovery of whole clusters of the real binaries (issue 12). A ps is SIGKILLed after
+// the first checkpoint and started again by hand with the same flags: the chief waits for it
+// (--recovery_timeout), recreates its variables held until restored and restores every ps
+// from the newest checkpoint; the workers discard the step that failed, pull again and go
+// on; the run ends at train_steps with every task's exit code 0 and the recovery in the
+// report and the workers' summaries. Async on one ps, sync on two (the live ps goes back too,
+// and the workers' waits for the lost step end at once).
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/testing/cluster.h"
+#include "tests/testing/subprocess.h"
+
+namespace fulcrum {
+namespace {
+
+namespace fs = std::filesystem;
+using ::fulcrum::testing::FreshDir;
+using ::fulcrum::testing::LocalCluster;
+using ::fulcrum::testing::ReadFile;
+using ::fulcrum::testing::WriteLocalSpec;
+
+nlohmann::json ReadJson(const fs::path& path) {
+  return nlohmann::json::parse(ReadFile(path), nullptr, /*allow_exceptions=*/false);
+}
+
+// Trains mlp on synthetic data with checkpoints every 100 steps, kills ps:`victim` once the
+// first checkpoint is written, restarts it a second later, and checks the outcome.
+void KillAndRestartPs(const std::string& name, const std::string& mode, int num_ps, int victim) {
+  const fs::path dir = FreshDir(name);
+  const std::string spec = WriteLocalSpec(dir / "spec.json", num_ps, 2);
+  const int64_t train_steps = 1200;
+  const std::vector<std::string> flags = {
+      absl::StrCat("--cluster_spec=", spec),
+      "--model=mlp",
+      "--dataset=synthetic",
+      absl::StrCat("--mode=", mode),
+      absl::StrCat("--train_steps=", train_steps),
+      "--eval_every=0",
+      "--threads=1",
+      "--profile=off",
+      "--checkpoint_every_steps=100",
+      "--checkpoint_every_secs=0",
+      "--recovery_timeout=60",
+      absl::StrCat("--checkpoint_dir=", (dir / "ckpt").string()),
+      absl::StrCat("--run_dir=", (dir / "run").string())};
+  LocalCluster cluster(dir);
+  cluster.StartAll(num_ps, 2, flags);
+  ASSERT_TRUE(cluster.WaitForLog("chief", 0, "written (global step", std::chrono::seconds(90)))
+      << cluster.Logs();
+  cluster.Kill("ps", victim);
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  cluster.Start("ps", victim, flags);
+  cluster.WaitAll(std::chrono::seconds(240));
+
+  // Every task running at the end exited 0 (the killed incarnation is the first ps:victim).
+  for (const std::string job : {"ps", "worker", "chief"}) {
+    const int n = job == "ps" ? num_ps : job == "worker" ? 2 : 1;
+    for (int i = 0; i < n; ++i) {
+      EXPECT_EQ(cluster.task(job, i).exit_code, 0) << job << ":" << i << "\n" << cluster.Logs();
+    }
+  }
+  const std::string chief_log = ReadFile(dir / "chief-0.log");
+  EXPECT_NE(chief_log.find(absl::StrCat("chief lost ps:", victim)), std::string::npos) << chief_log;
+  EXPECT_NE(chief_log.find("--recovery_timeout"), std::string::npos) << chief_log;
+
+  const nlohmann::json report = ReadJson(dir / "run" / "report.json");
+  ASSERT_TRUE(report.is_object()) << cluster.Logs();
+  EXPECT_EQ(report["failed"], false);
+  EXPECT_GE(report["global_step"].get<int64_t>(), train_steps);
+  ASSERT_EQ(report["ps_recoveries"].size(), 1u) << report.dump(2);
+  const nlohmann::json& recovery = report["ps_recoveries"][0];
+  EXPECT_EQ(recovery["ps"], nlohmann::json::array({victim}));
+  EXPECT_GE(recovery["restored_step"].get<int64_t>(), 100);
+  EXPECT_LT(recovery["restored_step"].get<int64_t>(), train_steps);
+  // Every ps (the restarted one included) reached the end and wrote its summary.
+  for (int p = 0; p < num_ps; ++p) {
+    const nlohmann::json ps = ReadJson(dir / "run" / absl::StrCat("ps-", p) / "summary.json");
+    ASSERT_TRUE(ps.is_object()) << "ps:" << p << "\n" << cluster.Logs();
+    EXPECT_GE(ps["global_step"].get<int64_t>(), train_steps);
+  }
+  // Each worker met the failure and went back to the checkpoint.
+  for (int w = 0; w < 2; ++w) {
+    const nlohmann::json s = ReadJson(dir / "run" / absl::StrCat("worker-", w) / "summary.json");
+    ASSERT_TRUE(s.is_object()) << "worker:" << w << "\n" << cluster.Logs();
+    EXPECT_GE(s["ps_recoveries"].get<int64_t>(), 1) << s.dump(2);
+    EXPECT_NE(ReadFile(dir / absl::StrCat("worker-", w, ".log")).find("--recovery_timeout"),
+              std::string::npos);
+  }
+}
+
+TEST(RecoveryClusterTest, AsyncPsKilledAndRestartedIsRestoredAndTheRunFinishes) {
+  KillAndRestartPs("cluster_recovery_async", "async", /*num_ps=*/1, /*victim=*/0);
+}
+
+TEST(RecoveryClusterTest, SyncOneOfTwoPsKilledAndRestartedBothGoBackAndTheRunFinishes) {
+  KillAndRestartPs("cluster_recovery_sync", "sync", /*num_ps=*/2, /*victim=*/1);
+}
+
+// Without --checkpoint_dir a dead ps cannot be restored: the run ends with exit 1, the error
+// names the ps and says what would have saved it, and the report is written as failed.
+TEST(RecoveryClusterTest, WithoutCheckpointsADeadPsEndsTheRunNamingIt) {
+  const fs::path dir = FreshDir("cluster_recovery_none");
+  const std::string spec = WriteLocalSpec(dir / "spec.json", 1, 1);
+  const std::vector<std::string> flags = {absl::StrCat("--cluster_spec=", spec),
+                                          "--model=logreg",
+                                          "--dataset=synthetic",
+                                          "--train_steps=100000",
+                                          "--eval_every=0",
+                                          "--threads=1",
+                                          "--profile=off",
+                                          "--heartbeat_timeout=10",
+                                          absl::StrCat("--run_dir=", (dir / "run").string())};
+  LocalCluster cluster(dir);
+  cluster.StartAll(1, 1, flags);
+  ASSERT_TRUE(cluster.WaitForLog("worker", 0, "global", std::chrono::seconds(60)))
+      << cluster.Logs();
+  cluster.Kill("ps", 0);
+  cluster.WaitAll(std::chrono::seconds(120));
+  EXPECT_EQ(cluster.task("chief", 0).exit_code, 1) << cluster.Logs();
+  const std::string chief_log = ReadFile(dir / "chief-0.log");
+  EXPECT_NE(chief_log.find("chief lost ps:0"), std::string::npos) << chief_log;
+  EXPECT_NE(chief_log.find("with --checkpoint_dir"), std::string::npos) << chief_log;
+  EXPECT_NE(cluster.task("worker", 0).exit_code, 0) << cluster.Logs();
+  const nlohmann::json report = ReadJson(dir / "run" / "report.json");
+  ASSERT_TRUE(report.is_object()) << cluster.Logs();
+  EXPECT_EQ(report["failed"], true);
+}
+
+}  // namespace
+}  // namespace fulcrum
