@@ -150,8 +150,7 @@ std::vector<fs::path> ListCheckpoints(const fs::path& dir) {
 }
 
 Checkpointer::Checkpointer(CheckpointOptions options, PsTasks* ps, std::string run_id,
-                           std::string model,
-                           const std::vector<pb::CreateVariablesRequest>& shards)
+                           std::string model, const std::vector<pb::CreateVariablesRequest>& shards)
     : options_(std::move(options)),
       ps_(ps),
       run_id_(std::move(run_id)),
@@ -213,8 +212,8 @@ absl::StatusOr<std::optional<Restored>> Checkpointer::RestoreLatest() {
 
 bool Checkpointer::Due(int64_t step, absl::Time now) const {
   if (!enabled()) return false;
-  if (options_.every_steps > 0 && step >= std::max<int64_t>(0, last_saved_step_) +
-                                              options_.every_steps) {
+  if (options_.every_steps > 0 &&
+      step >= std::max<int64_t>(0, last_saved_step_) + options_.every_steps) {
     return true;
   }
   return options_.every > absl::ZeroDuration() && now - last_save_time_ >= options_.every;
@@ -226,7 +225,8 @@ absl::StatusOr<int64_t> Checkpointer::Save(int64_t step, double steps_per_sec, b
   // A stopped run whose step was just saved has nothing new to save.
   if (stopped && step == last_saved_step_) return step;
   if (!options_.sync || stopped) return SaveAt(0, step);
-  int64_t lead = std::max<int64_t>(2, static_cast<int64_t>(std::ceil(steps_per_sec * kLeadSeconds)));
+  int64_t lead =
+      std::max<int64_t>(2, static_cast<int64_t>(std::ceil(steps_per_sec * kLeadSeconds)));
   absl::Status last = absl::OkStatus();
   for (int attempt = 0; attempt < kSyncAttempts; ++attempt, lead *= 4) {
     const int64_t at = step + lead;
@@ -254,7 +254,8 @@ absl::StatusOr<int64_t> Checkpointer::SaveAt(int64_t at_step, int64_t step) {
     r.set_path((folder / ShardFile(p)).string());
     r.set_at_step(at_step);
     r.set_timeout_ms(absl::ToInt64Milliseconds(options_.timeout));
-    for (const std::string& old : pending_removals_[static_cast<size_t>(p)]) r.add_remove_paths(old);
+    for (const std::string& old : pending_removals_[static_cast<size_t>(p)])
+      r.add_remove_paths(old);
   }
   std::vector<pb::SaveShardResponse> responses;
   FULCRUM_RETURN_IF_ERROR(ps_->SaveShards(requests, &responses, options_.timeout));
@@ -278,8 +279,7 @@ absl::StatusOr<int64_t> Checkpointer::SaveAt(int64_t at_step, int64_t step) {
   FULCRUM_RETURN_IF_ERROR(WriteManifest(folder, manifest));
   ++saves_;
   last_saved_step_ = manifest.global_step;
-  spdlog::info("checkpoint {} written (global step {})", folder.string(),
-               manifest.global_step);
+  spdlog::info("checkpoint {} written (global step {})", folder.string(), manifest.global_step);
   Prune();
   return manifest.global_step;
 }

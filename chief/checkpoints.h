@@ -36,8 +36,8 @@ class PsTasks;
 // What a resumed job restored.
 struct Restored {
   int64_t global_step = 0;
-  std::string folder;                 // <checkpoint_dir>/ckpt-<step>
-  std::vector<std::string> refused;   // newer checkpoints refused, each "file: why"
+  std::string folder;                // <checkpoint_dir>/ckpt-<step>
+  std::vector<std::string> refused;  // newer checkpoints refused, each "file: why"
 };
 
 // One manifest.json, parsed and checked.
@@ -45,15 +45,15 @@ struct Manifest {
   int64_t global_step = 0;
   std::string run_id;
   std::string model;
-  std::string layout;                 // LayoutFingerprint of the job that wrote it
+  std::string layout;  // LayoutFingerprint of the job that wrote it
   struct Shard {
     int ps = 0;
-    std::string path;                 // as the ps wrote it
+    std::string path;  // as the ps wrote it
     int64_t bytes = 0;
     uint32_t crc32c = 0;
     int64_t global_step = 0;
   };
-  std::vector<Shard> shards;          // by ps index
+  std::vector<Shard> shards;  // by ps index
 };
 
 // A fingerprint of what a checkpoint must match to be restored into a job: the number of ps
@@ -70,11 +70,11 @@ absl::Status WriteManifest(const std::filesystem::path& folder, const Manifest& 
 std::vector<std::filesystem::path> ListCheckpoints(const std::filesystem::path& dir);
 
 struct CheckpointOptions {
-  std::string dir;                    // --checkpoint_dir ("" = no checkpoints)
-  int64_t every_steps = 0;            // --checkpoint_every_steps (0 = not by steps)
+  std::string dir;                              // --checkpoint_dir ("" = no checkpoints)
+  int64_t every_steps = 0;                      // --checkpoint_every_steps (0 = not by steps)
   absl::Duration every = absl::ZeroDuration();  // --checkpoint_every_secs (0 = not by time)
-  int keep = 5;                       // --keep_checkpoints
-  bool sync = false;                  // sync mode: saves are of one global step
+  int keep = 5;                                 // --keep_checkpoints
+  bool sync = false;                            // sync mode: saves are of one global step
   absl::Duration timeout = absl::Seconds(60);   // per save (--step_timeout)
 };
 
@@ -98,10 +98,9 @@ class Checkpointer {
   // Saves a checkpoint. `step` is the cluster's global step now; in sync mode with `stopped`
   // false the save is of a step a little ahead (chosen from `steps_per_sec`), else of the
   // current state. Returns the checkpoint's step, or -1 when the run ends before the step a
-  // sync save would aim at (the final checkpoint comes then). The manifest is written only when every ps
-  // saved; older checkpoints beyond --keep_checkpoints are then removed.
-  absl::StatusOr<int64_t> Save(int64_t step, double steps_per_sec, bool stopped,
-                               int64_t last_step);
+  // sync save would aim at (the final checkpoint comes then). The manifest is written only when
+  // every ps saved; older checkpoints beyond --keep_checkpoints are then removed.
+  absl::StatusOr<int64_t> Save(int64_t step, double steps_per_sec, bool stopped, int64_t last_step);
 
   int saves() const { return saves_; }
   int64_t last_saved_step() const { return last_saved_step_; }

@@ -29,6 +29,7 @@
 #include "ops/cpu/thread_pool.h"
 #include "ops/optimizer.h"
 #include "profiler/profiler.h"
+#include "runtime/grpc_ps_client.h"
 #include "runtime/grpc_server.h"
 #include "runtime/grpc_util.h"
 #include "runtime/proto_convert.h"
@@ -74,9 +75,17 @@ class Chief {
   // Reaches the ps tasks, creates the variables, waits for the workers, starts and watches
   // the run until it should stop (OK, with stop_reason_) or fails.
   absl::Status Train();
-  absl::Status CreateVariables();
-  // Restores the newest intact checkpoint of --checkpoint_dir (a resumed job), if any.
-  absl::Status RestoreCheckpoint();
+  // Creates every ps's variables. Adopting a running job, the same call checks that each ps
+  // holds this chief's definition (a repeat is a no-op) and a ps that holds nothing (it
+  // restarted meanwhile) is created held until restored; their indices go to *restarted.
+  absl::Status CreateVariables(std::vector<int>* restarted);
+  // Restores the newest intact checkpoint of --checkpoint_dir (a resumed job), if any, when
+  // `restore`; sets up the checkpoints either way.
+  absl::Status RestoreCheckpoint(bool restore);
+  // A restarted chief: asks each ps (briefly) whether it already holds a job's variables;
+  // if one does, sets adopted_ (its run id and folder), and the chief takes that job over
+  // instead of starting a new one.
+  void FindRunningJob();
   // Saves a checkpoint now (the run goes on, or `stopped`); see chief/checkpoints.h.
   absl::Status SaveCheckpoint(int64_t step, bool stopped);
   absl::Status WaitForWorkers(absl::Time deadline);
@@ -110,7 +119,13 @@ class Chief {
   std::vector<pb::CreateVariablesRequest> shard_defs_;  // by ps index
   std::unique_ptr<Checkpointer> checkpointer_;
   std::optional<Restored> restored_;  // what a resumed job started from
-  int64_t start_step_ = 0;            // the global step training started at
+  struct Adopted {
+    std::string run_id;
+    std::string run_dir;
+    int64_t at_step = 0;
+  };
+  std::optional<Adopted> adopted_;  // the running job a restarted chief took over
+  int64_t start_step_ = 0;          // the global step training started at
   std::vector<std::string> checkpoint_errors_;
   nlohmann::json recoveries_ = nlohmann::json::array();  // each ps recovery, for the report
   runtime::Placement placement_;
@@ -161,15 +176,41 @@ absl::Status Chief::Prepare() {
       runtime::PlaceVariables(variable_infos_, c_.task.cluster.num_tasks(runtime::kPsJob),
                               c_.placement, c_.partition_min_bytes));
 
-  run_id_ = absl::StrCat(t_.model, "-",
-                         absl::FormatTime("%Y%m%d-%H%M%S", absl::Now(), absl::LocalTimeZone()));
-  run_dir_ = t_.run_dir.empty() ? std::filesystem::path("runs") / run_id_
-                                : std::filesystem::path(t_.run_dir);
+  FindRunningJob();
+  if (adopted_) {
+    run_id_ = adopted_->run_id;
+    run_dir_ = adopted_->run_dir;
+    if (!t_.run_dir.empty() && std::filesystem::path(t_.run_dir) != run_dir_) {
+      spdlog::warn("--run_dir={} differs from the running job's folder {}: using the job's",
+                   t_.run_dir, run_dir_.string());
+    }
+  } else {
+    run_id_ = absl::StrCat(t_.model, "-",
+                           absl::FormatTime("%Y%m%d-%H%M%S", absl::Now(), absl::LocalTimeZone()));
+    run_dir_ = t_.run_dir.empty() ? std::filesystem::path("runs") / run_id_
+                                  : std::filesystem::path(t_.run_dir);
+  }
   FULCRUM_RETURN_IF_ERROR(MakeDirs(run_dir_ / c_.task.dir_name(), "--run_dir"));
   return absl::OkStatus();
 }
 
-absl::Status Chief::CreateVariables() {
+void Chief::FindRunningJob() {
+  const runtime::ClusterSpec& cluster = c_.task.cluster;
+  for (int p = 0; p < cluster.num_tasks(runtime::kPsJob); ++p) {
+    runtime::GrpcPsClient client(absl::StrCat("ps:", p), cluster.address(runtime::kPsJob, p));
+    pb::StatsResponse stats;
+    // A ps that is not up yet (the usual start) refuses the connection at once.
+    if (!client.Stats(&stats, absl::Seconds(2)).ok() || !stats.initialized()) continue;
+    adopted_ = Adopted{stats.run_id(), stats.run_dir(), 0};
+    spdlog::warn(
+        "ps:{} already holds the variables of run {} (a chief before this one started "
+        "it): this chief takes that job over",
+        p, stats.run_id());
+    return;
+  }
+}
+
+absl::Status Chief::CreateVariables(std::vector<int>* restarted) {
   runtime::ShardDefOptions o;
   o.run_id = run_id_;
   o.run_dir = run_dir_.string();
@@ -179,18 +220,33 @@ absl::Status Chief::CreateVariables() {
   o.chunk_bytes = c_.chunk_bytes;
   o.seed = t_.seed;
   for (int p = 0; p < placement_.num_ps(); ++p) {
-    const pb::CreateVariablesRequest request =
+    pb::CreateVariablesRequest request =
         runtime::ShardDefinition(placement_, variable_infos_, p, o);
-    pb::CreateVariablesResponse response;
-    FULCRUM_RETURN_IF_ERROR(ps_->CreateVariables(p, request, &response));
     shard_defs_.push_back(request);
+    if (adopted_) {
+      pb::StatsResponse stats;
+      FULCRUM_RETURN_IF_ERROR(ps_->Stats(p, &stats, c_.step_timeout));
+      if (!stats.initialized()) {
+        request.set_hold_for_restore(true);
+        restarted->push_back(p);
+      }
+    }
+    pb::CreateVariablesResponse response;
+    if (absl::Status s = ps_->CreateVariables(p, request, &response); !s.ok()) {
+      if (adopted_ && absl::IsFailedPrecondition(s)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("chief: cannot take over run ", run_id_, ": ", s.message(),
+                         " (start the chief with the flags of the job it takes over)"));
+      }
+      return s;
+    }
     spdlog::info("ps:{} holds {} variable(s), {} bytes, in {} chunk(s)", p,
                  request.variables_size(), response.bytes_held(), response.num_chunks());
   }
   return absl::OkStatus();
 }
 
-absl::Status Chief::RestoreCheckpoint() {
+absl::Status Chief::RestoreCheckpoint(bool restore) {
   CheckpointOptions o;
   o.dir = c_.checkpoint_dir;
   o.every_steps = c_.checkpoint_every_steps;
@@ -201,6 +257,7 @@ absl::Status Chief::RestoreCheckpoint() {
   checkpointer_ = std::make_unique<Checkpointer>(o, ps_.get(), run_id_, t_.model, shard_defs_);
   if (!checkpointer_->enabled()) return absl::OkStatus();
   FULCRUM_RETURN_IF_ERROR(ps_->CheckCheckpointsEnabled(c_.step_timeout));
+  if (!restore) return absl::OkStatus();
   FULCRUM_ASSIGN_OR_RETURN(restored_, checkpointer_->RestoreLatest());
   if (restored_) {
     start_step_ = restored_->global_step;
@@ -438,6 +495,10 @@ nlohmann::json Chief::RunJson(const std::string& stop_reason) const {
   j["workers_lost"] = std::vector<int>(lost_workers_.begin(), lost_workers_.end());
   // Each time ps tasks restarted and every ps went back to a checkpoint.
   j["ps_recoveries"] = recoveries_;
+  // A chief restarted during the run took it over at this step.
+  j["adopted"] = adopted_
+                     ? nlohmann::json{{"run_id", adopted_->run_id}, {"at_step", adopted_->at_step}}
+                     : nlohmann::json(nullptr);
   // A failed run has no final evaluation (and maybe none at all).
   j["failed"] = failed_;
   const Eval last = evals_.empty() ? Eval{} : evals_.back();
@@ -580,8 +641,27 @@ absl::Status Chief::Train() {
   const absl::Time startup_deadline = process_start_ + c_.startup_timeout;
   FULCRUM_RETURN_IF_ERROR(ps_->WaitUntilReady(startup_deadline, c_.startup_timeout));
   ps_reached_ = true;
-  FULCRUM_RETURN_IF_ERROR(CreateVariables());
-  FULCRUM_RETURN_IF_ERROR(RestoreCheckpoint());
+  std::vector<int> restarted;
+  FULCRUM_RETURN_IF_ERROR(CreateVariables(&restarted));
+  if (adopted_) {
+    // The live ps tasks keep their state, unless one restarted while no chief watched.
+    FULCRUM_RETURN_IF_ERROR(RestoreCheckpoint(/*restore=*/!restarted.empty()));
+    if (!restarted.empty() && !restored_) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("chief: ", Join(restarted, "ps"), " restarted but ",
+                       c_.checkpoint_dir.empty() ? "no --checkpoint_dir was given"
+                                                 : c_.checkpoint_dir + " holds no checkpoint",
+                       " to restore it from; the job cannot go on"));
+    }
+    FULCRUM_ASSIGN_OR_RETURN(adopted_->at_step, ps_->GlobalStep(c_.step_timeout));
+    start_step_ = adopted_->at_step;
+    train_start_ = absl::Now();
+    coordinator_->Adopt();
+    spdlog::warn("chief: took over run {} at global step {} of {}; the workers go on", run_id_,
+                 adopted_->at_step, train_steps_);
+    return Monitor();
+  }
+  FULCRUM_RETURN_IF_ERROR(RestoreCheckpoint(/*restore=*/true));
   ps_->Warm(c_.chunk_bytes);
   FULCRUM_RETURN_IF_ERROR(WaitForWorkers(startup_deadline));
   train_start_ = absl::Now();

@@ -121,6 +121,16 @@ void Coordinator::Start() {
   changed_.SignalAll();
 }
 
+void Coordinator::Adopt() {
+  MutexLock lock(&mu_);
+  for (WorkerState& w : workers_) {
+    w.registered = true;
+    w.last_seen = absl::Now();
+  }
+  started_ = true;
+  changed_.SignalAll();
+}
+
 void Coordinator::RequestStop(const std::string& reason) {
   MutexLock lock(&mu_);
   if (!stop_) stop_reason_ = reason;

@@ -55,6 +55,9 @@ class Coordinator {
   std::vector<int> WaitForWorkers(absl::Time deadline);
   // Releases every WaitForStart: training begins.
   void Start();
+  // A restarted chief took over a running job: the workers (which do not register again)
+  // count as registered and seen now; training has begun.
+  void Adopt();
   // Asks every worker to stop (the first reason is kept) and releases WaitForStart.
   void RequestStop(const std::string& reason);
   // Waits until every worker has reported its summary or `deadline`; returns those missing.

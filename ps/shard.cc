@@ -638,6 +638,8 @@ void Shard::LocalStats(pb::StatsResponse* response) const {
   response->set_checkpoints_enabled(!refuse_checkpoints_);
   if (const std::shared_ptr<Store> store = this->store(); store != nullptr) {
     response->set_initialized(true);
+    response->set_run_id(store->definition.run_id());
+    response->set_run_dir(store->definition.run_dir());
     response->set_mode(store->definition.mode());
     response->set_global_step(GlobalStep(*store));
     response->set_bytes_held(store->bytes_held);

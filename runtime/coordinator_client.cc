@@ -135,6 +135,8 @@ absl::Status GrpcCoordinatorClient::ReportSummary(const std::string& summary_jso
   pb::ReportSummaryResponse response;
   grpc::ClientContext context;
   context.set_deadline(DeadlineIn(options_.report));
+  // A chief that is restarting (it takes the job over) answers once it is back.
+  context.set_wait_for_ready(true);
   const int64_t begin = NowUnixMicros();
   const grpc::Status s = stub_->ReportSummary(&context, request, &response);
   profiler::ReportRpc(observer_, peer_, "ReportSummary", begin, request, response);

@@ -52,7 +52,7 @@ class GrpcCoordinatorClient final : public CoordinatorClient {
     absl::Duration start_poll = absl::Seconds(2);        // the chief holds a WaitForStart this long
     absl::Duration start_call = absl::Seconds(10);       // one WaitForStart call
     absl::Duration heartbeat = absl::Seconds(5);         // one Heartbeat call
-    absl::Duration report = absl::Seconds(30);           // ReportSummary
+    absl::Duration report = absl::Seconds(30);  // ReportSummary, waiting for the chief to be up
   };
 
   // Speaks for `task` (job, index) to the chief at `address` ("host:port").

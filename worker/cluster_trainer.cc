@@ -154,7 +154,11 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c,
           BatcherOptionsFor(t, c.task.task_index, c.task.cluster.num_tasks(runtime::kWorkerJob))));
   const int64_t train_steps = runtime::GlobalTrainSteps(t, c, train.size());
 
-  runtime::GrpcCoordinatorClient chief(MyTask(c), c.task.cluster.address(runtime::kChiefJob, 0));
+  runtime::GrpcCoordinatorClient::Options chief_options;
+  // The summary waits for a chief that restarts (and takes the job over) as heartbeats do.
+  chief_options.report = std::max(chief_options.report, c.heartbeat_timeout);
+  runtime::GrpcCoordinatorClient chief(MyTask(c), c.task.cluster.address(runtime::kChiefJob, 0),
+                                       chief_options);
   chief.set_observer(prof.get());
   FULCRUM_ASSIGN_OR_RETURN(const std::filesystem::path task_dir,
                            JoinRun(chief, t, c, startup_deadline, prof.get()));

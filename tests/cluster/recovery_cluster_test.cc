@@ -4,7 +4,8 @@
 // from the newest checkpoint; the workers discard the step that failed, pull again and go
 // on; the run ends at train_steps with every task's exit code 0 and the recovery in the
 // report and the workers' summaries. Async on one ps, sync on two (the live ps goes back too,
-// and the workers' waits for the lost step end at once).
+// and the workers' waits for the lost step end at once). A killed chief started again takes
+// the running job over; without checkpoints a dead ps ends the run, naming it.
 #include <chrono>
 #include <filesystem>
 #include <string>
@@ -101,6 +102,54 @@ TEST(RecoveryClusterTest, AsyncPsKilledAndRestartedIsRestoredAndTheRunFinishes) 
 
 TEST(RecoveryClusterTest, SyncOneOfTwoPsKilledAndRestartedBothGoBackAndTheRunFinishes) {
   KillAndRestartPs("cluster_recovery_sync", "sync", /*num_ps=*/2, /*victim=*/1);
+}
+
+// A chief killed mid-run and started again with the same flags takes the running job over:
+// the ps tasks keep their state, the workers (which never noticed more than failed
+// heartbeats) go on, and the run ends at train_steps with every exit code 0 and a report
+// that says at which step the job was adopted and holds every worker's summary.
+TEST(RecoveryClusterTest, ARestartedChiefTakesTheRunningJobOver) {
+  const fs::path dir = FreshDir("cluster_recovery_chief");
+  const std::string spec = WriteLocalSpec(dir / "spec.json", 1, 2);
+  const int64_t train_steps = 6000;
+  const std::vector<std::string> flags = {absl::StrCat("--cluster_spec=", spec),
+                                          "--model=mlp",
+                                          "--dataset=synthetic",
+                                          absl::StrCat("--train_steps=", train_steps),
+                                          "--eval_every=0",
+                                          "--threads=1",
+                                          "--profile=off",
+                                          "--heartbeat_timeout=30",
+                                          absl::StrCat("--run_dir=", (dir / "run").string())};
+  LocalCluster cluster(dir);
+  cluster.StartAll(1, 2, flags);
+  ASSERT_TRUE(cluster.WaitForLog("chief", 0, "training starts", std::chrono::seconds(60)))
+      << cluster.Logs();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  cluster.Kill("chief", 0);
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  cluster.Start("chief", 0, flags);
+  cluster.WaitAll(std::chrono::seconds(180));
+  for (const auto& [job, n] :
+       std::vector<std::pair<std::string, int>>{{"ps", 1}, {"worker", 2}, {"chief", 1}}) {
+    for (int i = 0; i < n; ++i) {
+      EXPECT_EQ(cluster.task(job, i).exit_code, 0) << job << ":" << i << "\n" << cluster.Logs();
+    }
+  }
+  const std::string log = ReadFile(cluster.task("chief", 0).log);
+  EXPECT_NE(log.find("this chief takes that job over"), std::string::npos) << log;
+  const nlohmann::json report = ReadJson(dir / "run" / "report.json");
+  ASSERT_TRUE(report.is_object()) << cluster.Logs();
+  EXPECT_EQ(report["failed"], false);
+  ASSERT_TRUE(report["adopted"].is_object()) << report.dump(2);
+  EXPECT_GT(report["adopted"]["at_step"].get<int64_t>(), 0);
+  EXPECT_LT(report["adopted"]["at_step"].get<int64_t>(), train_steps);
+  EXPECT_GE(report["global_step"].get<int64_t>(), train_steps);
+  for (int w = 0; w < 2; ++w) {
+    const nlohmann::json s = ReadJson(dir / "run" / absl::StrCat("worker-", w) / "summary.json");
+    ASSERT_TRUE(s.is_object()) << cluster.Logs();
+    EXPECT_GE(s["last_global_step"].get<int64_t>(), train_steps - 2);
+  }
 }
 
 // Without --checkpoint_dir a dead ps cannot be restored: the run ends with exit 1, the error
