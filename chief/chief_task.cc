@@ -743,6 +743,7 @@ absl::Status Chief::Finish(absl::Status status) {
 
 absl::Status Chief::Run() {
   InitLogging(c_.task.task_name());
+  runtime::SetKeepaliveTimeout(c_.step_timeout);  // a ps stalled for less is waited for
   FULCRUM_RETURN_IF_ERROR(Prepare());
   FULCRUM_ASSIGN_OR_RETURN(prof_,
                            profiler::Profiler::Start(runtime::ProfilerOptionsFor(

@@ -45,6 +45,22 @@ absl::Status Coordinator::RegisterTask(const pb::RegisterTaskRequest& request,
         runtime::FingerprintDifference(request.config_fingerprint(), fingerprint_)));
   }
   WorkerState& w = worker(request.task());
+  // A second process under a registered name while the first is still heard from: two tasks
+  // were started as the same worker. Refused (the newcomer's registration retries until its
+  // start-up deadline); a restarted worker is accepted once its predecessor fell silent.
+  const absl::Duration silent_for = absl::Now() - w.last_seen;
+  if (w.registered && w.pid != 0 && (w.pid != request.pid() || w.hostname != request.hostname()) &&
+      silent_for < kDuplicateWindow) {
+    spdlog::warn("worker:{} from {} (pid {}) refused: already registered from {} (pid {})",
+                 request.task().index(), request.hostname(), request.pid(), w.hostname, w.pid);
+    return absl::AlreadyExistsError(
+        absl::StrCat("worker:", request.task().index(), " is already registered from ", w.hostname,
+                     " (pid ", w.pid, "), heard from ",
+                     absl::FormatDuration(absl::Trunc(silent_for, absl::Milliseconds(1))),
+                     " ago: is a second task started as worker:", request.task().index(),
+                     "? (a restarted worker is accepted once the first is silent for ",
+                     absl::FormatDuration(kDuplicateWindow), ")"));
+  }
   if (!w.registered) {
     spdlog::info("worker:{} registered from {} (pid {})", request.task().index(),
                  request.hostname(), request.pid());

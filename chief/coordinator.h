@@ -20,6 +20,10 @@
 
 namespace fulcrum::chief {
 
+// A registration under a worker name whose current holder (another pid or host) was heard
+// from less than this long ago is a duplicate task and refused.
+inline constexpr absl::Duration kDuplicateWindow = absl::Seconds(3);
+
 class Coordinator {
  public:
   // The longest a WaitForStart holds its caller, whatever the request asks.

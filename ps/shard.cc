@@ -667,15 +667,23 @@ void Shard::LocalStats(pb::StatsResponse* response) const {
 
 absl::Status Shard::Ping(const pb::PingRequest& request, pb::PingResponse* response) {
   Touch();
-  constexpr int64_t kMaxReply = runtime::kMaxMessageBytes - 1024;  // room for the framing
-  if (request.reply_bytes() < 0 || request.reply_bytes() > kMaxReply) {
+  if (request.reply_bytes() < 0 || request.reply_bytes() > kMaxPingReply) {
     return absl::InvalidArgumentError(absl::StrCat(name_,
                                                    ": Ping reply_bytes=", request.reply_bytes(),
-                                                   ": must be between 0 and ", kMaxReply));
+                                                   ": must be between 0 and ", kMaxPingReply));
+  }
+  // Large replies are built a few at a time, so that a burst of them cannot take the ps's
+  // memory (8 x 256 MiB took 4.2 GB before this limit).
+  const bool large = request.reply_bytes() > kLargePing;
+  if (large && large_pings_.fetch_add(1, std::memory_order_acq_rel) >= kMaxLargePings) {
+    large_pings_.fetch_sub(1, std::memory_order_acq_rel);
+    return absl::ResourceExhaustedError(absl::StrCat(name_, ": Ping: ", kMaxLargePings,
+                                                     " replies of more than ", kLargePing,
+                                                     " bytes are already being built; refused"));
   }
   response->mutable_payload()->assign(static_cast<size_t>(request.reply_bytes()), '\0');
   response->set_task_index(task_index_);
+  if (large) large_pings_.fetch_sub(1, std::memory_order_acq_rel);
   return absl::OkStatus();
 }
-
 }  // namespace fulcrum::ps

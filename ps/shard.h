@@ -43,6 +43,11 @@ inline constexpr absl::Duration kDefaultPullWait = absl::Seconds(60);
 // How many (task, request_id) pairs of past pushes are remembered for deduplication; the
 // oldest are forgotten first.
 inline constexpr size_t kDedupCapacity = 100000;
+// The largest Ping reply (the largest --rpc_chunk_bytes: warm-up pings send one chunk).
+inline constexpr int64_t kMaxPingReply = int64_t{64} << 20;
+// Ping replies above kLargePing bytes being built at once, at most.
+inline constexpr int64_t kLargePing = int64_t{1} << 20;
+inline constexpr int kMaxLargePings = 4;
 // Waiting requests a task may hold beyond two per chunk (see Shard::TakeWaitSlot).
 inline constexpr int kWaitingSlack = 4;
 
@@ -128,7 +133,8 @@ class Shard {
   // The same figures for the task's own use (its profiler): not a sign of the chief.
   void LocalStats(pb::StatsResponse* response) const;
   // Echoes reply_bytes zero bytes and the task index; touches no variable (the transfer
-  // baseline of bench/ps_throughput). InvalidArgument for a negative or oversized reply.
+  // baseline of bench/ps_throughput). InvalidArgument for a negative reply or one over
+  // kMaxPingReply; ResourceExhausted while kMaxLargePings large replies are being built.
   absl::Status Ping(const pb::PingRequest& request, pb::PingResponse* response);
   // Training has ended: wakes every waiting pull; later pulls answer at once with
   // stopped=true (values still filled), later pushes apply nothing and say stopped=true.
@@ -291,6 +297,7 @@ class Shard {
   std::atomic<bool> saving_{false};            // a SaveShard is running
 
   Counters counters_;
+  std::atomic<int> large_pings_{0};  // Ping replies > kLargePing being built
   NonFinitePolicy nonfinite_policy_ = NonFinitePolicy::kError;
   absl::flat_hash_set<std::string> known_tasks_;
   std::string checkpoint_root_;

@@ -1,9 +1,24 @@
 #include "runtime/grpc_util.h"
 
+#include <algorithm>
+#include <atomic>
+#include <limits>
+
 #include "absl/strings/str_cat.h"
 #include "base/exit_code.h"
 
 namespace fulcrum::runtime {
+namespace {
+
+std::atomic<int64_t> keepalive_timeout_ms{10000};
+
+}  // namespace
+
+void SetKeepaliveTimeout(absl::Duration timeout) {
+  keepalive_timeout_ms.store(std::clamp<int64_t>(absl::ToInt64Milliseconds(timeout), 1000,
+                                                 std::numeric_limits<int>::max()),
+                             std::memory_order_relaxed);
+}
 
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   grpc::ChannelArguments args;
@@ -13,7 +28,8 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   // process already uses (gRPC shares one by default): clients stay independent.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+              static_cast<int>(keepalive_timeout_ms.load(std::memory_order_relaxed)));
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   // Retry connecting quickly while the cluster comes up (tasks start in any order).
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);

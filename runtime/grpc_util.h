@@ -17,6 +17,11 @@ namespace fulcrum::runtime {
 // An insecure channel to "host:port" with Fulcrum's limits and keepalive.
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address);
 
+// How long a channel made afterwards waits for the answer to a keepalive ping before it
+// drops the connection (default 10 s). Tasks set their --step_timeout, so that a peer that
+// stalls for less than that is waited for, not cut off. Thread-safe.
+void SetKeepaliveTimeout(absl::Duration timeout);
+
 // Builder settings for a Fulcrum server (message limits, keepalive, no port sharing).
 void ConfigureServerBuilder(grpc::ServerBuilder* builder);
 

@@ -126,6 +126,7 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c,
   const absl::Time process_start = absl::Now();
   const absl::Time startup_deadline = process_start + c.startup_timeout;
   InitLogging(c.task.task_name());
+  runtime::SetKeepaliveTimeout(c.step_timeout);  // a ps stalled for less is waited for
   FULCRUM_RETURN_IF_ERROR(ComputeDevices(t).status());
   // The profiler samples from the start; its files go to the task's folder once the chief
   // has said where the run directory is.

@@ -92,6 +92,28 @@ TEST_F(CoordinatorTest, RegisterWithOtherFlagsIsInvalidArgumentNamingTheDifferen
   EXPECT_THAT(coordinator_.WaitForWorkers(absl::Now()), ElementsAre(0, 1));
 }
 
+// Two processes started as worker:0: the second is refused while the first is heard from,
+// naming the first's host and pid; a restart (the first silent past the window) is accepted.
+TEST_F(CoordinatorTest, ASecondProcessUnderARegisteredNameIsRefusedWhileTheFirstLives) {
+  pb::RegisterTaskResponse response;
+  ASSERT_TRUE(coordinator_.RegisterTask(Register(0, Fingerprint(32)), &response).ok());
+  // The same process again (a retried call) is fine.
+  ASSERT_TRUE(coordinator_.RegisterTask(Register(0, Fingerprint(32)), &response).ok());
+  pb::RegisterTaskRequest second = Register(0, Fingerprint(32));
+  second.set_pid(43);
+  absl::Status s = coordinator_.RegisterTask(second, &response);
+  EXPECT_EQ(s.code(), absl::StatusCode::kAlreadyExists) << s;
+  EXPECT_THAT(s.message(), HasSubstr("worker:0 is already registered from testhost (pid 42)"));
+  EXPECT_THAT(s.message(), HasSubstr("second task started as worker:0"));
+  second.set_pid(42);
+  second.set_hostname("otherhost");
+  EXPECT_EQ(coordinator_.RegisterTask(second, &response).code(), absl::StatusCode::kAlreadyExists);
+  // The first stops heartbeating; past the window the newcomer is a restart and is accepted.
+  absl::SleepFor(kDuplicateWindow + absl::Milliseconds(200));
+  s = coordinator_.RegisterTask(second, &response);
+  EXPECT_TRUE(s.ok()) << s;
+}
+
 TEST_F(CoordinatorTest, AnUnknownTaskIsInvalidArgument) {
   pb::RegisterTaskResponse response;
   const absl::Status s = coordinator_.RegisterTask(Register(2, Fingerprint(32)), &response);

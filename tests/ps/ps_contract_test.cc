@@ -1250,6 +1250,14 @@ TEST_P(PsContractTest, PingEchoesTheRequestedBytes) {
   EXPECT_EQ(response.task_index(), 0);
   request.set_reply_bytes(-1);
   EXPECT_EQ(client_->Ping(request, &response, kTimeout).code(), absl::StatusCode::kInvalidArgument);
+  // 256 MiB replies (8 of them took the ps to 4.2 GB) are refused; the largest chunk is fine.
+  request.set_reply_bytes(int64_t{256} << 20);
+  const absl::Status big = client_->Ping(request, &response, kTimeout);
+  EXPECT_EQ(big.code(), absl::StatusCode::kInvalidArgument) << big;
+  EXPECT_THAT(big.message(), HasSubstr("must be between 0 and 67108864"));
+  request.set_reply_bytes(kMaxPingReply);
+  ASSERT_TRUE(client_->Ping(request, &response, kTimeout).ok());
+  EXPECT_EQ(static_cast<int64_t>(response.payload().size()), kMaxPingReply);
 }
 
 }  // namespace
