@@ -114,6 +114,9 @@ nlohmann::json SummaryJson(const TrainingOptions& t, const ClusterOptions& c,
   j["pushes_duplicate"] = moved.duplicates;
   j["rpc_retries"] = moved.retries;
   j["ps_recoveries"] = moved.recoveries;
+  // The pushes the ps tasks acknowledged since they were last restored (all when never): the
+  // restored ps tasks' pushes_applied is the sum of these over the workers.
+  j["pushes_since_recovery"] = moved.pushes - moved.pushes_at_recovery;
   j["bytes_pushed"] = moved.bytes_sent;
   j["bytes_pulled"] = moved.bytes_received;
   return j;

@@ -77,6 +77,7 @@ absl::Status ShardedVariableStore::Recover(const absl::Status& cause) {
     if (last.ok()) {
       totals_.bytes_received += xfer.bytes_received;
       totals_.recoveries += 1;
+      totals_.pushes_at_recovery = totals_.pushes;
       spdlog::info("the ps tasks answer again after {}: going on from global step {} (was {})",
                    absl::FormatDuration(absl::Trunc(absl::Now() - start, absl::Milliseconds(1))),
                    xfer.global_step, global_step_);

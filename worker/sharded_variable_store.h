@@ -32,7 +32,8 @@ struct TransferTotals {
   int64_t retries = 0;     // RPCs re-sent after a transport failure
   int64_t bytes_sent = 0;  // tensor payload bytes
   int64_t bytes_received = 0;
-  int64_t recoveries = 0;  // times the ps tasks went back to a checkpoint under this worker
+  int64_t recoveries = 0;          // times the ps tasks went back to a checkpoint under this worker
+  int64_t pushes_at_recovery = 0;  // `pushes` when the last recovery ended (0: none)
 };
 
 class ShardedVariableStore final : public VariableStore {

@@ -1,0 +1,183 @@
+// tests: the soak test of issue 12 (CTest label "soak", outside the default run: it takes
+// about four minutes; `ctest --test-dir build -L soak --output-on-failure`).
+//
+// 1 ps + 4 workers train mlp on Fashion-MNIST (the default data) asynchronously, with checkpoints
+// every 10 s. First an undisturbed run; then the same job while, for its first 60 s, a random
+// worker is SIGKILLed every 5-11 s and restarted 4 s later, and at 70 s the ps is SIGKILLed and
+// restarted 2 s later (the chief restores it from the newest checkpoint). Checked at the end:
+//  - every task running at the end exits 0 and the report records the recovery;
+//  - exact accounting on the ps that ended the run: its pushes_applied equals the sum of the
+//    pushes the workers had acknowledged since the restore (pushes_since_recovery);
+//  - test accuracy within 2 points of the undisturbed run;
+//  - nothing left behind: no process of the job alive, no temporary file, at most
+//    --keep_checkpoints checkpoint folders, each with its manifest.
+// FULCRUM_SOAK_STEPS (default 80000) and FULCRUM_SOAK_SEED (default 1) change the length and
+// the kill schedule; the schedule is printed.
+#include <signal.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/testing/cluster.h"
+#include "tests/testing/subprocess.h"
+
+namespace fulcrum {
+namespace {
+
+namespace fs = std::filesystem;
+using ::fulcrum::testing::FreshDir;
+using ::fulcrum::testing::LocalCluster;
+using ::fulcrum::testing::ReadFile;
+using ::fulcrum::testing::WriteLocalSpec;
+using Clock = std::chrono::steady_clock;
+
+constexpr int kWorkers = 4;
+constexpr int kKeep = 3;
+
+nlohmann::json ReadJson(const fs::path& path) {
+  return nlohmann::json::parse(ReadFile(path), nullptr, /*allow_exceptions=*/false);
+}
+
+int64_t EnvOr(const char* name, int64_t fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::atoll(v) : fallback;
+}
+
+std::vector<std::string> Flags(const fs::path& dir, const std::string& spec, int64_t steps) {
+  return {absl::StrCat("--cluster_spec=", spec),
+          "--model=mlp",
+          "--mode=async",
+          absl::StrCat("--train_steps=", steps),
+          "--eval_every=0",
+          "--threads=1",
+          "--profile=off",
+          "--heartbeat_timeout=20",
+          "--checkpoint_every_secs=10",
+          absl::StrCat("--keep_checkpoints=", kKeep),
+          "--recovery_timeout=60",
+          absl::StrCat("--checkpoint_dir=", (dir / "ckpt").string()),
+          absl::StrCat("--run_dir=", (dir / "run").string())};
+}
+
+// Processes whose command line mentions `needle` (the job's spec path).
+std::vector<std::string> ProcessesMentioning(const std::string& needle) {
+  std::vector<std::string> found;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string pid = entry.path().filename().string();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmdline = ReadFile(entry.path() / "cmdline");
+    for (char& c : cmdline) c = c == '\0' ? ' ' : c;
+    if (cmdline.find(needle) != std::string::npos) found.push_back(pid + ": " + cmdline);
+  }
+  return found;
+}
+
+void ExpectAllExitedZero(const LocalCluster& cluster) {
+  for (int i = 0; i < kWorkers; ++i) {
+    EXPECT_EQ(cluster.task("worker", i).exit_code, 0) << "worker:" << i << "\n" << cluster.Logs();
+  }
+  EXPECT_EQ(cluster.task("ps", 0).exit_code, 0) << cluster.Logs();
+  EXPECT_EQ(cluster.task("chief", 0).exit_code, 0) << cluster.Logs();
+}
+
+TEST(SoakTest, WorkerKillsAndAPsKillKeepAccountingAccuracyAndLeaveNothingBehind) {
+  const int64_t steps = EnvOr("FULCRUM_SOAK_STEPS", 80000);
+  const uint64_t seed = static_cast<uint64_t>(EnvOr("FULCRUM_SOAK_SEED", 1));
+
+  // The undisturbed run.
+  const fs::path calm_dir = FreshDir("soak_calm");
+  const std::string calm_spec = WriteLocalSpec(calm_dir / "spec.json", 1, kWorkers);
+  double calm_accuracy = 0;
+  {
+    LocalCluster calm(calm_dir);
+    calm.StartAll(1, kWorkers, Flags(calm_dir, calm_spec, steps));
+    calm.WaitAll(std::chrono::seconds(600));
+    ExpectAllExitedZero(calm);
+    const nlohmann::json report = ReadJson(calm_dir / "run" / "report.json");
+    ASSERT_TRUE(report.is_object()) << calm.Logs();
+    calm_accuracy = report["final_test_accuracy"].get<double>();
+  }
+
+  // The disturbed run.
+  const fs::path dir = FreshDir("soak");
+  const std::string spec = WriteLocalSpec(dir / "spec.json", 1, kWorkers);
+  const std::vector<std::string> flags = Flags(dir, spec, steps);
+  LocalCluster cluster(dir);
+  cluster.StartAll(1, kWorkers, flags);
+  ASSERT_TRUE(cluster.WaitForLog("chief", 0, "training starts", std::chrono::seconds(120)))
+      << cluster.Logs();
+  const auto start = Clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> pick(0, kWorkers - 1);
+  std::uniform_real_distribution<double> gap(5.0, 11.0);
+  int worker_kills = 0;
+  while (elapsed() < 60) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(gap(rng)));
+    const int w = pick(rng);
+    std::printf("soak: t=%.1f s SIGKILL worker:%d\n", elapsed(), w);
+    cluster.Kill("worker", w);
+    ++worker_kills;
+    std::this_thread::sleep_for(std::chrono::seconds(4));
+    cluster.Start("worker", w, flags);
+  }
+  while (elapsed() < 70) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::printf("soak: t=%.1f s SIGKILL ps:0 (after %d worker kills)\n", elapsed(), worker_kills);
+  cluster.Kill("ps", 0);
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  cluster.Start("ps", 0, flags);
+  cluster.WaitAll(std::chrono::seconds(900));
+  std::printf("soak: the run ended at t=%.1f s\n", elapsed());
+  ExpectAllExitedZero(cluster);
+
+  const nlohmann::json report = ReadJson(dir / "run" / "report.json");
+  ASSERT_TRUE(report.is_object()) << cluster.Logs();
+  EXPECT_EQ(report["failed"], false);
+  ASSERT_EQ(report["ps_recoveries"].size(), 1u) << report.dump(2);
+  EXPECT_GE(report["global_step"].get<int64_t>(), steps);
+
+  // Accounting on the ps that ended the run.
+  const nlohmann::json ps = ReadJson(dir / "run" / "ps-0" / "summary.json");
+  ASSERT_TRUE(ps.is_object()) << cluster.Logs();
+  int64_t acknowledged = 0;
+  for (int w = 0; w < kWorkers; ++w) {
+    const nlohmann::json s = ReadJson(dir / "run" / absl::StrCat("worker-", w) / "summary.json");
+    ASSERT_TRUE(s.is_object()) << "worker:" << w << "\n" << cluster.Logs();
+    acknowledged += s["pushes_since_recovery"].get<int64_t>();
+  }
+  EXPECT_EQ(ps["pushes_applied"].get<int64_t>(), acknowledged);
+  EXPECT_EQ(ps["pushes_received"].get<int64_t>(),
+            ps["pushes_applied"].get<int64_t>() + ps["pushes_dropped"].get<int64_t>());
+  std::printf("soak: ps:0 applied %lld pushes since the restore, the workers acknowledged %lld\n",
+              static_cast<long long>(ps["pushes_applied"].get<int64_t>()),
+              static_cast<long long>(acknowledged));
+
+  const double accuracy = report["final_test_accuracy"].get<double>();
+  std::printf("soak: test accuracy %.4f disturbed vs %.4f undisturbed\n", accuracy, calm_accuracy);
+  EXPECT_NEAR(accuracy, calm_accuracy, 0.02);
+
+  // Nothing left behind.
+  EXPECT_TRUE(ProcessesMentioning(spec).empty()) << ProcessesMentioning(spec)[0];
+  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    EXPECT_EQ(name.find(".tmp"), std::string::npos) << entry.path();
+  }
+  int folders = 0;
+  for (const auto& entry : fs::directory_iterator(dir / "ckpt")) {
+    ++folders;
+    EXPECT_TRUE(fs::exists(entry.path() / "manifest.json")) << entry.path();
+  }
+  EXPECT_GE(folders, 1);
+  EXPECT_LE(folders, kKeep);
+}
+
+}  // namespace
+}  // namespace fulcrum
