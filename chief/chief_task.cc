@@ -464,10 +464,11 @@ absl::Status Chief::StartCoordinator() {
   coordinator_ =
       std::make_unique<Coordinator>(run_id_, run_dir_.string(), runtime::ConfigFingerprint(t_, c_),
                                     c_.task.cluster.num_tasks(runtime::kWorkerJob));
-  service_ = std::make_unique<GrpcCoordinatorService>(coordinator_.get());
-  FULCRUM_ASSIGN_OR_RETURN(
-      runtime::StartedServer started,
-      runtime::StartGrpcServer(c_.task.task_name(), c_.task.address(), {service_.get()}));
+  service_ =
+      std::make_unique<GrpcCoordinatorService>(coordinator_.get(), runtime::CallGuard(c_.security));
+  FULCRUM_ASSIGN_OR_RETURN(runtime::StartedServer started,
+                           runtime::StartGrpcServer(c_.task.task_name(), c_.task.address(),
+                                                    {service_.get()}, c_.security));
   server_ = std::move(started.server);
   spdlog::info("{} listening on {}", c_.task.task_name(), c_.task.address());
   return absl::OkStatus();
@@ -578,6 +579,7 @@ absl::Status Chief::Finish(absl::Status status) {
 
 absl::Status Chief::Run() {
   InitLogging(c_.task.task_name());
+  c_.security.LogMode(c_.task.task_name());
   FULCRUM_RETURN_IF_ERROR(Prepare());
   FULCRUM_ASSIGN_OR_RETURN(prof_,
                            profiler::Profiler::Start(runtime::ProfilerOptionsFor(
@@ -589,7 +591,7 @@ absl::Status Chief::Run() {
   spdlog::info("placement ({}):\n{}", runtime::PlacementName(c_.placement), placement_.Table());
   FULCRUM_RETURN_IF_ERROR(StartCoordinator());
   ps_ = std::make_unique<PsTasks>(c_.task.cluster, placement_, c_.chunk_bytes, c_.task.task_name(),
-                                  prof_.get());
+                                  prof_.get(), c_.security);
   absl::Status status = Train();
   train_end_ = absl::Now();
   if (!ps_reached_) {

@@ -35,7 +35,7 @@ GrpcCoordinatorClient::GrpcCoordinatorClient(pb::TaskId task, const std::string&
       peer_("chief-0"),
       target_(address),
       options_(options),
-      stub_(pb::Coordinator::NewStub(MakeChannel(address))) {}
+      stub_(pb::Coordinator::NewStub(MakeChannel(address, options_.security, "chief:0"))) {}
 
 absl::StatusOr<pb::RegisterTaskResponse> GrpcCoordinatorClient::Register(
     const std::string& config_fingerprint, absl::Time deadline) {

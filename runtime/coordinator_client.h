@@ -18,6 +18,7 @@
 #include "absl/time/time.h"
 #include "profiler/rpc_observer.h"
 #include "proto/coordinator.grpc.pb.h"
+#include "runtime/security.h"
 
 namespace fulcrum::runtime {
 
@@ -53,6 +54,7 @@ class GrpcCoordinatorClient final : public CoordinatorClient {
     absl::Duration start_call = absl::Seconds(10);       // one WaitForStart call
     absl::Duration heartbeat = absl::Seconds(5);         // one Heartbeat call
     absl::Duration report = absl::Seconds(30);           // ReportSummary
+    TransportSecurity security;  // how the channel is secured (default: insecure)
   };
 
   // Speaks for `task` (job, index) to the chief at `address` ("host:port").

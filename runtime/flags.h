@@ -19,6 +19,7 @@
 #include "profiler/options.h"
 #include "runtime/cluster_spec.h"
 #include "runtime/placement.h"
+#include "runtime/security.h"
 
 namespace fulcrum::runtime {
 
@@ -104,6 +105,9 @@ struct ClusterOptions {
   int64_t checkpoint_every_steps = 0;                         // 0 = not by steps
   absl::Duration checkpoint_every = absl::Seconds(600);       // 0 = not by time
   int keep_checkpoints = 5;
+  // --tls_cert/--tls_key/--tls_ca/--auth_token_file, loaded and checked (runtime/security.h);
+  // default: insecure.
+  TransportSecurity security;
 };
 
 // The profiler flags: --profile=on|off, --profile_interval_ms, --metrics_port.

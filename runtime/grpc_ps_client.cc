@@ -48,11 +48,12 @@ void StartCall(const char* method, const GrpcPsClient* client, absl::Duration ti
 
 }  // namespace
 
-GrpcPsClient::GrpcPsClient(std::string name, const std::string& address)
+GrpcPsClient::GrpcPsClient(std::string name, const std::string& address,
+                           const TransportSecurity& security)
     : name_(std::move(name)),
       peer_(profiler::PeerName(name_)),
       target_(address),
-      channel_(MakeChannel(address)),
+      channel_(MakeChannel(address, security, name_)),
       stub_(pb::ParameterServer::NewStub(channel_)) {}
 
 void GrpcPsClient::PullAsync(const pb::PullRequest* request, pb::PullResponse* response,

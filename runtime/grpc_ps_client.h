@@ -10,13 +10,16 @@
 #include "profiler/rpc_observer.h"
 #include "proto/ps.grpc.pb.h"
 #include "runtime/ps_client.h"
+#include "runtime/security.h"
 
 namespace fulcrum::runtime {
 
 class GrpcPsClient final : public PsClient {
  public:
-  // `name` labels errors ("ps:0"); `address` is "host:port".
-  GrpcPsClient(std::string name, const std::string& address);
+  // `name` labels errors ("ps:0"); `address` is "host:port". With TLS in `security` (the
+  // default: insecure) the server's certificate must name `name`.
+  GrpcPsClient(std::string name, const std::string& address,
+               const TransportSecurity& security = {});
 
   std::string target() const override { return target_; }
   const std::string& name() const { return name_; }
