@@ -58,6 +58,11 @@ absl::StatusOr<pb::RegisterTaskResponse> GrpcCoordinatorClient::Register(
     if (s.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
       return absl::InvalidArgumentError(s.error_message());
     }
+    // Refused for its credentials (token, certificate name): retrying cannot help.
+    if (s.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
+        s.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
+      return FromGrpc(s, absl::StrCat("RegisterTask of ", task_name_, " on chief:0 at ", target_));
+    }
     const absl::Time now = absl::Now();
     if (now >= deadline) {
       return absl::DeadlineExceededError(

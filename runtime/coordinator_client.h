@@ -29,6 +29,7 @@ class CoordinatorClient {
   // Registers this task with its configuration fingerprint (runtime::ConfigFingerprint),
   // retrying with backoff while the chief is unreachable. InvalidArgument when the chief
   // refuses the task (its flags differ): bad input of this task, passed through.
+  // Unauthenticated / PermissionDenied at once when the chief refuses its credentials.
   // DeadlineExceeded once `deadline` passed without an answer. Safe to retry.
   virtual absl::StatusOr<pb::RegisterTaskResponse> Register(const std::string& config_fingerprint,
                                                             absl::Time deadline) = 0;

@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "proto/ps.pb.h"
+#include "runtime/coordinator_client.h"
 #include "runtime/grpc_ps_client.h"
 #include "runtime/security.h"
 #include "runtime/tensor_coding.h"
@@ -276,6 +277,46 @@ TEST_F(SecurityClusterTest, OnlyTheChiefMayCallTheControlRpcs) {
   EXPECT_EQ(cluster_->task("ps", 0).exit_code, -1);
   EXPECT_TRUE(chief_->Stop("by the chief", kTimeout).ok());
   EXPECT_TRUE(Stats().stopped());
+}
+
+TEST_F(SecurityClusterTest, TheChiefTakesTaskIdsOnlyFromTheirOwnCertificates) {
+  const fs::path dir = FreshDir("security_coordinator");
+  const std::string spec = WriteLocalSpec(dir / "spec.json", 1, 2);
+  const std::string chief_address =
+      nlohmann::json::parse(ReadFile(spec))["chief"][0].get<std::string>();
+  std::vector<std::string> flags = {absl::StrCat("--cluster_spec=", spec),
+                                    "--model=logreg",
+                                    "--dataset=synthetic",
+                                    "--synthetic_examples=2000",
+                                    "--train_steps=10",
+                                    "--startup_timeout=60",
+                                    "--threads=1",
+                                    "--profile=off",
+                                    absl::StrCat("--run_dir=", (dir / "run").string())};
+  for (const std::string& f : SecurityFlags(Certs())) flags.push_back(f);
+  LocalCluster cluster(dir);
+  cluster.Start("chief", 0, flags);
+  auto client = [&](const std::string& claimed, const std::string& cert, const fs::path& token) {
+    pb::TaskId id;
+    id.set_job(claimed.substr(0, claimed.find(':')));
+    id.set_index(std::stoi(claimed.substr(claimed.find(':') + 1)));
+    runtime::GrpcCoordinatorClient::Options options;
+    options.security = As(Certs(), cert, token);
+    return std::make_unique<runtime::GrpcCoordinatorClient>(id, chief_address, options);
+  };
+  const absl::Time deadline = absl::Now() + kTimeout;
+  const auto impostor = client("worker:1", "worker:0", Token());
+  const absl::Status s = impostor->Register("", deadline).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s << cluster.Logs();
+  EXPECT_THAT(s.message(),
+              HasSubstr("RegisterTask as 'worker:1' refused: the caller is 'worker:0'"));
+  EXPECT_EQ(impostor->ReportSummary("{}").code(), absl::StatusCode::kPermissionDenied);
+  const auto no_token = client("worker:0", "worker:0", "");
+  EXPECT_EQ(no_token->Register("", deadline).status().code(), absl::StatusCode::kUnauthenticated);
+  // The same call under the caller's own name gets past the checks to the coordinator,
+  // which refuses the empty configuration fingerprint as bad input.
+  const auto honest = client("worker:0", "worker:0", Token());
+  EXPECT_EQ(honest->Register("", deadline).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(SecurityClusterTest, BadSecurityFlagsExitTwoNamingTheFlag) {
