@@ -54,7 +54,7 @@ class GrpcPsClient final : public PsClient {
                     absl::Duration timeout) override;
 
   // Waits until the PS answers a Ping (the channel retries connecting meanwhile); false
-  // after `timeout`.
+  // after `timeout`, or at once (logging why) when the PS refuses this client's credentials.
   bool WaitUntilReady(absl::Duration timeout);
   // Sends `rounds` pings of `bytes` each way so HTTP/2 flow-control windows have grown
   // before the first real transfer (a fresh gRPC connection moves big messages ~5x slower).
