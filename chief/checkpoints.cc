@@ -258,7 +258,19 @@ absl::StatusOr<int64_t> Checkpointer::SaveAt(int64_t at_step, int64_t step) {
       r.add_remove_paths(old);
   }
   std::vector<pb::SaveShardResponse> responses;
-  FULCRUM_RETURN_IF_ERROR(ps_->SaveShards(requests, &responses, options_.timeout));
+  if (absl::Status s = ps_->SaveShards(requests, &responses, options_.timeout); !s.ok()) {
+    // No manifest was written, so the folder is not a checkpoint: what the ps tasks wrote
+    // into it goes (here, and on each ps with its next save, wherever its disk is).
+    std::error_code error;
+    for (int p = 0; p < num_ps; ++p) {
+      const std::string& path = requests[static_cast<size_t>(p)].path();
+      pending_removals_[static_cast<size_t>(p)].push_back(path);
+      fs::remove(path, error);
+      fs::remove(path + ".tmp", error);
+    }
+    if (fs::is_empty(folder, error) && !error) fs::remove(folder, error);
+    return s;
+  }
   for (auto& removals : pending_removals_) removals.clear();
 
   Manifest manifest;
@@ -285,11 +297,18 @@ absl::StatusOr<int64_t> Checkpointer::SaveAt(int64_t at_step, int64_t step) {
 }
 
 void Checkpointer::Prune() {
-  const std::vector<fs::path> folders = ListCheckpoints(options_.dir);
-  for (size_t i = static_cast<size_t>(options_.keep); i < folders.size(); ++i) {
-    const fs::path& folder = folders[i];
-    // The manifest goes first: a half-removed checkpoint is never taken for a complete one.
+  // Newest first: the newest --keep_checkpoints with a valid manifest stay; older ones go, and
+  // so do folders without a valid manifest older than the newest valid checkpoint (a save
+  // that was cut off: the manifest is written last).
+  int kept = 0;
+  for (const fs::path& folder : ListCheckpoints(options_.dir)) {
     absl::StatusOr<Manifest> manifest = ReadManifest(folder);
+    if (manifest.ok() && kept < options_.keep) {
+      ++kept;
+      continue;
+    }
+    if (!manifest.ok() && kept == 0) continue;  // newer than every checkpoint: not ours to judge
+    // The manifest goes first: a half-removed checkpoint is never taken for a complete one.
     std::error_code error;
     fs::remove(folder / kManifestName, error);
     if (manifest.ok()) {
@@ -302,8 +321,8 @@ void Checkpointer::Prune() {
     if (error) {
       spdlog::warn("could not remove old checkpoint {}: {}", folder.string(), error.message());
     } else {
-      spdlog::info("removed old checkpoint {} (--keep_checkpoints={})", folder.string(),
-                   options_.keep);
+      spdlog::info("removed {} checkpoint {} (--keep_checkpoints={})",
+                   manifest.ok() ? "old" : "incomplete", folder.string(), options_.keep);
     }
   }
 }

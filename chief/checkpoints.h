@@ -99,7 +99,9 @@ class Checkpointer {
   // false the save is of a step a little ahead (chosen from `steps_per_sec`), else of the
   // current state. Returns the checkpoint's step, or -1 when the run ends before the step a
   // sync save would aim at (the final checkpoint comes then). The manifest is written only when
-  // every ps saved; older checkpoints beyond --keep_checkpoints are then removed.
+  // every ps saved; older checkpoints beyond --keep_checkpoints are then removed. A save that
+  // fails leaves no folder: what the ps tasks wrote is removed (here at once, and by each ps
+  // with its next save).
   absl::StatusOr<int64_t> Save(int64_t step, double steps_per_sec, bool stopped, int64_t last_step);
 
   int saves() const { return saves_; }
@@ -109,6 +111,8 @@ class Checkpointer {
   // Saves global step at_step (sync), or the current state when at_step is 0; `step` is the
   // cluster's step now.
   absl::StatusOr<int64_t> SaveAt(int64_t at_step, int64_t step);
+  // Keeps the newest --keep_checkpoints valid checkpoints; removes older ones and folders
+  // without a valid manifest older than the newest valid one.
   void Prune();
 
   const CheckpointOptions options_;

@@ -197,7 +197,8 @@ absl::Status Chief::Prepare() {
 void Chief::FindRunningJob() {
   const runtime::ClusterSpec& cluster = c_.task.cluster;
   for (int p = 0; p < cluster.num_tasks(runtime::kPsJob); ++p) {
-    runtime::GrpcPsClient client(absl::StrCat("ps:", p), cluster.address(runtime::kPsJob, p));
+    runtime::GrpcPsClient client(absl::StrCat("ps:", p), cluster.address(runtime::kPsJob, p),
+                                 c_.security);
     pb::StatsResponse stats;
     // A ps that is not up yet (the usual start) refuses the connection at once.
     if (!client.Stats(&stats, absl::Seconds(2)).ok() || !stats.initialized()) continue;
@@ -610,10 +611,11 @@ absl::Status Chief::StartCoordinator() {
   coordinator_ =
       std::make_unique<Coordinator>(run_id_, run_dir_.string(), runtime::ConfigFingerprint(t_, c_),
                                     c_.task.cluster.num_tasks(runtime::kWorkerJob));
-  service_ = std::make_unique<GrpcCoordinatorService>(coordinator_.get());
-  FULCRUM_ASSIGN_OR_RETURN(
-      runtime::StartedServer started,
-      runtime::StartGrpcServer(c_.task.task_name(), c_.task.address(), {service_.get()}));
+  service_ =
+      std::make_unique<GrpcCoordinatorService>(coordinator_.get(), runtime::CallGuard(c_.security));
+  FULCRUM_ASSIGN_OR_RETURN(runtime::StartedServer started,
+                           runtime::StartGrpcServer(c_.task.task_name(), c_.task.address(),
+                                                    {service_.get()}, c_.security));
   server_ = std::move(started.server);
   spdlog::info("{} listening on {}", c_.task.task_name(), c_.task.address());
   return absl::OkStatus();
@@ -744,6 +746,7 @@ absl::Status Chief::Finish(absl::Status status) {
 absl::Status Chief::Run() {
   InitLogging(c_.task.task_name());
   runtime::SetKeepaliveTimeout(c_.step_timeout);  // a ps stalled for less is waited for
+  c_.security.LogMode(c_.task.task_name());
   FULCRUM_RETURN_IF_ERROR(Prepare());
   FULCRUM_ASSIGN_OR_RETURN(prof_,
                            profiler::Profiler::Start(runtime::ProfilerOptionsFor(
@@ -755,7 +758,7 @@ absl::Status Chief::Run() {
   spdlog::info("placement ({}):\n{}", runtime::PlacementName(c_.placement), placement_.Table());
   FULCRUM_RETURN_IF_ERROR(StartCoordinator());
   ps_ = std::make_unique<PsTasks>(c_.task.cluster, placement_, c_.chunk_bytes, c_.task.task_name(),
-                                  prof_.get());
+                                  prof_.get(), c_.security);
   absl::Status status = Train();
   train_end_ = absl::Now();
   if (!ps_reached_) {

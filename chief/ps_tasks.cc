@@ -23,11 +23,12 @@ constexpr absl::Duration kLogEvery = absl::Seconds(5);
 }  // namespace
 
 PsTasks::PsTasks(const runtime::ClusterSpec& cluster, const runtime::Placement& placement,
-                 int64_t chunk_bytes, const std::string& caller, profiler::RpcObserver* observer) {
+                 int64_t chunk_bytes, const std::string& caller, profiler::RpcObserver* observer,
+                 const runtime::TransportSecurity& security) {
   std::vector<runtime::PsClient*> clients;
   for (int p = 0; p < cluster.num_tasks(runtime::kPsJob); ++p) {
     clients_.push_back(std::make_unique<runtime::GrpcPsClient>(
-        absl::StrCat("ps:", p), cluster.address(runtime::kPsJob, p)));
+        absl::StrCat("ps:", p), cluster.address(runtime::kPsJob, p), security));
     clients_.back()->set_observer(observer);
     clients.push_back(clients_.back().get());
   }

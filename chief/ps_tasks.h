@@ -28,9 +28,10 @@ class PsTasks {
  public:
   // Clients for every ps of `cluster`, reporting to `observer` (not owned, may be null);
   // `placement` (copied by the ShardedVariables) places the model's variables on them;
-  // `caller` names the chief in requests ("chief:0").
+  // `caller` names the chief in requests ("chief:0"); `security` secures the channels.
   PsTasks(const runtime::ClusterSpec& cluster, const runtime::Placement& placement,
-          int64_t chunk_bytes, const std::string& caller, profiler::RpcObserver* observer);
+          int64_t chunk_bytes, const std::string& caller, profiler::RpcObserver* observer,
+          const runtime::TransportSecurity& security);
 
   int size() const { return static_cast<int>(clients_.size()); }
 

@@ -172,6 +172,7 @@ absl::Status RunPsTask(const runtime::ClusterOptions& cluster,
   const absl::Time start = absl::Now();
   const runtime::TaskConfig& task = cluster.task;
   InitLogging(task.dir_name());
+  cluster.security.LogMode(task.task_name());
   FULCRUM_ASSIGN_OR_RETURN(std::unique_ptr<profiler::Profiler> prof,
                            profiler::Profiler::Start(runtime::ProfilerOptionsFor(
                                profile, &task.cluster, task.job_name, task.task_index, "")));
@@ -185,13 +186,14 @@ absl::Status RunPsTask(const runtime::ClusterOptions& cluster,
   shard.set_checkpoint_root(cluster.checkpoint_dir, /*refuse_all=*/cluster.checkpoint_dir.empty());
   shard.set_nonfinite_policy(cluster.nonfinite_skip ? NonFinitePolicy::kSkip
                                                     : NonFinitePolicy::kError);
-  PsService service(&shard, prof.get());
+  PsService service(&shard, prof.get(), runtime::CallGuard(cluster.security));
   const std::string& address = task.address();
   // A sync server takes a thread per running call, and in sync mode every worker may have a
   // Pull per chunk blocked until its step completes: gRPC grows the pool on demand up to the
   // resource quota's thread limit, which stays at its default (unbounded).
-  FULCRUM_ASSIGN_OR_RETURN(runtime::StartedServer started,
-                           runtime::StartGrpcServer(shard.name(), address, {&service}));
+  FULCRUM_ASSIGN_OR_RETURN(
+      runtime::StartedServer started,
+      runtime::StartGrpcServer(shard.name(), address, {&service}, cluster.security));
   std::unique_ptr<grpc::Server> server = std::move(started.server);
   spdlog::info("{} listening on {} (cluster spec from {})", shard.name(), address, task.source);
 

@@ -9,6 +9,11 @@
 #include "runtime/grpc_util.h"
 
 namespace fulcrum::ps {
+namespace {
+// The only task that may call the control RPCs when identities are known (mTLS).
+constexpr char kChief[] = "chief:0";
+}  // namespace
+
 template <typename Request, typename Response>
 void PsService::Observe(const char* method, const Request& request, const Response& response,
                         int64_t begin_unix_us) {
@@ -26,14 +31,16 @@ void PsService::Observe(const char* method, const Request& request, const Respon
                       /*received=*/request);
 }
 
-grpc::Status PsService::CreateVariables(grpc::ServerContext*,
+grpc::Status PsService::CreateVariables(grpc::ServerContext* context,
                                         const pb::CreateVariablesRequest* request,
                                         pb::CreateVariablesResponse* response) {
+  if (grpc::Status s = guard_.AuthorizeOnly(*context, "CreateVariables", kChief); !s.ok()) return s;
   return runtime::ToGrpc(shard_->CreateVariables(*request, response));
 }
 
 grpc::Status PsService::Pull(grpc::ServerContext* context, const pb::PullRequest* request,
                              pb::PullResponse* response) {
+  if (grpc::Status s = guard_.AuthorizeAs(*context, "Pull", request->task()); !s.ok()) return s;
   // A stranger is refused before anything records it (no per-peer entry).
   if (absl::Status s = shard_->CheckTask(request->task(), "Pull"); !s.ok()) {
     return runtime::ToGrpc(s);
@@ -45,8 +52,9 @@ grpc::Status PsService::Pull(grpc::ServerContext* context, const pb::PullRequest
   return s;
 }
 
-grpc::Status PsService::Push(grpc::ServerContext*, const pb::PushRequest* request,
+grpc::Status PsService::Push(grpc::ServerContext* context, const pb::PushRequest* request,
                              pb::PushResponse* response) {
+  if (grpc::Status s = guard_.AuthorizeAs(*context, "Push", request->task()); !s.ok()) return s;
   if (absl::Status s = shard_->CheckTask(request->task(), "Push"); !s.ok()) {
     return runtime::ToGrpc(s);
   }
@@ -58,6 +66,7 @@ grpc::Status PsService::Push(grpc::ServerContext*, const pb::PushRequest* reques
 
 grpc::Status PsService::PushPull(grpc::ServerContext* context, const pb::PushRequest* request,
                                  pb::PushResponse* response) {
+  if (grpc::Status s = guard_.AuthorizeAs(*context, "PushPull", request->task()); !s.ok()) return s;
   if (absl::Status s = shard_->CheckTask(request->task(), "PushPull"); !s.ok()) {
     return runtime::ToGrpc(s);
   }
@@ -70,28 +79,34 @@ grpc::Status PsService::PushPull(grpc::ServerContext* context, const pb::PushReq
 
 grpc::Status PsService::SaveShard(grpc::ServerContext* context, const pb::SaveShardRequest* request,
                                   pb::SaveShardResponse* response) {
+  if (grpc::Status s = guard_.AuthorizeOnly(*context, "SaveShard", kChief); !s.ok()) return s;
   return runtime::ToGrpc(shard_->SaveShard(*request, response, runtime::CallDeadline(*context)));
 }
 
-grpc::Status PsService::RestoreShard(grpc::ServerContext*, const pb::RestoreShardRequest* request,
+grpc::Status PsService::RestoreShard(grpc::ServerContext* context,
+                                     const pb::RestoreShardRequest* request,
                                      pb::RestoreShardResponse* response) {
+  if (grpc::Status s = guard_.AuthorizeOnly(*context, "RestoreShard", kChief); !s.ok()) return s;
   return runtime::ToGrpc(shard_->RestoreShard(*request, response));
 }
 
-grpc::Status PsService::Stats(grpc::ServerContext*, const pb::StatsRequest*,
+grpc::Status PsService::Stats(grpc::ServerContext* context, const pb::StatsRequest*,
                               pb::StatsResponse* response) {
+  if (grpc::Status s = guard_.Authenticate(*context, "Stats"); !s.ok()) return s;
   shard_->Stats(response);
   return grpc::Status::OK;
 }
 
-grpc::Status PsService::Stop(grpc::ServerContext*, const pb::StopRequest* request,
+grpc::Status PsService::Stop(grpc::ServerContext* context, const pb::StopRequest* request,
                              pb::StopResponse*) {
+  if (grpc::Status s = guard_.AuthorizeOnly(*context, "Stop", kChief); !s.ok()) return s;
   shard_->Stop(request->reason());
   return grpc::Status::OK;
 }
 
 grpc::Status PsService::Shutdown(grpc::ServerContext* context, const pb::ShutdownRequest* request,
                                  pb::ShutdownResponse* response) {
+  if (grpc::Status s = guard_.AuthorizeOnly(*context, "Shutdown", kChief); !s.ok()) return s;
   shard_->Touch();
   MutexLock lock(&mu_);
   if (!shutdown_requested_) {
@@ -114,8 +129,9 @@ void PsService::SetShutdownSummary(std::string summary_json) {
   shutdown_cv_.SignalAll();
 }
 
-grpc::Status PsService::Ping(grpc::ServerContext*, const pb::PingRequest* request,
+grpc::Status PsService::Ping(grpc::ServerContext* context, const pb::PingRequest* request,
                              pb::PingResponse* response) {
+  if (grpc::Status s = guard_.Authenticate(*context, "Ping"); !s.ok()) return s;
   return runtime::ToGrpc(shard_->Ping(*request, response));
 }
 

@@ -2,7 +2,10 @@
 // to a Shard; Ping is a bare echo (the no-PS-logic baseline of bench/ps_throughput);
 // Shutdown records the request for the task runner (ps/ps_task.h) to act on and answers
 // with the summary the runner hands back. Data RPCs are reported to an optional
-// profiler::RpcObserver (per-peer traffic as the PS sees it).
+// profiler::RpcObserver (per-peer traffic as the PS sees it). Every call first passes the
+// runtime::CallGuard (token; with mTLS, Pull/Push/PushPull only under the caller's own task
+// name and the control RPCs CreateVariables/SaveShard/RestoreShard/Stop/Shutdown only from
+// chief:0), so a refused call changes nothing.
 // Thread-safety: gRPC calls the handlers from many threads at once; all methods are safe.
 #pragma once
 
@@ -18,14 +21,17 @@
 #include "profiler/rpc_observer.h"
 #include "proto/ps.grpc.pb.h"
 #include "ps/shard.h"
+#include "runtime/security.h"
 
 namespace fulcrum::ps {
 
 class PsService final : public pb::ParameterServer::Service {
  public:
-  // `observer` (not owned, may be null) hears of every Pull, Push and PushPull.
-  explicit PsService(Shard* shard, profiler::RpcObserver* observer = nullptr)
-      : shard_(shard), observer_(observer) {}
+  // `observer` (not owned, may be null) hears of every Pull, Push and PushPull; `guard`
+  // checks every call (default: insecure, allows all).
+  explicit PsService(Shard* shard, profiler::RpcObserver* observer = nullptr,
+                     runtime::CallGuard guard = {})
+      : shard_(shard), observer_(observer), guard_(std::move(guard)) {}
 
   grpc::Status CreateVariables(grpc::ServerContext* context,
                                const pb::CreateVariablesRequest* request,
@@ -63,6 +69,7 @@ class PsService final : public pb::ParameterServer::Service {
 
   Shard* const shard_;
   profiler::RpcObserver* const observer_;
+  const runtime::CallGuard guard_;
   Mutex mu_;
   CondVar shutdown_cv_;  // signalled when a Shutdown arrives or the summary is set
   bool shutdown_requested_ ABSL_GUARDED_BY(mu_) = false;

@@ -243,6 +243,7 @@ absl::Status Shard::WriteCheckpoint(const pb::SaveShardRequest& request,
     fs::remove(old, error);
     if (error)
       spdlog::warn("{}: could not remove old checkpoint {}: {}", name_, old, error.message());
+    fs::remove(old + ".tmp", error);  // left by a save that was cut off
     // Its folder goes too once empty (the chief's manifest lives there on a shared disk).
     const fs::path folder = fs::path(old).parent_path();
     if (!folder.empty() && fs::is_empty(folder, error) && !error) fs::remove(folder, error);

@@ -35,7 +35,7 @@ GrpcCoordinatorClient::GrpcCoordinatorClient(pb::TaskId task, const std::string&
       peer_("chief-0"),
       target_(address),
       options_(options),
-      stub_(pb::Coordinator::NewStub(MakeChannel(address))) {}
+      stub_(pb::Coordinator::NewStub(MakeChannel(address, options_.security, "chief:0"))) {}
 
 absl::StatusOr<pb::RegisterTaskResponse> GrpcCoordinatorClient::Register(
     const std::string& config_fingerprint, absl::Time deadline) {
@@ -57,6 +57,11 @@ absl::StatusOr<pb::RegisterTaskResponse> GrpcCoordinatorClient::Register(
     // The chief refused this task's configuration: the task's own bad input.
     if (s.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
       return absl::InvalidArgumentError(s.error_message());
+    }
+    // Refused for its credentials (token, certificate name): retrying cannot help.
+    if (s.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
+        s.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
+      return FromGrpc(s, absl::StrCat("RegisterTask of ", task_name_, " on chief:0 at ", target_));
     }
     const absl::Time now = absl::Now();
     if (now >= deadline) {

@@ -18,6 +18,7 @@
 #include "absl/time/time.h"
 #include "profiler/rpc_observer.h"
 #include "proto/coordinator.grpc.pb.h"
+#include "runtime/security.h"
 
 namespace fulcrum::runtime {
 
@@ -28,6 +29,7 @@ class CoordinatorClient {
   // Registers this task with its configuration fingerprint (runtime::ConfigFingerprint),
   // retrying with backoff while the chief is unreachable. InvalidArgument when the chief
   // refuses the task (its flags differ): bad input of this task, passed through.
+  // Unauthenticated / PermissionDenied at once when the chief refuses its credentials.
   // DeadlineExceeded once `deadline` passed without an answer. Safe to retry.
   virtual absl::StatusOr<pb::RegisterTaskResponse> Register(const std::string& config_fingerprint,
                                                             absl::Time deadline) = 0;
@@ -53,6 +55,7 @@ class GrpcCoordinatorClient final : public CoordinatorClient {
     absl::Duration start_call = absl::Seconds(10);       // one WaitForStart call
     absl::Duration heartbeat = absl::Seconds(5);         // one Heartbeat call
     absl::Duration report = absl::Seconds(30);  // ReportSummary, waiting for the chief to be up
+    TransportSecurity security;  // how the channel is secured (default: insecure)
   };
 
   // Speaks for `task` (job, index) to the chief at `address` ("host:port").

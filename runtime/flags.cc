@@ -125,6 +125,18 @@ ABSL_FLAG(int64_t, eval_every, 100,
 ABSL_FLAG(double, target_accuracy, 0,
           "Stop once the chief's test accuracy reaches this (0 = train --train_steps).");
 
+// Security flags (runtime/security.h).
+ABSL_FLAG(std::string, tls_cert, "",
+          "Mutual TLS: this task's certificate (PEM) whose common name is the task name "
+          "(\"ps:0\"); \"{task}\" in the path stands for the task's folder name (ps-0). "
+          "Needs --tls_key and --tls_ca; scripts/make_certs.sh makes them.");
+ABSL_FLAG(std::string, tls_key, "", "Mutual TLS: the private key (PEM) of --tls_cert.");
+ABSL_FLAG(std::string, tls_ca, "",
+          "Mutual TLS: the CA certificate (PEM) every task's certificate must be signed by.");
+ABSL_FLAG(std::string, auth_token_file, "",
+          "A file (mode 600) holding a shared secret of at least 16 printable characters: every "
+          "call carries it and every server refuses a call without it.");
+
 // Profiler flags.
 ABSL_FLAG(std::string, profile, "on",
           "on: sample CPU, memory and network and write steps.csv, samples.csv, trace.json and "
@@ -633,6 +645,10 @@ absl::StatusOr<ClusterOptions> ClusterOptionsFromFlags(absl::string_view default
     return absl::InvalidArgumentError(
         absl::StrCat("--target_accuracy=", o.target_accuracy, ": must be in [0, 1]"));
   }
+  const SecurityFlags security{absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
+                               absl::GetFlag(FLAGS_tls_ca), absl::GetFlag(FLAGS_auth_token_file)};
+  FULCRUM_ASSIGN_OR_RETURN(
+      o.security, TransportSecurity::Load(security, o.task.task_name(), o.task.dir_name()));
   return o;
 }
 

@@ -19,6 +19,7 @@
 #include "profiler/options.h"
 #include "runtime/cluster_spec.h"
 #include "runtime/placement.h"
+#include "runtime/security.h"
 
 namespace fulcrum::runtime {
 
@@ -111,6 +112,9 @@ struct ClusterOptions {
   bool recovers() const {
     return !checkpoint_dir.empty() && recovery_timeout > absl::ZeroDuration();
   }
+  // --tls_cert/--tls_key/--tls_ca/--auth_token_file, loaded and checked (runtime/security.h);
+  // default: insecure.
+  TransportSecurity security;
 };
 
 // The profiler flags: --profile=on|off, --profile_interval_ms, --metrics_port.

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "runtime/grpc_util.h"
+#include "spdlog/spdlog.h"
 
 namespace fulcrum::runtime {
 namespace {
@@ -48,11 +49,12 @@ void StartCall(const char* method, const GrpcPsClient* client, absl::Duration ti
 
 }  // namespace
 
-GrpcPsClient::GrpcPsClient(std::string name, const std::string& address)
+GrpcPsClient::GrpcPsClient(std::string name, const std::string& address,
+                           const TransportSecurity& security)
     : name_(std::move(name)),
       peer_(profiler::PeerName(name_)),
       target_(address),
-      channel_(MakeChannel(address)),
+      channel_(MakeChannel(address, security, name_)),
       stub_(pb::ParameterServer::NewStub(channel_)) {}
 
 void GrpcPsClient::PullAsync(const pb::PullRequest* request, pb::PullResponse* response,
@@ -141,7 +143,14 @@ bool GrpcPsClient::WaitUntilReady(absl::Duration timeout) {
     grpc::ClientContext context;
     context.set_wait_for_ready(true);  // wait for the connection instead of failing fast
     context.set_deadline(DeadlineIn(std::min(absl::Seconds(1), deadline - absl::Now())));
-    if (stub_->Ping(&context, request, &response).ok()) return true;
+    const grpc::Status s = stub_->Ping(&context, request, &response);
+    if (s.ok()) return true;
+    // The ps answered but refused this task's credentials: waiting cannot help.
+    if (s.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
+        s.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
+      spdlog::error("{} at {} refused the connection: {}", name_, target_, s.error_message());
+      return false;
+    }
   }
   return false;
 }

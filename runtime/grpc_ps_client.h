@@ -10,13 +10,16 @@
 #include "profiler/rpc_observer.h"
 #include "proto/ps.grpc.pb.h"
 #include "runtime/ps_client.h"
+#include "runtime/security.h"
 
 namespace fulcrum::runtime {
 
 class GrpcPsClient final : public PsClient {
  public:
-  // `name` labels errors ("ps:0"); `address` is "host:port".
-  GrpcPsClient(std::string name, const std::string& address);
+  // `name` labels errors ("ps:0"); `address` is "host:port". With TLS in `security` (the
+  // default: insecure) the server's certificate must name `name`.
+  GrpcPsClient(std::string name, const std::string& address,
+               const TransportSecurity& security = {});
 
   std::string target() const override { return target_; }
   const std::string& name() const { return name_; }
@@ -51,7 +54,7 @@ class GrpcPsClient final : public PsClient {
                     absl::Duration timeout) override;
 
   // Waits until the PS answers a Ping (the channel retries connecting meanwhile); false
-  // after `timeout`.
+  // after `timeout`, or at once (logging why) when the PS refuses this client's credentials.
   bool WaitUntilReady(absl::Duration timeout);
   // Sends `rounds` pings of `bytes` each way so HTTP/2 flow-control windows have grown
   // before the first real transfer (a fresh gRPC connection moves big messages ~5x slower).

@@ -120,7 +120,8 @@ std::string WhyCannotListen(const std::string& address) {
 
 absl::StatusOr<StartedServer> StartGrpcServer(const std::string& task_name,
                                               const std::vector<std::string>& addresses,
-                                              std::initializer_list<grpc::Service*> services) {
+                                              std::initializer_list<grpc::Service*> services,
+                                              const TransportSecurity& security) {
   auto cannot_listen = [&](const std::string& address, const std::string& why) {
     return absl::UnavailableError(
         absl::StrCat(task_name, " cannot listen on ", address, " (", why, ")"));
@@ -135,8 +136,9 @@ absl::StatusOr<StartedServer> StartGrpcServer(const std::string& task_name,
   ConfigureServerBuilder(&builder);
   StartedServer started;
   started.ports.assign(addresses.size(), 0);
+  const std::shared_ptr<grpc::ServerCredentials> credentials = security.ServerCredentials();
   for (size_t i = 0; i < addresses.size(); ++i) {
-    builder.AddListeningPort(addresses[i], grpc::InsecureServerCredentials(), &started.ports[i]);
+    builder.AddListeningPort(addresses[i], credentials, &started.ports[i]);
   }
   for (grpc::Service* service : services) builder.RegisterService(service);
   HoldGrpcLog held;
@@ -158,8 +160,9 @@ absl::StatusOr<StartedServer> StartGrpcServer(const std::string& task_name,
 
 absl::StatusOr<StartedServer> StartGrpcServer(const std::string& task_name,
                                               const std::string& address,
-                                              std::initializer_list<grpc::Service*> services) {
-  return StartGrpcServer(task_name, std::vector<std::string>{address}, services);
+                                              std::initializer_list<grpc::Service*> services,
+                                              const TransportSecurity& security) {
+  return StartGrpcServer(task_name, std::vector<std::string>{address}, services, security);
 }
 
 }  // namespace fulcrum::runtime

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "grpcpp/server.h"
+#include "runtime/security.h"
 
 namespace fulcrum::runtime {
 
@@ -30,15 +31,19 @@ struct StartedServer {
 //   "ps:0 cannot listen on 127.0.0.1:2222 (in use?)"
 // or, with another reason in the parentheses: "not an address of this host",
 // "cannot resolve HOST: ...", "not host:port with a port in 0-65535", or the kernel's word.
+// The server's credentials come from `security` (default: insecure); the token and peer
+// checks of each call are the services' own (runtime::CallGuard).
 absl::StatusOr<StartedServer> StartGrpcServer(const std::string& task_name,
                                               const std::string& address,
-                                              std::initializer_list<grpc::Service*> services);
+                                              std::initializer_list<grpc::Service*> services,
+                                              const TransportSecurity& security = {});
 
 // The same on several addresses at once (e.g. n x "127.0.0.1:0" for one connection per port
 // in a benchmark); the error names the first address that could not be bound.
 // Precondition: `addresses` is not empty.
 absl::StatusOr<StartedServer> StartGrpcServer(const std::string& task_name,
                                               const std::vector<std::string>& addresses,
-                                              std::initializer_list<grpc::Service*> services);
+                                              std::initializer_list<grpc::Service*> services,
+                                              const TransportSecurity& security = {});
 
 }  // namespace fulcrum::runtime

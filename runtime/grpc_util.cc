@@ -20,7 +20,9 @@ void SetKeepaliveTimeout(absl::Duration timeout) {
                              std::memory_order_relaxed);
 }
 
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
+                                           const TransportSecurity& security,
+                                           const std::string& peer_task) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
@@ -35,7 +37,9 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  security.AddChannelArguments(peer_task, &args);
+  return grpc::experimental::CreateCustomChannelWithInterceptors(
+      address, security.ChannelCredentials(), args, security.ClientInterceptors());
 }
 
 void ConfigureServerBuilder(grpc::ServerBuilder* builder) {

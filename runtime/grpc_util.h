@@ -11,11 +11,16 @@
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "runtime/limits.h"  // kMaxMessageBytes
+#include "runtime/security.h"
 
 namespace fulcrum::runtime {
 
-// An insecure channel to "host:port" with Fulcrum's limits and keepalive.
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address);
+// A channel to "host:port" with Fulcrum's limits and keepalive, secured as `security` says
+// (the default: insecure): with TLS the server's certificate must name `peer_task` ("ps:0"),
+// with a token every call carries it.
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
+                                           const TransportSecurity& security = {},
+                                           const std::string& peer_task = "");
 
 // How long a channel made afterwards waits for the answer to a keepalive ping before it
 // drops the connection (default 10 s). Tasks set their --step_timeout, so that a peer that

@@ -6,6 +6,9 @@
 #
 #   scripts/local_cluster.sh [--hosts HOSTS.json] SPEC [flags for every task...]
 #   scripts/local_cluster.sh cluster_specs/local_1ps_2w.json --model=logreg --train_steps=1000
+# Secured (docs/distributed.md#security; {task} is each task's own file, e.g. ps-0):
+#   scripts/local_cluster.sh SPEC ... --tls_cert='certs/{task}.pem' --tls_key='certs/{task}.key' \
+#     --tls_ca=certs/ca.pem --auth_token_file=certs/token
 # --hosts (from scripts/make_spec.py) maps "job:index" to an emulated host of
 # scripts/netns_hosts.sh; each task then runs inside it (`ip netns exec HOST`, needs root).
 # Environment: BIN_DIR (default build/bin).

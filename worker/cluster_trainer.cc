@@ -70,7 +70,7 @@ absl::StatusOr<std::vector<std::unique_ptr<runtime::GrpcPsClient>>> ConnectPs(
   std::vector<std::unique_ptr<runtime::GrpcPsClient>> ps;
   for (int p = 0; p < c.task.cluster.num_tasks(runtime::kPsJob); ++p) {
     ps.push_back(std::make_unique<runtime::GrpcPsClient>(
-        absl::StrCat("ps:", p), c.task.cluster.address(runtime::kPsJob, p)));
+        absl::StrCat("ps:", p), c.task.cluster.address(runtime::kPsJob, p), c.security));
     ps.back()->set_observer(prof);
     if (!ps.back()->WaitUntilReady(std::max(absl::Seconds(1), deadline - absl::Now()))) {
       return absl::DeadlineExceededError(absl::StrCat(c.task.task_name(), ": ps:", p, " at ",
@@ -130,6 +130,7 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c,
   const absl::Time startup_deadline = process_start + c.startup_timeout;
   InitLogging(c.task.task_name());
   runtime::SetKeepaliveTimeout(c.step_timeout);  // a ps stalled for less is waited for
+  c.security.LogMode(c.task.task_name());
   FULCRUM_RETURN_IF_ERROR(ComputeDevices(t).status());
   // The profiler samples from the start; its files go to the task's folder once the chief
   // has said where the run directory is.
@@ -161,6 +162,7 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c,
   runtime::GrpcCoordinatorClient::Options chief_options;
   // The summary waits for a chief that restarts (and takes the job over) as heartbeats do.
   chief_options.report = std::max(chief_options.report, c.heartbeat_timeout);
+  chief_options.security = c.security;
   runtime::GrpcCoordinatorClient chief(MyTask(c), c.task.cluster.address(runtime::kChiefJob, 0),
                                        chief_options);
   chief.set_observer(prof.get());

@@ -1,0 +1,288 @@
+// tests: a hostile client against the real ps binary (issue 12). One ps process of a 1 ps +
+// 2 worker spec, in insecure mode (the lab setting; the TLS checks are in
+// security_cluster_test.cc), is sent each malicious request the issue lists, over a real
+// gRPC channel: shapes that overflow int64 or lie outside the variable, a stranger's task
+// names (30,000 of them), NaN gradients, wrong payload sizes and chunk ids, checkpoint paths
+// outside --checkpoint_dir, oversized and concurrent Ping replies, and hundreds of pulls
+// waiting for a step that never comes. Each is refused with a clear message, and after each
+// the ps's state is what it was: the same values, global step and counters, no file written
+// outside its folder, and its memory and thread count stay bounded.
+#include <sys/stat.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "proto/ps.pb.h"
+#include "runtime/grpc_ps_client.h"
+#include "runtime/tensor_coding.h"
+#include "tests/testing/cluster.h"
+#include "tests/testing/subprocess.h"
+
+namespace fulcrum {
+namespace {
+
+namespace fs = std::filesystem;
+using ::fulcrum::testing::FreshDir;
+using ::fulcrum::testing::LocalCluster;
+using ::fulcrum::testing::ReadFile;
+using ::fulcrum::testing::WriteLocalSpec;
+using ::testing::HasSubstr;
+
+constexpr absl::Duration kTimeout = absl::Seconds(20);
+
+pb::VariableDef Var(const std::string& name, std::vector<int64_t> shape) {
+  pb::VariableDef v;
+  v.set_name(name);
+  v.set_source(name);
+  for (const int64_t d : shape) v.add_full_shape(d);
+  v.set_row_begin(0);
+  v.set_row_end(shape[0]);
+  v.mutable_initializer()->set_kind("glorot_uniform");
+  v.set_seed(7);
+  return v;
+}
+
+pb::CreateVariablesRequest Definition(const fs::path& run_dir, std::vector<pb::VariableDef> vars) {
+  pb::CreateVariablesRequest r;
+  r.set_run_id("hostile-test");
+  for (auto& v : vars) *r.add_variables() = std::move(v);
+  r.mutable_optimizer()->set_kind("sgd");
+  r.mutable_optimizer()->set_learning_rate(0.1f);
+  r.set_mode(pb::MODE_ASYNC);
+  r.set_chunk_bytes(1 << 20);
+  r.set_run_dir(run_dir.string());
+  r.set_task_index(0);
+  return r;
+}
+
+pb::PushRequest Gradient(const std::string& task, uint64_t id, std::vector<float> grad,
+                         int chunk = 0) {
+  pb::PushRequest push;
+  push.set_task(task);
+  push.set_request_id(id);
+  const std::span<const float> part(grad);
+  pb::ChunkData* g = push.add_gradients();
+  g->set_chunk(chunk);
+  runtime::EncodeFloats({&part, 1}, g->mutable_data());
+  return push;
+}
+
+// A /proc/<pid>/status field in kB or a count ("VmRSS", "VmHWM", "Threads").
+int64_t ProcStatus(pid_t pid, const std::string& field) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(field + ":", 0) == 0) return std::atoll(line.c_str() + field.size() + 1);
+  }
+  return -1;
+}
+
+class HostileClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = FreshDir("hostile_client");
+    const std::string spec = WriteLocalSpec(dir_ / "spec.json", 1, 2);
+    const std::string address = nlohmann::json::parse(ReadFile(spec))["ps"][0].get<std::string>();
+    cluster_ = std::make_unique<LocalCluster>(dir_);
+    cluster_->Start(
+        "ps", 0,
+        {absl::StrCat("--cluster_spec=", spec), "--startup_timeout=120", "--heartbeat_timeout=120",
+         "--profile=off", absl::StrCat("--checkpoint_dir=", (dir_ / "ckpt").string())});
+    client_ = std::make_unique<runtime::GrpcPsClient>("ps:0", address);
+    ASSERT_TRUE(client_->WaitUntilReady(kTimeout)) << cluster_->Logs();
+  }
+
+  pid_t pid() const { return cluster_->task("ps", 0).pid; }
+
+  // Values (all chunks, as "chief:0" reads them), global step and push counters.
+  struct State {
+    std::string values;
+    int64_t global_step = 0, received = 0, applied = 0;
+    bool operator==(const State&) const = default;
+  };
+  State Snapshot() {
+    State s;
+    pb::PullRequest pull;
+    pull.set_task("chief:0");
+    pb::PullResponse pulled;
+    const absl::Status status = client_->Pull(pull, &pulled, kTimeout);
+    EXPECT_TRUE(status.ok()) << status;
+    for (const auto& c : pulled.chunks()) s.values += c.data();
+    pb::StatsResponse stats;
+    EXPECT_TRUE(client_->Stats(&stats, kTimeout).ok());
+    s.global_step = stats.global_step();
+    s.received = stats.pushes_received();
+    s.applied = stats.pushes_applied();
+    return s;
+  }
+
+  void ExpectRefused(const absl::Status& s, absl::StatusCode code, const std::string& text) {
+    EXPECT_EQ(s.code(), code) << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr(text));
+  }
+
+  fs::path dir_;
+  std::unique_ptr<LocalCluster> cluster_;
+  std::unique_ptr<runtime::GrpcPsClient> client_;
+};
+
+TEST_F(HostileClientTest, EveryMaliciousRequestIsRefusedAndTheStateIsUnchanged) {
+  pb::CreateVariablesResponse created;
+  // Shapes that overflow int64 (once a SIGSEGV), or a row range outside the variable (once a
+  // pull of ps heap memory): refused before anything is allocated.
+  ExpectRefused(
+      client_->CreateVariables(Definition(dir_, {Var("w", {int64_t{1} << 40, int64_t{1} << 40})}),
+                               &created, kTimeout),
+      absl::StatusCode::kInvalidArgument, "ps:0: CreateVariables");
+  ExpectRefused(client_->CreateVariables(Definition(dir_, {Var("w", {int64_t{1} << 62, 4, 4})}),
+                                         &created, kTimeout),
+                absl::StatusCode::kInvalidArgument, "variable 'w'");
+  pb::VariableDef outside = Var("w", {16, 8});
+  outside.set_row_end(4096);
+  ExpectRefused(client_->CreateVariables(Definition(dir_, {outside}), &created, kTimeout),
+                absl::StatusCode::kInvalidArgument, "rows [0, 4096)");
+  pb::StatsResponse stats;
+  ASSERT_TRUE(client_->Stats(&stats, kTimeout).ok());
+  EXPECT_FALSE(stats.initialized());
+
+  // The real variables, as the chief would create them, and one legitimate push.
+  ASSERT_TRUE(
+      client_->CreateVariables(Definition(dir_, {Var("w", {16, 8})}), &created, kTimeout).ok());
+  pb::PushResponse pushed;
+  ASSERT_TRUE(
+      client_->Push(Gradient("worker:0", 1, std::vector<float>(128, 0.5f)), &pushed, kTimeout)
+          .ok());
+  const State before = Snapshot();
+  EXPECT_EQ(before.global_step, 1);
+
+  // Pushes under names outside the spec; 30,000 distinct names (once 164 MB).
+  ExpectRefused(
+      client_->Push(Gradient("mallory:0", 2, std::vector<float>(128, 9.0f)), &pushed, kTimeout),
+      absl::StatusCode::kInvalidArgument, "not a chief or worker task");
+  const int64_t rss_before_kb = ProcStatus(pid(), "VmRSS");
+  for (int i = 0; i < 30000; ++i) {
+    pb::PullRequest pull;
+    pull.set_task(absl::StrCat("stranger:", i));
+    pb::PullResponse pulled;
+    ASSERT_EQ(client_->Pull(pull, &pulled, kTimeout).code(), absl::StatusCode::kInvalidArgument);
+  }
+  const int64_t rss_growth_kb = ProcStatus(pid(), "VmRSS") - rss_before_kb;
+  EXPECT_LT(rss_growth_kb, 32 * 1024) << "ps RSS grew by " << rss_growth_kb << " kB";
+  EXPECT_EQ(Snapshot(), before);
+
+  // NaN and Inf gradients (once every value became NaN), a wrong payload size, an unknown
+  // chunk: nothing of the push is applied.
+  std::vector<float> nan(128, 0.0f);
+  nan[5] = std::numeric_limits<float>::quiet_NaN();
+  ExpectRefused(client_->Push(Gradient("worker:0", 3, nan), &pushed, kTimeout),
+                absl::StatusCode::kInvalidArgument, "holds a NaN or an Inf");
+  nan[5] = std::numeric_limits<float>::infinity();
+  ExpectRefused(client_->PushPull(Gradient("worker:1", 4, nan), &pushed, kTimeout),
+                absl::StatusCode::kInvalidArgument, "holds a NaN or an Inf");
+  ExpectRefused(
+      client_->Push(Gradient("worker:0", 5, std::vector<float>(3, 1.0f)), &pushed, kTimeout),
+      absl::StatusCode::kInvalidArgument, "ps:0");
+  ExpectRefused(
+      client_->Push(Gradient("worker:0", 6, std::vector<float>(128, 1.0f), 7), &pushed, kTimeout),
+      absl::StatusCode::kInvalidArgument, "chunk 7");
+  // A second CreateVariables (another run replacing every weight) is refused.
+  pb::CreateVariablesRequest replace = Definition(dir_, {Var("w", {16, 8})});
+  replace.set_run_id("mallory-run");
+  ExpectRefused(client_->CreateVariables(replace, &created, kTimeout),
+                absl::StatusCode::kFailedPrecondition, "ps:0");
+  EXPECT_EQ(Snapshot(), before);
+
+  // Checkpoint paths outside --checkpoint_dir (the ps runs as root here): nothing is written,
+  // nothing is read.
+  const fs::path victim = dir_ / "victim.txt";
+  std::ofstream(victim) << "precious\n";
+  pb::SaveShardRequest save;
+  save.set_path(victim.string());
+  pb::SaveShardResponse saved;
+  ExpectRefused(client_->SaveShard(save, &saved, kTimeout), absl::StatusCode::kPermissionDenied,
+                "is not inside the checkpoint folder");
+  save.set_path((dir_ / "ckpt" / ".." / "victim.txt").string());
+  ExpectRefused(client_->SaveShard(save, &saved, kTimeout), absl::StatusCode::kPermissionDenied,
+                "is not inside the checkpoint folder");
+  EXPECT_EQ(ReadFile(victim), "precious\n");
+  pb::RestoreShardRequest restore;
+  restore.set_path("/etc/passwd");
+  pb::RestoreShardResponse restored;
+  ExpectRefused(client_->RestoreShard(restore, &restored, kTimeout),
+                absl::StatusCode::kPermissionDenied, "is not inside the checkpoint folder");
+  EXPECT_EQ(Snapshot(), before);
+
+  // Ping replies: 256 MiB refused outright (8 of them once took 4.2 GB); 16 concurrent
+  // 64 MiB replies are built at most 4 at a time.
+  pb::PingRequest ping;
+  ping.set_reply_bytes(int64_t{256} << 20);
+  pb::PingResponse pong;
+  ExpectRefused(client_->Ping(ping, &pong, kTimeout), absl::StatusCode::kInvalidArgument,
+                "must be between 0 and");
+  std::atomic<int> ok{0}, exhausted{0};
+  {
+    std::vector<std::thread> pingers;
+    for (int i = 0; i < 16; ++i) {
+      pingers.emplace_back([&] {
+        pb::PingRequest big;
+        big.set_reply_bytes(int64_t{64} << 20);
+        pb::PingResponse reply;
+        const absl::Status s = client_->Ping(big, &reply, kTimeout);
+        if (s.ok()) ++ok;
+        if (absl::IsResourceExhausted(s)) ++exhausted;
+      });
+    }
+    for (auto& t : pingers) t.join();
+  }
+  EXPECT_EQ(ok + exhausted, 16);
+  EXPECT_GE(ok, 1);
+  const int64_t peak_kb = ProcStatus(pid(), "VmHWM");
+  EXPECT_LT(peak_kb, 1200 * 1024) << "ps peak RSS " << peak_kb << " kB";
+  std::printf(
+      "hostile: 16 concurrent 64 MiB pings: %d answered, %d refused; ps peak RSS %lld MiB\n",
+      ok.load(), exhausted.load(), static_cast<long long>(peak_kb / 1024));
+
+  // 200 pulls waiting for a step that never comes (once 200 threads): beyond the per-task
+  // bound they are refused at once.
+  const int64_t threads_before = ProcStatus(pid(), "Threads");
+  std::atomic<int> waiting_refused{0};
+  {
+    std::vector<std::thread> pullers;
+    for (int i = 0; i < 200; ++i) {
+      pullers.emplace_back([&] {
+        pb::PullRequest pull;
+        pull.set_task("worker:1");
+        pull.set_min_step(1000000);
+        pull.set_timeout_ms(3000);
+        pb::PullResponse pulled;
+        if (absl::IsResourceExhausted(client_->Pull(pull, &pulled, kTimeout))) ++waiting_refused;
+      });
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    const int64_t threads_during = ProcStatus(pid(), "Threads");
+    EXPECT_LT(threads_during - threads_before, 32)
+        << threads_before << " threads before, " << threads_during << " with 200 pulls waiting";
+    for (auto& t : pullers) t.join();
+  }
+  EXPECT_GE(waiting_refused, 190);
+  EXPECT_EQ(Snapshot(), before);
+
+  // After all of it the ps still serves its workers.
+  ASSERT_TRUE(
+      client_->Push(Gradient("worker:1", 99, std::vector<float>(128, 0.5f)), &pushed, kTimeout)
+          .ok());
+  EXPECT_EQ(Snapshot().global_step, before.global_step + 1);
+  EXPECT_GT(pid(), 0);
+  EXPECT_EQ(::kill(pid(), 0), 0) << "the ps died:\n" << cluster_->Logs();
+}
+
+}  // namespace
+}  // namespace fulcrum
