@@ -4,25 +4,35 @@
 # task's name. Waits for all of them; if one fails, stops the rest and exits with its code.
 # Ctrl-C stops them all.
 #
-#   scripts/local_cluster.sh [--hosts HOSTS.json] SPEC [flags for every task...]
+#   scripts/local_cluster.sh [--hosts HOSTS.json] [--restart N] SPEC [flags for every task...]
 #   scripts/local_cluster.sh cluster_specs/local_1ps_2w.json --model=logreg --train_steps=1000
 # Secured (docs/distributed.md#security; {task} is each task's own file, e.g. ps-0):
 #   scripts/local_cluster.sh SPEC ... --tls_cert='certs/{task}.pem' --tls_key='certs/{task}.key' \
 #     --tls_ca=certs/ca.pem --auth_token_file=certs/token
 # --hosts (from scripts/make_spec.py) maps "job:index" to an emulated host of
 # scripts/netns_hosts.sh; each task then runs inside it (`ip netns exec HOST`, needs root).
+# --restart N starts a task that dies (any exit code but 0 and 2) again with the same flags, up
+# to N times per task: with --checkpoint_dir the chief restores a restarted ps, a restarted
+# chief takes the running job over (docs/distributed.md#checkpoints-and-recovery).
 # Environment: BIN_DIR (default build/bin).
 set -euo pipefail
 hosts_file=""
-if [[ "${1:-}" == --hosts ]]; then
-  hosts_file=${2:-}
-  shift 2 || true
-elif [[ "${1:-}" == --hosts=* ]]; then
-  hosts_file=${1#*=}
-  shift
+restarts=0
+while (($#)); do
+  case "$1" in
+    --hosts) hosts_file=${2:-}; shift 2 || shift ;;
+    --hosts=*) hosts_file=${1#*=}; shift ;;
+    --restart) restarts=${2:-}; shift 2 || shift ;;
+    --restart=*) restarts=${1#*=}; shift ;;
+    *) break ;;
+  esac
+done
+if ! [[ "$restarts" =~ ^[0-9]+$ ]] || ((restarts > 1000)); then
+  echo "local_cluster: --restart '$restarts': expected a count of restarts per task (0-1000)" >&2
+  exit 2
 fi
 if (($# < 1)) || [[ "$1" == -* ]]; then
-  echo "usage: scripts/local_cluster.sh [--hosts HOSTS.json] SPEC [flags...]" >&2
+  echo "usage: scripts/local_cluster.sh [--hosts HOSTS.json] [--restart N] SPEC [flags...]" >&2
   exit 2
 fi
 spec=$1
@@ -74,16 +84,27 @@ stop_all() {
 }
 trap 'echo "local_cluster: interrupted, stopping every task" >&2; stop_all; wait; exit 130' INT TERM
 
-for task in "${tasks[@]}"; do
-  read -r job index <<<"$task"
-  in_host=()
+start_task() {  # job index flags...
+  local job=$1 index=$2 in_host=()
+  shift 2
   [[ -n "$hosts_file" ]] && in_host=(ip netns exec "${host_of[$job:$index]}")
   "${in_host[@]}" "$BIN_DIR/$job" --cluster_spec="$spec" --job_name="$job" --task_index="$index" "$@" \
     > >(sed -u "s/^/[$job:$index] /") 2>&1 &
   live[$!]=1
   name_of[$!]="$job:$index"
+}
+
+for task in "${tasks[@]}"; do
+  read -r job index <<<"$task"
+  start_task "$job" "$index" "$@"
 done
 
+# --restart N: a task that dies (killed, crashed: any exit but 0 and 2, bad input) is started
+# again with the same flags, up to N times per task, while the run goes on: a restarted ps is
+# restored from the checkpoint by the chief (--checkpoint_dir), a restarted chief takes the
+# job over, a restarted worker joins again.
+declare -A restarted=()
+stopping=0
 rc=0
 while ((${#live[@]} > 0)); do
   finished=""
@@ -92,9 +113,19 @@ while ((${#live[@]} > 0)); do
   # wait -p leaves the variable unset when it returns without reaping a task.
   [[ -z "${finished:-}" ]] && break
   unset "live[$finished]"
+  name=${name_of[$finished]}
+  if ((code != 0 && code != 2 && stopping == 0 && ${restarted[$name]:-0} < restarts)); then
+    restarted[$name]=$((${restarted[$name]:-0} + 1))
+    echo "local_cluster: $name exited with code $code; restarting it" \
+      "(restart ${restarted[$name]} of $restarts)" >&2
+    sleep 1
+    start_task "${name%%:*}" "${name##*:}" "$@"
+    continue
+  fi
   if ((code != 0)); then
-    echo "local_cluster: ${name_of[$finished]} exited with code $code; stopping the others" >&2
+    echo "local_cluster: $name exited with code $code; stopping the others" >&2
     if ((rc == 0)); then rc=$code; fi
+    stopping=1
     stop_all
   fi
 done

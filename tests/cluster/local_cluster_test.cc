@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/testing/cluster.h"
 #include "tests/testing/subprocess.h"
 
@@ -188,6 +189,38 @@ TEST_F(LocalClusterScriptTest, AKilledTaskEndsTheRunWithItsExitCode) {
   for (int i = 0; i < 50 && ProcessesMentioning(spec) > 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+  EXPECT_EQ(ProcessesMentioning(spec), 0);
+}
+
+// With --restart the script starts a killed ps again; the chief restores it from the newest
+// checkpoint and the run finishes with exit code 0.
+TEST_F(LocalClusterScriptTest, WithRestartAKilledPsIsStartedAgainAndRestored) {
+  const fs::path dir = FreshDir("local_cluster_restart");
+  const std::string spec = WriteLocalSpec(dir / "spec.json", 1, 2);
+  const fs::path log = dir / "out.log";
+  const pid_t pid = StartScript(
+      {"--restart", "1", spec, "--model=mlp", "--train_steps=6000", "--mode=async", "--threads=1",
+       "--eval_every=0", "--profile=off", "--checkpoint_every_steps=200",
+       "--checkpoint_every_secs=0", absl::StrCat("--checkpoint_dir=", (dir / "ckpt").string()),
+       absl::StrCat("--run_dir=", (dir / "run").string())},
+      log);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (ReadFile(log).find("written (global step") == std::string::npos) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << ReadFile(log);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const pid_t ps = ProcessWith({spec, "--job_name=ps"});
+  ASSERT_GT(ps, 0) << "ps:0 not found";
+  ::kill(ps, SIGKILL);
+  EXPECT_EQ(WaitFor(pid, std::chrono::seconds(180)), 0) << ReadFile(log);
+  EXPECT_NE(ReadFile(log).find("local_cluster: ps:0 exited with code 137; restarting it "
+                               "(restart 1 of 1)"),
+            std::string::npos)
+      << ReadFile(log);
+  const nlohmann::json report = nlohmann::json::parse(ReadFile(dir / "run" / "report.json"),
+                                                      nullptr, /*allow_exceptions=*/false);
+  ASSERT_TRUE(report.is_object()) << ReadFile(log);
+  EXPECT_EQ(report["ps_recoveries"].size(), 1u) << report.dump(2);
   EXPECT_EQ(ProcessesMentioning(spec), 0);
 }
 
