@@ -48,7 +48,11 @@ absl::StatusOr<pb::RegisterTaskResponse> GrpcCoordinatorClient::Register(
   absl::Time next_log = absl::Now();
   while (true) {
     grpc::ClientContext context;
-    context.set_deadline(DeadlineIn(options_.register_attempt));
+    context.set_deadline(DeadlineIn(
+        std::clamp(deadline - absl::Now(), absl::Milliseconds(100), options_.register_attempt)));
+    // The call waits for the connection (and drives it: a TLS handshake advances only while
+    // some call polls the channel) instead of failing at once while the chief is not up.
+    context.set_wait_for_ready(true);
     pb::RegisterTaskResponse response;
     const int64_t begin = NowUnixMicros();
     const grpc::Status s = stub_->RegisterTask(&context, request, &response);

@@ -35,7 +35,10 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   // Retry connecting quickly while the cluster comes up (tasks start in any order).
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  // Not GRPC_ARG_MIN_RECONNECT_BACKOFF_MS: gRPC also takes it as the deadline of one
+  // connection attempt, and 100 ms cut TLS handshakes off whenever no call was polling the
+  // channel (the attempt then advances only with gRPC's 5 s backup poller): a worker started
+  // before its chief then took 7 s or more to register.
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   security.AddChannelArguments(peer_task, &args);
   return grpc::experimental::CreateCustomChannelWithInterceptors(
