@@ -152,6 +152,9 @@ ABSL_FLAG(int32_t, metrics_port, -1,
 namespace fulcrum::runtime {
 namespace {
 
+// The largest --learning_rate taken.
+constexpr double kMaxLearningRate = 1000;
+
 // The program's name (argv[0] without its folder) for messages, and whether
 // ParseFlagsOrExit is inside Abseil's parser (main() only, before any thread starts).
 absl::string_view g_program = "fulcrum";
@@ -392,6 +395,12 @@ absl::StatusOr<TrainingOptions> ReadTrainingOptions(bool trains) {
                            ops::ParseOptimizerKind(absl::GetFlag(FLAGS_optimizer)));
   const double lr = absl::GetFlag(FLAGS_learning_rate);
   FULCRUM_RETURN_IF_ERROR(Positive("learning_rate", lr));
+  // Issue 12: 1e30 trained to a loss of 6.9e30 and exited 0. No optimizer here is useful past
+  // this; a larger value is a typo.
+  if (lr > kMaxLearningRate) {
+    return absl::InvalidArgumentError(absl::StrCat("--learning_rate=", lr, ": at most ",
+                                                   kMaxLearningRate, " (a typo?)"));
+  }
   o.optimizer.learning_rate = static_cast<float>(lr);
   const double momentum = absl::GetFlag(FLAGS_momentum);
   if (!(momentum >= 0 && momentum < 1)) {

@@ -186,6 +186,7 @@ TEST(BadInputTest, AbsurdSizesAreRefusedBeforeAnyAllocation) {
       {{"--epochs=1e15"}, {"--epochs=1e+15: at most 1e+09 passes"}},
       {{"--epochs=1e300"}, {"--epochs=1e+300: at most 1e+09 passes"}},
       {{"--task_index=-7", "--train_steps=5"}, {"--task_index=-7: must not be negative"}},
+      {{"--learning_rate=1e30", "--train_steps=5"}, {"--learning_rate=1e+30: at most 1000"}},
   };
   for (const Case& c : cases) {
     const fs::path run_dir = RunDirWithOldSummary("absurd");
