@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -364,8 +365,16 @@ absl::Status Chief::Monitor() {
       FULCRUM_RETURN_IF_ERROR(SaveCheckpoint(step, /*stopped=*/false));
       last_progress = absl::Now();  // the save's wait is not a stall of the workers
     }
-    if (coordinator_->summaries().size() ==
-        static_cast<size_t>(c_.task.cluster.num_tasks(runtime::kWorkerJob))) {
+    const std::map<int, std::string> summaries = coordinator_->summaries();
+    for (const auto& [w, text] : summaries) {
+      // A worker that failed (its loss stopped being finite: the model diverged) ends the run.
+      const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+      if (j.is_object() && j.value("failed", false)) {
+        return absl::InternalError(
+            absl::StrCat("chief: worker:", w, " failed: ", j.value("error", std::string("?"))));
+      }
+    }
+    if (summaries.size() == static_cast<size_t>(c_.task.cluster.num_tasks(runtime::kWorkerJob))) {
       stop_reason_ = "every worker finished";
       return absl::OkStatus();
     }

@@ -194,7 +194,20 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c,
     prof->RecordStep(r);
     heartbeat.set_step(r.step);
   });
-  FULCRUM_ASSIGN_OR_RETURN(TrainLoopResult trained, loop.Run());
+  absl::StatusOr<TrainLoopResult> ran = loop.Run();
+  if (!ran.ok()) {
+    // The chief hears of the failure at once (a diverged model ends the whole run) instead
+    // of after --heartbeat_timeout of silence.
+    nlohmann::json failed = {{"job", c.task.job_name},
+                             {"task_index", c.task.task_index},
+                             {"failed", true},
+                             {"error", std::string(ran.status().message())}};
+    if (absl::Status s = chief.ReportSummary(failed.dump(2) + "\n"); !s.ok()) {
+      spdlog::warn("the chief was not told of the failure: {}", s.ToString());
+    }
+    return ran.status();
+  }
+  TrainLoopResult& trained = *ran;
   const RunStats stats = ComputeRunStats(trained.steps, trained.wall_seconds);
 
   nlohmann::json summary = SummaryJson(t, c, trained, store.totals());

@@ -152,6 +152,36 @@ TEST(RecoveryClusterTest, ARestartedChiefTakesTheRunningJobOver) {
   }
 }
 
+// A model that diverges (a loss that is no longer finite) ends the whole run at once with exit 1
+// naming the worker and the step, not after --heartbeat_timeout of silence; the report is
+// written as failed.
+TEST(RecoveryClusterTest, ADivergedModelEndsTheRunAtOnceNamingTheWorker) {
+  const fs::path dir = FreshDir("cluster_diverged");
+  const std::string spec = WriteLocalSpec(dir / "spec.json", 1, 2);
+  const std::vector<std::string> flags = {absl::StrCat("--cluster_spec=", spec),
+                                          "--model=mlp",
+                                          "--dataset=synthetic",
+                                          "--learning_rate=1000",
+                                          "--train_steps=100000",
+                                          "--eval_every=0",
+                                          "--threads=1",
+                                          "--profile=off",
+                                          "--heartbeat_timeout=120",
+                                          absl::StrCat("--run_dir=", (dir / "run").string())};
+  LocalCluster cluster(dir);
+  cluster.StartAll(1, 2, flags);
+  cluster.WaitAll(std::chrono::seconds(60));  // well inside the 120 s heartbeat timeout
+  EXPECT_EQ(cluster.task("chief", 0).exit_code, 1) << cluster.Logs();
+  const std::string log = ReadFile(dir / "chief-0.log");
+  EXPECT_NE(log.find("failed: "), std::string::npos) << log;
+  EXPECT_TRUE(log.find("loss became") != std::string::npos ||
+              log.find("NaN or an Inf") != std::string::npos)
+      << log;
+  const nlohmann::json report = ReadJson(dir / "run" / "report.json");
+  ASSERT_TRUE(report.is_object()) << cluster.Logs();
+  EXPECT_EQ(report["failed"], true);
+}
+
 // Without --checkpoint_dir a dead ps cannot be restored: the run ends with exit 1, the error
 // names the ps and says what would have saved it, and the report is written as failed.
 TEST(RecoveryClusterTest, WithoutCheckpointsADeadPsEndsTheRunNamingIt) {
