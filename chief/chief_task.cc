@@ -768,6 +768,7 @@ absl::Status Chief::Run() {
   FULCRUM_RETURN_IF_ERROR(StartCoordinator());
   ps_ = std::make_unique<PsTasks>(c_.task.cluster, placement_, c_.chunk_bytes, c_.task.task_name(),
                                   prof_.get(), c_.security);
+  ps_->set_control_timeout(std::max(absl::Seconds(30), c_.step_timeout));
   absl::Status status = Train();
   train_end_ = absl::Now();
   if (!ps_reached_) {

@@ -14,8 +14,6 @@
 namespace fulcrum::chief {
 namespace {
 
-// Timeout of the chief's control calls (CreateVariables, Warm, Stop, Shutdown).
-constexpr absl::Duration kControlTimeout = absl::Seconds(30);
 // How long one readiness probe of a ps waits, and how often the waiting is logged.
 constexpr absl::Duration kReadyProbe = absl::Milliseconds(500);
 constexpr absl::Duration kLogEvery = absl::Seconds(5);
@@ -67,11 +65,11 @@ absl::Status PsTasks::WaitUntilReady(absl::Time deadline, absl::Duration startup
 absl::Status PsTasks::CreateVariables(int ps, const pb::CreateVariablesRequest& request,
                                       pb::CreateVariablesResponse* response) {
   return Remote(
-      clients_[static_cast<size_t>(ps)]->CreateVariables(request, response, kControlTimeout));
+      clients_[static_cast<size_t>(ps)]->CreateVariables(request, response, control_timeout_));
 }
 
 void PsTasks::Warm(int64_t bytes) {
-  for (auto& client : clients_) client->Warm(bytes, 2, kControlTimeout).IgnoreError();
+  for (auto& client : clients_) client->Warm(bytes, 2, control_timeout_).IgnoreError();
 }
 
 absl::StatusOr<int64_t> PsTasks::GlobalStep(absl::Duration timeout) {
@@ -135,7 +133,7 @@ absl::Status PsTasks::RestoreShard(int ps, const pb::RestoreShardRequest& reques
 
 void PsTasks::StopAll(const std::string& reason) {
   for (size_t p = 0; p < clients_.size(); ++p) {
-    if (absl::Status s = Remote(clients_[p]->Stop(reason, kControlTimeout)); !s.ok()) {
+    if (absl::Status s = Remote(clients_[p]->Stop(reason, control_timeout_)); !s.ok()) {
       spdlog::warn("stopping ps:{}: {}", p, s.ToString());
     }
   }
@@ -144,7 +142,7 @@ void PsTasks::StopAll(const std::string& reason) {
 std::vector<std::string> PsTasks::ShutdownAll(const std::string& reason) {
   std::vector<std::string> summaries(clients_.size());
   for (size_t p = 0; p < clients_.size(); ++p) {
-    absl::Status s = Remote(clients_[p]->Shutdown(reason, kControlTimeout, &summaries[p]));
+    absl::Status s = Remote(clients_[p]->Shutdown(reason, control_timeout_, &summaries[p]));
     if (!s.ok()) spdlog::warn("shutting down ps:{}: {}", p, s.ToString());
   }
   return summaries;

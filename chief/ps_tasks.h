@@ -34,6 +34,9 @@ class PsTasks {
           const runtime::TransportSecurity& security);
 
   int size() const { return static_cast<int>(clients_.size()); }
+  // The deadline of CreateVariables, Stop, Shutdown and the warm-up pings (default 30 s; the
+  // chief sets the larger of that and --step_timeout).
+  void set_control_timeout(absl::Duration timeout) { control_timeout_ = timeout; }
 
   // Waits until every ps answers a ping, logging the missing ones every few seconds.
   // DeadlineExceeded naming them (and `startup_timeout`, the flag's value) once `deadline`
@@ -78,6 +81,7 @@ class PsTasks {
   // A ps's answer as the chief sees it: runtime::RemoteFailure of `status`.
   static absl::Status Remote(absl::Status status);
 
+  absl::Duration control_timeout_ = absl::Seconds(30);
   std::vector<std::unique_ptr<runtime::GrpcPsClient>> clients_;
   std::unique_ptr<runtime::ShardedVariables> sharded_;
 };
