@@ -62,7 +62,8 @@ Tensor Filled(int64_t rows, int64_t cols, float v) { return Tensor::Filled({rows
 struct Operands {
   Tensor a, b, c;
 };
-Operands MakeOperands(const Shape& s) {
+// Used only by the other libraries' benchmarks (FULCRUM_BENCH_GEMM_LIBS).
+[[maybe_unused]] Operands MakeOperands(const Shape& s) {
   Operands o{s.trans_a ? Filled(s.k, s.m, 0) : Filled(s.m, s.k, 0),
              s.trans_b ? Filled(s.n, s.k, 0) : Filled(s.k, s.n, 0), Filled(s.m, s.n, 0)};
   (void)fulcrum::ops::Initialize(fulcrum::ops::Initializer::Uniform(1.0f), 1, &o.a);
