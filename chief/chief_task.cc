@@ -61,6 +61,15 @@ std::string Join(const std::vector<int>& indices, const char* job) {
   return absl::StrJoin(names, ", ");
 }
 
+// True when `path` holds a task's final summary (an earlier run's): not a partial one, which
+// the profiler rewrites while this run goes on.
+bool IsFinalSummary(const std::filesystem::path& path) {
+  const absl::StatusOr<std::string> text = ReadFileToString(path);
+  if (!text.ok()) return false;
+  const nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  return !(j.is_object() && j.value("partial", false));
+}
+
 // Everything the chief owns during a run.
 class Chief {
  public:
@@ -366,15 +375,23 @@ absl::Status Chief::Monitor() {
       last_progress = absl::Now();  // the save's wait is not a stall of the workers
     }
     const std::map<int, std::string> summaries = coordinator_->summaries();
+    std::string waited_failure;  // a worker that failed waiting for another task
     for (const auto& [w, text] : summaries) {
-      // A worker that failed (its loss stopped being finite: the model diverged) ends the run.
       const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-      if (j.is_object() && j.value("failed", false)) {
-        return absl::InternalError(
-            absl::StrCat("chief: worker:", w, " failed: ", j.value("error", std::string("?"))));
+      if (!j.is_object() || !j.value("failed", false)) continue;
+      const std::string failure =
+          absl::StrCat("chief: worker:", w, " failed: ", j.value("error", std::string("?")));
+      // A worker that failed on its own (its loss stopped being finite: the model diverged)
+      // ends the run at once. One that timed out waiting for a step or a ps is a symptom:
+      // the dead or stalled task behind it is named by the checks below.
+      const std::string code = j.value("code", std::string());
+      if (code != "DEADLINE_EXCEEDED" && code != "UNAVAILABLE") {
+        return absl::InternalError(failure);
       }
+      if (waited_failure.empty()) waited_failure = failure;
     }
     if (summaries.size() == static_cast<size_t>(c_.task.cluster.num_tasks(runtime::kWorkerJob))) {
+      if (!waited_failure.empty()) return absl::InternalError(waited_failure);
       stop_reason_ = "every worker finished";
       return absl::OkStatus();
     }
@@ -737,7 +754,7 @@ absl::Status Chief::Finish(absl::Status status) {
     failed_ = true;
     // A failed run never replaces an earlier run's records in a reused --run_dir.
     if (std::filesystem::exists(run_dir_ / "report.json") ||
-        std::filesystem::exists(run_dir_ / c_.task.dir_name() / "summary.json")) {
+        IsFinalSummary(run_dir_ / c_.task.dir_name() / "summary.json")) {
       spdlog::warn("not writing the failed run's report over the earlier one in {}",
                    run_dir_.string());
     } else if (absl::Status s = WriteReport(stop_reason); !s.ok()) {

@@ -13,7 +13,10 @@ namespace fulcrum::profiler {
 struct ProfilerOptions {
   bool enabled = true;                                // --profile
   absl::Duration interval = absl::Milliseconds(500);  // --profile_interval_ms
-  int metrics_port = -1;                              // < 0: no Prometheus endpoint
+  // --profile_flush_secs: how often the records so far are rewritten into the task's folder
+  // (the files a killed task leaves); zero: only at Finish.
+  absl::Duration flush_interval = absl::Seconds(5);
+  int metrics_port = -1;  // < 0: no Prometheus endpoint
   // Where the endpoint listens: the task's own host (its cluster spec address), 127.0.0.1 in
   // single mode, or --metrics_bind. Never every interface unless asked for ("0.0.0.0").
   std::string metrics_bind = "127.0.0.1";

@@ -159,6 +159,33 @@ void Profiler::OnSample(const SystemSample& s) {
   }
   MutexLock tb_lock(&tb_mu_);
   if (tb_ != nullptr) WriteTensorBoard(s);
+  if (!task_dir_.empty() && options_.flush_interval > absl::ZeroDuration() &&
+      absl::Now() - last_flush_ >= options_.flush_interval) {
+    FlushRecords();
+    last_flush_ = absl::Now();
+  }
+}
+
+void Profiler::FlushRecords() {
+  TraceInput records;
+  int64_t rpc_spans_dropped = 0;
+  if (!TakeRecords(&records, &rpc_spans_dropped, /*copy=*/true)) return;  // Finish is on
+  records.samples = Samples();
+  nlohmann::json partial = {{"job", options_.job},
+                            {"task_index", options_.task_index},
+                            {"partial", true},
+                            {"profile", "on"},
+                            {"host", HostName()}};
+  partial.update(ProfileKeys(records, rpc_spans_dropped));
+  const std::filesystem::path dir(task_dir_);
+  absl::Status s = WriteCsvFiles(task_dir_, records.job, records.samples, records.steps,
+                                 records.ps_records, records.evals);
+  if (s.ok()) s = WriteTrace(records, (dir / "trace.json").string());
+  if (s.ok()) s = WriteFileAtomically(dir / "summary.json", partial.dump(2) + "\n");
+  if (!s.ok() && !flush_failed_) {
+    spdlog::warn("profiler: the records so far could not be written: {}", s.ToString());
+  }
+  flush_failed_ = !s.ok();
 }
 
 void Profiler::WriteTensorBoard(const SystemSample& s) {
@@ -195,17 +222,24 @@ std::string Profiler::CloseTensorBoard() {
   return task_dir_;
 }
 
-TraceInput Profiler::TakeRecords(int64_t* rpc_spans_dropped) {
-  TraceInput records;
-  records.job = options_.job;
-  records.task_index = options_.task_index;
+bool Profiler::TakeRecords(TraceInput* records, int64_t* rpc_spans_dropped, bool copy) {
+  records->job = options_.job;
+  records->task_index = options_.task_index;
   MutexLock lock(&mu_);
-  records.steps = std::move(steps_);
-  records.rpc_spans = std::move(rpc_spans_);
-  records.ps_records = std::move(ps_records_);
-  records.evals = std::move(evals_);
+  if (copy) {
+    if (finished_) return false;
+    records->steps = steps_;
+    records->rpc_spans = rpc_spans_;
+    records->ps_records = ps_records_;
+    records->evals = evals_;
+  } else {
+    records->steps = std::move(steps_);
+    records->rpc_spans = std::move(rpc_spans_);
+    records->ps_records = std::move(ps_records_);
+    records->evals = std::move(evals_);
+  }
   *rpc_spans_dropped = rpc_spans_dropped_;
-  return records;
+  return true;
 }
 
 nlohmann::json Profiler::ProfileKeys(const TraceInput& records, int64_t rpc_spans_dropped) const {
@@ -240,7 +274,7 @@ absl::Status Profiler::Finish(nlohmann::json* summary) {
     sampler_->Stop();  // its final sample also writes the last TensorBoard events
     task_dir = CloseTensorBoard();
     int64_t rpc_spans_dropped = 0;
-    records = TakeRecords(&rpc_spans_dropped);
+    TakeRecords(&records, &rpc_spans_dropped);
     records.samples = Samples();
     keys.update(ProfileKeys(records, rpc_spans_dropped));
   }

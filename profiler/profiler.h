@@ -78,11 +78,17 @@ class Profiler final : public RpcObserver {
   void OnSample(const SystemSample& sample) ABSL_LOCKS_EXCLUDED(mu_, tb_mu_);
   void WriteTensorBoard(const SystemSample& sample) ABSL_EXCLUSIVE_LOCKS_REQUIRED(tb_mu_)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Rewrites the records so far into the task's folder: samples.csv, steps.csv, trace.json
+  // and a summary.json of the profile keys marked "partial": true (the task's final summary
+  // replaces it). Each file atomically; a failure is logged once, not returned.
+  void FlushRecords() ABSL_EXCLUSIVE_LOCKS_REQUIRED(tb_mu_) ABSL_LOCKS_EXCLUDED(mu_);
   // Closes the TensorBoard file; returns the task's folder.
   std::string CloseTensorBoard() ABSL_LOCKS_EXCLUDED(tb_mu_);
   // Moves the records out (Finish) so the sinks read them without holding mu_; sets
-  // *rpc_spans_dropped.
-  TraceInput TakeRecords(int64_t* rpc_spans_dropped) ABSL_LOCKS_EXCLUDED(mu_);
+  // *rpc_spans_dropped. With `copy`, copies them instead (a flush while the run goes on);
+  // nothing once finished (returns false then).
+  bool TakeRecords(TraceInput* records, int64_t* rpc_spans_dropped, bool copy = false)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // The profile's summary keys from `records` (whose samples are filled in).
   nlohmann::json ProfileKeys(const TraceInput& records, int64_t rpc_spans_dropped) const;
 
@@ -101,6 +107,8 @@ class Profiler final : public RpcObserver {
   size_t tb_ps_written_ ABSL_GUARDED_BY(tb_mu_) = 0;
   size_t tb_evals_written_ ABSL_GUARDED_BY(tb_mu_) = 0;
   int64_t tb_sample_step_ ABSL_GUARDED_BY(tb_mu_) = 0;
+  absl::Time last_flush_ ABSL_GUARDED_BY(tb_mu_) = absl::Now();
+  bool flush_failed_ ABSL_GUARDED_BY(tb_mu_) = false;  // logged once
 
   // The records, appended from the training thread, RPC threads and the ps's progress loop.
   mutable Mutex mu_;

@@ -142,6 +142,10 @@ ABSL_FLAG(std::string, profile, "on",
           "on: sample CPU, memory and network and write steps.csv, samples.csv, trace.json and "
           "TensorBoard events into the task's folder; off: only summary.json's run figures.");
 ABSL_FLAG(int64_t, profile_interval_ms, 500, "Milliseconds between two profiler samples.");
+ABSL_FLAG(double, profile_flush_secs, 5,
+          "Seconds between two rewrites of the task's records (steps.csv, samples.csv, "
+          "trace.json and a partial summary.json), so that a task killed or crashed leaves them "
+          "up to then (0: written only at the end).");
 ABSL_FLAG(std::string, metrics_bind, "",
           "Address the Prometheus endpoint listens on: empty = the task's own host from the "
           "cluster spec (127.0.0.1 in single mode); 0.0.0.0 = every interface.");
@@ -398,8 +402,8 @@ absl::StatusOr<TrainingOptions> ReadTrainingOptions(bool trains) {
   // Issue 12: 1e30 trained to a loss of 6.9e30 and exited 0. No optimizer here is useful past
   // this; a larger value is a typo.
   if (lr > kMaxLearningRate) {
-    return absl::InvalidArgumentError(absl::StrCat("--learning_rate=", lr, ": at most ",
-                                                   kMaxLearningRate, " (a typo?)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--learning_rate=", lr, ": at most ", kMaxLearningRate, " (a typo?)"));
   }
   o.optimizer.learning_rate = static_cast<float>(lr);
   const double momentum = absl::GetFlag(FLAGS_momentum);
@@ -511,6 +515,12 @@ absl::StatusOr<ProfileFlags> ProfileFlagsFromFlags() {
         absl::StrCat("--profile_interval_ms=", ms, ": must be between 10 and 3600000"));
   }
   f.interval = absl::Milliseconds(ms);
+  const double flush = absl::GetFlag(FLAGS_profile_flush_secs);
+  if (!(flush >= 0 && flush <= 86400)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--profile_flush_secs=", flush, ": must be in [0, 86400]"));
+  }
+  f.flush_interval = absl::Seconds(flush);
   f.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   f.metrics_bind = absl::GetFlag(FLAGS_metrics_bind);
   if (f.metrics_port < -1 || f.metrics_port > 65535) {
@@ -546,6 +556,7 @@ profiler::ProfilerOptions ProfilerOptionsFor(const ProfileFlags& flags, const Cl
   profiler::ProfilerOptions o;
   o.enabled = flags.enabled;
   o.interval = flags.interval;
+  o.flush_interval = flags.flush_interval;
   o.job = job;
   o.task_index = task_index;
   o.task_dir = task_dir;

@@ -201,6 +201,7 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c,
     nlohmann::json failed = {{"job", c.task.job_name},
                              {"task_index", c.task.task_index},
                              {"failed", true},
+                             {"code", absl::StatusCodeToString(ran.status().code())},
                              {"error", std::string(ran.status().message())}};
     if (absl::Status s = chief.ReportSummary(failed.dump(2) + "\n"); !s.ok()) {
       spdlog::warn("the chief was not told of the failure: {}", s.ToString());

@@ -397,8 +397,10 @@ TEST(ClusterFailureTest, AsyncTrainingGoesOnWithoutADeadWorker) {
   const fs::path run_dir = dir / "run";
   LocalCluster cluster(dir);
   StartAsyncLogregRun(cluster, dir,
-                      {"--train_steps=4000", "--step_timeout=2", "--heartbeat_timeout=3"});
+                      {"--train_steps=30000", "--step_timeout=2", "--heartbeat_timeout=3",
+                       "--profile_flush_secs=0.5", "--profile_interval_ms=100"});
   if (HasFatalFailure()) return;
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // a flush or two
   cluster.Kill("worker", 1);
   const auto killed_at = std::chrono::steady_clock::now();
   cluster.WaitAll(std::chrono::seconds(120));
@@ -408,10 +410,16 @@ TEST(ClusterFailureTest, AsyncTrainingGoesOnWithoutADeadWorker) {
   EXPECT_EQ(cluster.task("worker", 0).exit_code, 0) << cluster.Logs();
   const nlohmann::json report = ReadJson(run_dir / "report.json");
   ASSERT_TRUE(report.is_object()) << "no report.json\n" << cluster.Logs();
-  EXPECT_EQ(report.value("stop_reason", ""), "reached train_steps 4000") << cluster.Logs();
+  EXPECT_EQ(report.value("stop_reason", ""), "reached train_steps 30000") << cluster.Logs();
   EXPECT_EQ(report["workers"].size(), 1u) << cluster.Logs();
   EXPECT_EQ(report["ps"].size(), 1u) << cluster.Logs();
   EXPECT_EQ(report["workers_lost"], nlohmann::json::array({1})) << cluster.Logs();
+  // The killed worker's folder keeps its records up to the last flush (issue 13).
+  const nlohmann::json partial = ReadJson(run_dir / "worker-1" / "summary.json");
+  ASSERT_TRUE(partial.is_object()) << cluster.Logs();
+  EXPECT_EQ(partial.value("partial", false), true);
+  EXPECT_TRUE(fs::exists(run_dir / "worker-1" / "steps.csv"));
+  EXPECT_TRUE(fs::exists(run_dir / "worker-1" / "trace.json"));
 }
 
 // A ps that stalls (SIGSTOP) for less than --step_timeout and --heartbeat_timeout is waited

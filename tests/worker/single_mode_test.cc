@@ -57,8 +57,8 @@ TEST_F(SingleModeTest, SigtermStopsCleanlyWithTheRecordsWritten) {
     const RunResult r = ::fulcrum::testing::RunShell(absl::StrCat(
         "sh -c '", worker, " --model=mlp --train_steps=100000000 --log_every=50 --threads=1",
         " --run_dir=", (dir / "run").string(), " > ", log, " 2>&1 & p=$!;",
-        " for i in $(seq 600); do grep -q step.50/ ", log, " && break; sleep 0.1; done;",
-        " kill -", signal, " $p; wait $p; echo exit=$?'"));
+        " for i in $(seq 600); do grep -q step.50/ ", log, " && break; sleep 0.1; done;", " kill -",
+        signal, " $p; wait $p; echo exit=$?'"));
     const int expected = std::string(signal) == "TERM" ? 143 : 130;
     EXPECT_NE(r.output.find(absl::StrCat("exit=", expected)), std::string::npos)
         << r.output << ReadLog(log);
@@ -69,6 +69,48 @@ TEST_F(SingleModeTest, SigtermStopsCleanlyWithTheRecordsWritten) {
     EXPECT_LT(summary.value("steps", 0), 100000000);
     EXPECT_TRUE(fs::exists(dir / "run" / "steps.csv")) << ReadLog(log);
   }
+}
+
+// SIGKILL cannot be caught: what survives is what the profiler rewrote while the run went on
+// (--profile_flush_secs): steps.csv, samples.csv and trace.json up to the last rewrite, and a
+// summary.json marked partial (issue 13: a killed run kept only its TensorBoard file). A run
+// that ends normally has no "partial" key.
+TEST_F(SingleModeTest, SigkillLeavesTheRecordsUpToTheLastFlush) {
+  const fs::path dir = FreshDir("worker_sigkill");
+  const std::string log = (dir / "worker.log").string();
+  const std::string worker = absl::StrCat(FULCRUM_BIN_DIR, "/worker");
+  const RunResult r = ::fulcrum::testing::RunShell(absl::StrCat(
+      "sh -c '", worker, " --model=mlp --train_steps=100000000 --log_every=50 --threads=1",
+      " --profile_flush_secs=1 --profile_interval_ms=100 --run_dir=", (dir / "run").string(), " > ",
+      log, " 2>&1 & p=$!;", " for i in $(seq 600); do grep -q step.50/ ", log,
+      " && break; sleep 0.1; done; sleep 2.5;", " kill -KILL $p; wait $p; echo exit=$?'"));
+  EXPECT_NE(r.output.find("exit=137"), std::string::npos) << r.output << ReadLog(log);
+  const nlohmann::json summary = ReadSummary(dir / "run");
+  ASSERT_TRUE(summary.is_object()) << ReadLog(log);
+  EXPECT_EQ(summary.value("partial", false), true) << summary.dump(2);
+  EXPECT_EQ(summary.value("job", ""), "worker");
+  auto lines = [](const fs::path& path) {
+    std::ifstream in(path);
+    int n = 0;
+    for (std::string line; std::getline(in, line);) ++n;
+    return n;
+  };
+  // A header and at least the 50 logged steps; samples every 100 ms for over 2 s.
+  EXPECT_GT(lines(dir / "run" / "steps.csv"), 50) << ReadLog(log);
+  EXPECT_GT(lines(dir / "run" / "samples.csv"), 10) << ReadLog(log);
+  std::ifstream trace(dir / "run" / "trace.json");
+  const nlohmann::json events = nlohmann::json::parse(trace, nullptr, /*allow_exceptions=*/false);
+  EXPECT_FALSE(events.is_discarded()) << "trace.json does not parse";
+
+  // The same run ending on its own: the final summary replaces the partial one.
+  const fs::path done = FreshDir("worker_flush_done");
+  const RunResult ok = RunBinary(
+      "worker", {"--model=logreg", "--train_steps=300", "--threads=1", "--profile_flush_secs=0.2",
+                 "--profile_interval_ms=50", absl::StrCat("--run_dir=", done.string())});
+  ASSERT_EQ(ok.exit_code, 0) << ok.output;
+  const nlohmann::json final_summary = ReadSummary(done);
+  EXPECT_FALSE(final_summary.contains("partial")) << final_summary.dump(2);
+  EXPECT_EQ(final_summary.value("steps", 0), 300);
 }
 
 // The Touchstone / CS744 settings: SGD lr 0.01, batch 256, 1000 steps. PyTorch with the same
