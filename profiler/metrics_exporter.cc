@@ -90,16 +90,17 @@ struct MetricsExporter::Impl {
     return prometheus::BuildGauge().Name(name).Help(help).Register(*registry);
   }
 
-  // job and task go into every series' own labels rather than the family's constant labels:
-  // prometheus-cpp prints constant labels first, and merged into one sorted map the labels come
-  // out in the canonical sorted order ({device="lo",job="worker",task="1"}) that scrapers and
-  // greps expect.
+  // task_type and task_index go into every series' own labels rather than the family's
+  // constant labels: prometheus-cpp prints constant labels first, and merged into one sorted
+  // map the labels come out in the canonical sorted order
+  // ({device="lo",task_index="1",task_type="worker"}) that scrapers and greps expect. Not
+  // "job" (Prometheus sets its own job label and renames a target's to exported_job).
   prometheus::Labels With(prometheus::Labels labels) const {
     labels.insert(constant.begin(), constant.end());
     return labels;
   }
 
-  const prometheus::Labels constant;  // job, task
+  const prometheus::Labels constant;  // task_type, task_index
   // Declared before the metrics and the exposer so it is destroyed after both: the families
   // live in it, and the exposer only holds a weak pointer to it.
   std::shared_ptr<prometheus::Registry> registry;
@@ -149,7 +150,7 @@ absl::StatusOr<std::unique_ptr<MetricsExporter>> MetricsExporter::Start(
   // the module's edge, so every exception becomes a Status here and none reaches the caller.
   try {
     auto impl = std::make_unique<Impl>(
-        prometheus::Labels{{"job", job}, {"task", std::to_string(task_index)}});
+        prometheus::Labels{{"task_type", job}, {"task_index", std::to_string(task_index)}});
     impl->exposer = std::make_unique<prometheus::Exposer>(spec, /*num_threads=*/2);
     impl->exposer->RegisterCollectable(impl->registry);
     if (impl->exposer->GetListeningPorts().empty()) {

@@ -1,5 +1,6 @@
 #include "profiler/profiler.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <utility>
 
@@ -53,8 +54,10 @@ absl::Status WriteRecordScalars(const std::vector<StepRecord>& steps,
   return st;
 }
 
-// TensorBoard scalars of one sample, at x = the sample's number `n`.
-absl::Status WriteSampleScalars(const SystemSample& s, int64_t n, EventFileWriter* tb) {
+// TensorBoard scalars of one sample, at x = `global_step` (the newest the records know), the
+// axis of the train/, ps/ and eval/ series too.
+absl::Status WriteSampleScalars(const SystemSample& s, int64_t global_step, EventFileWriter* tb) {
+  const int64_t n = global_step;
   absl::Status st;
   auto scalar = [&](const std::string& tag, double value) {
     if (st.ok()) st = tb->WriteScalar(tag, n, static_cast<double>(s.unix_micros) * 1e-6, value);
@@ -203,8 +206,11 @@ void Profiler::WriteTensorBoard(const SystemSample& s) {
   tb_steps_written_ += steps.size();
   tb_ps_written_ += ps.size();
   tb_evals_written_ += evals.size();
+  for (const StepRecord& r : steps) tb_global_step_ = std::max(tb_global_step_, r.global_step);
+  for (const PsRecord& r : ps) tb_global_step_ = std::max(tb_global_step_, r.global_step);
+  for (const EvalRecord& r : evals) tb_global_step_ = std::max(tb_global_step_, r.global_step);
   absl::Status st = WriteRecordScalars(steps, ps, evals, tb_.get());
-  if (st.ok()) st = WriteSampleScalars(s, tb_sample_step_++, tb_.get());
+  if (st.ok()) st = WriteSampleScalars(s, tb_global_step_, tb_.get());
   if (st.ok()) st = tb_->Flush();
   if (!st.ok()) {
     spdlog::warn("TensorBoard events: {}; no more events are written", st.ToString());

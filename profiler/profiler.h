@@ -106,7 +106,8 @@ class Profiler final : public RpcObserver {
   size_t tb_steps_written_ ABSL_GUARDED_BY(tb_mu_) = 0;
   size_t tb_ps_written_ ABSL_GUARDED_BY(tb_mu_) = 0;
   size_t tb_evals_written_ ABSL_GUARDED_BY(tb_mu_) = 0;
-  int64_t tb_sample_step_ ABSL_GUARDED_BY(tb_mu_) = 0;
+  // The newest global step of the records written: the x of the system/ and network/ series.
+  int64_t tb_global_step_ ABSL_GUARDED_BY(tb_mu_) = 0;
   absl::Time last_flush_ ABSL_GUARDED_BY(tb_mu_) = absl::Now();
   bool flush_failed_ ABSL_GUARDED_BY(tb_mu_) = false;  // logged once
 

@@ -11,9 +11,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/crc32c.h"
 #include "base/files.h"
 #include "base/status_macros.h"
-#include "base/crc32c.h"
 #include "proto/tensorboard.pb.h"
 
 namespace fulcrum::profiler {

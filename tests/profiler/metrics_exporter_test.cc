@@ -159,30 +159,30 @@ TEST(MetricsExporterTest, ServesEveryMetricWithConstantLabelsOverHttp) {
 
   const std::string body = Scrape(**exporter);
   const std::vector<std::string> expected = {
-      R"(process_cpu_seconds_total{job="worker",task="1"} 12.5)",
-      R"(process_resident_memory_bytes{job="worker",task="1"} 1048576)",
-      R"(process_resident_memory_max_bytes{job="worker",task="1"} 2097152)",
-      R"(fulcrum_cpu_core_utilization_ratio{core="0",job="worker",task="1"} 0.25)",
-      R"(fulcrum_cpu_core_utilization_ratio{core="1",job="worker",task="1"} 0.75)",
-      R"(fulcrum_network_transmit_bytes_total{device="lo",job="worker",task="1"} 1000)",
-      R"(fulcrum_network_receive_bytes_total{device="lo",job="worker",task="1"} 1000)",
-      R"(fulcrum_network_transmit_bytes_total{device="eth0",job="worker",task="1"} 7000)",
-      R"(fulcrum_network_receive_bytes_total{device="eth0",job="worker",task="1"} 5000)",
-      R"(fulcrum_network_transmit_packets_total{device="eth0",job="worker",task="1"} 70)",
-      R"(fulcrum_network_receive_packets_total{device="eth0",job="worker",task="1"} 50)",
-      R"(fulcrum_rpcs_total{job="worker",method="PushPull",peer="ps-0",task="1"} 3)",
-      R"(fulcrum_rpc_sent_bytes_total{job="worker",method="PushPull",peer="ps-0",task="1"} 4096)",
-      R"(fulcrum_rpc_received_bytes_total{job="worker",method="PushPull",peer="ps-0",task="1"} 8192)",
-      R"(fulcrum_rpc_sent_bytes_total{job="worker",method="Pull",peer="ps-1",task="1"} 128)",
-      R"(fulcrum_steps_total{job="worker",task="1"} 1)",
-      R"(fulcrum_examples_total{job="worker",task="1"} 64)",
-      R"(fulcrum_step_loss{job="worker",task="1"} 0.5)",
-      R"(fulcrum_step_examples_per_second{job="worker",task="1"} 320)",
-      R"(fulcrum_global_step{job="worker",task="1"} 7)",
-      R"(fulcrum_ps_pushes_applied_total{job="worker",task="1"} 20)",
-      R"(fulcrum_ps_pushes_dropped_total{job="worker",task="1"} 2)",
-      R"(fulcrum_test_accuracy{job="worker",task="1"} 0.875)",
-      R"(fulcrum_test_loss{job="worker",task="1"} 0.25)",
+      R"(process_cpu_seconds_total{task_index="1",task_type="worker"} 12.5)",
+      R"(process_resident_memory_bytes{task_index="1",task_type="worker"} 1048576)",
+      R"(process_resident_memory_max_bytes{task_index="1",task_type="worker"} 2097152)",
+      R"(fulcrum_cpu_core_utilization_ratio{core="0",task_index="1",task_type="worker"} 0.25)",
+      R"(fulcrum_cpu_core_utilization_ratio{core="1",task_index="1",task_type="worker"} 0.75)",
+      R"(fulcrum_network_transmit_bytes_total{device="lo",task_index="1",task_type="worker"} 1000)",
+      R"(fulcrum_network_receive_bytes_total{device="lo",task_index="1",task_type="worker"} 1000)",
+      R"(fulcrum_network_transmit_bytes_total{device="eth0",task_index="1",task_type="worker"} 7000)",
+      R"(fulcrum_network_receive_bytes_total{device="eth0",task_index="1",task_type="worker"} 5000)",
+      R"(fulcrum_network_transmit_packets_total{device="eth0",task_index="1",task_type="worker"} 70)",
+      R"(fulcrum_network_receive_packets_total{device="eth0",task_index="1",task_type="worker"} 50)",
+      R"(fulcrum_rpcs_total{method="PushPull",peer="ps-0",task_index="1",task_type="worker"} 3)",
+      R"(fulcrum_rpc_sent_bytes_total{method="PushPull",peer="ps-0",task_index="1",task_type="worker"} 4096)",
+      R"(fulcrum_rpc_received_bytes_total{method="PushPull",peer="ps-0",task_index="1",task_type="worker"} 8192)",
+      R"(fulcrum_rpc_sent_bytes_total{method="Pull",peer="ps-1",task_index="1",task_type="worker"} 128)",
+      R"(fulcrum_steps_total{task_index="1",task_type="worker"} 1)",
+      R"(fulcrum_examples_total{task_index="1",task_type="worker"} 64)",
+      R"(fulcrum_step_loss{task_index="1",task_type="worker"} 0.5)",
+      R"(fulcrum_step_examples_per_second{task_index="1",task_type="worker"} 320)",
+      R"(fulcrum_global_step{task_index="1",task_type="worker"} 7)",
+      R"(fulcrum_ps_pushes_applied_total{task_index="1",task_type="worker"} 20)",
+      R"(fulcrum_ps_pushes_dropped_total{task_index="1",task_type="worker"} 2)",
+      R"(fulcrum_test_accuracy{task_index="1",task_type="worker"} 0.875)",
+      R"(fulcrum_test_loss{task_index="1",task_type="worker"} 0.25)",
       "# TYPE fulcrum_network_transmit_bytes_total counter",
       "# TYPE process_resident_memory_bytes gauge",
   };
@@ -200,19 +200,22 @@ TEST(MetricsExporterTest, StepsAndExamplesAccumulateOverCalls) {
   // A worker publishes no PS or evaluation series it was never fed.
   EXPECT_THAT(body, Not(HasSubstr("fulcrum_ps_pushes_applied_total{"))) << body;
   EXPECT_THAT(body, Not(HasSubstr("fulcrum_test_accuracy{"))) << body;
-  EXPECT_TRUE(HasLine(body, R"(fulcrum_steps_total{job="worker",task="0"} 3)")) << body;
-  EXPECT_TRUE(HasLine(body, R"(fulcrum_examples_total{job="worker",task="0"} 96)")) << body;
-  EXPECT_TRUE(HasLine(body, R"(fulcrum_global_step{job="worker",task="0"} 13)")) << body;
+  EXPECT_TRUE(HasLine(body, R"(fulcrum_steps_total{task_index="0",task_type="worker"} 3)")) << body;
+  EXPECT_TRUE(HasLine(body, R"(fulcrum_examples_total{task_index="0",task_type="worker"} 96)"))
+      << body;
+  EXPECT_TRUE(HasLine(body, R"(fulcrum_global_step{task_index="0",task_type="worker"} 13)"))
+      << body;
 }
 
 TEST(MetricsExporterTest, CountersNeverDecrease) {
   absl::StatusOr<std::unique_ptr<MetricsExporter>> exporter =
       MetricsExporter::Start("ps", 0, /*port=*/0, "127.0.0.1");
   ASSERT_TRUE(exporter.ok()) << exporter.status();
-  const char* kLoTx = R"(fulcrum_network_transmit_bytes_total{device="lo",job="ps",task="0"} )";
-  const char* kApplied = R"(fulcrum_ps_pushes_applied_total{job="ps",task="0"} )";
+  const char* kLoTx =
+      R"(fulcrum_network_transmit_bytes_total{device="lo",task_index="0",task_type="ps"} )";
+  const char* kApplied = R"(fulcrum_ps_pushes_applied_total{task_index="0",task_type="ps"} )";
   const char* kSent =
-      R"(fulcrum_rpc_sent_bytes_total{job="ps",method="Pull",peer="worker-0",task="0"} )";
+      R"(fulcrum_rpc_sent_bytes_total{method="Pull",peer="worker-0",task_index="0",task_type="ps"} )";
 
   (*exporter)->OnSample(MakeSample(1000));
   (*exporter)->OnPs(5, 10, 0);
@@ -285,7 +288,8 @@ TEST(MetricsExporterTest, ListensOnlyOnTheGivenAddress) {
   ASSERT_TRUE(exporter.ok()) << exporter.status();
   EXPECT_EQ(ListeningAddress((*exporter)->port()), "0100007F");
   (*exporter)->OnEval(100, 0.9, 0.3);
-  EXPECT_TRUE(HasLine(Scrape(**exporter), R"(fulcrum_test_accuracy{job="chief",task="0"} 0.9)"));
+  EXPECT_TRUE(HasLine(Scrape(**exporter),
+                      R"(fulcrum_test_accuracy{task_index="0",task_type="chief"} 0.9)"));
   absl::StatusOr<std::unique_ptr<MetricsExporter>> everywhere =
       MetricsExporter::Start("chief", 0, /*port=*/0, "0.0.0.0");
   ASSERT_TRUE(everywhere.ok()) << everywhere.status();

@@ -169,6 +169,7 @@ TEST_F(ProfilerTest, EverySinkReadsTheSameRecords) {
   ASSERT_TRUE(first.ParseFromString((*records)[0]));
   EXPECT_EQ(first.file_version(), "brain.Event:2");
   int loss = 0, cpu = 0;
+  int64_t max_train_step = 0, last_cpu_step = -1;
   for (size_t i = 1; i < records->size(); ++i) {
     pb::tensorboard::Event e;
     ASSERT_TRUE(e.ParseFromString((*records)[i]));
@@ -176,12 +177,20 @@ TEST_F(ProfilerTest, EverySinkReadsTheSameRecords) {
       if (v.tag() == "train/loss") {
         ++loss;
         EXPECT_FLOAT_EQ(v.simple_value(), static_cast<float>(1.0 / (e.step() / 2)));
+        max_train_step = std::max(max_train_step, e.step());
       }
-      if (v.tag() == "system/cpu_percent") ++cpu;
+      if (v.tag() == "system/cpu_percent") {
+        ++cpu;
+        // Samples are on the global-step axis of the train/ series (not numbered apart).
+        EXPECT_GE(e.step(), last_cpu_step);
+        last_cpu_step = e.step();
+      }
     }
   }
   EXPECT_EQ(loss, kSteps);
   EXPECT_GE(cpu, 2);
+  // The final sample, taken after the last step was recorded, sits at its global step.
+  EXPECT_EQ(last_cpu_step, max_train_step);
 
   // Summary: Touchstone's keys and ours, from the same records.
   for (const char* key : {"Job Execution Time", "Total CPU Usage", "Total CPU usage per core",
