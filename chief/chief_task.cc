@@ -653,6 +653,10 @@ absl::Status Chief::WaitForWorkers(absl::Time deadline) {
     const std::vector<int> missing =
         coordinator_->WaitForWorkers(std::min(deadline, absl::Now() + kLogEvery));
     if (missing.empty()) return absl::OkStatus();
+    // A worker refused for its flags will not come back with others: give up at once.
+    if (const std::string refused = coordinator_->refused(); !refused.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("chief: ", refused));
+    }
     if (absl::Now() >= deadline) {
       return absl::DeadlineExceededError(
           absl::StrCat("chief: ", Join(missing, "worker"), " did not register within ",

@@ -40,9 +40,12 @@ absl::Status Coordinator::RegisterTask(const pb::RegisterTaskRequest& request,
   MutexLock lock(&mu_);
   if (absl::Status s = CheckWorker(request.task()); !s.ok()) return s;
   if (request.config_fingerprint() != fingerprint_) {
-    return absl::InvalidArgumentError(absl::StrCat(
+    absl::Status refused = absl::InvalidArgumentError(absl::StrCat(
         "worker:", request.task().index(), "'s flags differ from the chief's (worker vs chief): ",
         runtime::FingerprintDifference(request.config_fingerprint(), fingerprint_)));
+    if (refused_.empty()) refused_ = std::string(refused.message());
+    changed_.SignalAll();
+    return refused;
   }
   WorkerState& w = worker(request.task());
   // A second process under a registered name while the first is still heard from: two tasks
@@ -127,8 +130,15 @@ std::vector<int> Coordinator::WaitForWorkers(absl::Time deadline) {
   MutexLock lock(&mu_);
   auto registered = [](const WorkerState& w) { return w.registered; };
   std::vector<int> missing = Lacking(registered);
-  while (!missing.empty() && changed_.WaitUntil(&mu_, deadline)) missing = Lacking(registered);
+  while (!missing.empty() && refused_.empty() && changed_.WaitUntil(&mu_, deadline)) {
+    missing = Lacking(registered);
+  }
   return missing;
+}
+
+std::string Coordinator::refused() const {
+  MutexLock lock(&mu_);
+  return refused_;
 }
 
 void Coordinator::Start() {

@@ -55,8 +55,11 @@ class Coordinator {
 
   // --- The chief's side.
 
-  // Waits until every worker has registered or `deadline`; returns the indices still missing.
+  // Waits until every worker has registered, one was refused (see refused()) or `deadline`;
+  // returns the indices still missing.
   std::vector<int> WaitForWorkers(absl::Time deadline);
+  // The first registration refused for its flags ("" when none): the run cannot start.
+  std::string refused() const;
   // Releases every WaitForStart: training begins.
   void Start();
   // A restarted chief took over a running job: the workers (which do not register again)
@@ -106,6 +109,7 @@ class Coordinator {
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::string stop_reason_ ABSL_GUARDED_BY(mu_);
+  std::string refused_ ABSL_GUARDED_BY(mu_);  // the first refused registration's reason
 };
 
 }  // namespace fulcrum::chief
