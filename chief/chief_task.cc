@@ -506,7 +506,7 @@ nlohmann::json Chief::RunJson(const std::string& stop_reason) const {
   j["model"] = t_.model;
   j["dataset"] = t_.dataset;
   j["optimizer"] = ops::OptimizerName(t_.optimizer.kind);
-  j["learning_rate"] = t_.optimizer.learning_rate;
+  j["learning_rate"] = runtime::ExactDecimal(t_.optimizer.learning_rate);
   runtime::AddTrainingSettings(t_, &j);
   j["num_parameters"] = model_->num_parameters();
   j["batch_size"] = t_.batch_size;

@@ -481,17 +481,27 @@ data::SourceOptions DataSource(const TrainingOptions& o) {
   return s;
 }
 
+double ExactDecimal(float value) {
+  if (!std::isfinite(value)) return static_cast<double>(value);
+  char text[32];
+  for (int digits = 1; digits <= 9; ++digits) {
+    std::snprintf(text, sizeof(text), "%.*g", digits, static_cast<double>(value));
+    if (std::strtof(text, nullptr) == value) return std::strtod(text, nullptr);
+  }
+  return static_cast<double>(value);  // 9 significant digits always read back
+}
+
 void AddTrainingSettings(const TrainingOptions& o, nlohmann::json* j) {
   const ops::OptimizerConfig& c = o.optimizer;
   (*j)["learning_rate_decay"] = c.lr_decay_steps > 0 && c.lr_decay_rate != 1.0f
-                                    ? nlohmann::json{{"rate", c.lr_decay_rate},
+                                    ? nlohmann::json{{"rate", ExactDecimal(c.lr_decay_rate)},
                                                      {"steps", c.lr_decay_steps},
                                                      {"staircase", c.lr_decay_staircase}}
                                     : nlohmann::json(nullptr);
   if (c.kind == ops::OptimizerKind::kRmsProp) {
-    (*j)["rmsprop"] = {{"decay", c.rmsprop_decay},
-                       {"momentum", c.rmsprop_momentum},
-                       {"epsilon", c.rmsprop_epsilon}};
+    (*j)["rmsprop"] = {{"decay", ExactDecimal(c.rmsprop_decay)},
+                       {"momentum", ExactDecimal(c.rmsprop_momentum)},
+                       {"epsilon", ExactDecimal(c.rmsprop_epsilon)}};
   }
   (*j)["weight_decay"] = o.weight_decay ? nlohmann::json(*o.weight_decay) : nlohmann::json("model");
   (*j)["input_pipeline"] = o.input_pipeline;

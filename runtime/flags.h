@@ -78,6 +78,10 @@ data::SourceOptions DataSource(const TrainingOptions& options);
 // "input_pipeline", "crop_size" (null when plain).
 void AddTrainingSettings(const TrainingOptions& options, nlohmann::json* j);
 
+// The shortest decimal that reads back as `value`, as a double for JSON: 0.01f gives 0.01, not
+// 0.009999999776482582 (float hyperparameters in summaries and reports).
+double ExactDecimal(float value);
+
 enum class SyncMode { kAsync, kSync };
 
 // "sync" or "async": the flag's spelling, used in logs, summaries and reports.

@@ -57,7 +57,7 @@ nlohmann::json SummaryJson(const runtime::TrainingOptions& o, const SingleRunRes
   j["stop_reason"] = r.stop_reason;
   j["epochs"] = r.epochs;
   j["optimizer"] = ops::OptimizerName(o.optimizer.kind);
-  j["learning_rate"] = o.optimizer.learning_rate;
+  j["learning_rate"] = runtime::ExactDecimal(o.optimizer.learning_rate);
   runtime::AddTrainingSettings(o, &j);
   j["seed"] = o.seed;
   j["threads"] = o.threads;

@@ -17,6 +17,7 @@
 #include "base/exit_code.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 ABSL_DECLARE_FLAG(std::string, cluster_spec);
 ABSL_DECLARE_FLAG(int64_t, train_steps);
@@ -125,6 +126,27 @@ TEST(MetricsBindTest, TheTasksOwnHostUnlessTold) {
   EXPECT_EQ(ProfilerOptionsFor(flags, nullptr, "worker", 0, "").metrics_bind, "127.0.0.1");
   flags.metrics_bind = "0.0.0.0";
   EXPECT_EQ(ProfilerOptionsFor(flags, &cluster, "ps", 0, "").metrics_bind, "0.0.0.0");
+}
+
+}  // namespace
+}  // namespace fulcrum::runtime
+
+namespace fulcrum::runtime {
+namespace {
+
+// Float hyperparameters are reported as the decimal the user wrote (issue 13: the report read
+// learning_rate 0.009999999776482582 for --learning_rate=0.01).
+TEST(ExactDecimalTest, GivesTheShortestDecimalThatReadsBack) {
+  EXPECT_EQ(ExactDecimal(0.01f), 0.01);
+  EXPECT_EQ(ExactDecimal(0.1f), 0.1);
+  EXPECT_EQ(ExactDecimal(0.9f), 0.9);
+  EXPECT_EQ(ExactDecimal(1e-10f), 1e-10);
+  EXPECT_EQ(ExactDecimal(2.0f), 2.0);
+  EXPECT_EQ(nlohmann::json(ExactDecimal(0.01f)).dump(), "0.01");
+  // Values that need every digit still read back exactly.
+  const float third = 1.0f / 3.0f;
+  EXPECT_EQ(static_cast<float>(ExactDecimal(third)), third);
+  EXPECT_EQ(static_cast<float>(ExactDecimal(16777217.0f)), 16777217.0f);
 }
 
 }  // namespace
