@@ -292,7 +292,15 @@ absl::StatusOr<ClusterSpec> ParseClusterSpec(absl::string_view json, absl::strin
                      TypeName(root)));
   }
   JobAddresses jobs;
-  for (const auto& [job, tasks] : root.items()) {
+  if (root.contains("master") && root.contains(kChiefJob)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source,
+                     ": both \"chief\" and \"master\" jobs: give one (TensorFlow 1.x's master is "
+                     "the chief)"));
+  }
+  for (const auto& [given, tasks] : root.items()) {
+    // TensorFlow 1.x's name for the chief.
+    const std::string job = given == "master" ? std::string(kChiefJob) : given;
     FULCRUM_RETURN_IF_ERROR(ReadJob(source, job, tasks, &jobs[job]));
   }
   FULCRUM_RETURN_IF_ERROR(CheckJobCounts(source, jobs));
@@ -346,6 +354,7 @@ absl::Status ResolveJob(const std::string& job_name, const TfTask& tf_task,
     config->job_name = std::string(default_job);
     job_from = absl::StrCat("job ", default_job);
   }
+  if (config->job_name == "master") config->job_name = kChiefJob;  // TensorFlow 1.x's name
   if (!IsKnownJob(config->job_name)) {
     return absl::InvalidArgumentError(
         absl::StrCat(job_from, ": unknown job (expected ", kJobList, ")"));

@@ -31,9 +31,9 @@ constexpr char kGoodSpec[] = R"({
 // A fresh scratch folder for this test.
 fs::path TestDir() {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  fs::path dir = fs::path(::testing::TempDir()) /
-                 absl::StrCat("fulcrum_rt_", getpid(), "_", info->test_suite_name(), "_",
-                              info->name());
+  fs::path dir =
+      fs::path(::testing::TempDir()) /
+      absl::StrCat("fulcrum_rt_", getpid(), "_", info->test_suite_name(), "_", info->name());
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
@@ -129,6 +129,25 @@ TEST(ParseClusterSpecTest, GoodSpec) {
   EXPECT_EQ(spec->jobs().size(), 3u);
 }
 
+// TensorFlow 1.x names the chief "master": a spec with a master job, or a task started as
+// --job_name=master, is the chief; both names at once are refused.
+TEST(ParseClusterSpecTest, MasterIsTheChief) {
+  const std::string tf1 = R"({"master": ["localhost:2222"], "ps": ["localhost:2223"],
+                              "worker": ["localhost:2224"]})";
+  auto spec = ParseClusterSpec(tf1, "tf1.json");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->address(kChiefJob, 0), "localhost:2222");
+  const absl::Status both = ParseError(
+      R"({"master": ["localhost:1"], "chief": ["localhost:2"], "ps": ["localhost:3"],
+          "worker": ["localhost:4"]})");
+  EXPECT_EQ(both.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(both.message(), HasSubstr("both \"chief\" and \"master\""));
+  const std::string path = WriteSpec(tf1, "tf1.json");
+  auto task = ResolveTask(path, nullptr, "master", 0, kChiefJob);
+  ASSERT_TRUE(task.ok()) << task.status();
+  EXPECT_EQ(task->job_name, kChiefJob);
+}
+
 TEST(ParseClusterSpecTest, ToJsonRoundTrips) {
   auto spec = ParseClusterSpec(kGoodSpec, "good.json");
   ASSERT_TRUE(spec.ok()) << spec.status();
@@ -171,8 +190,8 @@ TEST(ParseClusterSpecTest, NotAnObject) {
 }
 
 TEST(ParseClusterSpecTest, UnknownJob) {
-  const absl::Status s = ParseError(
-      R"({"chief": ["h:1"], "ps": ["h:2"], "worker": ["h:3"], "evaluator": ["h:4"]})");
+  const absl::Status s =
+      ParseError(R"({"chief": ["h:1"], "ps": ["h:2"], "worker": ["h:3"], "evaluator": ["h:4"]})");
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()),
               AllOf(HasSubstr("specs/x.json"), HasSubstr("unknown job \"evaluator\""),
@@ -190,9 +209,8 @@ TEST(ParseClusterSpecTest, JobNotAListOfStrings) {
     const absl::Status s =
         ParseError(R"({"chief": ["h:1"], "ps": ["h:2"], "worker": ["h:3", 2224]})");
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_THAT(std::string(s.message()),
-                AllOf(HasSubstr("specs/x.json"), HasSubstr("\"worker\" task 1"),
-                      HasSubstr("2224")));
+    EXPECT_THAT(std::string(s.message()), AllOf(HasSubstr("specs/x.json"),
+                                                HasSubstr("\"worker\" task 1"), HasSubstr("2224")));
   }
 }
 
@@ -203,8 +221,8 @@ TEST(ParseClusterSpecTest, ChiefMissingOrNotExactlyOne) {
     EXPECT_THAT(std::string(s.message()), AllOf(HasSubstr("specs/x.json"), HasSubstr("chief")));
   }
   for (const char* chiefs : {"[]", R"(["h:1", "h:4"])"}) {
-    const absl::Status s = ParseError(
-        absl::StrCat(R"({"chief": )", chiefs, R"(, "ps": ["h:2"], "worker": ["h:3"]})"));
+    const absl::Status s =
+        ParseError(absl::StrCat(R"({"chief": )", chiefs, R"(, "ps": ["h:2"], "worker": ["h:3"]})"));
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << chiefs;
     EXPECT_THAT(std::string(s.message()),
                 AllOf(HasSubstr("specs/x.json"), HasSubstr("chief"), HasSubstr("exactly 1")))
@@ -227,8 +245,7 @@ TEST(ParseClusterSpecTest, NoWorker) {
                            R"({"chief": ["h:1"], "ps": ["h:2"], "worker": []})"}) {
     const absl::Status s = ParseError(json);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << json;
-    EXPECT_THAT(std::string(s.message()),
-                AllOf(HasSubstr("specs/x.json"), HasSubstr("no worker")))
+    EXPECT_THAT(std::string(s.message()), AllOf(HasSubstr("specs/x.json"), HasSubstr("no worker")))
         << json;
   }
 }
@@ -272,8 +289,8 @@ TEST(ParseClusterSpecTest, DuplicateAddressNamesBothTasks) {
   }
   {
     // Same host:port spelt differently is still the same socket.
-    const absl::Status s = ParseError(
-        R"({"chief": ["Node0:2222"], "ps": ["node0:02222"], "worker": ["node1:2222"]})");
+    const absl::Status s =
+        ParseError(R"({"chief": ["Node0:2222"], "ps": ["node0:02222"], "worker": ["node1:2222"]})");
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(std::string(s.message()), AllOf(HasSubstr("chief:0"), HasSubstr("ps:0")));
   }
@@ -342,8 +359,8 @@ TEST(ResolveTaskTest, NoClusterAtAll) {
 }
 
 TEST(ResolveTaskTest, TfConfigWithTask) {
-  const std::string tf_config = absl::StrCat(R"({"cluster": )", kGoodSpec,
-                                             R"(, "task": {"type": "worker", "index": 1}})");
+  const std::string tf_config =
+      absl::StrCat(R"({"cluster": )", kGoodSpec, R"(, "task": {"type": "worker", "index": 1}})");
   auto task = ResolveTask("", tf_config.c_str(), "", -1, kWorkerJob);
   ASSERT_TRUE(task.ok()) << task.status();
   EXPECT_EQ(task->source, "TF_CONFIG");
@@ -353,9 +370,9 @@ TEST(ResolveTaskTest, TfConfigWithTask) {
 }
 
 TEST(ResolveTaskTest, TfConfigExtraKeysAreIgnored) {
-  const std::string tf_config =
-      absl::StrCat(R"({"cluster": )", kGoodSpec,
-                   R"(, "task": {"type": "ps", "index": 1, "trial": "3"}, "environment": "cloud"})");
+  const std::string tf_config = absl::StrCat(
+      R"({"cluster": )", kGoodSpec,
+      R"(, "task": {"type": "ps", "index": 1, "trial": "3"}, "environment": "cloud"})");
   auto task = ResolveTask("", tf_config.c_str(), "", -1, kPsJob);
   ASSERT_TRUE(task.ok()) << task.status();
   EXPECT_EQ(task->task_name(), "ps:1");
@@ -374,8 +391,8 @@ TEST(ResolveTaskTest, TfConfigWithoutTaskUsesFlags) {
 }
 
 TEST(ResolveTaskTest, FlagsOverrideTfConfigTask) {
-  const std::string tf_config = absl::StrCat(R"({"cluster": )", kGoodSpec,
-                                             R"(, "task": {"type": "worker", "index": 1}})");
+  const std::string tf_config =
+      absl::StrCat(R"({"cluster": )", kGoodSpec, R"(, "task": {"type": "worker", "index": 1}})");
   auto task = ResolveTask("", tf_config.c_str(), "", 0, kWorkerJob);
   ASSERT_TRUE(task.ok()) << task.status();
   EXPECT_EQ(task->task_index, 0);
@@ -386,8 +403,8 @@ TEST(ResolveTaskTest, FlagsOverrideTfConfigTask) {
 }
 
 TEST(ResolveTaskTest, FileWinsOverTfConfig) {
-  const std::string path = WriteSpec(
-      R"({"chief": ["node0:2222"], "ps": ["node0:2223"], "worker": ["node1:2222"]})");
+  const std::string path =
+      WriteSpec(R"({"chief": ["node0:2222"], "ps": ["node0:2223"], "worker": ["node1:2222"]})");
   // A TF_CONFIG naming another cluster (even a malformed one) does not matter.
   for (const char* tf_config :
        {R"({"cluster": {"chief": ["x:1"], "ps": ["x:2"], "worker": ["x:3", "x:4"]},
@@ -423,13 +440,13 @@ TEST(ResolveTaskTest, TfConfigWithoutCluster) {
 }
 
 TEST(ResolveTaskTest, TfConfigBadClusterNamesTfConfig) {
-  auto task = ResolveTask(
-      "", R"({"cluster": {"chief": ["h:1"], "ps": ["h:2"], "worker": ["h:x"]}})", "", -1,
-      kWorkerJob);
+  auto task =
+      ResolveTask("", R"({"cluster": {"chief": ["h:1"], "ps": ["h:2"], "worker": ["h:x"]}})", "",
+                  -1, kWorkerJob);
   EXPECT_EQ(task.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(task.status().message()),
-              AllOf(HasSubstr("TF_CONFIG"), HasSubstr("job \"worker\" task 0"),
-                    HasSubstr("\"h:x\"")));
+  EXPECT_THAT(
+      std::string(task.status().message()),
+      AllOf(HasSubstr("TF_CONFIG"), HasSubstr("job \"worker\" task 0"), HasSubstr("\"h:x\"")));
 }
 
 TEST(ResolveTaskTest, TfConfigBadTask) {
@@ -451,8 +468,8 @@ TEST(ResolveTaskTest, JobMismatchNamesTheRightBinary) {
               AllOf(HasSubstr("--job_name=worker"), HasSubstr("this is the ps binary"),
                     HasSubstr("build/bin/worker")));
 
-  const std::string tf_config = absl::StrCat(R"({"cluster": )", kGoodSpec,
-                                             R"(, "task": {"type": "chief", "index": 0}})");
+  const std::string tf_config =
+      absl::StrCat(R"({"cluster": )", kGoodSpec, R"(, "task": {"type": "chief", "index": 0}})");
   auto from_tf = ResolveTask("", tf_config.c_str(), "", -1, kWorkerJob);
   EXPECT_EQ(from_tf.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(from_tf.status().message()),
@@ -480,8 +497,8 @@ TEST(ResolveTaskTest, IndexOutOfRange) {
   EXPECT_THAT(std::string(chief.status().message()),
               HasSubstr("--task_index=1: the cluster spec has 1 chief task(s) (0..0)"));
 
-  const std::string tf_config = absl::StrCat(R"({"cluster": )", kGoodSpec,
-                                             R"(, "task": {"type": "ps", "index": 2}})");
+  const std::string tf_config =
+      absl::StrCat(R"({"cluster": )", kGoodSpec, R"(, "task": {"type": "ps", "index": 2}})");
   auto from_tf = ResolveTask("", tf_config.c_str(), "", -1, kPsJob);
   EXPECT_EQ(from_tf.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(from_tf.status().message()),
