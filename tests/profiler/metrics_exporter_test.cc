@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -23,6 +25,7 @@
 #include "absl/strings/string_view.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace fulcrum::profiler {
 namespace {
@@ -338,4 +341,47 @@ TEST(MetricsExporterTest, PromtoolAcceptsTheBody) {
 }
 
 }  // namespace
+
+// docs/grafana-dashboard.json queries only what the exporter serves: every metric name in its
+// PromQL is in a live endpoint's body and every label it selects or groups by is one the
+// series carry (so a renamed metric or label breaks this test, not the user's dashboard).
+TEST(MetricsExporterTest, TheGrafanaDashboardAsksOnlyForServedMetricsAndLabels) {
+  std::ifstream in(std::string(FULCRUM_SOURCE_DIR) + "/docs/grafana-dashboard.json");
+  ASSERT_TRUE(in.good()) << "docs/grafana-dashboard.json";
+  const nlohmann::json dashboard = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  ASSERT_TRUE(dashboard.is_object()) << "docs/grafana-dashboard.json does not parse";
+  absl::StatusOr<std::unique_ptr<MetricsExporter>> exporter =
+      MetricsExporter::Start("worker", 1, /*port=*/0, "127.0.0.1");
+  ASSERT_TRUE(exporter.ok()) << exporter.status();
+  FeedEverything(**exporter);
+  const std::string body = Scrape(**exporter);
+  const std::set<std::string> labels = {"task_type", "task_index", "device",
+                                        "core",      "peer",       "method"};
+  const std::regex metric(R"(\b((?:fulcrum|process)_[a-z_]+)\b)");
+  const std::regex selected(R"(([a-z_]+)\s*=)");
+  const std::regex grouped(R"(by \(([^)]*)\))");
+  int exprs = 0;
+  for (const nlohmann::json& panel : dashboard["panels"]) {
+    for (const nlohmann::json& target : panel["targets"]) {
+      const std::string expr = target["expr"].get<std::string>();
+      ++exprs;
+      for (std::sregex_iterator m(expr.begin(), expr.end(), metric), end; m != end; ++m) {
+        EXPECT_THAT(body, HasSubstr((*m)[1].str() + "{"))
+            << "not served: " << (*m)[1] << " in " << expr;
+      }
+      for (std::sregex_iterator m(expr.begin(), expr.end(), selected), end; m != end; ++m) {
+        EXPECT_TRUE(labels.contains((*m)[1].str()))
+            << "no such label: " << (*m)[1] << " in " << expr;
+      }
+      for (std::sregex_iterator m(expr.begin(), expr.end(), grouped), end; m != end; ++m) {
+        for (const absl::string_view name : absl::StrSplit((*m)[1].str(), ',')) {
+          EXPECT_TRUE(labels.contains(std::string(absl::StripAsciiWhitespace(name))))
+              << "no such label: " << name << " in " << expr;
+        }
+      }
+    }
+  }
+  EXPECT_GE(exprs, 10);
+}
+
 }  // namespace fulcrum::profiler
