@@ -9,12 +9,15 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "base/mutex.h"
+#include "prometheus/collectable.h"
 #include "prometheus/counter.h"
 #include "prometheus/exposer.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
 #include "prometheus/labels.h"
+#include "prometheus/metric_family.h"
 #include "prometheus/registry.h"
 
 namespace fulcrum::profiler {
@@ -41,6 +44,37 @@ void AdvanceTo(Counter& counter, double total) {
 }
 
 }  // namespace
+
+// Counts the scrapes of /metrics (the Exposer asks every registered collectable at each
+// scrape); it contributes no metric of its own.
+class ScrapeCounter final : public prometheus::Collectable {
+ public:
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    {
+      MutexLock lock(&mu_);
+      ++scrapes_;
+    }
+    scraped_.SignalAll();
+    return {};
+  }
+  int64_t scrapes() const {
+    MutexLock lock(&mu_);
+    return scrapes_;
+  }
+  // True once scrapes() exceeds `seen`; false at `deadline`.
+  bool WaitForMore(int64_t seen, absl::Time deadline) const {
+    MutexLock lock(&mu_);
+    while (scrapes_ <= seen) {
+      if (!scraped_.WaitUntil(&mu_, deadline) && scrapes_ <= seen) return false;
+    }
+    return true;
+  }
+
+ private:
+  mutable Mutex mu_;
+  mutable CondVar scraped_;
+  mutable int64_t scrapes_ ABSL_GUARDED_BY(mu_) = 0;
+};
 
 struct MetricsExporter::Impl {
   explicit Impl(prometheus::Labels constant_labels)
@@ -131,6 +165,7 @@ struct MetricsExporter::Impl {
   Mutex mu;
 
   // Declared last so it is destroyed first: the server stops before the metrics go away.
+  std::shared_ptr<ScrapeCounter> scrape_counter = std::make_shared<ScrapeCounter>();
   std::unique_ptr<prometheus::Exposer> exposer;
 };
 
@@ -153,6 +188,7 @@ absl::StatusOr<std::unique_ptr<MetricsExporter>> MetricsExporter::Start(
         prometheus::Labels{{"task_type", job}, {"task_index", std::to_string(task_index)}});
     impl->exposer = std::make_unique<prometheus::Exposer>(spec, /*num_threads=*/2);
     impl->exposer->RegisterCollectable(impl->registry);
+    impl->exposer->RegisterCollectable(impl->scrape_counter);
     if (impl->exposer->GetListeningPorts().empty()) {
       return absl::UnavailableError(absl::StrCat("metrics exporter: not listening on ", spec));
     }
@@ -168,6 +204,13 @@ MetricsExporter::MetricsExporter(std::unique_ptr<Impl> impl) : impl_(std::move(i
 MetricsExporter::~MetricsExporter() = default;
 
 int MetricsExporter::port() const { return impl_->exposer->GetListeningPorts().front(); }
+
+int64_t MetricsExporter::scrapes() const { return impl_->scrape_counter->scrapes(); }
+
+bool MetricsExporter::WaitForNextScrape(absl::Duration timeout) {
+  const int64_t seen = impl_->scrape_counter->scrapes();
+  return impl_->scrape_counter->WaitForMore(seen, absl::Now() + timeout);
+}
 
 // A series is created on its first update (Family::Add returns the existing one after that), so
 // each task publishes only what its role feeds: no test accuracy of 0 on a worker.

@@ -9,8 +9,9 @@
 //   fulcrum_step_examples_per_second, fulcrum_steps_total, fulcrum_examples_total,
 //   fulcrum_step_loss, fulcrum_global_step, fulcrum_ps_pushes_applied_total,
 //   fulcrum_ps_pushes_dropped_total, fulcrum_test_accuracy, fulcrum_test_loss
-// Every metric carries the constant labels job="worker|ps|chief" and task="<index>"
-// (except prometheus-cpp's own exposer_* metrics about the scrapes, which it adds itself).
+// Every metric carries the constant labels task_type="worker|ps|chief" and
+// task_index="<index>" (except prometheus-cpp's own exposer_* metrics about the scrapes,
+// which it adds itself).
 // Thread-safety: all methods are thread-safe (prometheus-cpp's metrics are).
 #pragma once
 
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "profiler/sampler.h"
 
 namespace fulcrum::profiler {
@@ -43,6 +45,11 @@ class MetricsExporter {
   ~MetricsExporter();
 
   int port() const;  // the port actually bound
+  // Scrapes of /metrics served so far.
+  int64_t scrapes() const;
+  // Waits until /metrics is scraped once more (true) or `timeout` passes (false): a task
+  // that ends keeps its final figures up for the scraper (--metrics_linger_secs).
+  bool WaitForNextScrape(absl::Duration timeout);
 
   // Updates the process, core and network metrics from a sample (counters are set to the
   // sample's totals: they only ever grow).

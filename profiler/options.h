@@ -20,6 +20,9 @@ struct ProfilerOptions {
   // Where the endpoint listens: the task's own host (its cluster spec address), 127.0.0.1 in
   // single mode, or --metrics_bind. Never every interface unless asked for ("0.0.0.0").
   std::string metrics_bind = "127.0.0.1";
+  // --metrics_linger_secs: at the end the endpoint stays up until scraped once more, at most
+  // this long, so the scraper sees the final figures (0: it closes with the task).
+  absl::Duration metrics_linger = absl::ZeroDuration();
   std::string job = "worker";  // worker, ps, chief
   int task_index = 0;
   std::string task_dir;  // the task's folder of the run directory; "" = write no files

@@ -76,7 +76,17 @@ absl::Status WriteSampleScalars(const SystemSample& s, int64_t global_step, Even
 Profiler::Profiler(const ProfilerOptions& options) : options_(options) {}
 
 Profiler::~Profiler() {
-  if (sampler_ != nullptr) sampler_->Stop();
+  if (sampler_ != nullptr) sampler_->Stop();  // its final sample publishes the final figures
+  if (exporter_ != nullptr && options_.metrics_linger > absl::ZeroDuration()) {
+    spdlog::info(
+        "metrics: /metrics on port {} stays up until scraped once more (at most {}, "
+        "--metrics_linger_secs)",
+        exporter_->port(), absl::FormatDuration(options_.metrics_linger));
+    if (!exporter_->WaitForNextScrape(options_.metrics_linger)) {
+      spdlog::info("metrics: not scraped within {}; closing",
+                   absl::FormatDuration(options_.metrics_linger));
+    }
+  }
 }
 
 absl::StatusOr<std::unique_ptr<Profiler>> Profiler::Start(const ProfilerOptions& options,

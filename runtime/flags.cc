@@ -142,6 +142,10 @@ ABSL_FLAG(std::string, profile, "on",
           "on: sample CPU, memory and network and write steps.csv, samples.csv, trace.json and "
           "TensorBoard events into the task's folder; off: only summary.json's run figures.");
 ABSL_FLAG(int64_t, profile_interval_ms, 500, "Milliseconds between two profiler samples.");
+ABSL_FLAG(double, metrics_linger_secs, 0,
+          "With --metrics_port: at the end the endpoint stays up until Prometheus scrapes it once "
+          "more (at most this many seconds), so the final figures are recorded (0: it closes with "
+          "the task).");
 ABSL_FLAG(double, profile_flush_secs, 5,
           "Seconds between two rewrites of the task's records (steps.csv, samples.csv, "
           "trace.json and a partial summary.json), so that a task killed or crashed leaves them "
@@ -531,6 +535,12 @@ absl::StatusOr<ProfileFlags> ProfileFlagsFromFlags() {
         absl::StrCat("--profile_flush_secs=", flush, ": must be in [0, 86400]"));
   }
   f.flush_interval = absl::Seconds(flush);
+  const double linger = absl::GetFlag(FLAGS_metrics_linger_secs);
+  if (!(linger >= 0 && linger <= 3600)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--metrics_linger_secs=", linger, ": must be in [0, 3600]"));
+  }
+  f.metrics_linger = absl::Seconds(linger);
   f.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   f.metrics_bind = absl::GetFlag(FLAGS_metrics_bind);
   if (f.metrics_port < -1 || f.metrics_port > 65535) {
@@ -567,6 +577,7 @@ profiler::ProfilerOptions ProfilerOptionsFor(const ProfileFlags& flags, const Cl
   o.enabled = flags.enabled;
   o.interval = flags.interval;
   o.flush_interval = flags.flush_interval;
+  o.metrics_linger = flags.metrics_linger;
   o.job = job;
   o.task_index = task_index;
   o.task_dir = task_dir;

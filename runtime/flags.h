@@ -125,7 +125,8 @@ struct ClusterOptions {
 struct ProfileFlags {
   bool enabled = true;
   absl::Duration interval = absl::Milliseconds(500);
-  absl::Duration flush_interval = absl::Seconds(5);  // --profile_flush_secs; 0 = at the end
+  absl::Duration flush_interval = absl::Seconds(5);      // --profile_flush_secs; 0 = at the end
+  absl::Duration metrics_linger = absl::ZeroDuration();  // --metrics_linger_secs
   // < 0: no Prometheus endpoint; 0: any free port; P > 0: see ProfilerOptionsFor.
   int metrics_port = -1;
   std::string metrics_bind;  // --metrics_bind; empty = the task's own host

@@ -24,6 +24,8 @@ using ::fulcrum::testing::FreshDir;
 using ::fulcrum::testing::LocalCluster;
 using ::fulcrum::testing::ReadFile;
 using ::fulcrum::testing::RunBinary;
+using ::fulcrum::testing::RunResult;
+using ::fulcrum::testing::RunShell;
 using ::fulcrum::testing::WriteLocalSpec;
 
 constexpr char kFashionMnist[] = "/usr/share/datasets/fashion-mnist";
@@ -492,6 +494,36 @@ struct BadSpec {
 void PrintTo(const BadSpec& b, std::ostream* os) { *os << b.name; }
 
 class BadSpecTest : public ::testing::TestWithParam<BadSpec> {};
+
+// --metrics_linger_secs: a task that ends keeps /metrics up until it is scraped once more, so
+// the scraper records its final figures (issue 13: the endpoint vanished with the task), and
+// exits as soon as that scrape came. Here a lone ps that gives up waiting for its chief.
+TEST(ClusterFailureTest, MetricsLingerUntilTheNextScrape) {
+  const fs::path dir = FreshDir("cluster_metrics_linger");
+  const std::string spec = WriteLocalSpec(dir / "spec.json", 1, 1);
+  LocalCluster cluster(dir);
+  cluster.Start("ps", 0,
+                {absl::StrCat("--cluster_spec=", spec), "--startup_timeout=2", "--metrics_port=0",
+                 "--metrics_linger_secs=60"});
+  ASSERT_TRUE(cluster.WaitForLog("ps", 0, "stays up until scraped", std::chrono::seconds(60)))
+      << cluster.Logs();
+  const std::string log = ReadFile(cluster.task("ps", 0).log);
+  const std::string marker = "Prometheus metrics on port ";
+  const size_t at = log.find(marker);
+  ASSERT_NE(at, std::string::npos) << log;
+  const int port = std::atoi(log.c_str() + at + marker.size());
+  const auto scraped_at = std::chrono::steady_clock::now();
+  const RunResult r =
+      RunShell(absl::StrCat("python3 -c 'import urllib.request; print(urllib.request.urlopen(",
+                            "\"http://127.0.0.1:", port, "/metrics\").read().decode())'"));
+  EXPECT_NE(r.output.find(R"(process_resident_memory_bytes{task_index="0",task_type="ps"})"),
+            std::string::npos)
+      << r.output;
+  cluster.WaitAll(std::chrono::seconds(60));
+  // It left once scraped, well before the 60 s linger.
+  EXPECT_LT(std::chrono::steady_clock::now() - scraped_at, std::chrono::seconds(20));
+  EXPECT_EQ(cluster.task("ps", 0).exit_code, 1) << cluster.Logs();  // no chief came
+}
 
 TEST_P(BadSpecTest, EveryBinaryRefusesWithExitCode2) {
   const BadSpec& b = GetParam();

@@ -15,6 +15,7 @@
 #include <regex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -23,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -382,6 +384,24 @@ TEST(MetricsExporterTest, TheGrafanaDashboardAsksOnlyForServedMetricsAndLabels) 
     }
   }
   EXPECT_GE(exprs, 10);
+}
+
+// --metrics_linger_secs: an ending task waits for one more scrape, and no longer than asked.
+TEST(MetricsExporterTest, WaitForNextScrapeEndsAtTheScrapeOrTheTimeout) {
+  absl::StatusOr<std::unique_ptr<MetricsExporter>> exporter =
+      MetricsExporter::Start("ps", 0, /*port=*/0, "127.0.0.1");
+  ASSERT_TRUE(exporter.ok()) << exporter.status();
+  const absl::Time start = absl::Now();
+  EXPECT_FALSE((*exporter)->WaitForNextScrape(absl::Milliseconds(300)));
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(300));
+  const int64_t before = (*exporter)->scrapes();
+  std::thread scraper([&] {
+    absl::SleepFor(absl::Milliseconds(200));
+    Scrape(**exporter);
+  });
+  EXPECT_TRUE((*exporter)->WaitForNextScrape(absl::Seconds(60)));
+  scraper.join();
+  EXPECT_EQ((*exporter)->scrapes(), before + 1);
 }
 
 }  // namespace fulcrum::profiler
