@@ -49,7 +49,9 @@ mapfile -t tasks < <(python3 -c '
 import json, sys
 spec = json.load(open(sys.argv[1]))
 for job in ("ps", "worker", "chief"):
-    for i in range(len(spec.get(job, []) if isinstance(spec, dict) else [])):
+    # TensorFlow 1.x names the chief "master".
+    given = spec.get(job, spec.get("master", [])) if job == "chief" else spec.get(job, [])
+    for i in range(len(given) if isinstance(spec, dict) else 0):
         print(job, i)
 ' "$spec" 2>/dev/null)
 if ((${#tasks[@]} == 0)); then

@@ -224,6 +224,23 @@ TEST_F(LocalClusterScriptTest, WithRestartAKilledPsIsStartedAgainAndRestored) {
   EXPECT_EQ(ProcessesMentioning(spec), 0);
 }
 
+// A TensorFlow 1.x spec names the chief "master": the script starts it as the chief.
+TEST_F(LocalClusterScriptTest, ATf1SpecWithAMasterJobRuns) {
+  const fs::path dir = FreshDir("local_cluster_master");
+  const std::string spec = WriteLocalSpec(dir / "spec.json", 1, 1);
+  std::string text = ReadFile(spec);
+  text.replace(text.find("\"chief\""), 7, "\"master\"");
+  std::ofstream(spec) << text;
+  const fs::path log = dir / "out.log";
+  const pid_t pid =
+      StartScript({spec, "--model=logreg", "--train_steps=100", "--threads=1", "--eval_every=0",
+                   "--profile=off", absl::StrCat("--run_dir=", (dir / "run").string())},
+                  log);
+  EXPECT_EQ(WaitFor(pid, std::chrono::seconds(120)), 0) << ReadFile(log);
+  EXPECT_NE(ReadFile(log).find("[chief:0] "), std::string::npos) << ReadFile(log);
+  EXPECT_TRUE(fs::exists(dir / "run" / "report.json")) << ReadFile(log);
+}
+
 TEST(LocalClusterScriptBadInputTest, MissingSpecExitsTwo) {
   const fs::path dir = FreshDir("local_cluster_bad");
   const fs::path log = dir / "out.log";
