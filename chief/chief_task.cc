@@ -138,6 +138,8 @@ class Chief {
   int64_t start_step_ = 0;          // the global step training started at
   std::vector<std::string> checkpoint_errors_;
   nlohmann::json recoveries_ = nlohmann::json::array();  // each ps recovery, for the report
+  std::set<int> summaries_read_;  // workers whose summary Monitor has looked at
+  std::string waited_failure_;    // the first worker that failed waiting for another task
   runtime::Placement placement_;
   std::filesystem::path run_dir_;
   std::string run_id_;
@@ -375,8 +377,8 @@ absl::Status Chief::Monitor() {
       last_progress = absl::Now();  // the save's wait is not a stall of the workers
     }
     const std::map<int, std::string> summaries = coordinator_->summaries();
-    std::string waited_failure;  // a worker that failed waiting for another task
     for (const auto& [w, text] : summaries) {
+      if (!summaries_read_.insert(w).second) continue;  // each summary is parsed once
       const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
       if (!j.is_object() || !j.value("failed", false)) continue;
       const std::string failure =
@@ -388,10 +390,10 @@ absl::Status Chief::Monitor() {
       if (code != "DEADLINE_EXCEEDED" && code != "UNAVAILABLE") {
         return absl::InternalError(failure);
       }
-      if (waited_failure.empty()) waited_failure = failure;
+      if (waited_failure_.empty()) waited_failure_ = failure;
     }
     if (summaries.size() == static_cast<size_t>(c_.task.cluster.num_tasks(runtime::kWorkerJob))) {
-      if (!waited_failure.empty()) return absl::InternalError(waited_failure);
+      if (!waited_failure_.empty()) return absl::InternalError(waited_failure_);
       stop_reason_ = "every worker finished";
       return absl::OkStatus();
     }
