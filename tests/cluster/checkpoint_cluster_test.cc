@@ -22,11 +22,8 @@ namespace fs = std::filesystem;
 using ::fulcrum::testing::FreshDir;
 using ::fulcrum::testing::LocalCluster;
 using ::fulcrum::testing::ReadFile;
+using ::fulcrum::testing::ReadJson;
 using ::fulcrum::testing::WriteLocalSpec;
-
-nlohmann::json ReadJson(const fs::path& path) {
-  return nlohmann::json::parse(ReadFile(path), nullptr, /*allow_exceptions=*/false);
-}
 
 // The ckpt-<step> folders of `dir`, by step.
 std::vector<int64_t> CheckpointSteps(const fs::path& dir) {
@@ -45,7 +42,8 @@ struct SyncRun {
   std::unique_ptr<LocalCluster> cluster;
   nlohmann::json report;
 };
-SyncRun TrainSync(const fs::path& dir, const std::string& run, const std::vector<std::string>& extra) {
+SyncRun TrainSync(const fs::path& dir, const std::string& run,
+                  const std::vector<std::string>& extra) {
   const std::string spec = WriteLocalSpec(dir / (run + "-spec.json"), 2, 2);
   std::vector<std::string> flags = {absl::StrCat("--cluster_spec=", spec),
                                     "--model=mlp",
@@ -71,8 +69,8 @@ TEST(CheckpointClusterTest, SavesKeepsResumesAndFallsBackFromACorruptCheckpoint)
   const fs::path ckpt = dir / "ckpt";
 
   // 1. A fresh job: periodic checkpoints and a final one at step 300; only 2 kept.
-  SyncRun first = TrainSync(dir, "run1", {"--train_steps=300", "--checkpoint_every_steps=60",
-                                      "--keep_checkpoints=2"});
+  SyncRun first = TrainSync(
+      dir, "run1", {"--train_steps=300", "--checkpoint_every_steps=60", "--keep_checkpoints=2"});
   for (const auto& t : first.cluster->tasks()) {
     ASSERT_EQ(t.exit_code, 0) << t.name() << "\n" << first.cluster->Logs();
   }
@@ -114,8 +112,7 @@ TEST(CheckpointClusterTest, SavesKeepsResumesAndFallsBackFromACorruptCheckpoint)
   const nlohmann::json& c2 = second.report["checkpoint"];
   EXPECT_EQ(c2["resumed_from_step"], older) << c2.dump();
   ASSERT_EQ(c2["refused"].size(), 1u) << c2.dump();
-  EXPECT_NE(c2["refused"][0].get<std::string>().find(bad.string() + ": corrupt"),
-            std::string::npos)
+  EXPECT_NE(c2["refused"][0].get<std::string>().find(bad.string() + ": corrupt"), std::string::npos)
       << c2.dump();
   EXPECT_EQ(second.report["global_step"], 400);
   EXPECT_EQ(c2["last_step"], 400);
@@ -139,8 +136,11 @@ TEST(CheckpointClusterTest, APsWithoutTheCheckpointFolderIsAnError) {
   const std::string spec = WriteLocalSpec(dir / "spec.json", 1, 1);
   LocalCluster cluster(dir);
   const std::vector<std::string> common = {absl::StrCat("--cluster_spec=", spec),
-                                           "--model=logreg", "--dataset=synthetic",
-                                           "--train_steps=50", "--threads=1", "--profile=off",
+                                           "--model=logreg",
+                                           "--dataset=synthetic",
+                                           "--train_steps=50",
+                                           "--threads=1",
+                                           "--profile=off",
                                            absl::StrCat("--run_dir=", (dir / "run").string())};
   std::vector<std::string> chief = common;
   chief.push_back(absl::StrCat("--checkpoint_dir=", (dir / "ckpt").string()));

@@ -23,6 +23,7 @@ namespace fs = std::filesystem;
 using ::fulcrum::testing::FreshDir;
 using ::fulcrum::testing::LocalCluster;
 using ::fulcrum::testing::ReadFile;
+using ::fulcrum::testing::ReadJson;
 using ::fulcrum::testing::RunBinary;
 using ::fulcrum::testing::RunResult;
 using ::fulcrum::testing::RunShell;
@@ -31,10 +32,6 @@ using ::fulcrum::testing::WriteLocalSpec;
 constexpr char kFashionMnist[] = "/usr/share/datasets/fashion-mnist";
 constexpr int kSteps = 1000;
 constexpr double kLearningRate = 0.03;
-
-nlohmann::json ReadJson(const fs::path& path) {
-  return nlohmann::json::parse(ReadFile(path), nullptr, /*allow_exceptions=*/false);
-}
 
 bool HaveData() { return fs::exists(fs::path(kFashionMnist) / "train-images-idx3-ubyte.gz"); }
 

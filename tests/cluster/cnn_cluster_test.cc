@@ -3,8 +3,8 @@
 // real Fashion-MNIST files: 1 ps x 2 workers sync with momentum, and 2 ps x 2 workers async
 // with RMSProp, exponential learning-rate decay and L2 weight decay (the optimizer settings
 // cross the wire to the ps tasks). Checks that every task exits 0, the model learns (test
-// accuracy at least three times chance), and the report's placement table shows the model's very uneven
-// variables, spread over both ps tasks by the greedy placement.
+// accuracy at least three times chance), and the report's placement table shows the model's very
+// uneven variables, spread over both ps tasks by the greedy placement.
 #include <filesystem>
 #include <string>
 #include <vector>

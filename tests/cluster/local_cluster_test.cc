@@ -23,7 +23,9 @@ namespace fulcrum {
 namespace {
 
 namespace fs = std::filesystem;
+using ::fulcrum::testing::ForEachProcess;
 using ::fulcrum::testing::FreshDir;
+using ::fulcrum::testing::ProcessesMentioning;
 using ::fulcrum::testing::ReadFile;
 using ::fulcrum::testing::WriteLocalSpec;
 
@@ -62,29 +64,6 @@ int WaitFor(pid_t pid, std::chrono::seconds timeout) {
   ::kill(pid, SIGKILL);
   ::waitpid(pid, nullptr, 0);
   return -1;
-}
-
-// Calls fn(pid, command line with spaces for NULs) for every process.
-template <typename Fn>
-void ForEachProcess(const Fn& fn) {
-  for (const auto& entry : fs::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::string cmdline = ReadFile(entry.path() / "cmdline");
-    for (char& c : cmdline) {
-      if (c == '\0') c = ' ';
-    }
-    fn(static_cast<pid_t>(std::stol(name)), cmdline);
-  }
-}
-
-// Processes whose command line mentions `needle` (the run's unique spec path).
-int ProcessesMentioning(const std::string& needle) {
-  int n = 0;
-  ForEachProcess([&](pid_t pid, const std::string& cmdline) {
-    if (cmdline.find(needle) != std::string::npos && pid != ::getpid()) ++n;
-  });
-  return n;
 }
 
 // Waits (up to 2 minutes; an ASSERT failure otherwise) until the script's log shows worker:1

@@ -35,16 +35,14 @@ namespace {
 namespace fs = std::filesystem;
 using ::fulcrum::testing::FreshDir;
 using ::fulcrum::testing::LocalCluster;
+using ::fulcrum::testing::ProcessesMentioning;
 using ::fulcrum::testing::ReadFile;
+using ::fulcrum::testing::ReadJson;
 using ::fulcrum::testing::WriteLocalSpec;
 using Clock = std::chrono::steady_clock;
 
 constexpr int kWorkers = 4;
 constexpr int kKeep = 3;
-
-nlohmann::json ReadJson(const fs::path& path) {
-  return nlohmann::json::parse(ReadFile(path), nullptr, /*allow_exceptions=*/false);
-}
 
 int64_t EnvOr(const char* name, int64_t fallback) {
   const char* v = std::getenv(name);
@@ -65,19 +63,6 @@ std::vector<std::string> Flags(const fs::path& dir, const std::string& spec, int
           "--recovery_timeout=60",
           absl::StrCat("--checkpoint_dir=", (dir / "ckpt").string()),
           absl::StrCat("--run_dir=", (dir / "run").string())};
-}
-
-// Processes whose command line mentions `needle` (the job's spec path).
-std::vector<std::string> ProcessesMentioning(const std::string& needle) {
-  std::vector<std::string> found;
-  for (const auto& entry : fs::directory_iterator("/proc")) {
-    const std::string pid = entry.path().filename().string();
-    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::string cmdline = ReadFile(entry.path() / "cmdline");
-    for (char& c : cmdline) c = c == '\0' ? ' ' : c;
-    if (cmdline.find(needle) != std::string::npos) found.push_back(pid + ": " + cmdline);
-  }
-  return found;
 }
 
 void ExpectAllExitedZero(const LocalCluster& cluster) {
@@ -165,7 +150,7 @@ TEST(SoakTest, WorkerKillsAndAPsKillKeepAccountingAccuracyAndLeaveNothingBehind)
   EXPECT_NEAR(accuracy, calm_accuracy, 0.02);
 
   // Nothing left behind.
-  EXPECT_TRUE(ProcessesMentioning(spec).empty()) << ProcessesMentioning(spec)[0];
+  EXPECT_EQ(ProcessesMentioning(spec), 0);
   for (const auto& entry : fs::recursive_directory_iterator(dir)) {
     const std::string name = entry.path().filename().string();
     EXPECT_EQ(name.find(".tmp"), std::string::npos) << entry.path();

@@ -133,6 +133,17 @@ std::vector<float> ExpectedInitial(const pb::VariableDef& def) {
 }
 
 // A push of per-variable gradients, cut into every chunk of the plan.
+// The restore of what `save` wrote, with the size and CRC-32C the save answered (as the chief's
+// manifest gives them).
+pb::RestoreShardRequest RestoreOf(const pb::SaveShardRequest& save,
+                                  const pb::SaveShardResponse& saved) {
+  pb::RestoreShardRequest restore;
+  restore.set_path(save.path());
+  restore.set_bytes(saved.bytes_written());
+  restore.set_crc32c(saved.crc32c());
+  return restore;
+}
+
 pb::PushRequest PushOf(const pb::CreateVariablesRequest& def, const Values& grads,
                        const std::string& task, uint64_t request_id, int64_t step = 0) {
   pb::PushRequest r;
@@ -1089,10 +1100,7 @@ TEST_P(PsContractTest, SyncSaveAtAStepCapturesThatStepWhileTrainingGoesOn) {
   EXPECT_NE(saved.crc32c(), 0u);
   EXPECT_EQ(static_cast<int64_t>(std::filesystem::file_size(save.path())), saved.bytes_written());
 
-  pb::RestoreShardRequest restore;
-  restore.set_path(save.path());
-  restore.set_bytes(saved.bytes_written());
-  restore.set_crc32c(saved.crc32c());
+  const pb::RestoreShardRequest restore = RestoreOf(save, saved);
   pb::RestoreShardResponse restored;
   ASSERT_TRUE(client_->RestoreShard(restore, &restored, kTimeout).ok());
   EXPECT_EQ(restored.global_step(), 3);
@@ -1131,10 +1139,7 @@ TEST_P(PsContractTest, ARestoreEndsWaitingPullsAndAHeldShardServesOnlyOnceRestor
     wait_status = client_->Pull(request, &waited, kTimeout);
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  pb::RestoreShardRequest restore;
-  restore.set_path(save.path());
-  restore.set_bytes(saved.bytes_written());
-  restore.set_crc32c(saved.crc32c());
+  const pb::RestoreShardRequest restore = RestoreOf(save, saved);
   pb::RestoreShardResponse restored;
   ASSERT_TRUE(client_->RestoreShard(restore, &restored, kTimeout).ok());
   puller.join();
@@ -1216,10 +1221,7 @@ TEST_P(PsContractTest, ChecksumMismatchIsRefusedAndOldFilesAreRemoved) {
   }
   bytes[bytes.size() - 3] ^= 0x01;  // one bit of the last value
   std::ofstream(save.path(), std::ios::binary | std::ios::trunc) << bytes;
-  pb::RestoreShardRequest restore;
-  restore.set_path(save.path());
-  restore.set_bytes(saved.bytes_written());
-  restore.set_crc32c(saved.crc32c());
+  const pb::RestoreShardRequest restore = RestoreOf(save, saved);
   pb::RestoreShardResponse restored;
   const absl::Status s = client_->RestoreShard(restore, &restored, kTimeout);
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;

@@ -23,6 +23,7 @@
 #include "absl/strings/str_join.h"
 #include "base/net.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace fulcrum::testing {
 
@@ -55,6 +56,35 @@ inline std::string ReadFile(const std::filesystem::path& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+// The JSON of a summary or report file; a discarded value when it is missing or does not parse.
+inline nlohmann::json ReadJson(const std::filesystem::path& path) {
+  return nlohmann::json::parse(ReadFile(path), nullptr, /*allow_exceptions=*/false);
+}
+
+// Calls fn(pid, command line with spaces for NULs) for every process.
+template <typename Fn>
+void ForEachProcess(const Fn& fn) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmdline = ReadFile(entry.path() / "cmdline");
+    for (char& c : cmdline) {
+      if (c == '\0') c = ' ';
+    }
+    fn(static_cast<pid_t>(std::stol(name)), cmdline);
+  }
+}
+
+// Processes other than this one whose command line mentions `needle` (a run's unique spec
+// path): what a test leaves behind.
+inline int ProcessesMentioning(const std::string& needle) {
+  int n = 0;
+  ForEachProcess([&](pid_t pid, const std::string& cmdline) {
+    if (cmdline.find(needle) != std::string::npos && pid != ::getpid()) ++n;
+  });
+  return n;
 }
 
 struct Task {
