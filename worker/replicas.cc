@@ -5,12 +5,8 @@
 #include "absl/strings/str_cat.h"
 #include "base/random.h"
 #include "base/status_macros.h"
+#include "ops/cuda_plugin.h"
 #include "worker/setup.h"
-
-#ifdef FULCRUM_HAVE_CUDA
-#include "ops/cuda/cuda_backend.h"
-#include "ops/cuda/device_memory.h"
-#endif
 
 namespace fulcrum::worker {
 namespace {
@@ -32,8 +28,13 @@ absl::StatusOr<std::vector<ops::DeviceId>> ComputeDevices(const runtime::Trainin
   const char* flag = from_list ? "--devices" : "--device";
   for (const ops::DeviceId& d : devices) {
     if (d.type == ops::Device::kCpu) continue;
-#ifdef FULCRUM_HAVE_CUDA
-    const absl::StatusOr<int> count = ops::cuda::DeviceCount();
+    const absl::StatusOr<const ops::CudaPlugin*> plugin = ops::LoadCudaPlugin();
+    if (!plugin.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(flag, ": ", ops::DeviceIdName(d), ": ",
+                                                     plugin.status().message(),
+                                                     "; use cpu or cpu:N"));
+    }
+    const absl::StatusOr<int> count = (*plugin)->device_count();
     if (!count.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(flag, ": ", ops::DeviceIdName(d),
                                                      ": no usable GPU on this machine (",
@@ -44,12 +45,6 @@ absl::StatusOr<std::vector<ops::DeviceId>> ComputeDevices(const runtime::Trainin
                                                      " does not exist: this machine has ", *count,
                                                      " GPU(s), gpu:0 to gpu:", *count - 1));
     }
-#else
-    return absl::InvalidArgumentError(absl::StrCat(
-        flag, ": ", ops::DeviceIdName(d),
-        ": this build has no GPU backend (the CUDA toolkit, nvcc or cuDNN was not found when it "
-        "was built); use cpu or cpu:N"));
-#endif
   }
   if (devices.size() > kMaxDevices) {
     return absl::InvalidArgumentError(
@@ -87,13 +82,9 @@ absl::StatusOr<std::unique_ptr<Replicas>> Replicas::Create(const runtime::Traini
         std::make_unique<ops::ThreadPool>(device.type == ops::Device::kCpu ? threads : 1);
     FULCRUM_ASSIGN_OR_RETURN(replica.model, BuildModel(t, train, replica.pool.get(), worker_index));
     if (device.type != ops::Device::kCpu) {
-#ifdef FULCRUM_HAVE_CUDA
-      FULCRUM_ASSIGN_OR_RETURN(replica.backend, ops::cuda::CreateCudaBackend(device.index));
+      FULCRUM_ASSIGN_OR_RETURN(const ops::CudaPlugin* plugin, ops::LoadCudaPlugin());
+      FULCRUM_ASSIGN_OR_RETURN(replica.backend, plugin->create_backend(device.index));
       replica.model->set_backend(replica.backend.get());
-#else
-      return absl::InvalidArgumentError(
-          absl::StrCat(ops::DeviceIdName(device), ": this build has no GPU backend"));
-#endif
     }
     if (r > 0) {
       replica.model->set_seed(

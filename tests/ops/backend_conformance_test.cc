@@ -27,10 +27,7 @@
 #include "ops/initializer.h"
 #include "tests/testing/gradient_check.h"
 
-#ifdef FULCRUM_HAVE_CUDA
-#include "ops/cuda/cuda_backend.h"
-#include "ops/cuda/device_memory.h"
-#endif
+#include "ops/cuda_plugin.h"
 
 namespace fulcrum::ops {
 namespace {
@@ -47,12 +44,15 @@ class BackendTest : public ::testing::TestWithParam<std::string> {
       return;
     }
 #ifdef FULCRUM_HAVE_CUDA
-    absl::StatusOr<int> count = cuda::DeviceCount();
-    if (!count.ok() && cuda::IsNoDeviceError(count.status())) {
+    // The GPU backend as the worker loads it: the plugin next to this binary.
+    absl::StatusOr<const CudaPlugin*> plugin = LoadCudaPlugin();
+    ASSERT_TRUE(plugin.ok()) << plugin.status();
+    absl::StatusOr<int> count = (*plugin)->device_count();
+    if (!count.ok() && (*plugin)->no_device(count.status())) {
       GTEST_SKIP() << "no GPU here: " << count.status().message();
     }
     ASSERT_TRUE(count.ok()) << count.status();
-    auto backend = cuda::CreateCudaBackend(0);
+    auto backend = (*plugin)->create_backend(0);
     ASSERT_TRUE(backend.ok()) << backend.status();
     backend_ = std::move(backend).value();
 #else

@@ -113,6 +113,33 @@ TEST_F(SingleModeTest, SigkillLeavesTheRecordsUpToTheLastFlush) {
   EXPECT_EQ(final_summary.value("steps", 0), 300);
 }
 
+// The worker's /metrics endpoint serves (it failed with "null context when constructing
+// CivetServer" while the worker linked cuBLAS: cuBLASLt's 94 KiB of static TLS no longer fit
+// in civetweb's 100 KiB thread stacks, so pthread_create refused them; the CUDA backend is now
+// a plugin loaded only for a GPU, ops/cuda_plugin.h). Scraped while the run lingers.
+TEST_F(SingleModeTest, MetricsEndpointServesTheWorkersSeries) {
+  const fs::path dir = FreshDir("worker_metrics");
+  const fs::path script = dir / "scrape.sh";
+  std::ofstream(script) << R"sh(log="$2/worker.log"
+"$1" --model=logreg --train_steps=200 --threads=1 --metrics_port=0 --metrics_linger_secs=60 \
+  --run_dir="$2/run" > "$log" 2>&1 &
+p=$!
+for i in $(seq 600); do grep -q "stays up until scraped" "$log" || ! kill -0 $p 2>/dev/null && break; sleep 0.1; done
+port=$(sed -n 's/.*Prometheus metrics on port \([0-9]*\).*/\1/p' "$log")
+python3 -c "import sys, urllib.request
+sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:$port/metrics', timeout=10).read().decode())"
+wait $p
+echo exit=$?
+cat "$log"
+)sh";
+  const RunResult r = ::fulcrum::testing::RunShell(
+      absl::StrCat("sh ", script.string(), " ", FULCRUM_BIN_DIR, "/worker ", dir.string()));
+  EXPECT_NE(r.output.find(R"(process_resident_memory_bytes{task_index="0",task_type="worker"})"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("exit=0"), std::string::npos) << r.output;
+}
+
 // The Touchstone / CS744 settings: SGD lr 0.01, batch 256, 1000 steps. PyTorch with the same
 // settings reaches 0.76 on this data.
 TEST_F(SingleModeTest, LogregTouchstoneSettingsReach75Percent) {
