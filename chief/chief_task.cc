@@ -596,11 +596,20 @@ absl::Status Chief::WriteReport(const std::string& stop_reason) {
 
   nlohmann::json ps = nlohmann::json::array();
   int64_t received = 0, applied = 0, dropped = 0;
+  // A task that sent no summary is named in "vanished_tasks"; what it left on disk, if the
+  // chief can read its folder, stands in for its summary.
+  std::vector<std::string> vanished;
+  const absl::Time since = adopted_ ? absl::InfinitePast() : process_start_;
+  auto left = [&](const std::string& job, int index) {
+    vanished.push_back(absl::StrCat(job, ":", index));
+    return LeftSummary(run_dir_ / absl::StrCat(job, "-", index), since);
+  };
   for (size_t p = 0; p < ps_summaries_.size(); ++p) {
     nlohmann::json s = nlohmann::json::parse(ps_summaries_[p], nullptr, false);
     if (s.is_discarded() || !s.is_object()) {
-      spdlog::warn("no summary from ps:{}", p);
-      continue;
+      s = left("ps", static_cast<int>(p));
+      spdlog::warn("no summary from ps:{}{}", p, s.is_null() ? "" : "; its records on disk stand in");
+      if (s.is_null()) continue;
     }
     received += s.value("pushes_received", int64_t{0});
     applied += s.value("pushes_applied", int64_t{0});
@@ -613,7 +622,8 @@ absl::Status Chief::WriteReport(const std::string& stop_reason) {
   j["pushes_dropped"] = dropped;
   nlohmann::json workers = nlohmann::json::array();
   double worker_rate = 0.0;
-  for (const auto& [index, text] : coordinator_->summaries()) {
+  const std::map<int, std::string> sent = coordinator_->summaries();
+  for (const auto& [index, text] : sent) {
     nlohmann::json w = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (w.is_discarded()) continue;
     if (w.contains("examples_per_sec") && w["examples_per_sec"].is_number()) {
@@ -621,6 +631,12 @@ absl::Status Chief::WriteReport(const std::string& stop_reason) {
     }
     workers.push_back(std::move(w));
   }
+  for (int w = 0; w < c_.task.cluster.num_tasks(runtime::kWorkerJob); ++w) {
+    if (sent.count(w) != 0) continue;
+    nlohmann::json s = left("worker", w);
+    if (!s.is_null()) workers.push_back(std::move(s));
+  }
+  j["vanished_tasks"] = vanished;
   j["workers"] = workers;
   j["workers_examples_per_sec"] = worker_rate;  // sum of the workers' steady-state rates
   j["chief"] = own;

@@ -1,9 +1,17 @@
 #include "chief/report.h"
 
 #include <algorithm>
+#include <array>
+#include <chrono>
+#include <fstream>
 #include <map>
 #include <string>
+#include <system_error>
+#include <tuple>
 #include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 
 namespace fulcrum::chief {
 namespace {
@@ -20,7 +28,52 @@ std::string Str(const nlohmann::json& j, const char* key, const std::string& fal
   return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
 }
 
-// One summary's row of the task table.
+const nlohmann::json& Array(const nlohmann::json& j, const char* key) {
+  static const nlohmann::json* const kEmpty = new nlohmann::json(nlohmann::json::array());
+  if (!j.is_object()) return *kEmpty;
+  auto it = j.find(key);
+  return it != j.end() && it->is_array() ? *it : *kEmpty;
+}
+
+// The RPC of the warm-up (runtime's channel warm-up before the first step): its bytes are
+// shown apart from training's.
+constexpr char kWarmupMethod[] = "Ping";
+
+// What an RPC between two tasks is for: "warm-up", "control" (the chief's registration,
+// heartbeats, evaluation pulls, checkpoints, stop) or "training" (a worker's pulls and pushes).
+std::string TrafficKind(const std::string& method, const std::string& a, const std::string& b) {
+  if (method == kWarmupMethod) return "warm-up";
+  if (absl::StartsWith(a, "chief-") || absl::StartsWith(b, "chief-")) return "control";
+  return "training";
+}
+
+// Directed rows (from, to, kind) of application bytes, each direction counted by both ends:
+// by its sender ("bytes_counted_by_sender") and by its receiver ("bytes_counted_by_receiver").
+// Both ends record every RPC, so the two agree unless one end vanished or a call was cut off.
+nlohmann::json TrafficRows(const std::vector<std::pair<std::string, const nlohmann::json*>>& s) {
+  std::map<std::tuple<std::string, std::string, std::string>, std::array<double, 2>> rows;
+  for (const auto& [job, summary] : s) {
+    const std::string me = job + "-" + std::to_string(static_cast<int>(Num(*summary, "task_index")));
+    for (const nlohmann::json& e : Array(*summary, "rpc_traffic")) {
+      const std::string peer = Str(e, "peer", "unknown");
+      const std::string kind = TrafficKind(Str(e, "method", ""), me, peer);
+      rows[{me, peer, kind}][0] += Num(e, "bytes_sent");
+      rows[{peer, me, kind}][1] += Num(e, "bytes_received");
+    }
+  }
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& [key, v] : rows) {
+    out.push_back({{"from", std::get<0>(key)},
+                   {"to", std::get<1>(key)},
+                   {"kind", std::get<2>(key)},
+                   {"bytes_counted_by_sender", v[0]},
+                   {"bytes_counted_by_receiver", v[1]}});
+  }
+  return out;
+}
+
+// One summary's row of the task table: per-process figures only (interface counters belong to
+// a host: every task of a network namespace reads the same ones).
 nlohmann::json TaskRow(const nlohmann::json& s, const std::string& job) {
   const int index = static_cast<int>(Num(s, "task_index"));
   nlohmann::json row;
@@ -29,27 +82,100 @@ nlohmann::json TaskRow(const nlohmann::json& s, const std::string& job) {
   row["index"] = index;
   row["host"] = Str(s, "host", "unknown");
   row["profile"] = Str(s, "profile", "off");
+  const bool vanished = s.is_object() && s.value("vanished", false);
+  row["status"] = vanished ? "vanished" : "reported";
+  if (vanished) row["records"] = s.value("partial", false) ? "partial" : "final";
   row["cpu_seconds"] = Num(s, "cpu_seconds");
   row["cpu_percent_mean"] = Num(s, "cpu_percent_mean");
   row["cpu_percent_max"] = Num(s, "cpu_percent_max");
   row["peak_rss_bytes"] = Num(s, "peak_rss_bytes");
-  row["net_bytes_sent"] = Num(s, "Total bytes sent over network");
-  row["net_bytes_received"] = Num(s, "Total bytes received over network");
-  row["loopback_bytes_sent"] = Num(s, "network_loopback_bytes_sent");
-  row["loopback_bytes_received"] = Num(s, "network_loopback_bytes_received");
-  row["external_bytes_sent"] = Num(s, "network_external_bytes_sent");
-  row["external_bytes_received"] = Num(s, "network_external_bytes_received");
   row["app_bytes_sent"] = Num(s, "app_bytes_sent");
   row["app_bytes_received"] = Num(s, "app_bytes_received");
+  double warmup_sent = 0, warmup_received = 0;
+  for (const nlohmann::json& e : Array(s, "rpc_traffic")) {
+    if (Str(e, "method", "") != kWarmupMethod) continue;
+    warmup_sent += Num(e, "bytes_sent");
+    warmup_received += Num(e, "bytes_received");
+  }
+  row["app_bytes_sent_warmup"] = warmup_sent;
+  row["app_bytes_received_warmup"] = warmup_received;
   row["rpcs"] = Num(s, "rpcs");
   row["job_execution_seconds"] = Num(s, "Job Execution Time");
   if (job == "worker") row["examples_per_sec"] = Num(s, "examples_per_sec");
   return row;
 }
 
-constexpr const char* kNetKeys[] = {"net_bytes_sent",      "net_bytes_received",
-                                    "loopback_bytes_sent", "loopback_bytes_received",
-                                    "external_bytes_sent", "external_bytes_received"};
+// A summary's interface counters, as the report's keys name them.
+constexpr std::pair<const char*, const char*> kNetKeys[] = {
+    {"net_bytes_sent", "Total bytes sent over network"},
+    {"net_bytes_received", "Total bytes received over network"},
+    {"loopback_bytes_sent", "network_loopback_bytes_sent"},
+    {"loopback_bytes_received", "network_loopback_bytes_received"},
+    {"external_bytes_sent", "network_external_bytes_sent"},
+    {"external_bytes_received", "network_external_bytes_received"}};
+
+// Fulcrum's payload on a host's interfaces, from its tasks' peer_traffic: bytes to and from
+// peers on the same host went over loopback, the rest over the external interfaces.
+void AddPayload(const nlohmann::json& summary, const std::string& host,
+                const std::map<std::string, std::string>& host_of, nlohmann::json* h) {
+  for (const nlohmann::json& p : Array(summary, "peer_traffic")) {
+    auto it = host_of.find(Str(p, "peer", ""));
+    const bool local = it != host_of.end() && it->second == host;
+    const std::string where = local ? "loopback" : "external";
+    for (const char* dir : {"sent", "received"}) {
+      const std::string key = absl::StrCat("fulcrum_", where, "_bytes_", dir);
+      (*h)[key] = (*h)[key].get<double>() + Num(p, absl::StrCat("bytes_", dir).c_str());
+    }
+  }
+}
+
+// Splits each interface class of a host into Fulcrum's payload and the rest ("other_...":
+// protocol headers, and any other process's traffic in the namespace, e.g. a TensorFlow
+// baseline on the same node).
+void AddOtherTraffic(nlohmann::json* h) {
+  for (const char* where : {"loopback", "external"}) {
+    for (const char* dir : {"sent", "received"}) {
+      const double all = (*h)[absl::StrCat(where, "_bytes_", dir)].get<double>();
+      const double ours = (*h)[absl::StrCat("fulcrum_", where, "_bytes_", dir)].get<double>();
+      (*h)[absl::StrCat("other_", where, "_bytes_", dir)] = std::max(0.0, all - ours);
+    }
+  }
+}
+
+}  // namespace
+nlohmann::json LeftSummary(const std::filesystem::path& task_dir, absl::Time since) {
+  const std::filesystem::path path = task_dir / "summary.json";
+  std::error_code ec;
+  const auto written = std::filesystem::last_write_time(path, ec);
+  if (ec) return nullptr;
+  if (absl::FromChrono(std::chrono::file_clock::to_sys(written)) < since) return nullptr;
+  std::ifstream in(path);
+  nlohmann::json s = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!s.is_object()) return nullptr;
+  s["vanished"] = true;
+  return s;
+}
+
+namespace {
+
+// A new host row, every figure at 0.
+nlohmann::json HostRow(const std::string& host) {
+  nlohmann::json h;
+  h["host"] = host;
+  h["tasks"] = nlohmann::json::array();
+  for (const char* k : {"cpu_percent_mean", "cpu_seconds", "peak_rss_bytes"}) h[k] = 0.0;
+  for (const auto& [key, from] : kNetKeys) h[key] = 0.0;
+  for (const char* where : {"loopback", "external"}) {
+    for (const char* dir : {"sent", "received"}) {
+      h[absl::StrCat("fulcrum_", where, "_bytes_", dir)] = 0.0;
+    }
+  }
+  h["interfaces"] = nlohmann::json::array();
+  h["interfaces_from"] = "";
+  return h;
+}
+
+void Add(nlohmann::json* h, const char* key, double x) { (*h)[key] = (*h)[key].get<double>() + x; }
 
 }  // namespace
 
@@ -66,66 +192,60 @@ void AddClusterTables(nlohmann::json* report) {
     }
   }
   nlohmann::json tasks = nlohmann::json::array();
+  std::map<std::string, std::string> host_of;  // task name ("ps-0") -> host
+  for (const auto& [job, s] : summaries) {
+    tasks.push_back(TaskRow(*s, job));
+    host_of[tasks.back()["task"]] = tasks.back()["host"];
+  }
   std::map<std::string, nlohmann::json> hosts;  // by host name
   std::vector<std::string> host_order;
-  for (const auto& [job, s] : summaries) {
-    nlohmann::json row = TaskRow(*s, job);
+  for (size_t i = 0; i < summaries.size(); ++i) {
+    const nlohmann::json& s = *summaries[i].second;
+    const nlohmann::json& row = tasks[i];
     const std::string host = row["host"];
-    auto [it, inserted] = hosts.try_emplace(host);
+    auto [it, inserted] = hosts.try_emplace(host, HostRow(host));
+    if (inserted) host_order.push_back(host);
     nlohmann::json& h = it->second;
-    if (inserted) {
-      host_order.push_back(host);
-      h["host"] = host;
-      h["tasks"] = nlohmann::json::array();
-      h["cpu_percent_mean"] = 0.0;
-      h["cpu_seconds"] = 0.0;
-      h["peak_rss_bytes"] = 0.0;
-      for (const char* k : kNetKeys) h[k] = 0.0;
-      h["interfaces"] = nlohmann::json::array();
-      h["interfaces_from"] = "";
-    }
     h["tasks"].push_back(row["task"]);
-    h["cpu_percent_mean"] =
-        h["cpu_percent_mean"].get<double>() + row["cpu_percent_mean"].get<double>();
-    h["cpu_seconds"] = h["cpu_seconds"].get<double>() + row["cpu_seconds"].get<double>();
-    h["peak_rss_bytes"] = h["peak_rss_bytes"].get<double>() + row["peak_rss_bytes"].get<double>();
-    // The task that saw the most bytes on the shared interfaces speaks for the host.
-    if (row["net_bytes_sent"].get<double>() + row["net_bytes_received"].get<double>() >=
-        h["net_bytes_sent"].get<double>() + h["net_bytes_received"].get<double>()) {
-      for (const char* k : kNetKeys) h[k] = row[k];
-      if (s->contains("network_interfaces")) h["interfaces"] = (*s)["network_interfaces"];
+    for (const char* k : {"cpu_percent_mean", "cpu_seconds", "peak_rss_bytes"}) {
+      Add(&h, k, row[k].get<double>());  // processes add up
+    }
+    AddPayload(s, host, host_of, &h);
+    // Interface counters are the namespace's, read alike by each of its tasks: the task that
+    // saw the most bytes (it sampled longest) speaks for the host.
+    const double seen = Num(s, "Total bytes sent over network") +
+                        Num(s, "Total bytes received over network");
+    if (seen >= h["net_bytes_sent"].get<double>() + h["net_bytes_received"].get<double>()) {
+      for (const auto& [key, from] : kNetKeys) h[key] = Num(s, from);
+      if (s.contains("network_interfaces")) h["interfaces"] = s["network_interfaces"];
       h["interfaces_from"] = row["task"];
     }
-    tasks.push_back(std::move(row));
   }
-  nlohmann::json host_rows = nlohmann::json::array();
   nlohmann::json cluster;
   cluster["tasks"] = tasks.size();
   cluster["hosts"] = host_order.size();
-  double cpu_seconds = 0, cpu_mean = 0, rss = 0, app_sent = 0, app_received = 0, rate = 0;
+  for (const char* k : {"cpu_seconds", "cpu_percent_mean", "peak_rss_bytes", "app_bytes_sent",
+                        "app_bytes_received", "app_bytes_sent_warmup",
+                        "app_bytes_received_warmup"}) {
+    cluster[k] = 0.0;
+    for (const nlohmann::json& t : tasks) Add(&cluster, k, t[k].get<double>());
+  }
+  cluster["examples_per_sec"] = 0.0;
   for (const nlohmann::json& t : tasks) {
-    cpu_seconds += t["cpu_seconds"].get<double>();
-    cpu_mean += t["cpu_percent_mean"].get<double>();
-    rss += t["peak_rss_bytes"].get<double>();
-    app_sent += t["app_bytes_sent"].get<double>();
-    app_received += t["app_bytes_received"].get<double>();
-    if (t.contains("examples_per_sec")) rate += t["examples_per_sec"].get<double>();
+    if (t.contains("examples_per_sec")) Add(&cluster, "examples_per_sec", t["examples_per_sec"]);
   }
-  std::map<std::string, double> net;
+  nlohmann::json host_rows = nlohmann::json::array();
+  for (const auto& [key, from] : kNetKeys) cluster[key] = 0.0;
   for (const std::string& name : host_order) {
-    for (const char* k : kNetKeys) net[k] += hosts[name][k].get<double>();
-    host_rows.push_back(std::move(hosts[name]));
+    nlohmann::json& h = hosts[name];
+    AddOtherTraffic(&h);
+    for (const auto& [key, from] : kNetKeys) Add(&cluster, key, h[key].get<double>());
+    host_rows.push_back(std::move(h));
   }
-  cluster["cpu_seconds"] = cpu_seconds;
-  cluster["cpu_percent_mean"] = cpu_mean;
-  cluster["peak_rss_bytes"] = rss;
-  for (const char* k : kNetKeys) cluster[k] = net[k];
-  cluster["app_bytes_sent"] = app_sent;
-  cluster["app_bytes_received"] = app_received;
-  cluster["examples_per_sec"] = rate;
   r["tasks"] = std::move(tasks);
   r["hosts"] = std::move(host_rows);
   r["cluster"] = std::move(cluster);
+  r["traffic"] = TrafficRows(summaries);
 }
 
 }  // namespace fulcrum::chief

@@ -4,6 +4,9 @@
 // Thread-safety: pure functions.
 #pragma once
 
+#include <filesystem>
+
+#include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 
 namespace fulcrum::chief {
@@ -12,6 +15,16 @@ namespace fulcrum::chief {
 // namespace: every task on a host reads the same ones, so a host's network figures are the
 // largest of its tasks' (the task that sampled longest), never their sum; CPU and memory
 // are per process and add up. Missing or non-numeric keys count as 0.
+// Each task row has "status": "reported" (its summary reached the chief) or "vanished" (it
+// sent none: killed, crashed, or lost with its host; the row holds what it left on disk, see
+// LeftSummary, and "records" says how much: "partial" or "final").
 void AddClusterTables(nlohmann::json* report);
+
+// What a task that sent the chief no summary left in its folder of the run dir (`task_dir`):
+// its summary.json, the profiler's partial one (rewritten every --profile_flush_secs) or its
+// final one, if written at `since` or later (an older one is an earlier run's), marked
+// "vanished": true. Null when there is none (the folder is on another host, or the task died
+// before its first flush).
+nlohmann::json LeftSummary(const std::filesystem::path& task_dir, absl::Time since);
 
 }  // namespace fulcrum::chief

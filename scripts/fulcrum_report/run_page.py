@@ -120,16 +120,18 @@ def _network_chart(host, task, t0):
                       v.axis_bytes_per_sec, note="idle: " + ", ".join(idle) if idle else "")
 
 
-def _peer_chart(tasks):
+def _peer_chart(report):
+    """One bar per direction (from → to) and kind (training, warm-up, control): the bytes
+    its sender counted and those its receiver counted."""
     bars = []
-    for t in tasks:
-        for p in v.array(t.summary, "peer_traffic"):
-            sent, received = v.num(p, "bytes_sent", 0.0), v.num(p, "bytes_received", 0.0)
-            bars.append(Bar("%s \u2192 %s" % (t.name, v.string(p, "peer", "?")),
-                            [sent, received],
-                            "%s / %s" % (v.fmt_bytes(sent), v.fmt_bytes(received))))
-    return bar_chart("Application bytes each task sent / received per peer",
-                     ["sent", "received"], bars, v.axis_bytes)
+    for t in v.array(report, "traffic"):
+        sent = v.num(t, "bytes_counted_by_sender", 0.0)
+        got = v.num(t, "bytes_counted_by_receiver", 0.0)
+        bars.append(Bar("%s → %s (%s)" % (v.string(t, "from", "?"), v.string(t, "to", "?"),
+                                              v.string(t, "kind", "?")),
+                        [sent, got], "%s / %s" % (v.fmt_bytes(sent), v.fmt_bytes(got))))
+    return bar_chart("Application bytes per direction: counted by the sender / by the receiver",
+                     ["by sender", "by receiver"], bars, v.axis_bytes)
 
 
 PHASES = ("data", "pull", "forward", "backward", "push", "sync_wait")
@@ -187,7 +189,7 @@ def _charts(report):
     for host, task in _host_samplers(report, tasks):
         network.append(_safe("Network of host %s" % host,
                              lambda h=host, t=task: _network_chart(h, t, t0)))
-    network.append(_safe("Bytes per peer", lambda: _peer_chart(tasks)))
+    network.append(_safe("Bytes per peer", lambda: _peer_chart(report)))
     sections = (("Training", training), ("CPU and memory", machine), ("Network", network))
     html, n = [], 0
     for heading, charts in sections:
@@ -242,18 +244,20 @@ def _task_table(report):
         def n(key):
             return v.num(t, key, 0.0)
         rate = v.num(t, "examples_per_sec")
-        rows.append((v.string(t, "task"), v.string(t, "host"), v.fmt_seconds(n("cpu_seconds")),
+        status = v.string(t, "status", "reported")
+        if status == "vanished":
+            status = "vanished (%s records left)" % v.string(t, "records", "no")
+        rows.append((v.string(t, "task"), status, v.string(t, "host"),
+                     v.fmt_seconds(n("cpu_seconds")),
                      v.fmt_pct(n("cpu_percent_mean")), v.fmt_pct(n("cpu_percent_max")),
-                     v.fmt_bytes(n("peak_rss_bytes")), v.fmt_bytes(n("loopback_bytes_sent")),
-                     v.fmt_bytes(n("loopback_bytes_received")),
-                     v.fmt_bytes(n("external_bytes_sent")),
-                     v.fmt_bytes(n("external_bytes_received")), v.fmt_bytes(n("app_bytes_sent")),
-                     v.fmt_bytes(n("app_bytes_received")), v.fmt_count(n("rpcs")),
-                     "" if rate is None else v.fmt_count(rate)))
-    return "<h2>Tasks</h2>" + table(
-        ("task", "host", "CPU time", "CPU mean", "CPU max", "peak RSS", "lo sent", "lo received",
-         "external sent", "external received", "app sent", "app received", "RPCs",
-         "examples/s"), rows)
+                     v.fmt_bytes(n("peak_rss_bytes")), v.fmt_bytes(n("app_bytes_sent")),
+                     v.fmt_bytes(n("app_bytes_received")),
+                     v.fmt_bytes(n("app_bytes_sent_warmup") + n("app_bytes_received_warmup")),
+                     v.fmt_count(n("rpcs")), "" if rate is None else v.fmt_count(rate)))
+    return ("<h2>Tasks</h2><p>Per process. Network interfaces are shared by the tasks of a "
+            "host: their counters are in the hosts table.</p>" + table(
+                ("task", "status", "host", "CPU time", "CPU mean", "CPU max", "peak RSS",
+                 "app sent", "app received", "of which warm-up", "RPCs", "examples/s"), rows))
 
 
 def _interfaces(host):
@@ -281,16 +285,22 @@ def _host_table(report):
     tasks, rows = tasks_of(report), []
     for h in v.array(report, "hosts"):
         host = v.string(h, "host")
+
+        def split(where, d):
+            all_ = v.num(h, "%s_bytes_%s" % (where, d), 0.0)
+            ours = v.num(h, "fulcrum_%s_bytes_%s" % (where, d), 0.0)
+            return "%s (Fulcrum %s, other %s)" % (v.fmt_bytes(all_), v.fmt_bytes(ours),
+                                                 v.fmt_bytes(v.num(h, "other_%s_bytes_%s" % (where, d), 0.0)))
         rows.append((host, ", ".join(v.text(t) for t in v.array(h, "tasks")),
                      v.fmt_pct(v.num(h, "cpu_percent_mean", 0.0)),
                      v.fmt_bytes(v.num(h, "peak_rss_bytes", 0.0)),
-                     v.fmt_bytes(v.num(h, "loopback_bytes_sent", 0.0)),
-                     v.fmt_bytes(v.num(h, "external_bytes_sent", 0.0)),
-                     v.fmt_bytes(v.num(h, "external_bytes_received", 0.0)),
-                     _interfaces(h), _processor(tasks, host)))
-    return "<h2>Hosts</h2>" + table(
-        ("host", "tasks", "CPU (sum)", "peak RSS (sum)", "loopback sent", "external sent",
-         "external received", "interfaces", "processor"), rows)
+                     split("loopback", "sent"), split("external", "sent"),
+                     split("external", "received"), _interfaces(h), _processor(tasks, host)))
+    return ("<h2>Hosts</h2><p>Interface counters of each host (its network namespace), split "
+            "into Fulcrum's payload (from the tasks' per-peer counts) and other bytes: protocol "
+            "headers and any other process's traffic.</p>" + table(
+                ("host", "tasks", "CPU (sum)", "peak RSS (sum)", "loopback sent",
+                 "external sent", "external received", "interfaces", "processor"), rows))
 
 
 def _cluster_table(report):
@@ -353,6 +363,9 @@ def _header(r):
              card("train time", num_or("train_seconds", v.fmt_seconds)),
              card("time to target accuracy",
                   num_or("time_to_target_accuracy_seconds", v.fmt_seconds))]
+    vanished = [v.text(t) for t in v.array(r, "vanished_tasks")]
+    if vanished:
+        sub += "; sent no summary (killed or lost): %s" % ", ".join(vanished)
     return ('<h1>Fulcrum run %s</h1><p class="sub">%s</p><div class="cards">%s</div>'
             % (escape(v.string(r, "run_id", "(no run id)")), escape(sub), "".join(cards)))
 

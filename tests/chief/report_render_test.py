@@ -75,6 +75,11 @@ def report():
                    "interfaces": [{"name": "eth0", "rx_bytes": 2e6, "tx_bytes": 3e6}]}],
         "cluster": {"tasks": 4, "hosts": 2, "external_bytes_sent": 1.5e9},
         "placement_table": [{"variable": "dense/kernel", "ps": 0, "bytes": 31360}],
+        "traffic": [
+            {"from": "worker-0", "to": "ps-0", "kind": "training",
+             "bytes_counted_by_sender": 12.3e6, "bytes_counted_by_receiver": 4e6},
+            {"from": "worker-1", "to": "chief-0", "kind": "control",
+             "bytes_counted_by_sender": 300, "bytes_counted_by_receiver": 300}],
     }
 
 
@@ -172,11 +177,11 @@ class RunPageTest(Test):
     def test_bars_for_peers_and_phases(self):
         html = fulcrum_report.render_run_page(report())
         peers = chart(html, "Application bytes")
-        self.assertHas("worker-0 \u2192 ps-0", peers)
-        self.assertHas("worker-1 \u2192 chief-0", peers)
+        self.assertHas("worker-0 \u2192 ps-0 (training)", peers)
+        self.assertHas("worker-1 \u2192 chief-0 (control)", peers)
         self.assertHas("12.3 MB / 4.0 MB", peers)
-        self.assertHas(">sent<", peers)
-        self.assertHas(">received<", peers)
+        self.assertHas(">by sender<", peers)
+        self.assertHas(">by receiver<", peers)
         phases = chart(html, "Mean step time of each worker by phase")
         self.assertHas("4.2 ms (p50 4.1 ms, p99 9.5 ms)", phases)
         for phase in ("data", "pull", "forward", "backward", "push", "sync_wait"):

@@ -3,6 +3,10 @@
 // cluster totals over hosts.
 #include "chief/report.h"
 
+#include <filesystem>
+#include <fstream>
+
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -65,6 +69,75 @@ TEST(ClusterTablesTest, TasksHostsAndTotals) {
   EXPECT_DOUBLE_EQ(c["cpu_percent_mean"].get<double>(), 215.0);
   EXPECT_DOUBLE_EQ(c["app_bytes_sent"].get<double>(), 40.0);
   EXPECT_DOUBLE_EQ(c["examples_per_sec"].get<double>(), 2000.0);
+}
+
+// Issue 13: a task row holds its process's figures only (it repeated the host's lo counter);
+// the host row splits each interface class into Fulcrum's payload (bytes to peers on the same
+// host went over lo, the rest over external interfaces) and the rest; the warm-up's bytes are
+// apart; "traffic" has one directed row per (from, to, kind), counted by both ends.
+TEST(ClusterTablesTest, HostTrafficSplitIntoFulcrumsAndOtherAndDirectedRows) {
+  nlohmann::json ps = Summary("ps", 0, "h1", 40, 30e6, 5000, 4000);
+  ps["peer_traffic"] = {{{"peer", "worker-0"}, {"bytes_sent", 1500}, {"bytes_received", 1000}},
+                        {{"peer", "worker-1"}, {"bytes_sent", 700}, {"bytes_received", 400}}};
+  ps["rpc_traffic"] = {
+      {{"peer", "worker-0"}, {"method", "Ping"}, {"bytes_sent", 500}, {"bytes_received", 500}},
+      {{"peer", "worker-0"}, {"method", "PushPull"}, {"bytes_sent", 1000}, {"bytes_received", 500}},
+      {{"peer", "worker-1"}, {"method", "PushPull"}, {"bytes_sent", 700}, {"bytes_received", 400}}};
+  nlohmann::json w0 = Summary("worker", 0, "h1", 90, 200e6, 4800, 3800);
+  w0["peer_traffic"] = {{{"peer", "ps-0"}, {"bytes_sent", 1000}, {"bytes_received", 1500}}};
+  w0["rpc_traffic"] = {
+      {{"peer", "ps-0"}, {"method", "Ping"}, {"bytes_sent", 500}, {"bytes_received", 500}},
+      {{"peer", "ps-0"}, {"method", "PushPull"}, {"bytes_sent", 500}, {"bytes_received", 1000}}};
+  nlohmann::json r;
+  r["ps"] = {ps};
+  r["workers"] = {w0, Summary("worker", 1, "h2", 80, 210e6, 3000, 100)};
+  AddClusterTables(&r);
+
+  for (const nlohmann::json& t : r["tasks"]) {
+    EXPECT_FALSE(t.contains("loopback_bytes_sent")) << t.dump();
+    EXPECT_FALSE(t.contains("net_bytes_sent")) << t.dump();
+  }
+  EXPECT_DOUBLE_EQ(r["tasks"][1]["app_bytes_sent_warmup"].get<double>(), 500.0);
+  EXPECT_DOUBLE_EQ(r["cluster"]["app_bytes_sent_warmup"].get<double>(), 1000.0);
+
+  const nlohmann::json& h1 = r["hosts"][0];
+  // ps-0 and worker-0 share h1: their 1500 + 1000 bytes went over lo; ps-0's 700 to worker-1
+  // (on h2) left over the external interfaces.
+  EXPECT_DOUBLE_EQ(h1["fulcrum_loopback_bytes_sent"].get<double>(), 2500.0);
+  EXPECT_DOUBLE_EQ(h1["fulcrum_external_bytes_sent"].get<double>(), 700.0);
+  EXPECT_DOUBLE_EQ(h1["loopback_bytes_sent"].get<double>(), 4000.0);  // ps-0 saw the most
+  EXPECT_DOUBLE_EQ(h1["other_loopback_bytes_sent"].get<double>(), 1500.0);
+  EXPECT_DOUBLE_EQ(h1["other_external_bytes_sent"].get<double>(), 1000.0 - 700.0);
+
+  std::map<std::string, nlohmann::json> rows;
+  for (const nlohmann::json& t : r["traffic"]) {
+    rows[t["from"].get<std::string>() + ">" + t["to"].get<std::string>() + ":" +
+         t["kind"].get<std::string>()] = t;
+  }
+  ASSERT_TRUE(rows.count("worker-0>ps-0:training")) << r["traffic"].dump(2);
+  EXPECT_DOUBLE_EQ(rows["worker-0>ps-0:training"]["bytes_counted_by_sender"].get<double>(), 500);
+  EXPECT_DOUBLE_EQ(rows["worker-0>ps-0:training"]["bytes_counted_by_receiver"].get<double>(), 500);
+  EXPECT_DOUBLE_EQ(rows["ps-0>worker-0:training"]["bytes_counted_by_sender"].get<double>(), 1000);
+  EXPECT_DOUBLE_EQ(rows["ps-0>worker-0:warm-up"]["bytes_counted_by_receiver"].get<double>(), 500);
+  // worker-1 sent no traffic table: only the ps's count of its direction is there.
+  EXPECT_DOUBLE_EQ(rows["worker-1>ps-0:training"]["bytes_counted_by_sender"].get<double>(), 0);
+  EXPECT_DOUBLE_EQ(rows["worker-1>ps-0:training"]["bytes_counted_by_receiver"].get<double>(), 400);
+}
+
+// A vanished task's folder stands in for its summary only when written during this run.
+TEST(LeftSummaryTest, ThisRunsPartialSummaryIsMarkedAnEarlierRunsIsNot) {
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / "fulcrum_left_summary" / "worker-1";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "summary.json") << R"({"job": "worker", "task_index": 1, "partial": true})";
+  const absl::Time written = absl::Now();
+  const nlohmann::json left = LeftSummary(dir, written - absl::Minutes(1));
+  ASSERT_TRUE(left.is_object());
+  EXPECT_EQ(left["vanished"], true);
+  EXPECT_TRUE(LeftSummary(dir, written + absl::Minutes(1)).is_null());  // an earlier run's
+  EXPECT_TRUE(LeftSummary(dir / "nothing", absl::InfinitePast()).is_null());
+  std::ofstream(dir / "summary.json") << "{cut off";
+  EXPECT_TRUE(LeftSummary(dir, absl::InfinitePast()).is_null());
 }
 
 TEST(ClusterTablesTest, MissingOrWrongTypedKeysCountAsZero) {

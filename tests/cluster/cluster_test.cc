@@ -415,15 +415,34 @@ TEST(ClusterFailureTest, AsyncTrainingGoesOnWithoutADeadWorker) {
   const nlohmann::json report = ReadJson(run_dir / "report.json");
   ASSERT_TRUE(report.is_object()) << "no report.json\n" << cluster.Logs();
   EXPECT_EQ(report.value("stop_reason", ""), "reached train_steps 30000") << cluster.Logs();
-  EXPECT_EQ(report["workers"].size(), 1u) << cluster.Logs();
   EXPECT_EQ(report["ps"].size(), 1u) << cluster.Logs();
   EXPECT_EQ(report["workers_lost"], nlohmann::json::array({1})) << cluster.Logs();
-  // The killed worker's folder keeps its records up to the last flush (issue 13).
+  // The killed worker's folder keeps its records up to the last flush (issue 13), readable.
   const nlohmann::json partial = ReadJson(run_dir / "worker-1" / "summary.json");
   ASSERT_TRUE(partial.is_object()) << cluster.Logs();
   EXPECT_EQ(partial.value("partial", false), true);
-  EXPECT_TRUE(fs::exists(run_dir / "worker-1" / "steps.csv"));
-  EXPECT_TRUE(fs::exists(run_dir / "worker-1" / "trace.json"));
+  EXPECT_GT(partial.value("profiled_steps", 0), 0) << partial.dump(2);
+  EXPECT_GT(ReadFile(run_dir / "worker-1" / "steps.csv").size(), 100u);
+  EXPECT_TRUE(ReadJson(run_dir / "worker-1" / "trace.json").is_array() ||
+              ReadJson(run_dir / "worker-1" / "trace.json").is_object());
+  // The report names it and keeps what it left: its partial summary stands in for the one it
+  // never sent, marked vanished, next to the survivor's final one.
+  EXPECT_EQ(report["vanished_tasks"], nlohmann::json::array({"worker:1"})) << cluster.Logs();
+  ASSERT_EQ(report["workers"].size(), 2u) << cluster.Logs();
+  int vanished_rows = 0;
+  for (const nlohmann::json& row : report["tasks"]) {
+    if (row.value("task", "") == "worker-1") {
+      ++vanished_rows;
+      EXPECT_EQ(row.value("status", ""), "vanished") << row.dump(2);
+      EXPECT_EQ(row.value("records", ""), "partial") << row.dump(2);
+      EXPECT_GT(row.value("cpu_seconds", 0.0), 0.0) << row.dump(2);
+    } else {
+      EXPECT_EQ(row.value("status", ""), "reported") << row.dump(2);
+    }
+  }
+  EXPECT_EQ(vanished_rows, 1) << report["tasks"].dump(2);
+  EXPECT_NE(ReadFile(run_dir / "report.html").find("vanished (partial records left)"),
+            std::string::npos);
 }
 
 // A ps that stalls (SIGSTOP) for less than --step_timeout and --heartbeat_timeout is waited
