@@ -182,8 +182,8 @@ json StepKeys(absl::Span<const StepRecord> steps) {
     phase["sync_wait"].push_back(r.sync_wait_ms);
   }
   j["profiled_steps"] = steps.size();
-  j["examples_per_sec_mean"] = ms > 0 ? examples * 1000.0 / ms : 0.0;
-  j["examples_per_sec_p50"] = Percentile(rate, 0.5);
+  j["examples_per_sec_within_steps"] = ms > 0 ? examples * 1000.0 / ms : 0.0;
+  j["examples_per_sec_of_median_step"] = Percentile(rate, 0.5);
   json p50, mean;
   for (const auto& [name, v] : phase) {
     p50[name] = Percentile(v, 0.5);

@@ -55,8 +55,9 @@ nlohmann::json NetworkKeys(absl::Span<const InterfaceTotals> interfaces);
 nlohmann::json TrafficKeys(absl::Span<const RpcTrafficPoint> traffic);
 
 // A worker's steps: profiled_steps (every recorded step) and, over the steady state (the
-// steps after the first kWarmupSteps when there are more), examples_per_sec_mean (examples
-// over wall time), examples_per_sec_p50 (of the per-step rates), step_phase_p50_ms and
+// steps after the first kWarmupSteps when there are more), examples_per_sec_within_steps
+// (examples over the steps' own wall time), examples_per_sec_of_median_step (batch over the
+// median step time), step_phase_p50_ms and
 // step_phase_mean_ms (data, pull, forward, backward, push, sync_wait). Step-time percentiles
 // are not here: the worker's run statistics write step_time_p50_ms/p99_ms (one writer per
 // key). An empty object for no steps.

@@ -217,7 +217,7 @@ TEST_F(ProfilerTest, EverySinkReadsTheSameRecords) {
   EXPECT_FALSE(summary.contains("step_time_p50_ms"));
   EXPECT_FALSE(summary.contains("step_time_p99_ms"));
   EXPECT_DOUBLE_EQ(summary["step_phase_p50_ms"]["backward"].get<double>(), 3.0);
-  EXPECT_DOUBLE_EQ(summary["examples_per_sec_mean"].get<double>(), 16000.0);
+  EXPECT_DOUBLE_EQ(summary["examples_per_sec_within_steps"].get<double>(), 16000.0);
   EXPECT_DOUBLE_EQ(summary["step_phase_mean_ms"]["sync_wait"].get<double>(), 1.0);
   EXPECT_EQ(summary["series"]["steps"]["loss"].size(), static_cast<size_t>(kSteps));
 }

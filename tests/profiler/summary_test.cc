@@ -150,8 +150,8 @@ TEST(StepKeysTest, SteadyStateLeavesOutTheWarmUpSteps) {
   steps.push_back(Step(kWarmupSteps + 5, 20.0));
   const json j = StepKeys(steps);
   EXPECT_EQ(j["profiled_steps"], kWarmupSteps + 5);  // every recorded step
-  EXPECT_DOUBLE_EQ(j["examples_per_sec_mean"].get<double>(), 500 * 1000.0 / 60.0);
-  EXPECT_DOUBLE_EQ(j["examples_per_sec_p50"].get<double>(), 10000.0);
+  EXPECT_DOUBLE_EQ(j["examples_per_sec_within_steps"].get<double>(), 500 * 1000.0 / 60.0);
+  EXPECT_DOUBLE_EQ(j["examples_per_sec_of_median_step"].get<double>(), 10000.0);
   EXPECT_DOUBLE_EQ(j["step_phase_p50_ms"]["backward"].get<double>(), 3 * 10.0 / 8);
   EXPECT_DOUBLE_EQ(j["step_phase_mean_ms"]["forward"].get<double>(), 2 * 12.0 / 8);
   EXPECT_DOUBLE_EQ(j["step_phase_mean_ms"]["pull"].get<double>(), 0.0);
@@ -166,16 +166,16 @@ TEST(StepKeysTest, ShortRunsKeepEveryStep) {
   std::vector<StepRecord> steps = {Step(1, 100.0), Step(2, 10.0), Step(3, 10.0)};
   const json j = StepKeys(steps);
   EXPECT_EQ(j["profiled_steps"], 3);
-  EXPECT_DOUBLE_EQ(j["examples_per_sec_mean"].get<double>(), 300 * 1000.0 / 120.0);
+  EXPECT_DOUBLE_EQ(j["examples_per_sec_within_steps"].get<double>(), 300 * 1000.0 / 120.0);
   EXPECT_DOUBLE_EQ(j["step_phase_mean_ms"]["data"].get<double>(), 120.0 / 8 / 3);
 }
 
 TEST(StepKeysTest, ZeroWallTimeHasNoRateAndNoStepsNoKeys) {
   const json j = StepKeys({Step(1, 0.0), Step(2, 10.0)});
-  EXPECT_DOUBLE_EQ(j["examples_per_sec_p50"].get<double>(), 10000.0);
-  EXPECT_DOUBLE_EQ(j["examples_per_sec_mean"].get<double>(), 200 * 1000.0 / 10.0);
+  EXPECT_DOUBLE_EQ(j["examples_per_sec_of_median_step"].get<double>(), 10000.0);
+  EXPECT_DOUBLE_EQ(j["examples_per_sec_within_steps"].get<double>(), 200 * 1000.0 / 10.0);
   EXPECT_TRUE(StepKeys({}).empty());
-  EXPECT_DOUBLE_EQ(StepKeys({Step(1, 0.0)})["examples_per_sec_mean"].get<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(StepKeys({Step(1, 0.0)})["examples_per_sec_within_steps"].get<double>(), 0.0);
 }
 
 TEST(PsKeysTest, TotalsOfTheLastRecord) {
@@ -278,8 +278,8 @@ TEST(SummaryKeysTest, EveryDocumentedKeyAndNoOther) {
                                             "app_bytes_received",
                                             "rpcs",
                                             "profiled_steps",
-                                            "examples_per_sec_mean",
-                                            "examples_per_sec_p50",
+                                            "examples_per_sec_within_steps",
+                                            "examples_per_sec_of_median_step",
                                             "step_phase_p50_ms",
                                             "step_phase_mean_ms",
                                             "apply_ms_total",
