@@ -121,7 +121,13 @@ absl::Status WriteCsvFiles(const std::string& dir, const std::string& job,
   } else {
     text = EvalStepsCsv(evals);
   }
-  return WriteFileAtomically(folder / "steps.csv", text);
+  return WriteFileAtomically(folder / RecordsCsvName(job), text);
+}
+
+const char* RecordsCsvName(const std::string& job) {
+  if (job == "worker") return "steps.csv";
+  if (job == "ps") return "progress.csv";
+  return "evals.csv";
 }
 
 }  // namespace fulcrum::profiler

@@ -1,9 +1,11 @@
 // profiler: the CSV files of a task's folder, built from the profiler's records:
 //   samples.csv  one row per sampler sample (CPU, per-core CPU, memory, per-interface network)
-//   steps.csv    worker: one row per step (phases); ps: one row per progress record;
-//                chief: one row per evaluation
+//   steps.csv    worker: one row per step (phases)
+//   progress.csv ps: one row per progress record
+//   evals.csv    chief: one row per evaluation
+// (one name per schema: the three used to share the name steps.csv)
 // Columns are listed in docs/profiler.md. The *Csv functions are pure (text in memory);
-// WriteCsvFiles writes both files atomically.
+// WriteCsvFiles writes samples.csv and the job's records file atomically.
 // Thread-safety: functions without shared state; safe from any thread.
 #pragma once
 
@@ -24,12 +26,16 @@ std::string SamplesCsv(absl::Span<const SystemSample> samples);
 
 // steps.csv's text for a worker (one row per step, with examples/sec of the step).
 std::string WorkerStepsCsv(absl::Span<const StepRecord> steps);
-// steps.csv's text for a ps (one row per progress record, cumulative figures).
+// progress.csv's text for a ps (one row per progress record, cumulative figures).
 std::string PsStepsCsv(absl::Span<const PsRecord> records);
-// steps.csv's text for the chief (one row per evaluation; no accuracy: empty cell).
+// evals.csv's text for the chief (one row per evaluation; no accuracy: empty cell).
 std::string EvalStepsCsv(absl::Span<const EvalRecord> evals);
 
-// Writes `dir`/samples.csv and `dir`/steps.csv (each atomically; `dir` exists): steps.csv is
+// The records file of `job`: "steps.csv" (worker), "progress.csv" (ps), "evals.csv" (otherwise:
+// the chief).
+const char* RecordsCsvName(const std::string& job);
+
+// Writes `dir`/samples.csv and `dir`/RecordsCsvName(job) (each atomically; `dir` exists):
 // WorkerStepsCsv for job "worker", PsStepsCsv for "ps", EvalStepsCsv otherwise (the chief).
 // The error of the first write that fails, naming its file.
 absl::Status WriteCsvFiles(const std::string& dir, const std::string& job,

@@ -60,7 +60,10 @@ void ExpectProfiled(const fs::path& run_dir, const nlohmann::json& report, int n
   for (int i = 0; i < num_workers; ++i) names.push_back(absl::StrCat("worker-", i));
   for (const std::string& name : names) {
     const fs::path dir = run_dir / name;
-    for (const char* file : {"summary.json", "samples.csv", "steps.csv", "trace.json"}) {
+    const std::string records = name.rfind("worker", 0) == 0 ? "steps.csv"
+                                : name.rfind("ps", 0) == 0   ? "progress.csv"
+                                                             : "evals.csv";
+    for (const std::string file : {"summary.json", "samples.csv", "trace.json", records.c_str()}) {
       EXPECT_TRUE(fs::exists(dir / file)) << dir / file;
     }
     bool events = false;

@@ -122,7 +122,7 @@ TEST_F(CsvSinkTest, PsFiles) {
   r.apply_ms = 1.25;
   r.wait_ms = 7.5;
   ASSERT_TRUE(WriteCsvFiles(dir_.string(), "ps", {}, {}, {r}, {}).ok());
-  EXPECT_EQ(ReadAll(dir_ / "steps.csv"),
+  EXPECT_EQ(ReadAll(dir_ / "progress.csv"),
             "unix_us,global_step,pushes_received,pushes_applied,pushes_dropped,pulls,"
             "bytes_pushed,bytes_pulled,apply_ms,wait_ms\n"
             "1700000000000000,3,10,8,2,5,4096,8192,1.250,7.500\n");
@@ -141,7 +141,7 @@ TEST_F(CsvSinkTest, ChiefFilesLeaveAMissingAccuracyEmpty) {
   without.global_step = 200;
   without.loss = 0.125;
   ASSERT_TRUE(WriteCsvFiles(dir_.string(), "chief", {}, {}, {}, {with, without}).ok());
-  EXPECT_EQ(ReadAll(dir_ / "steps.csv"),
+  EXPECT_EQ(ReadAll(dir_ / "evals.csv"),
             "unix_us,global_step,test_accuracy,test_loss\n"
             "1,100,0.91234,0.250000\n"
             "2,200,,0.125000\n");
