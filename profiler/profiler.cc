@@ -277,6 +277,19 @@ nlohmann::json Profiler::ProfileKeys(const TraceInput& records, int64_t rpc_span
   return SummaryKeys(in);
 }
 
+std::string FewSamplesWarning(size_t samples, absl::Duration interval) {
+  if (samples >= kFewSamples) return "";
+  // The interval that would have given kFewSamples over the same time, at least 10 ms.
+  const int64_t ms = absl::ToInt64Milliseconds(interval);
+  const int64_t better =
+      std::max<int64_t>(10, ms * static_cast<int64_t>(std::max<size_t>(samples, 1)) /
+                                static_cast<int64_t>(kFewSamples));
+  return absl::StrCat("only ", samples, " system samples at --profile_interval_ms=", ms,
+                      ": the CPU, memory and network series of this run say little; run "
+                      "longer or sample more often (e.g. --profile_interval_ms=",
+                      better, ")");
+}
+
 absl::Status Profiler::Finish(nlohmann::json* summary) {
   {
     MutexLock lock(&mu_);
@@ -293,6 +306,11 @@ absl::Status Profiler::Finish(nlohmann::json* summary) {
     TakeRecords(&records, &rpc_spans_dropped);
     records.samples = Samples();
     keys.update(ProfileKeys(records, rpc_spans_dropped));
+    if (const std::string w = FewSamplesWarning(records.samples.size(), options_.interval);
+        !w.empty()) {
+      spdlog::warn("profiler: {}", w);
+      keys["sampling_warning"] = w;
+    }
   }
   if (const std::vector<std::string> both = MergeNewKeys(keys, summary); !both.empty()) {
     spdlog::error("summary keys written by both the task and its profiler (the task's kept): {}",

@@ -34,6 +34,14 @@
 
 namespace fulcrum::profiler {
 
+// A run with fewer system samples than this gets a warning (log and summary
+// "sampling_warning"): its CPU, memory and network series have too few points to read.
+inline constexpr size_t kFewSamples = 10;
+
+// The warning for a run that took `samples` samples every `interval`; "" when there are
+// kFewSamples or more.
+std::string FewSamplesWarning(size_t samples, absl::Duration interval);
+
 class Profiler final : public RpcObserver {
  public:
   // Starts the sampler (and the Prometheus endpoint, TensorBoard writer) when enabled.

@@ -314,5 +314,18 @@ TEST_F(ProfilerTest, TaskDirIsSetOnce) {
   EXPECT_EQ((*prof)->Finish(&summary).code(), absl::StatusCode::kFailedPrecondition);
 }
 
+// A short run's few samples are said (issue 13: 500 ms sampling gave a short run 2-3 points
+// without a word), with an interval that would have given enough.
+TEST(FewSamplesWarningTest, BelowTenSamplesTheWarningNamesTheFlagAndABetterInterval) {
+  const std::string w = FewSamplesWarning(3, absl::Milliseconds(500));
+  EXPECT_NE(w.find("only 3 system samples at --profile_interval_ms=500"), std::string::npos) << w;
+  EXPECT_NE(w.find("--profile_interval_ms=150"), std::string::npos) << w;
+  EXPECT_NE(FewSamplesWarning(0, absl::Milliseconds(500)).find("--profile_interval_ms=50)"),
+            std::string::npos);
+  EXPECT_NE(FewSamplesWarning(1, absl::Milliseconds(20)).find("--profile_interval_ms=10)"),
+            std::string::npos);
+  EXPECT_EQ(FewSamplesWarning(kFewSamples, absl::Milliseconds(500)), "");
+}
+
 }  // namespace
 }  // namespace fulcrum::profiler
