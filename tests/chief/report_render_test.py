@@ -345,6 +345,61 @@ class SweepPageTest(Test):
         self.assertHas("no data", html)
 
 
+class ComparePageTest(Test):
+    """scripts/compare_runs.py: several runs (a cluster report, a single-mode summary)
+    overlaid per global step, one color per run on every chart."""
+
+    def single(self):
+        return {"job": "worker", "model": "mlp", "batch_size": 128, "examples_per_sec": 5e4,
+                "series": {"steps": {"unix_s": [1.0, 2.0], "global_step": [10, 20],
+                                     "loss": [1.5, 0.7], "examples_per_sec": [4e4, 5e4]}}}
+
+    def test_every_run_on_every_chart_and_in_the_table(self):
+        html = fulcrum_report.render_compare_page([("cluster-run", report()),
+                                                   ("single-run", self.single())])
+        self.assertEqual(html.count("<svg"), 3)
+        loss = chart(html, "Training loss")
+        self.assertHas("cluster-run", loss)
+        self.assertHas("single-run", loss)
+        self.assertHas("cluster-run", chart(html, "Test accuracy"))
+        self.assertHas("<td>single-run</td><td>mlp</td>", html)
+        self.assertHas("0.8123", html)  # the cluster run's final accuracy
+        assert_self_contained(self, html)
+
+    def test_runs_without_series_say_no_data(self):
+        html = fulcrum_report.render_compare_page([("a", {}), ("b", 42)])
+        self.assertEqual(html.count("<svg"), 0)
+        self.assertHas("Training loss: no data", html)
+        self.assertHas("<td>a</td>", html)
+
+    def test_command_line_reads_run_dirs_and_names_a_bad_one(self):
+        cli = os.path.join(ROOT, "scripts", "compare_runs.py")
+        with tempfile.TemporaryDirectory() as d:
+            cluster, single = os.path.join(d, "c1"), os.path.join(d, "s1")
+            os.makedirs(cluster)
+            os.makedirs(single)
+            with open(os.path.join(cluster, "report.json"), "w") as f:
+                json.dump(report(), f)
+            with open(os.path.join(single, "summary.json"), "w") as f:
+                json.dump(self.single(), f)
+            out = os.path.join(d, "compare.html")
+            p = subprocess.run([sys.executable, cli, cluster, single, "-o", out],
+                               capture_output=True, text=True)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertHas("c1", chart(read(out), "Training loss"))
+            self.assertHas("s1", chart(read(out), "Training loss"))
+            empty = os.path.join(d, "empty")
+            os.makedirs(empty)
+            p = subprocess.run([sys.executable, cli, cluster, empty, "-o", out],
+                               capture_output=True, text=True)
+            self.assertEqual(p.returncode, 2)
+            self.assertHas("empty: no report.json or summary.json", p.stderr)
+            p = subprocess.run([sys.executable, cli, cluster, "--label", "x", single, "-o", out],
+                               capture_output=True, text=True)
+            self.assertEqual(p.returncode, 2)
+            self.assertHas("1 --label for 2 runs", p.stderr)
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 2 and sys.argv[1].endswith(".json"):
         with open(sys.argv[1], "w") as f:
