@@ -112,11 +112,15 @@ def _network_chart(host, task, t0):
         if not any(abs(x) > 0 for x in rx + tx):
             idle.append(name)
             continue
-        label = "%s (%s)" % (name, "loopback" if name == "lo" else "external")
-        c = color(len(lines) // 2)
-        lines += [Series(label + " rx", xs, rx, c), Series(label + " tx", xs, tx, c, True)]
+        c = color(len(lines))
+        if name == "lo":
+            # Every byte on loopback is sent and received on it: rx and tx are one line.
+            lines.append(Series("lo (loopback, rx = tx)", xs, tx, c))
+            continue
+        lines += [Series(name + " (external) rx", xs, rx, c),
+                  Series(name + " (external) tx", xs, tx, c, True)]
     return line_chart("Network of host %s (as seen by %s)" % (host, task.name), TIME_AXIS,
-                      "bytes/s per interface (rx solid, tx dashed)", lines,
+                      "bytes/s per interface (rx solid, tx dashed; lo one line)", lines,
                       v.axis_bytes_per_sec, note="idle: " + ", ".join(idle) if idle else "")
 
 
