@@ -12,6 +12,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/files.h"
+#include "base/status_macros.h"
+#include "chief/report_html.h"
+#include "spdlog/spdlog.h"
 
 namespace fulcrum::chief {
 namespace {
@@ -246,6 +250,34 @@ void AddClusterTables(nlohmann::json* report) {
   r["hosts"] = std::move(host_rows);
   r["cluster"] = std::move(cluster);
   r["traffic"] = TrafficRows(summaries);
+}
+
+absl::Status WriteSingleRunReport(const std::filesystem::path& run_dir) {
+  FULCRUM_ASSIGN_OR_RETURN(const std::string text, ReadFileToString(run_dir / "summary.json"));
+  const nlohmann::json summary = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!summary.is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat((run_dir / "summary.json").string(), " is not a JSON object"));
+  }
+  nlohmann::json report;
+  for (const auto& [key, value] : summary.items()) {
+    if (!value.is_structured()) report[key] = value;  // the settings and figures
+  }
+  report["run_id"] = run_dir.filename().string();
+  report["single_mode"] = true;
+  report["num_ps"] = 0;
+  report["num_workers"] = 1;
+  report["workers_examples_per_sec"] = Num(summary, "examples_per_sec");
+  report["vanished_tasks"] = nlohmann::json::array();
+  report["ps"] = nlohmann::json::array();
+  report["workers"] = nlohmann::json::array({summary});
+  AddClusterTables(&report);
+  const std::filesystem::path json_path = run_dir / "report.json";
+  FULCRUM_RETURN_IF_ERROR(WriteFileAtomically(json_path, report.dump(2) + "\n"));
+  if (absl::Status html = WriteReportHtml(json_path, run_dir / "report.html"); !html.ok()) {
+    spdlog::warn("report.html not written ({}); report.json has every figure", html.ToString());
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace fulcrum::chief

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 
@@ -26,5 +27,12 @@ void AddClusterTables(nlohmann::json* report);
 // "vanished": true. Null when there is none (the folder is on another host, or the task died
 // before its first flush).
 nlohmann::json LeftSummary(const std::filesystem::path& task_dir, absl::Time since);
+
+// The report of a single-mode run (a worker alone: no chief): report.json and report.html in
+// `run_dir`, beside the summary.json the worker wrote there, in the cluster report's layout
+// (the run's settings and figures at the top, the worker as "workers"[0], the tables), so the
+// same page, tools and compare_runs.py read both. A report.html that cannot be drawn is
+// logged, not an error; an unreadable summary.json is.
+absl::Status WriteSingleRunReport(const std::filesystem::path& run_dir);
 
 }  // namespace fulcrum::chief

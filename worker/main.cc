@@ -5,6 +5,7 @@
 #include "base/logging.h"
 #include "base/malloc.h"
 #include "base/signals.h"
+#include "chief/report.h"
 #include "runtime/flags.h"
 #include "spdlog/spdlog.h"
 #include "worker/cluster_trainer.h"
@@ -28,6 +29,12 @@ int RunSingleMode(const fulcrum::runtime::TrainingOptions& options,
   }
   spdlog::info("{:.0f} examples/sec (steady state), {:.2f} s wall; summary in {}/summary.json",
                result->examples_per_sec, result->wall_seconds, result->run_dir);
+  // A single run gets the report a cluster run gets (report.json, report.html).
+  if (const absl::Status s = fulcrum::chief::WriteSingleRunReport(result->run_dir); !s.ok()) {
+    spdlog::warn("no report.json: {}", s.ToString());
+  } else {
+    spdlog::info("report: {}/report.json", result->run_dir);
+  }
   return fulcrum::kExitOk;
 }
 

@@ -109,6 +109,11 @@ Json Report() {
   r["hosts"] = {
       {{"host", "node1"}, {"tasks", {"chief-0", "ps-0", "worker-0"}}, {"interfaces_from", "ps-0"}}};
   r["placement_table"] = {{{"variable", "dense/kernel"}, {"ps", 0}, {"bytes", 31360}}};
+  r["traffic"] = {{{"from", "worker-0"},
+                   {"to", "ps-0"},
+                   {"kind", "training"},
+                   {"bytes_counted_by_sender", 12.3e6},
+                   {"bytes_counted_by_receiver", 12.3e6}}};
   return r;
 }
 
@@ -126,7 +131,7 @@ TEST(WriteReportHtmlTest, DrawsEveryChartFromReportJson) {
   for (const char* text :
        {"<title>Examples/s per worker", "<title>Network of host node1 (as seen by ps-0)",
         "<title>Network of host node2 (as seen by worker-1)", "eth0 (external) tx",
-        "lo (loopback) rx", ">200 MB<", "dense/kernel", "<td>12.3 MB</td>",
+        "lo (loopback, rx = tx)", ">200 MB<", "dense/kernel", "<td>12.3 MB</td>",
         "reached train_steps 1000 &lt;&amp;&gt;", "&lt;script&gt;alert(1)&lt;/script&gt;"}) {
     EXPECT_NE(html.find(text), std::string::npos) << text;
   }

@@ -111,6 +111,17 @@ TEST_F(SingleModeTest, SigkillLeavesTheRecordsUpToTheLastFlush) {
   const nlohmann::json final_summary = ReadSummary(done);
   EXPECT_FALSE(final_summary.contains("partial")) << final_summary.dump(2);
   EXPECT_EQ(final_summary.value("steps", 0), 300);
+  // A single run gets the cluster run's report too (issue 13): report.json with the worker as
+  // its one task, and report.html drawn from it.
+  std::ifstream report_in(done / "report.json");
+  const nlohmann::json report = nlohmann::json::parse(report_in, nullptr, false);
+  ASSERT_TRUE(report.is_object()) << ok.output;
+  EXPECT_EQ(report.value("single_mode", false), true);
+  EXPECT_EQ(report.value("model", ""), "logreg");
+  ASSERT_EQ(report["tasks"].size(), 1u) << report["tasks"].dump(2);
+  EXPECT_EQ(report["tasks"][0]["task"], "worker-0");
+  EXPECT_GT(report["tasks"][0]["cpu_seconds"].get<double>(), 0.0);
+  EXPECT_TRUE(fs::exists(done / "report.html")) << ok.output;
 }
 
 // The worker's /metrics endpoint serves (it failed with "null context when constructing
