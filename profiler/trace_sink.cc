@@ -81,8 +81,8 @@ void AddStepSpans(const std::vector<StepRecord>& steps, ChromeTrace* trace) {
 void AddRpcSpans(const std::vector<RpcSpan>& spans, ChromeTrace* trace) {
   uint64_t id = 0;
   for (const RpcSpan& s : spans) {
-    trace->AsyncSpan(absl::StrCat("rpc ", s.peer), "rpc", ++id, s.begin_unix_us, s.duration_us,
-                     {}, {{"method", s.method}});
+    trace->AsyncSpan(absl::StrCat("rpc ", s.peer), "rpc", ++id, s.begin_unix_us, s.duration_us, {},
+                     {{"method", s.method}});
   }
 }
 

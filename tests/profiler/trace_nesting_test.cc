@@ -2,6 +2,8 @@
 // from records: steps and phases whose rounded lengths add up past their step, steps that
 // begin a µs before the previous one ends, RPCs to one peer in flight at once. Also the
 // phases' order (pull first, sync_wait inside push) and the run's merged trace.
+#include "tests/testing/trace_nesting.h"
+
 #include <algorithm>
 #include <filesystem>
 #include <map>
@@ -14,7 +16,6 @@
 #include "nlohmann/json.hpp"
 #include "profiler/trace_merge.h"
 #include "profiler/trace_sink.h"
-#include "tests/testing/trace_nesting.h"
 
 namespace fulcrum::profiler {
 namespace {
@@ -28,8 +29,8 @@ nlohmann::json Build(const TraceInput& in) {
   return nlohmann::json::parse(trace.ToJson());
 }
 
-StepRecord Step(int64_t begin_us, double wall_ms, double data, double fwd, double bwd,
-                double push, double sync_wait = 0.0, double pull = 0.0) {
+StepRecord Step(int64_t begin_us, double wall_ms, double data, double fwd, double bwd, double push,
+                double sync_wait = 0.0, double pull = 0.0) {
   StepRecord r;
   r.begin_unix_us = begin_us;
   r.wall_ms = wall_ms;
@@ -179,8 +180,8 @@ TEST_F(TraceMergeTest, EveryTaskIsOneProcessAndMissingOnesAreNamed) {
   WriteTask("worker", 1, 2);
   ASSERT_TRUE(MakeDirs(run_ / "worker-3", "task").ok());
   ASSERT_TRUE(WriteFileAtomically(run_ / "worker-3" / "trace.json", "{\"traceEv").ok());
-  const std::vector<TraceTask> tasks = {
-      {"chief", 0}, {"ps", 0}, {"worker", 0}, {"worker", 1}, {"worker", 2}, {"worker", 3}};
+  const std::vector<TraceTask> tasks = {{"chief", 0},  {"ps", 0},     {"worker", 0},
+                                        {"worker", 1}, {"worker", 2}, {"worker", 3}};
   const fs::path out = run_ / "run_trace.json";
   absl::StatusOr<TraceMergeResult> r = MergeRunTrace(run_.string(), tasks, out.string());
   ASSERT_TRUE(r.ok()) << r.status();
@@ -202,8 +203,9 @@ TEST_F(TraceMergeTest, EveryTaskIsOneProcessAndMissingOnesAreNamed) {
     }
     if (e["ph"] == "X" && e["name"] == "step") ++steps_by_pid[e["pid"].get<int>()];
   }
-  EXPECT_EQ(process_names, (std::map<int, std::string>{
-                               {1, "chief-0"}, {100, "ps-0"}, {200, "worker-0"}, {201, "worker-1"}}));
+  EXPECT_EQ(process_names,
+            (std::map<int, std::string>{
+                {1, "chief-0"}, {100, "ps-0"}, {200, "worker-0"}, {201, "worker-1"}}));
   EXPECT_EQ(steps_by_pid, (std::map<int, int>{{200, 3}, {201, 2}}));
   // The same RPC id in two tasks stays two spans: ids are process-local.
   const std::vector<std::string> v = NestingViolations(merged);

@@ -56,9 +56,10 @@ inline std::string AsyncId(const nlohmann::json& e) {
 inline std::vector<TraceSlice> PairBeginEnd(std::vector<const nlohmann::json*> events,
                                             char begin_ph, const std::string& track,
                                             std::vector<std::string>* violations) {
-  std::stable_sort(events.begin(), events.end(), [](const nlohmann::json* a, const nlohmann::json* b) {
-    return (*a)["ts"].get<int64_t>() < (*b)["ts"].get<int64_t>();
-  });
+  std::stable_sort(events.begin(), events.end(),
+                   [](const nlohmann::json* a, const nlohmann::json* b) {
+                     return (*a)["ts"].get<int64_t>() < (*b)["ts"].get<int64_t>();
+                   });
   std::vector<TraceSlice> slices, open;
   for (const nlohmann::json* e : events) {
     const int64_t ts = (*e)["ts"].get<int64_t>();
