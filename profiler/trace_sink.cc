@@ -16,11 +16,6 @@ constexpr int kTrainTid = 1;
 
 int64_t RoundUs(double ms) { return std::llround(std::max(ms, 0.0) * 1000.0); }
 
-// The phases of a step inside [begin, end) on the train thread, in the order they run: the
-// pull a step carries (the first one's), data, forward, backward, then the push RPCs with the
-// PS's sync wait inside them (drawn at their end, see AddSyncWait). Every boundary is rounded
-// from the time since the step's begin, one base for all, and clamped into the step, so no
-// phase overhangs its step or its neighbour after rounding.
 // The PS's wait for the step's aggregation happens inside the push: each push-pull RPC is
 // held by its PS after the gradients are taken and before the new values are sent back. The
 // worker learns only how long the longest wait was (the PS measures it), not when it ended,
@@ -31,6 +26,11 @@ void AddSyncWait(const StepRecord& r, int64_t push_begin, int64_t push_end, Chro
   if (begin < push_end) trace->Span("sync_wait", "phase", kTrainTid, begin, push_end - begin);
 }
 
+// The phases of a step inside [begin, end) on the train thread, in the order they run: the
+// pull a step carries (the first one's), data, forward, backward, then the push RPCs with the
+// PS's sync wait inside them (drawn at their end, see AddSyncWait). Every boundary is rounded
+// from the time since the step's begin, one base for all, and clamped into the step, so no
+// phase overhangs its step or its neighbour after rounding.
 void AddPhaseSpans(const StepRecord& r, int64_t begin, int64_t end, ChromeTrace* trace) {
   const std::pair<const char*, double> phases[] = {{"pull", r.pull_ms},
                                                    {"data", r.data_ms},
