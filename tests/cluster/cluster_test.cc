@@ -410,6 +410,20 @@ TEST(ClusterFailureTest, DeadWorkerInSyncModeEndsTheRunWithinTheDeadlines) {
   EXPECT_NE(report.value("stop_reason", "").find("worker:1"), std::string::npos)
       << report.value("stop_reason", "");
   EXPECT_EQ(report["ps"].size(), 1u) << cluster.Logs();
+  // The failed run's merged trace: the chief's and the ps's at least (the killed worker left
+  // one only if it lived to its first rewrite); a task left out is named in the chief's log.
+  const nlohmann::json trace = ReadJson(dir / "run" / "run_trace.json");
+  ASSERT_TRUE(trace.is_object()) << "no run_trace.json\n" << cluster.Logs();
+  std::vector<std::string> processes;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "process_name") processes.push_back(e["args"]["name"]);
+  }
+  for (const char* task : {"chief-0", "ps-0", "worker-0"}) {
+    EXPECT_NE(std::find(processes.begin(), processes.end(), task), processes.end()) << task;
+  }
+  if (processes.size() < 4) {
+    EXPECT_NE(chief_log.find("no trace of worker-1"), std::string::npos) << chief_log;
+  }
 }
 
 // Starts chief, 1 ps and 2 workers training logreg asynchronously into dir/run with
