@@ -30,6 +30,7 @@
 #include "ops/cpu/thread_pool.h"
 #include "ops/optimizer.h"
 #include "profiler/profiler.h"
+#include "profiler/trace_merge.h"
 #include "runtime/grpc_ps_client.h"
 #include "runtime/grpc_server.h"
 #include "runtime/grpc_util.h"
@@ -59,6 +60,28 @@ std::string Join(const std::vector<int>& indices, const char* job) {
   std::vector<std::string> names;
   for (int i : indices) names.push_back(absl::StrCat(job, ":", i));
   return absl::StrJoin(names, ", ");
+}
+
+// <run_dir>/run_trace.json: every task's trace.json the chief can read there, merged
+// (profiler/trace_merge.h). Tasks whose trace is elsewhere (another host's run directory)
+// are logged; the run does not fail for its trace.
+void WriteRunTrace(const runtime::ClusterSpec& cluster, const std::filesystem::path& run_dir) {
+  std::vector<profiler::TraceTask> tasks;
+  for (const auto& [job, addresses] : cluster.jobs()) {
+    for (int i = 0; i < static_cast<int>(addresses.size()); ++i) tasks.push_back({job, i});
+  }
+  const std::filesystem::path out = run_dir / "run_trace.json";
+  absl::StatusOr<profiler::TraceMergeResult> merged =
+      profiler::MergeRunTrace(run_dir.string(), tasks, out.string());
+  if (!merged.ok()) {
+    spdlog::warn("{} not written: {}", out.string(), merged.status().ToString());
+    return;
+  }
+  for (const auto& [task, why] : merged->missing) {
+    spdlog::warn("{}: no trace of {} ({}/trace.json: {})", out.string(), task, task, why);
+  }
+  spdlog::info("run trace: {} ({} of {} task(s), {} events)", out.string(), merged->merged.size(),
+               tasks.size(), merged->events);
 }
 
 // True when `path` holds a task's final summary (an earlier run's): not a partial one, which
@@ -648,6 +671,7 @@ absl::Status Chief::WriteReport(const std::string& stop_reason) {
       !html.ok()) {
     spdlog::warn("report.html not written ({}); report.json has every figure", html.ToString());
   }
+  if (prof_->enabled()) WriteRunTrace(c_.task.cluster, run_dir_);
   return absl::OkStatus();
 }
 

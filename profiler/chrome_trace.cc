@@ -1,8 +1,10 @@
 #include "profiler/chrome_trace.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "base/files.h"
 #include "nlohmann/json.hpp"
 
@@ -58,6 +60,31 @@ void ChromeTrace::Span(const std::string& name, const std::string& category, int
                             {"args", FiniteValues(args)}});
   MutexLock lock(&mu_);
   events_.push_back(std::move(event));
+}
+
+void ChromeTrace::AsyncSpan(const std::string& name, const std::string& category, uint64_t id,
+                            int64_t begin_us, int64_t dur_us,
+                            const std::map<std::string, double>& args,
+                            const std::map<std::string, std::string>& labels) {
+  json begin_args = FiniteValues(args);
+  for (const auto& [key, value] : labels) begin_args[key] = value;
+  const json id2 = {{"local", absl::StrCat("0x", absl::Hex(id))}};
+  std::string begin = Dump({{"name", name},
+                            {"cat", category},
+                            {"ph", "b"},
+                            {"ts", begin_us},
+                            {"pid", pid_},
+                            {"id2", id2},
+                            {"args", std::move(begin_args)}});
+  std::string end = Dump({{"name", name},
+                          {"cat", category},
+                          {"ph", "e"},
+                          {"ts", begin_us + std::max<int64_t>(dur_us, 0)},
+                          {"pid", pid_},
+                          {"id2", id2}});
+  MutexLock lock(&mu_);
+  events_.push_back(std::move(begin));
+  events_.push_back(std::move(end));
 }
 
 void ChromeTrace::Counter(const std::string& name, int64_t ts_us,

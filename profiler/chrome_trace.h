@@ -1,7 +1,8 @@
 // profiler: a Chrome trace-event file (the JSON object format, {"traceEvents": [...]}) that
 // Perfetto and chrome://tracing open. Events are collected in memory and written at the end:
-// complete spans ("X": step phases, RPCs), counters ("C": CPU, memory, network) and the
-// process/thread name metadata ("M"). Timestamps are microseconds since the epoch, so traces
+// complete spans ("X": steps and their phases, which must nest on their thread), nestable
+// async spans ("b"/"e": RPCs, which overlap freely), counters ("C": CPU, memory, network) and
+// the process/thread name metadata ("M"). Timestamps are microseconds since the epoch, so traces
 // of several tasks (one pid per task) line up when merged.
 // Thread-safety: all methods are thread-safe.
 #pragma once
@@ -27,6 +28,13 @@ class ChromeTrace {
   // A span [begin_us, begin_us + dur_us) on thread `tid`; `args` are shown with it.
   void Span(const std::string& name, const std::string& category, int tid, int64_t begin_us,
             int64_t dur_us, const std::map<std::string, double>& args = {});
+  // A nestable async span [begin_us, begin_us + dur_us): a "b" and an "e" event with the same
+  // `name`, `category` and process-local id (id2.local, so merged tasks never share one).
+  // Perfetto draws the async spans of one name in one track group per process; spans of
+  // different ids may overlap. `id` must be unique per span within the process.
+  void AsyncSpan(const std::string& name, const std::string& category, uint64_t id,
+                 int64_t begin_us, int64_t dur_us, const std::map<std::string, double>& args = {},
+                 const std::map<std::string, std::string>& labels = {});
   // Counter track `name` with one value per series at `ts_us`.
   void Counter(const std::string& name, int64_t ts_us, const std::map<std::string, double>& series);
 

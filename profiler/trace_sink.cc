@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
+#include <string_view>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -12,35 +14,75 @@ namespace {
 
 constexpr int kTrainTid = 1;
 
-void AddStepSpans(const std::vector<StepRecord>& steps, ChromeTrace* trace) {
-  const size_t n = std::min(steps.size(), kMaxTraceSteps);
-  for (size_t i = 0; i < n; ++i) {
-    const StepRecord& r = steps[i];
-    const int64_t dur = std::llround(r.wall_ms * 1000.0);
-    trace->Span("step", "step", kTrainTid, r.begin_unix_us, dur,
-                {{"step", static_cast<double>(r.step)},
-                 {"global_step", static_cast<double>(r.global_step)},
-                 {"loss", r.loss}});
-    // Phases run one after another in this order inside the step.
-    int64_t t = r.begin_unix_us;
-    const std::pair<const char*, double> phases[] = {
-        {"data", r.data_ms},         {"pull", r.pull_ms}, {"forward", r.forward_ms},
-        {"backward", r.backward_ms}, {"push", r.push_ms}, {"sync_wait", r.sync_wait_ms}};
-    for (const auto& [name, ms] : phases) {
-      const int64_t d = std::llround(ms * 1000.0);
-      if (d > 0) trace->Span(name, "phase", kTrainTid, t, d);
-      t += d;
+int64_t RoundUs(double ms) { return std::llround(std::max(ms, 0.0) * 1000.0); }
+
+// The PS's wait for the step's aggregation happens inside the push: each push-pull RPC is
+// held by its PS after the gradients are taken and before the new values are sent back. The
+// worker learns only how long the longest wait was (the PS measures it), not when it ended,
+// so it is drawn ending where the push ends: it really ended when that PS sent its reply, so
+// the drawing is late by that reply's way back (and any RPC of the push still in flight).
+void AddSyncWait(const StepRecord& r, int64_t push_begin, int64_t push_end, ChromeTrace* trace) {
+  const int64_t begin = std::max(push_begin, push_end - RoundUs(r.sync_wait_ms));
+  if (begin < push_end) trace->Span("sync_wait", "phase", kTrainTid, begin, push_end - begin);
+}
+
+// The phases of a step inside [begin, end) on the train thread, in the order they run: the
+// pull a step carries (the first one's), data, forward, backward, then the push RPCs with the
+// PS's sync wait inside them (drawn at their end, see AddSyncWait). Every boundary is rounded
+// from the time since the step's begin, one base for all, and clamped into the step, so no
+// phase overhangs its step or its neighbour after rounding.
+void AddPhaseSpans(const StepRecord& r, int64_t begin, int64_t end, ChromeTrace* trace) {
+  const std::pair<const char*, double> phases[] = {{"pull", r.pull_ms},
+                                                   {"data", r.data_ms},
+                                                   {"forward", r.forward_ms},
+                                                   {"backward", r.backward_ms},
+                                                   {"push", r.push_ms + r.sync_wait_ms}};
+  double since_begin_ms = 0.0;
+  int64_t t = begin;
+  for (const auto& [name, ms] : phases) {
+    since_begin_ms += std::max(ms, 0.0);
+    const int64_t phase_end = std::clamp(begin + RoundUs(since_begin_ms), t, end);
+    if (phase_end == t) continue;
+    if (std::string_view(name) == "push") {
+      trace->Span(name, "phase", kTrainTid, t, phase_end - t,
+                  {{"push_ms", r.push_ms}, {"sync_wait_ms", r.sync_wait_ms}});
+      AddSyncWait(r, t, phase_end, trace);
+    } else {
+      trace->Span(name, "phase", kTrainTid, t, phase_end - t);
     }
+    t = phase_end;
   }
 }
 
-// One track per peer: RPCs to different tasks overlap.
+// Draws every step (up to kMaxTraceSteps) with its phases. A step's begin is the system
+// clock's and its length the steady clock's, so after rounding a step could reach past the
+// next one's begin: each step is drawn inside [previous drawn end, next begin], which keeps
+// the steps disjoint and their phases nested.
+void AddStepSpans(const std::vector<StepRecord>& steps, ChromeTrace* trace) {
+  const size_t n = std::min(steps.size(), kMaxTraceSteps);
+  int64_t floor = std::numeric_limits<int64_t>::min();
+  for (size_t i = 0; i < n; ++i) {
+    const StepRecord& r = steps[i];
+    const int64_t begin = std::max(r.begin_unix_us, floor);
+    int64_t end = begin + RoundUs(r.wall_ms);
+    if (i + 1 < steps.size()) end = std::min(end, std::max(begin, steps[i + 1].begin_unix_us));
+    trace->Span("step", "step", kTrainTid, begin, end - begin,
+                {{"step", static_cast<double>(r.step)},
+                 {"global_step", static_cast<double>(r.global_step)},
+                 {"loss", r.loss}});
+    AddPhaseSpans(r, begin, end, trace);
+    floor = end;
+  }
+}
+
+// RPCs to one peer overlap (a push-pull is one RPC per chunk, all in flight at once), so they
+// are async spans, not spans on a thread: one id each, named after the peer ("rpc ps-0", the
+// track group Perfetto draws them in), the method in their args.
 void AddRpcSpans(const std::vector<RpcSpan>& spans, ChromeTrace* trace) {
-  std::map<std::string, int> peer_tid;
+  uint64_t id = 0;
   for (const RpcSpan& s : spans) {
-    auto [it, inserted] = peer_tid.emplace(s.peer, 10 + static_cast<int>(peer_tid.size()));
-    if (inserted) trace->NameThread(it->second, absl::StrCat("rpc ", s.peer));
-    trace->Span(s.method, "rpc", it->second, s.begin_unix_us, s.duration_us);
+    trace->AsyncSpan(absl::StrCat("rpc ", s.peer), "rpc", ++id, s.begin_unix_us, s.duration_us, {},
+                     {{"method", s.method}});
   }
 }
 

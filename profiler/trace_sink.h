@@ -1,8 +1,9 @@
 // profiler: a task's trace.json (Chrome trace-event format, chrome_trace.h) built from the
-// profiler's records: a "step" span per worker step with its phase spans inside, one track of
-// RPC spans per peer, counters for ps progress, evaluations, CPU, memory and per-interface
-// network. Every task has its own pid (chief 1, ps 100+i, worker 200+i), so the traces of a
-// run can be concatenated.
+// profiler's records at a flush or the end, never per step: a "step" span per worker step
+// with its phase spans nested inside (whole µs, clamped into the step), the RPCs as async
+// spans grouped by peer ("rpc ps-0"), counters for ps progress, evaluations, CPU, memory and
+// per-interface network. Every task has its own pid (chief 1, ps 100+i, worker 200+i), so the
+// traces of a run merge into one (trace_merge.h).
 // Thread-safety: functions without shared state; safe from any thread.
 #pragma once
 

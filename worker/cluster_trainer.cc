@@ -203,6 +203,12 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c,
                              {"failed", true},
                              {"code", absl::StatusCodeToString(ran.status().code())},
                              {"error", std::string(ran.status().message())}};
+    // The records so far are written first (steps.csv, samples.csv, trace.json), so that the
+    // report the failure triggers finds this task's trace too; the failure summary stays as is.
+    nlohmann::json profile = nlohmann::json::object();
+    if (absl::Status s = prof->Finish(&profile); !s.ok()) {
+      spdlog::warn("the profiler's files were not written: {}", s.ToString());
+    }
     if (absl::Status s = chief.ReportSummary(failed.dump(2) + "\n"); !s.ok()) {
       spdlog::warn("the chief was not told of the failure: {}", s.ToString());
     }

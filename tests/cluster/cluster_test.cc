@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/testing/subprocess.h"
+#include "tests/testing/trace_nesting.h"
 
 namespace fulcrum {
 namespace {
@@ -49,6 +50,33 @@ double SingleModeAccuracy() {
     return s.is_object() ? s["final_test_accuracy"].get<double>() : 0.0;
   }();
   return accuracy;
+}
+
+// The traces of a run: every task's trace.json keeps the nesting rule (RPC chunks to one ps
+// overlap as async spans, phases nest in their step), and the chief's run_trace.json holds
+// each task in `names` as one process with every event of its trace.json.
+void ExpectRunTrace(const fs::path& run_dir, const std::vector<std::string>& names) {
+  size_t task_events = 0;
+  for (const std::string& name : names) {
+    const nlohmann::json trace = ReadJson(run_dir / name / "trace.json");
+    ASSERT_TRUE(trace.is_object()) << run_dir / name / "trace.json";
+    const std::vector<std::string> v = testing::NestingViolations(trace);
+    EXPECT_TRUE(v.empty()) << name << ": " << v.size() << " violations, first: " << v.front();
+    task_events += trace["traceEvents"].size();
+  }
+  const nlohmann::json merged = ReadJson(run_dir / "run_trace.json");
+  ASSERT_TRUE(merged.is_object()) << "no run_trace.json in " << run_dir;
+  EXPECT_EQ(merged["traceEvents"].size(), task_events);
+  std::vector<std::string> processes;
+  int rpc_spans = 0;
+  for (const auto& e : merged["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "process_name") processes.push_back(e["args"]["name"]);
+    rpc_spans += e["ph"] == "b" && e["cat"] == "rpc";
+  }
+  EXPECT_EQ(processes, names);
+  EXPECT_GT(rpc_spans, 0);
+  const std::vector<std::string> v = testing::NestingViolations(merged);
+  EXPECT_TRUE(v.empty()) << "run_trace.json: " << v.size() << " violations, first: " << v.front();
 }
 
 // The profiler's promises for a whole-cluster run: every task's folder holds its files, and
@@ -111,6 +139,7 @@ void ExpectProfiled(const fs::path& run_dir, const nlohmann::json& report, int n
   const std::string html = ReadFile(run_dir / "report.html");
   EXPECT_NE(html.find("<svg"), std::string::npos);
   EXPECT_NE(html.find("worker-0"), std::string::npos);
+  ExpectRunTrace(run_dir, names);
 }
 
 struct Layout {
@@ -381,6 +410,20 @@ TEST(ClusterFailureTest, DeadWorkerInSyncModeEndsTheRunWithinTheDeadlines) {
   EXPECT_NE(report.value("stop_reason", "").find("worker:1"), std::string::npos)
       << report.value("stop_reason", "");
   EXPECT_EQ(report["ps"].size(), 1u) << cluster.Logs();
+  // The failed run's merged trace: the chief's and the ps's at least (the killed worker left
+  // one only if it lived to its first rewrite); a task left out is named in the chief's log.
+  const nlohmann::json trace = ReadJson(dir / "run" / "run_trace.json");
+  ASSERT_TRUE(trace.is_object()) << "no run_trace.json\n" << cluster.Logs();
+  std::vector<std::string> processes;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "process_name") processes.push_back(e["args"]["name"]);
+  }
+  for (const char* task : {"chief-0", "ps-0", "worker-0"}) {
+    EXPECT_NE(std::find(processes.begin(), processes.end(), task), processes.end()) << task;
+  }
+  if (processes.size() < 4) {
+    EXPECT_NE(chief_log.find("no trace of worker-1"), std::string::npos) << chief_log;
+  }
 }
 
 // Starts chief, 1 ps and 2 workers training logreg asynchronously into dir/run with
@@ -454,6 +497,8 @@ TEST(ClusterFailureTest, AsyncTrainingGoesOnWithoutADeadWorker) {
   EXPECT_EQ(vanished_rows, 1) << report["tasks"].dump(2);
   EXPECT_NE(ReadFile(run_dir / "report.html").find("vanished (partial records left)"),
             std::string::npos);
+  // The run's trace has the killed worker's too, up to its last flush.
+  ExpectRunTrace(run_dir, {"chief-0", "ps-0", "worker-0", "worker-1"});
 }
 
 // A ps that stalls (SIGSTOP) for less than --step_timeout and --heartbeat_timeout is waited
@@ -507,6 +552,7 @@ TEST(ClusterFailureTest, SigtermToTheChiefEndsTheRunWithTheReportWritten) {
   for (const char* task : {"worker-0", "worker-1", "ps-0"}) {
     EXPECT_TRUE(fs::exists(run_dir / task / "summary.json")) << task;
   }
+  ExpectRunTrace(run_dir, {"chief-0", "ps-0", "worker-0", "worker-1"});
 }
 
 // Bad cluster specs are refused by every binary with exit code 2 and a message naming the

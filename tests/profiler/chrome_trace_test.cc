@@ -91,6 +91,32 @@ TEST(ChromeTraceTest, EventsRoundTrip) {
   EXPECT_EQ(counters[0].at("args"), (json{{"user", 0.5}, {"system", 0.25}}));
 }
 
+// An async span is a "b" and an "e" of one name, category and process-local id; a negative
+// length (a clock step) ends it where it begins rather than before.
+TEST(ChromeTraceTest, AsyncSpansAreBeginEndPairsWithALocalId) {
+  ChromeTrace trace(200, "worker-0");
+  trace.AsyncSpan("rpc ps-0", "rpc", 26, 1000, 40, {{"bytes", 8.0}}, {{"method", "PushPull"}});
+  trace.AsyncSpan("rpc ps-1", "rpc", 27, 2000, -5);
+  const json doc = Parse(trace);
+  const std::vector<json> begins = EventsWithPhase(doc, "b");
+  const std::vector<json> ends = EventsWithPhase(doc, "e");
+  ASSERT_EQ(begins.size(), 2u);
+  ASSERT_EQ(ends.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(begins[i]["name"], ends[i]["name"]);
+    EXPECT_EQ(begins[i]["cat"], "rpc");
+    EXPECT_EQ(ends[i]["cat"], "rpc");
+    EXPECT_EQ(begins[i]["id2"], ends[i]["id2"]);
+    EXPECT_EQ(begins[i]["pid"], 200);
+  }
+  EXPECT_EQ(begins[0]["id2"]["local"], "0x1a");
+  EXPECT_EQ(begins[0]["ts"], 1000);
+  EXPECT_EQ(ends[0]["ts"], 1040);
+  EXPECT_EQ(begins[0]["args"]["bytes"], 8.0);
+  EXPECT_EQ(begins[0]["args"]["method"], "PushPull");
+  EXPECT_EQ(ends[1]["ts"], 2000);
+}
+
 TEST(ChromeTraceTest, NonFiniteValuesAndBadUtf8DoNotBreakTheDocument) {
   ChromeTrace trace(1, "chief");
   trace.Counter("mem", 5, {{"rss", std::nan("")}, {"ok", 2.0}});

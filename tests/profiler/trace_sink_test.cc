@@ -1,9 +1,10 @@
-// The trace sink: which events FillTrace adds for known records (steps and their phases, RPC
-// tracks per peer, counters), the step cap, and the task's pid.
+// The trace sink: which events FillTrace adds for known records (steps and their phases, RPCs
+// as async spans grouped by peer, counters), the step cap, and the task's pid.
 #include "profiler/trace_sink.h"
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -16,8 +17,8 @@ std::map<std::string, int> CountByPhaseAndCategory(const ChromeTrace& trace) {
   const nlohmann::json j = nlohmann::json::parse(trace.ToJson());
   for (const auto& e : j["traceEvents"]) {
     const std::string ph = e["ph"];
-    ++counts[ph == "X" ? "X:" + e["cat"].get<std::string>()
-                       : ph + ":" + e["name"].get<std::string>()];
+    ++counts[ph == "X" || ph == "b" || ph == "e" ? ph + ":" + e["cat"].get<std::string>()
+                                                 : ph + ":" + e["name"].get<std::string>()];
   }
   return counts;
 }
@@ -33,6 +34,7 @@ TEST(TraceSinkTest, EveryRecordBecomesItsEvents) {
   step.forward_ms = 1.0;
   step.backward_ms = 1.0;  // pull, push and sync_wait are 0: no span
   in.steps = {step, step};
+  in.steps[1].begin_unix_us = 4000;
   in.rpc_spans = {
       {"ps-0", "PushPull", 1000, 10}, {"ps-1", "PushPull", 1000, 10}, {"ps-0", "Pull", 2000, 10}};
   in.ps_records.resize(1);
@@ -46,13 +48,35 @@ TEST(TraceSinkTest, EveryRecordBecomesItsEvents) {
   std::map<std::string, int> counts = CountByPhaseAndCategory(trace);
   EXPECT_EQ(counts["X:step"], 2);
   EXPECT_EQ(counts["X:phase"], 6);
-  EXPECT_EQ(counts["X:rpc"], 3);
-  EXPECT_EQ(counts["M:thread_name"], 3);  // "training" and one track per peer
+  EXPECT_EQ(counts["X:rpc"], 0);  // RPCs overlap: never spans on a thread
+  EXPECT_EQ(counts["b:rpc"], 3);
+  EXPECT_EQ(counts["e:rpc"], 3);
+  EXPECT_EQ(counts["M:thread_name"], 1);  // "training"
   EXPECT_EQ(counts["C:ps progress"], 1);
   EXPECT_EQ(counts["C:evaluation"], 2);
   EXPECT_EQ(counts["C:cpu_percent"], 1);
   EXPECT_EQ(counts["C:memory_mb"], 1);
   EXPECT_EQ(counts["C:net lo bytes/s"], 1);
+}
+
+TEST(TraceSinkTest, RpcSpansHaveOneIdEachAndAreNamedAfterTheirPeer) {
+  TraceInput in;
+  in.rpc_spans = {{"ps-0", "PushPull", 1000, 10}, {"ps-0", "PushPull", 1005, 10}};
+  ChromeTrace trace(200, "worker-0");
+  FillTrace(in, &trace);
+  const nlohmann::json j = nlohmann::json::parse(trace.ToJson());
+  std::map<std::string, std::vector<int64_t>> ts_by_id;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] != "b" && e["ph"] != "e") continue;
+    EXPECT_EQ(e["name"], "rpc ps-0") << e;
+    EXPECT_EQ(e["cat"], "rpc") << e;
+    if (e["ph"] == "b") {
+      EXPECT_EQ(e["args"]["method"], "PushPull") << e;
+    }
+    ts_by_id[e["id2"]["local"].get<std::string>()].push_back(e["ts"].get<int64_t>());
+  }
+  EXPECT_EQ(ts_by_id, (std::map<std::string, std::vector<int64_t>>{{"0x1", {1000, 1010}},
+                                                                   {"0x2", {1005, 1015}}}));
 }
 
 TEST(TraceSinkTest, KeepsTheFirstStepsOnly) {
