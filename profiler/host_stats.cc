@@ -68,10 +68,10 @@ absl::StatusOr<HostCpuTimes> ParseHostStat(absl::string_view text) {
         v[i] = *value;
       }
       t.user = v[0] + v[1];
-      t.system = v[2];
+      t.system = v[2] + v[5] + v[6];  // sar -u's %system includes irq and softirq
       t.idle = v[3];
       t.iowait = v[4];
-      t.other = v[5] + v[6] + v[7];
+      t.other = v[7];
       have_cpu = true;
     } else if (f.size() == 2 && f[0] == "ctxt") {
       auto value = ParseCounter("stat", "ctxt", f[1]);

@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
 
 namespace fulcrum::profiler {
 namespace {
@@ -118,6 +119,17 @@ absl::StatusOr<std::vector<GpuReading>> NvmlGpus::Read() {
     gpus.push_back(g);
   }
   return gpus;
+}
+
+std::unique_ptr<NvmlGpus> LoadGpusOrSayWhyNot() {
+  absl::StatusOr<std::unique_ptr<NvmlGpus>> gpus = NvmlGpus::Load();
+  if (gpus.ok()) return *std::move(gpus);
+  if (absl::IsNotFound(gpus.status())) {
+    spdlog::info("profiler: no GPU figures: {}", std::string(gpus.status().message()));
+  } else {
+    spdlog::warn("profiler: no GPU figures: {}", std::string(gpus.status().message()));
+  }
+  return nullptr;
 }
 
 }  // namespace fulcrum::profiler

@@ -40,4 +40,8 @@ class NvmlGpus {
   std::unique_ptr<Api> api_;
 };
 
+// NvmlGpus::Load() for the live sampler: null, said once at INFO, when there is no NVML
+// (no driver, no GPU); an NVML that loads but fails is said at WARN.
+std::unique_ptr<NvmlGpus> LoadGpusOrSayWhyNot();
+
 }  // namespace fulcrum::profiler

@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "base/mutex.h"
 #include "base/status_macros.h"
+#include "base/thread_name.h"
 #include "profiler/sampler_breadth.h"
 #include "spdlog/spdlog.h"
 
@@ -332,6 +333,7 @@ bool Sampler::State::WaitForStop(SteadyClock::time_point deadline) {
 }
 
 void Sampler::State::Run() {
+  SetCurrentThreadName("fulcrum-sampler");
   const auto period = absl::ToChronoNanoseconds(interval);
   SteadyClock::time_point next = SteadyClock::now() + period;
   while (true) {
