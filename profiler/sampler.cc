@@ -193,7 +193,6 @@ class SeriesBuilder {
         const uint64_t tx = CounterDelta(tracked.last.tx_bytes, row.tx_bytes);
         tracked.totals.rx_bytes += rx;
         tracked.totals.tx_bytes += tx;
-        tracked.totals.rx_packets += CounterDelta(tracked.last.rx_packets, row.rx_packets);
         const uint64_t rx_packets = CounterDelta(tracked.last.rx_packets, row.rx_packets);
         const uint64_t tx_packets = CounterDelta(tracked.last.tx_packets, row.tx_packets);
         tracked.totals.rx_packets += rx_packets;
