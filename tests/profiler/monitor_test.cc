@@ -28,8 +28,9 @@ TEST(MonitorTest, ProfilesAForeignProcessUntilItExits) {
   const fs::path dir = FreshDir("monitor_exit");
   // A foreign process that burns CPU for about a second and exits.
   const auto run = RunShell(absl::StrCat(
-      "(timeout 1.2 sh -c 'while :; do :; done' & p=$!; ", FULCRUM_BIN_DIR,
-      "/fulcrum_monitor --watch_pids=$p --run_dir=", dir.string(), " --interval_ms=100; echo rc=$?)"),
+      "bash -c \"sh -c 'while :; do :; done' & p=\\$!; (sleep 1.2; kill \\$p) & ", FULCRUM_BIN_DIR,
+      "/fulcrum_monitor --watch_pids=\\$p --run_dir=", dir.string(),
+      " --interval_ms=100; echo rc=\\$?\""),
       60);
   ASSERT_NE(run.output.find("rc=0"), std::string::npos) << run.output;
   fs::path pid_dir;
@@ -48,9 +49,11 @@ TEST(MonitorTest, ProfilesAForeignProcessUntilItExits) {
 
 TEST(MonitorTest, StopsAtSigintWithItsRecords) {
   const fs::path dir = FreshDir("monitor_sigint");
-  const auto run = RunShell(absl::StrCat(
-      "sleep 30 & p=$!; ", FULCRUM_BIN_DIR, "/fulcrum_monitor --watch_pids=$p --run_dir=",
-      dir.string(), " --interval_ms=50 & m=$!; sleep 0.5; kill -INT $m; wait $m; echo rc=$?; kill $p"),
+  const auto run = RunShell(
+      absl::StrCat("bash -c \"sleep 30 & p=\\$!; ", FULCRUM_BIN_DIR,
+                   "/fulcrum_monitor --watch_pids=\\$p --run_dir=", dir.string(),
+                   " --interval_ms=50 & m=\\$!; sleep 0.5; kill -INT \\$m; wait \\$m; "
+                   "echo rc=\\$?; kill \\$p\""),
       60);
   EXPECT_NE(run.output.find("rc=130"), std::string::npos) << run.output;
   int files = 0;
