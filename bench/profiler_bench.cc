@@ -7,9 +7,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <thread>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/time/clock.h"

@@ -56,8 +56,10 @@ std::string Count(T v) {
   return absl::StrCat(v);
 }
 
-#define FULCRUM_COLUMN(name, expr) \
-  { name, [](const SystemSample& s) { return expr; } }
+#define FULCRUM_COLUMN(name, expr)                   \
+  {                                                  \
+    name, [](const SystemSample& s) { return expr; } \
+  }
 const FixedColumn kBreadthColumns[] = {
     FULCRUM_COLUMN("cpu_user_percent", Fixed(s.cpu_user_percent, 2)),
     FULCRUM_COLUMN("cpu_system_percent", Fixed(s.cpu_system_percent, 2)),
@@ -168,8 +170,9 @@ void AppendBreadthCells(const SystemSample& s, const Layout& l, std::string* out
       *out += ",,,,,,";
       continue;
     }
-    absl::StrAppend(out, ",", Fixed(it->rx_packets_per_sec, 1), ",", Fixed(it->tx_packets_per_sec, 1),
-                    ",", it->rx_errors, ",", it->tx_errors, ",", it->rx_drops, ",", it->tx_drops);
+    absl::StrAppend(out, ",", Fixed(it->rx_packets_per_sec, 1), ",",
+                    Fixed(it->tx_packets_per_sec, 1), ",", it->rx_errors, ",", it->tx_errors, ",",
+                    it->rx_drops, ",", it->tx_drops);
   }
   for (const std::string& name : l.threads) {
     auto it = std::find_if(s.threads.begin(), s.threads.end(),
@@ -182,13 +185,15 @@ void AppendBreadthCells(const SystemSample& s, const Layout& l, std::string* out
                     Fixed(it->system_percent, 2));
   }
   for (int g = 0; g < l.gpus; ++g) {
-    auto it = std::find_if(s.gpus.begin(), s.gpus.end(), [&](const GpuReading& r) { return r.index == g; });
+    auto it = std::find_if(s.gpus.begin(), s.gpus.end(),
+                           [&](const GpuReading& r) { return r.index == g; });
     if (it == s.gpus.end()) {
       *out += ",,,,";
       continue;
     }
     absl::StrAppend(out, ",", Fixed(it->utilization_percent, 1), ",", it->memory_used_bytes, ",",
-                    it->memory_total_bytes, ",", it->power_watts >= 0 ? Fixed(it->power_watts, 1) : "");
+                    it->memory_total_bytes, ",",
+                    it->power_watts >= 0 ? Fixed(it->power_watts, 1) : "");
   }
 }
 

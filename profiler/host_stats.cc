@@ -92,8 +92,9 @@ int64_t HostMemory::used_bytes() const {
 absl::StatusOr<HostMemory> ParseMeminfo(absl::string_view text) {
   HostMemory m;
   const std::map<std::string, int64_t*> wanted = {
-      {"MemTotal", &m.total_bytes},   {"MemFree", &m.free_bytes},  {"MemAvailable", &m.available_bytes},
-      {"Buffers", &m.buffers_bytes},  {"Cached", &m.cached_bytes}, {"Slab", &m.slab_bytes}};
+      {"MemTotal", &m.total_bytes},         {"MemFree", &m.free_bytes},
+      {"MemAvailable", &m.available_bytes}, {"Buffers", &m.buffers_bytes},
+      {"Cached", &m.cached_bytes},          {"Slab", &m.slab_bytes}};
   absl::Status st = ParseNamedLines("meminfo", text, wanted,
                                     [](const std::string& field, absl::string_view rest) {
                                       return proc_text::ParseKbLine("meminfo", field, rest);

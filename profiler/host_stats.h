@@ -17,11 +17,11 @@ namespace fulcrum::profiler {
 
 // /proc/stat: the aggregate "cpu" line (jiffies per state, summed over the cores) and ctxt.
 struct HostCpuTimes {
-  uint64_t user = 0;  // user + nice (as sar's %user + %nice)
+  uint64_t user = 0;    // user + nice (as sar's %user + %nice)
   uint64_t system = 0;  // system + irq + softirq (as sar -u's %system)
   uint64_t iowait = 0;
   uint64_t idle = 0;
-  uint64_t other = 0;  // steal
+  uint64_t other = 0;             // steal
   uint64_t context_switches = 0;  // ctxt
   uint64_t total() const { return user + system + iowait + idle + other; }
 };

@@ -142,8 +142,8 @@ struct MetricsExporter::Impl {
                 double value) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     LazyGauges(name, help).Add(With(std::move(labels))).Set(value);
   }
-  void AdvanceCounter(const std::string& name, const std::string& help,
-                      prometheus::Labels labels, double total) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+  void AdvanceCounter(const std::string& name, const std::string& help, prometheus::Labels labels,
+                      double total) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     AdvanceTo(LazyCounters(name, help).Add(With(std::move(labels))), total);
   }
   // The wider figures of a sample (OnSample, with mu held).
@@ -271,21 +271,26 @@ void MetricsExporter::OnSample(const SystemSample& sample) {
 }
 
 void MetricsExporter::Impl::PublishProcessBreadth(const SystemSample& s) {
-  const std::string cpu_help = "Process CPU share over the last sampling interval by mode (1 = one core).";
+  const std::string cpu_help =
+      "Process CPU share over the last sampling interval by mode (1 = one core).";
   SetGauge("fulcrum_process_cpu_ratio", cpu_help, {{"mode", "user"}}, s.cpu_user_percent / 100.0);
-  SetGauge("fulcrum_process_cpu_ratio", cpu_help, {{"mode", "system"}}, s.cpu_system_percent / 100.0);
-  const std::string cs_help = "Context switches of the process's main thread since the sampler started.";
+  SetGauge("fulcrum_process_cpu_ratio", cpu_help, {{"mode", "system"}},
+           s.cpu_system_percent / 100.0);
+  const std::string cs_help =
+      "Context switches of the process's main thread since the sampler started.";
   AdvanceCounter("fulcrum_process_context_switches_total", cs_help, {{"kind", "voluntary"}},
                  static_cast<double>(s.voluntary_switches));
   AdvanceCounter("fulcrum_process_context_switches_total", cs_help, {{"kind", "nonvoluntary"}},
                  static_cast<double>(s.nonvoluntary_switches));
-  const std::string io_help = "Bytes the process read from / wrote to storage since the sampler started.";
+  const std::string io_help =
+      "Bytes the process read from / wrote to storage since the sampler started.";
   AdvanceCounter("fulcrum_process_io_bytes_total", io_help, {{"direction", "read"}},
                  static_cast<double>(s.io_read_bytes));
   AdvanceCounter("fulcrum_process_io_bytes_total", io_help, {{"direction", "write"}},
                  static_cast<double>(s.io_write_bytes));
   const std::string thread_help =
-      "CPU share of the process's threads of one name over the last sampling interval (1 = one core).";
+      "CPU share of the process's threads of one name over the last sampling interval (1 = one "
+      "core).";
   for (const ThreadSample& t : s.threads) {
     SetGauge("fulcrum_thread_cpu_ratio", thread_help, {{"thread", t.name}, {"mode", "user"}},
              t.user_percent / 100.0);
@@ -295,29 +300,39 @@ void MetricsExporter::Impl::PublishProcessBreadth(const SystemSample& s) {
 }
 
 void MetricsExporter::Impl::PublishHost(const HostSample& h) {
-  const std::string cpu_help = "Host CPU share by mode over the last sampling interval (1 = all cores).";
+  const std::string cpu_help =
+      "Host CPU share by mode over the last sampling interval (1 = all cores).";
   const std::pair<const char*, double> modes[] = {{"user", h.cpu_user_percent},
                                                   {"system", h.cpu_system_percent},
                                                   {"iowait", h.cpu_iowait_percent},
                                                   {"idle", h.cpu_idle_percent}};
-  for (const auto& [mode, v] : modes) SetGauge("fulcrum_host_cpu_ratio", cpu_help, {{"mode", mode}}, v / 100.0);
+  for (const auto& [mode, v] : modes)
+    SetGauge("fulcrum_host_cpu_ratio", cpu_help, {{"mode", mode}}, v / 100.0);
   const std::pair<const char*, int64_t> memory[] = {
-      {"total", h.mem_total_bytes}, {"used", h.mem_used_bytes},         {"free", h.mem_free_bytes},
-      {"available", h.mem_available_bytes}, {"cached", h.mem_cached_bytes}, {"buffers", h.mem_buffers_bytes}};
+      {"total", h.mem_total_bytes},   {"used", h.mem_used_bytes},
+      {"free", h.mem_free_bytes},     {"available", h.mem_available_bytes},
+      {"cached", h.mem_cached_bytes}, {"buffers", h.mem_buffers_bytes}};
   for (const auto& [kind, v] : memory) {
-    SetGauge("fulcrum_host_memory_bytes", "Host memory by kind (/proc/meminfo; used as sar's kbmemused).",
-             {{"kind", kind}}, static_cast<double>(v));
+    SetGauge("fulcrum_host_memory_bytes",
+             "Host memory by kind (/proc/meminfo; used as sar's kbmemused).", {{"kind", kind}},
+             static_cast<double>(v));
   }
-  const std::pair<const char*, double> load[] = {{"1m", h.load1}, {"5m", h.load5}, {"15m", h.load15}};
-  for (const auto& [window, v] : load) SetGauge("fulcrum_host_load", "Host load average.", {{"window", window}}, v);
-  AdvanceCounter("fulcrum_host_context_switches_total", "Host context switches since the sampler started.", {},
+  const std::pair<const char*, double> load[] = {
+      {"1m", h.load1}, {"5m", h.load5}, {"15m", h.load15}};
+  for (const auto& [window, v] : load)
+    SetGauge("fulcrum_host_load", "Host load average.", {{"window", window}}, v);
+  AdvanceCounter("fulcrum_host_context_switches_total",
+                 "Host context switches since the sampler started.", {},
                  static_cast<double>(h.context_switches));
   const std::string tcp_help = "TCP segments of the network namespace since the sampler started.";
-  AdvanceCounter("fulcrum_tcp_segments_total", tcp_help, {{"kind", "in"}}, static_cast<double>(h.tcp_in_segs));
-  AdvanceCounter("fulcrum_tcp_segments_total", tcp_help, {{"kind", "out"}}, static_cast<double>(h.tcp_out_segs));
+  AdvanceCounter("fulcrum_tcp_segments_total", tcp_help, {{"kind", "in"}},
+                 static_cast<double>(h.tcp_in_segs));
+  AdvanceCounter("fulcrum_tcp_segments_total", tcp_help, {{"kind", "out"}},
+                 static_cast<double>(h.tcp_out_segs));
   AdvanceCounter("fulcrum_tcp_segments_total", tcp_help, {{"kind", "retrans"}},
                  static_cast<double>(h.tcp_retrans_segs));
-  const std::string disk_help = "Bytes read from / written to the host's whole disks since the sampler started.";
+  const std::string disk_help =
+      "Bytes read from / written to the host's whole disks since the sampler started.";
   AdvanceCounter("fulcrum_host_disk_bytes_total", disk_help, {{"direction", "read"}},
                  static_cast<double>(h.disk_read_bytes));
   AdvanceCounter("fulcrum_host_disk_bytes_total", disk_help, {{"direction", "write"}},
@@ -345,7 +360,8 @@ void MetricsExporter::Impl::PublishGpus(const SystemSample& s) {
              g.utilization_percent / 100.0);
     SetGauge("fulcrum_gpu_memory_used_bytes", "GPU memory in use (NVML).", gpu,
              static_cast<double>(g.memory_used_bytes));
-    if (g.power_watts >= 0) SetGauge("fulcrum_gpu_power_watts", "GPU board power (NVML).", gpu, g.power_watts);
+    if (g.power_watts >= 0)
+      SetGauge("fulcrum_gpu_power_watts", "GPU board power (NVML).", gpu, g.power_watts);
   }
 }
 

@@ -53,7 +53,8 @@ struct NvmlGpus::Api {
         {"nvmlErrorString", Resolve(h, "nvmlErrorString", &error_string)},
         {"nvmlDeviceGetCount_v2", Resolve(h, "nvmlDeviceGetCount_v2", &count)},
         {"nvmlDeviceGetHandleByIndex_v2", Resolve(h, "nvmlDeviceGetHandleByIndex_v2", &by_index)},
-        {"nvmlDeviceGetUtilizationRates", Resolve(h, "nvmlDeviceGetUtilizationRates", &utilization)},
+        {"nvmlDeviceGetUtilizationRates",
+         Resolve(h, "nvmlDeviceGetUtilizationRates", &utilization)},
         {"nvmlDeviceGetMemoryInfo", Resolve(h, "nvmlDeviceGetMemoryInfo", &memory)},
         {"nvmlDeviceGetPowerUsage", Resolve(h, "nvmlDeviceGetPowerUsage", &power)}};
     for (const auto& [name, ok] : found) {
@@ -72,8 +73,8 @@ absl::StatusOr<std::unique_ptr<NvmlGpus>> NvmlGpus::Load(const std::string& libr
   void* handle = ::dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* why = ::dlerror();
-    return absl::NotFoundError(absl::StrCat("cannot load ", library, " (no NVIDIA driver?): ",
-                                            why != nullptr ? why : "dlopen failed"));
+    return absl::NotFoundError(absl::StrCat(
+        "cannot load ", library, " (no NVIDIA driver?): ", why != nullptr ? why : "dlopen failed"));
   }
   auto api = std::make_unique<Api>();
   api->handle = handle;

@@ -84,8 +84,10 @@ class FileProcSource : public ProcSource {
  private:
   std::string Path(absl::string_view name) const {
     absl::string_view rest = name;
-    if (pid_ > 0 && absl::ConsumePrefix(&rest, "self/")) return absl::StrCat(root_, "/", pid_, "/", rest);
-    if (pid_ > 0 && absl::StartsWith(name, "net/")) return absl::StrCat(root_, "/", pid_, "/", name);
+    if (pid_ > 0 && absl::ConsumePrefix(&rest, "self/"))
+      return absl::StrCat(root_, "/", pid_, "/", rest);
+    if (pid_ > 0 && absl::StartsWith(name, "net/"))
+      return absl::StrCat(root_, "/", pid_, "/", name);
     return absl::StrCat(root_, "/", name);
   }
 
@@ -222,14 +224,11 @@ absl::StatusOr<std::vector<InterfaceCounters>> ParseNetDev(absl::string_view tex
       return FieldError("net/dev", counters.name,
                         absl::StrCat("has ", fields.size(), " columns, want ", kColumns));
     }
-    const std::pair<size_t, uint64_t*> wanted[] = {{kRxBytes, &counters.rx_bytes},
-                                                   {kRxPackets, &counters.rx_packets},
-                                                   {kTxBytes, &counters.tx_bytes},
-                                                   {kTxPackets, &counters.tx_packets},
-                                                   {kRxErrs, &counters.rx_errors},
-                                                   {kRxDrop, &counters.rx_drops},
-                                                   {kTxErrs, &counters.tx_errors},
-                                                   {kTxDrop, &counters.tx_drops}};
+    const std::pair<size_t, uint64_t*> wanted[] = {
+        {kRxBytes, &counters.rx_bytes}, {kRxPackets, &counters.rx_packets},
+        {kTxBytes, &counters.tx_bytes}, {kTxPackets, &counters.tx_packets},
+        {kRxErrs, &counters.rx_errors}, {kRxDrop, &counters.rx_drops},
+        {kTxErrs, &counters.tx_errors}, {kTxDrop, &counters.tx_drops}};
     static constexpr const char* kNames[] = {"rx bytes", "rx packets", "tx bytes", "tx packets",
                                              "rx errs",  "rx drop",    "tx errs",  "tx drop"};
     for (size_t i = 0; i < std::size(wanted); ++i) {

@@ -86,8 +86,10 @@ absl::Status WriteBreadthScalars(const SystemSample& s, int64_t step, EventFileW
   scalar("system/host/disk_write_mb_per_sec", h.disk_write_bytes_per_sec / 1e6);
   for (const GpuReading& g : s.gpus) {
     scalar(absl::StrCat("system/gpu/", g.index, "/utilization_percent"), g.utilization_percent);
-    scalar(absl::StrCat("system/gpu/", g.index, "/memory_used_mb"), static_cast<double>(g.memory_used_bytes) / 1e6);
-    if (g.power_watts >= 0) scalar(absl::StrCat("system/gpu/", g.index, "/power_watts"), g.power_watts);
+    scalar(absl::StrCat("system/gpu/", g.index, "/memory_used_mb"),
+           static_cast<double>(g.memory_used_bytes) / 1e6);
+    if (g.power_watts >= 0)
+      scalar(absl::StrCat("system/gpu/", g.index, "/power_watts"), g.power_watts);
   }
   return st;
 }

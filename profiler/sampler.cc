@@ -245,7 +245,8 @@ struct Sampler::State {
 
   absl::Status TakeSample(bool strict) ABSL_LOCKS_EXCLUDED(sample_mu, mu);
   // Logs a part's failure when it starts (not every interval) and remembers it.
-  void NoteFailure(size_t part, const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sample_mu);
+  void NoteFailure(size_t part, const absl::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(sample_mu);
   void Run() ABSL_LOCKS_EXCLUDED(sample_mu, mu);
   // Waits until `deadline` on the steady clock or a stop request; true when stop was asked.
   bool WaitForStop(SteadyClock::time_point deadline) ABSL_LOCKS_EXCLUDED(mu);

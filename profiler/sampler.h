@@ -48,7 +48,7 @@ struct InterfaceSample {
 // the last interval of a thread that ended is lost (as in pidstat -t).
 struct ThreadSample {
   std::string name;
-  int threads = 0;  // listed at this sample
+  int threads = 0;            // listed at this sample
   double user_percent = 0.0;  // 100 = one full core
   double system_percent = 0.0;
   double cpu_percent() const { return user_percent + system_percent; }
@@ -86,10 +86,10 @@ struct HostSample {
 };
 
 struct SystemSample {
-  double seconds = 0.0;      // since the baseline sample (monotonic clock)
-  int64_t unix_micros = 0;   // wall-clock time of the sample
-  double cpu_percent = 0.0;  // process user+sys over the interval; 100 = one full core
-  double cpu_seconds = 0.0;  // process user+sys since the process started
+  double seconds = 0.0;             // since the baseline sample (monotonic clock)
+  int64_t unix_micros = 0;          // wall-clock time of the sample
+  double cpu_percent = 0.0;         // process user+sys over the interval; 100 = one full core
+  double cpu_seconds = 0.0;         // process user+sys since the process started
   double cpu_user_percent = 0.0;    // the user part of cpu_percent
   double cpu_system_percent = 0.0;  // the system part
   // Per core, indexed by N of "cpuN": busy share of that core over the interval (0..100; an

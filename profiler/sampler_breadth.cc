@@ -128,8 +128,8 @@ void BreadthBuilder::AddHostCpu(const BreadthReadings& r, const SystemSample& la
   }
 }
 
-void BreadthBuilder::AddCounters(const BreadthReadings& r, absl::Time now,
-                                 const SystemSample& last, SystemSample* out) {
+void BreadthBuilder::AddCounters(const BreadthReadings& r, absl::Time now, const SystemSample& last,
+                                 SystemSample* out) {
   HostSample& h = out->host;
   if (r.host_cpu.has_value()) {
     const double s = Elapsed(kHostCpu, now);
@@ -204,7 +204,8 @@ void BreadthBuilder::AddThreads(const BreadthReadings& r, absl::Time now, const 
     const ThreadTimes& b = before != threads_.end() ? before->second : zero;
     const double scale = seconds > 0 ? 100.0 / ticks_per_second_ / seconds : 0.0;
     group.user_percent += static_cast<double>(Grown(b.user_ticks, t.times.user_ticks)) * scale;
-    group.system_percent += static_cast<double>(Grown(b.system_ticks, t.times.system_ticks)) * scale;
+    group.system_percent +=
+        static_cast<double>(Grown(b.system_ticks, t.times.system_ticks)) * scale;
   }
   threads_ = std::move(now_threads);
   threads_baseline_ = false;

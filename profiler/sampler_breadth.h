@@ -79,7 +79,7 @@ class BreadthBuilder {
   CounterTrack ctxt_, tcp_in_, tcp_out_, tcp_retrans_, disk_read_, disk_write_;
   CounterTrack io_read_, io_write_, voluntary_, nonvoluntary_;
   std::map<std::string, CounterTrack> disk_reads_, disk_writes_;  // per whole disk
-  std::map<std::string, ThreadTimes> threads_;  // by tid, at the last reading
+  std::map<std::string, ThreadTimes> threads_;                    // by tid, at the last reading
   bool threads_baseline_ = true;
 };
 

@@ -45,10 +45,14 @@ json SampleSeries(absl::Span<const SystemSample> samples, size_t max_points) {
     v.second.resize(t.size(), 0.0);
     n[name] = {{"rx_bytes_per_sec", v.first}, {"tx_bytes_per_sec", v.second}};
   }
-  return {{"unix_s", t},         {"cpu_percent", cpu},
-          {"rss_bytes", rss},    {"network", n},
-          {"core_percent", cores}, {"host_cpu_busy_percent", host_cpu},
-          {"host_mem_used_bytes", host_mem}, {"host_load1", load1}};
+  return {{"unix_s", t},
+          {"cpu_percent", cpu},
+          {"rss_bytes", rss},
+          {"network", n},
+          {"core_percent", cores},
+          {"host_cpu_busy_percent", host_cpu},
+          {"host_mem_used_bytes", host_mem},
+          {"host_load1", load1}};
 }
 
 // Windows of consecutive steps: examples/sec over the window, mean loss.
@@ -89,7 +93,8 @@ double IntervalMean(absl::Span<const SystemSample> samples, Get get) {
 template <typename Get>
 double IntervalMax(absl::Span<const SystemSample> samples, Get get) {
   double best = 0.0;
-  for (size_t i = 1; i < samples.size(); ++i) best = std::max(best, static_cast<double>(get(samples[i])));
+  for (size_t i = 1; i < samples.size(); ++i)
+    best = std::max(best, static_cast<double>(get(samples[i])));
   return best;
 }
 
@@ -118,7 +123,8 @@ json HostCpuMemoryKeys(absl::Span<const SystemSample> samples) {
   j["mem_used_bytes_mean"] = level_mean(&HostSample::mem_used_bytes);
   j["mem_used_bytes_peak"] =
       -LevelMin(samples, [](const SystemSample& s) { return -s.host.mem_used_bytes; });
-  j["mem_free_bytes_min"] = LevelMin(samples, [](const SystemSample& s) { return s.host.mem_free_bytes; });
+  j["mem_free_bytes_min"] =
+      LevelMin(samples, [](const SystemSample& s) { return s.host.mem_free_bytes; });
   j["mem_available_bytes_min"] =
       LevelMin(samples, [](const SystemSample& s) { return s.host.mem_available_bytes; });
   j["mem_cached_bytes_mean"] = level_mean(&HostSample::mem_cached_bytes);
@@ -132,7 +138,9 @@ json HostCpuMemoryKeys(absl::Span<const SystemSample> samples) {
 json HostCounterKeys(absl::Span<const SystemSample> samples) {
   const HostSample& last = samples.back().host;
   const double span = samples.back().seconds - samples.front().seconds;
-  auto per_sec = [span](uint64_t total) { return span > 0 ? static_cast<double>(total) / span : 0.0; };
+  auto per_sec = [span](uint64_t total) {
+    return span > 0 ? static_cast<double>(total) / span : 0.0;
+  };
   json j;
   j["context_switches_total"] = last.context_switches;
   j["context_switches_per_sec_mean"] = per_sec(last.context_switches);
@@ -140,9 +148,10 @@ json HostCounterKeys(absl::Span<const SystemSample> samples) {
   j["tcp_out_segs_total"] = last.tcp_out_segs;
   j["tcp_retrans_segs_total"] = last.tcp_retrans_segs;
   // sar -n ETCP's retrans share: retransmitted of all segments sent.
-  j["tcp_retrans_percent"] = last.tcp_out_segs > 0 ? 100.0 * static_cast<double>(last.tcp_retrans_segs) /
-                                                         static_cast<double>(last.tcp_out_segs)
-                                                   : 0.0;
+  j["tcp_retrans_percent"] = last.tcp_out_segs > 0
+                                 ? 100.0 * static_cast<double>(last.tcp_retrans_segs) /
+                                       static_cast<double>(last.tcp_out_segs)
+                                 : 0.0;
   j["disk_read_bytes_total"] = last.disk_read_bytes;
   j["disk_write_bytes_total"] = last.disk_write_bytes;
   j["disk_read_bytes_per_sec_mean"] = per_sec(last.disk_read_bytes);
@@ -211,8 +220,11 @@ json BreadthKeys(absl::Span<const SystemSample> samples) {
   if (samples.empty()) return j;
   const SystemSample& last = samples.back();
   const double span = last.seconds - samples.front().seconds;
-  auto per_sec = [span](uint64_t total) { return span > 0 ? static_cast<double>(total) / span : 0.0; };
-  j["cpu_user_percent_mean"] = IntervalMean(samples, [](const SystemSample& s) { return s.cpu_user_percent; });
+  auto per_sec = [span](uint64_t total) {
+    return span > 0 ? static_cast<double>(total) / span : 0.0;
+  };
+  j["cpu_user_percent_mean"] =
+      IntervalMean(samples, [](const SystemSample& s) { return s.cpu_user_percent; });
   j["cpu_system_percent_mean"] =
       IntervalMean(samples, [](const SystemSample& s) { return s.cpu_system_percent; });
   j["context_switches"] = {{"voluntary_total", last.voluntary_switches},
@@ -386,8 +398,8 @@ json SummaryKeys(const SummaryInput& input) {
   j["Job Execution Time"] = input.job_seconds;
   j["System Information"] = input.system_information;
   for (const json& part :
-       {CpuMemoryKeys(input.samples), BreadthKeys(input.samples), NetworkKeys(input.interfaces), TrafficKeys(input.traffic),
-        StepKeys(input.steps), PsKeys(input.ps_records)}) {
+       {CpuMemoryKeys(input.samples), BreadthKeys(input.samples), NetworkKeys(input.interfaces),
+        TrafficKeys(input.traffic), StepKeys(input.steps), PsKeys(input.ps_records)}) {
     j.update(part);
   }
   j["trace_rpc_spans_dropped"] = input.trace_rpc_spans_dropped;

@@ -163,7 +163,7 @@ TEST(SamplesCsvTest, WiderFiguresByColumnName) {
   EXPECT_EQ(Cell(csv, "host_disk_read_bytes_per_s", 1), "512.0");
   EXPECT_EQ(Cell(csv, "eth0_rx_drops", 1), "7");
   EXPECT_EQ(Cell(csv, "eth0_tx_packets_per_s", 1), "12.2");  // %.1f rounds half to even
-  EXPECT_EQ(Cell(csv, "eth0_rx_drops", 0), "");  // eth0 was not there yet
+  EXPECT_EQ(Cell(csv, "eth0_rx_drops", 0), "");              // eth0 was not there yet
   EXPECT_EQ(Cell(csv, "thread_fulcrum-compute_count", 1), "4");
   EXPECT_EQ(Cell(csv, "thread_fulcrum-compute_user_percent", 1), "150.00");
   EXPECT_EQ(Cell(csv, "thread_odd_name_x_user_percent", 1), "1.00");  // a safe column name

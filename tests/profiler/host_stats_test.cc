@@ -113,8 +113,7 @@ TEST(HostStatsTest, SelfIoAndContextSwitches) {
 }
 
 TEST(HostStatsTest, ThreadStatKeepsNameWithSpacesAndParens) {
-  auto t = ParseThreadStat(
-      "42 (a (b) c) S 1 2 3 4 5 6 7 8 9 10 11 22 0 0 20 0 1 0 1 2 3\n");
+  auto t = ParseThreadStat("42 (a (b) c) S 1 2 3 4 5 6 7 8 9 10 11 22 0 0 20 0 1 0 1 2 3\n");
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->name, "a (b) c");
   EXPECT_EQ(t->user_ticks, 11u);
@@ -165,8 +164,8 @@ std::map<std::string, std::string> Files(int k) {
   auto n = [k](int base, int step) { return std::to_string(base + k * step); };
   return {
       {"self/stat", "1 (p) S 1 1 1 0 -1 0 0 0 0 0 " + n(100, 60) + " " + n(50, 20) + " 0 0\n"},
-      {"stat", "cpu  " + n(1000, 100) + " 0 " + n(500, 40) + " " + n(5000, 50) + " " +
-                   n(10, 10) + " 0 0 0 0 0\ncpu0 1 0 1 1 0 0 0 0 0 0\nctxt " + n(7000, 3000) + "\n"},
+      {"stat", "cpu  " + n(1000, 100) + " 0 " + n(500, 40) + " " + n(5000, 50) + " " + n(10, 10) +
+                   " 0 0 0 0 0\ncpu0 1 0 1 1 0 0 0 0 0 0\nctxt " + n(7000, 3000) + "\n"},
       {"self/status", "VmHWM:\t 10 kB\nVmRSS:\t 8 kB\nvoluntary_ctxt_switches:\t" + n(5, 40) +
                           "\nnonvoluntary_ctxt_switches:\t" + n(1, 2) + "\n"},
       {"net/dev", "h1|\nh2|\n eth0: " + n(1000, 5000) + " " + n(10, 50) + " " + n(0, 2) + " " +
@@ -180,9 +179,10 @@ std::map<std::string, std::string> Files(int k) {
       {"diskstats", " 8 0 sda 0 0 " + n(0, 8) + " 0 0 0 " + n(0, 16) + " 0 0 0 0\n 8 1 sda1 0 0 " +
                         n(0, 8) + " 0 0 0 " + n(0, 16) + " 0 0 0 0\n"},
       {"self/io", "read_bytes: " + n(0, 4096) + "\nwrite_bytes: " + n(0, 8192) + "\n"},
-      {"self/task/1/stat", "1 (p) S 1 1 1 0 -1 0 0 0 0 0 " + n(60, 30) + " " + n(40, 10) + " 0 0\n"},
-      {"self/task/2/stat", "2 (fulcrum-compute) R 1 1 1 0 -1 0 0 0 0 0 " + n(40, 30) + " " +
-                               n(10, 10) + " 0 0\n"},
+      {"self/task/1/stat",
+       "1 (p) S 1 1 1 0 -1 0 0 0 0 0 " + n(60, 30) + " " + n(40, 10) + " 0 0\n"},
+      {"self/task/2/stat",
+       "2 (fulcrum-compute) R 1 1 1 0 -1 0 0 0 0 0 " + n(40, 30) + " " + n(10, 10) + " 0 0\n"},
       {"self/task/3/stat", "3 (fulcrum-compute) R 1 1 1 0 -1 0 0 0 0 0 0 0 0 0\n"},
   };
 }

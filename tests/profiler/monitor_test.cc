@@ -1,6 +1,8 @@
 // fulcrum_monitor as a user runs it: it profiles a process it did not start until that
 // process exits, or until SIGINT, writing the same samples.csv and summary.json keys as a
 // task; bad flags exit 2 naming the flag.
+#include "profiler/monitor.h"
+
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,7 +12,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "profiler/monitor.h"
 #include "tests/testing/cluster.h"
 #include "tests/testing/subprocess.h"
 
@@ -27,10 +28,10 @@ using ::fulcrum::testing::RunShell;
 TEST(MonitorTest, ProfilesAForeignProcessUntilItExits) {
   const fs::path dir = FreshDir("monitor_exit");
   // A foreign process that burns CPU for about a second and exits.
-  const auto run = RunShell(absl::StrCat(
-      "bash -c \"sh -c 'while :; do :; done' & p=\\$!; (sleep 1.2; kill \\$p) & ", FULCRUM_BIN_DIR,
-      "/fulcrum_monitor --watch_pids=\\$p --run_dir=", dir.string(),
-      " --interval_ms=100; echo rc=\\$?\""),
+  const auto run = RunShell(
+      absl::StrCat("bash -c \"sh -c 'while :; do :; done' & p=\\$!; (sleep 1.2; kill \\$p) & ",
+                   FULCRUM_BIN_DIR, "/fulcrum_monitor --watch_pids=\\$p --run_dir=", dir.string(),
+                   " --interval_ms=100; echo rc=\\$?\""),
       60);
   ASSERT_NE(run.output.find("rc=0"), std::string::npos) << run.output;
   fs::path pid_dir;
@@ -49,12 +50,12 @@ TEST(MonitorTest, ProfilesAForeignProcessUntilItExits) {
 
 TEST(MonitorTest, StopsAtSigintWithItsRecords) {
   const fs::path dir = FreshDir("monitor_sigint");
-  const auto run = RunShell(
-      absl::StrCat("bash -c \"sleep 30 & p=\\$!; ", FULCRUM_BIN_DIR,
-                   "/fulcrum_monitor --watch_pids=\\$p --run_dir=", dir.string(),
-                   " --interval_ms=50 & m=\\$!; sleep 0.5; kill -INT \\$m; wait \\$m; "
-                   "echo rc=\\$?; kill \\$p\""),
-      60);
+  const auto run =
+      RunShell(absl::StrCat("bash -c \"sleep 30 & p=\\$!; ", FULCRUM_BIN_DIR,
+                            "/fulcrum_monitor --watch_pids=\\$p --run_dir=", dir.string(),
+                            " --interval_ms=50 & m=\\$!; sleep 0.5; kill -INT \\$m; wait \\$m; "
+                            "echo rc=\\$?; kill \\$p\""),
+               60);
   EXPECT_NE(run.output.find("rc=130"), std::string::npos) << run.output;
   int files = 0;
   for (const auto& entry : fs::directory_iterator(dir)) {

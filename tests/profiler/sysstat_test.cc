@@ -97,8 +97,7 @@ double Value(const std::vector<Block>& blocks, const std::string& column, bool a
     if (col == b.header.end()) continue;
     auto key_col = std::find(b.header.begin(), b.header.end(), key_column);
     for (const auto& row : b.rows) {
-      if (!key.empty() && (key_col == b.header.end() ||
-                           row[key_col - b.header.begin()] != key)) {
+      if (!key.empty() && (key_col == b.header.end() || row[key_col - b.header.begin()] != key)) {
         continue;
       }
       double v = 0;
@@ -258,11 +257,11 @@ int RunMeasured(const std::string& prefix, const fs::path& dir) {
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // steady before the window
 
   // fulcrum_monitor profiles this process from outside, over about the same window.
-  const pid_t monitor = Spawn({FULCRUM_BIN_DIR "/fulcrum_monitor",
-                               absl::StrCat("--watch_pids=", ::getpid()),
-                               absl::StrCat("--run_dir=", (dir / "monitor").string()),
-                               "--interval_ms=250", "--max_seconds=30"},
-                              dir / "monitor.log");
+  const pid_t monitor =
+      Spawn({FULCRUM_BIN_DIR "/fulcrum_monitor", absl::StrCat("--watch_pids=", ::getpid()),
+             absl::StrCat("--run_dir=", (dir / "monitor").string()), "--interval_ms=250",
+             "--max_seconds=30"},
+            dir / "monitor.log");
   if (monitor < 0) return 18;
   Sampler sampler(LiveProcSource(), absl::Seconds(1));
   const auto start = Clock::now();
@@ -270,8 +269,9 @@ int RunMeasured(const std::string& prefix, const fs::path& dir) {
   const std::string n = std::to_string(kSeconds);
   // posix_spawn returns once the child has exec'ed: the baseline right after it and sysstat's
   // first reads (after its start-up) are milliseconds apart.
-  const pid_t sar = Spawn({"sar", "-u", "-P", "ALL", "-r", "-q", "-w", "-n", "DEV,EDEV,TCP,ETCP",
-                           "-d", "1", n}, dir / "sar.txt");
+  const pid_t sar =
+      Spawn({"sar", "-u", "-P", "ALL", "-r", "-q", "-w", "-n", "DEV,EDEV,TCP,ETCP", "-d", "1", n},
+            dir / "sar.txt");
   const pid_t pidstat =
       Spawn({"pidstat", "-u", "-d", "-w", "-t", "-p", self, "1", n}, dir / "pidstat.txt");
   if (!sampler.SampleNow().ok()) return 13;  // the baseline
@@ -279,7 +279,8 @@ int RunMeasured(const std::string& prefix, const fs::path& dir) {
   const bool ended = PingPongUntilExited({sar, pidstat}, start + std::chrono::seconds(15));
   if (!sampler.SampleNow().ok()) return 15;
   ::kill(monitor, SIGINT);
-  const bool monitor_ended = PingPongUntilExited({monitor}, Clock::now() + std::chrono::seconds(10));
+  const bool monitor_ended =
+      PingPongUntilExited({monitor}, Clock::now() + std::chrono::seconds(10));
   stop = true;
   for (std::thread* t : {&user, &system, &send, &disk}) t->join();
   ::waitpid(sink, nullptr, 0);
@@ -354,9 +355,7 @@ class SysstatTest : public ::testing::Test {
     return Value(m().sar, column, true, key_column, key);
   }
   // The sampler's rate over its window: the last row's total over time_s.
-  double Rate(const std::string& total_column) const {
-    return Csv(total_column) / Csv("time_s");
-  }
+  double Rate(const std::string& total_column) const { return Csv(total_column) / Csv("time_s"); }
 };
 
 void ExpectWithin(double fulcrum, double sysstat, double relative, const std::string& what) {
@@ -371,8 +370,8 @@ void ExpectPoints(double fulcrum, double sysstat, double points, const std::stri
   ASSERT_FALSE(std::isnan(fulcrum)) << what << ": no Fulcrum figure";
   ASSERT_FALSE(std::isnan(sysstat)) << what << ": no sysstat figure";
   std::printf("  %-34s Fulcrum %14.2f  sysstat %14.2f\n", what.c_str(), fulcrum, sysstat);
-  EXPECT_NEAR(fulcrum, sysstat, points) << what << ": Fulcrum " << fulcrum << " vs sysstat "
-                                        << sysstat;
+  EXPECT_NEAR(fulcrum, sysstat, points)
+      << what << ": Fulcrum " << fulcrum << " vs sysstat " << sysstat;
 }
 
 TEST_F(SysstatTest, InterfaceBytesAndPacketsMatchSarDev) {
@@ -391,9 +390,11 @@ TEST_F(SysstatTest, InterfaceBytesAndPacketsMatchSarDev) {
 }
 
 TEST_F(SysstatTest, InterfaceErrorsAndDropsMatchSarEdev) {
-  for (const auto& [ours, theirs] : std::vector<std::pair<std::string, std::string>>{
-           {"eth0_rx_errors", "rxerr/s"}, {"eth0_tx_errors", "txerr/s"},
-           {"eth0_rx_drops", "rxdrop/s"}, {"eth0_tx_drops", "txdrop/s"}}) {
+  for (const auto& [ours, theirs] :
+       std::vector<std::pair<std::string, std::string>>{{"eth0_rx_errors", "rxerr/s"},
+                                                        {"eth0_tx_errors", "txerr/s"},
+                                                        {"eth0_rx_drops", "rxdrop/s"},
+                                                        {"eth0_tx_drops", "txdrop/s"}}) {
     const double sar = SarRate(theirs, "IFACE", "eth0");
     ASSERT_FALSE(std::isnan(sar)) << theirs;
     EXPECT_NEAR(Rate(ours), sar, 0.5 + sar * 0.02) << ours;
@@ -477,9 +478,10 @@ TEST_F(SysstatTest, MonitorOfTheProcessMatchesPidstatAndSar) {
 }
 
 TEST_F(SysstatTest, HostCpuAndCoresMatchSar) {
-  ExpectPoints(Csv("host_cpu_user_percent"),
-               Value(m().sar, "%user", true, "CPU", "all") + Value(m().sar, "%nice", true, "CPU", "all"),
-               5, "host %user");
+  ExpectPoints(
+      Csv("host_cpu_user_percent"),
+      Value(m().sar, "%user", true, "CPU", "all") + Value(m().sar, "%nice", true, "CPU", "all"), 5,
+      "host %user");
   ExpectPoints(Csv("host_cpu_system_percent"), Value(m().sar, "%system", true, "CPU", "all"), 5,
                "host %system");
   ExpectPoints(Csv("host_cpu_idle_percent"), Value(m().sar, "%idle", true, "CPU", "all"), 5,
@@ -501,9 +503,11 @@ TEST_F(SysstatTest, HostContextSwitchesMatchSarW) {
 
 TEST_F(SysstatTest, HostMemoryMatchesSarR) {
   // Levels, not rates: the sampler's last sample against sar's last one, taken moments before.
-  for (const auto& [ours, theirs] : std::vector<std::pair<std::string, std::string>>{
-           {"host_mem_free_bytes", "kbmemfree"}, {"host_mem_available_bytes", "kbavail"},
-           {"host_mem_used_bytes", "kbmemused"}, {"host_mem_cached_bytes", "kbcached"}}) {
+  for (const auto& [ours, theirs] :
+       std::vector<std::pair<std::string, std::string>>{{"host_mem_free_bytes", "kbmemfree"},
+                                                        {"host_mem_available_bytes", "kbavail"},
+                                                        {"host_mem_used_bytes", "kbmemused"},
+                                                        {"host_mem_cached_bytes", "kbcached"}}) {
     ExpectWithin(Csv(ours), Value(m().sar, theirs, false) * 1024, 0.02, ours);
   }
   const double buffers = Value(m().sar, "kbbuffers", false) * 1024;
