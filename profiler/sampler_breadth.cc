@@ -90,7 +90,8 @@ double BreadthBuilder::Elapsed(int part, absl::Time now) {
 void BreadthBuilder::Add(const BreadthReadings& r, absl::Time now, const SystemSample& last,
                          SystemSample* out) {
   AddHostCpu(r, last, out);
-  AddCounters(r, now, last, out);
+  AddHostCounters(r, now, out);
+  AddProcessCounters(r, now, last, out);
   AddThreads(r, now, last, out);
   out->gpus = r.gpus.has_value() ? *r.gpus : last.gpus;
 }
@@ -128,9 +129,8 @@ void BreadthBuilder::AddHostCpu(const BreadthReadings& r, const SystemSample& la
   }
 }
 
-void BreadthBuilder::AddCounters(const BreadthReadings& r, absl::Time now, const SystemSample& last,
-                                 SystemSample* out) {
-  HostSample& h = out->host;
+void BreadthBuilder::AddHostCounters(const BreadthReadings& r, absl::Time now, SystemSample* out) {
+  HostSample& h = out->host;  // AddHostCpu copied the last sample's: unread parts stay
   if (r.host_cpu.has_value()) {
     const double s = Elapsed(kHostCpu, now);
     h.context_switches_per_sec = PerSecond(ctxt_.Advance(r.host_cpu->context_switches), s);
@@ -158,21 +158,22 @@ void BreadthBuilder::AddCounters(const BreadthReadings& r, absl::Time now, const
     h.disk_read_bytes_per_sec = PerSecond(read, s);
     h.disk_write_bytes_per_sec = PerSecond(written, s);
   }
-  out->io_read_bytes = last.io_read_bytes;
-  out->io_write_bytes = last.io_write_bytes;
-  out->io_read_bytes_per_sec = last.io_read_bytes_per_sec;
-  out->io_write_bytes_per_sec = last.io_write_bytes_per_sec;
+}
+
+void BreadthBuilder::AddProcessCounters(const BreadthReadings& r, absl::Time now,
+                                        const SystemSample& last, SystemSample* out) {
   if (r.io.has_value()) {
     const double s = Elapsed(kIo, now);
     out->io_read_bytes_per_sec = PerSecond(io_read_.Advance(r.io->read_bytes), s);
     out->io_write_bytes_per_sec = PerSecond(io_write_.Advance(r.io->write_bytes), s);
     out->io_read_bytes = io_read_.total();
     out->io_write_bytes = io_write_.total();
+  } else {
+    out->io_read_bytes = last.io_read_bytes;
+    out->io_write_bytes = last.io_write_bytes;
+    out->io_read_bytes_per_sec = last.io_read_bytes_per_sec;
+    out->io_write_bytes_per_sec = last.io_write_bytes_per_sec;
   }
-  out->voluntary_switches = last.voluntary_switches;
-  out->nonvoluntary_switches = last.nonvoluntary_switches;
-  out->voluntary_switches_per_sec = last.voluntary_switches_per_sec;
-  out->nonvoluntary_switches_per_sec = last.nonvoluntary_switches_per_sec;
   if (r.switches.has_value()) {
     const double s = Elapsed(kSwitches, now);
     out->voluntary_switches_per_sec = PerSecond(voluntary_.Advance(r.switches->voluntary), s);
@@ -180,6 +181,11 @@ void BreadthBuilder::AddCounters(const BreadthReadings& r, absl::Time now, const
         PerSecond(nonvoluntary_.Advance(r.switches->nonvoluntary), s);
     out->voluntary_switches = voluntary_.total();
     out->nonvoluntary_switches = nonvoluntary_.total();
+  } else {
+    out->voluntary_switches = last.voluntary_switches;
+    out->nonvoluntary_switches = last.nonvoluntary_switches;
+    out->voluntary_switches_per_sec = last.voluntary_switches_per_sec;
+    out->nonvoluntary_switches_per_sec = last.nonvoluntary_switches_per_sec;
   }
 }
 

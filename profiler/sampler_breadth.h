@@ -68,15 +68,18 @@ class BreadthBuilder {
   // The seconds since part `part` was last read, and records `now` as its read time.
   double Elapsed(int part, absl::Time now);
   void AddHostCpu(const BreadthReadings& r, const SystemSample& last, SystemSample* out);
-  void AddCounters(const BreadthReadings& r, absl::Time now, const SystemSample& last,
-                   SystemSample* out);
+  // Context switches, TCP segments and disk bytes of the host (after AddHostCpu).
+  void AddHostCounters(const BreadthReadings& r, absl::Time now, SystemSample* out);
+  // The process's storage bytes and context switches.
+  void AddProcessCounters(const BreadthReadings& r, absl::Time now, const SystemSample& last,
+                          SystemSample* out);
   void AddThreads(const BreadthReadings& r, absl::Time now, const SystemSample& last,
                   SystemSample* out);
 
   const double ticks_per_second_;
   std::map<int, absl::Time> read_at_;
   std::optional<HostCpuTimes> host_cpu_;
-  CounterTrack ctxt_, tcp_in_, tcp_out_, tcp_retrans_, disk_read_, disk_write_;
+  CounterTrack ctxt_, tcp_in_, tcp_out_, tcp_retrans_;
   CounterTrack io_read_, io_write_, voluntary_, nonvoluntary_;
   std::map<std::string, CounterTrack> disk_reads_, disk_writes_;  // per whole disk
   std::map<std::string, ThreadTimes> threads_;                    // by tid, at the last reading
