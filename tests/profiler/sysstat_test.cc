@@ -3,8 +3,9 @@
 // namespaces at 198.18.0.1 and 198.18.0.2, nothing else reachable) burns CPU on two named
 // threads (user, system), ping-pongs with a third (voluntary context switches), sends TCP
 // traffic to a sink in the other host and writes and fsyncs a file, while `sar` and `pidstat`
-// run alongside as real processes. The sampler takes one sample before they start and one
-// after they end, and the load runs steadily across both windows, so the sampler's rates over
+// run alongside as real processes (and fulcrum_monitor, watching the process from outside).
+// The sampler takes one sample as they start and one after they end, and the load runs
+// steadily across both windows, so the sampler's rates over
 // its window compare with sysstat's mean rates over its own (sysstat prints rates over
 // intervals it measures but does not print, so totals cannot be compared exactly).
 // Tolerances: bytes and packets 2 %, CPU 5 points, rates of counts 5 %.
