@@ -5,9 +5,9 @@
 // traffic to a sink in the other host and writes and fsyncs a file, while `sar` and `pidstat`
 // run alongside as real processes (and fulcrum_monitor, watching the process from outside).
 // The sampler takes one sample as they start and one after they end, and the load runs
-// steadily across both windows, so the sampler's rates over
-// its window compare with sysstat's mean rates over its own (sysstat prints rates over
-// intervals it measures but does not print, so totals cannot be compared exactly).
+// steadily across both windows, so the sampler's rates over its window compare with
+// sysstat's mean rates over its own (sysstat prints rates over intervals it measures but does
+// not print, so totals cannot be compared exactly).
 // Tolerances: bytes and packets 2 %, CPU 5 points, rates of counts 5 %.
 // One measurement (a few seconds) serves every test of the suite.
 #include <arpa/inet.h>
