@@ -4,9 +4,12 @@
 //   build/bin/profiler_bench [--benchmark_repetitions=3]
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/time/clock.h"
@@ -80,13 +83,25 @@ void BM_TfEventScalar(benchmark::State& state) {
 }
 BENCHMARK(BM_TfEventScalar);
 
-// One sample of the live /proc (four files read and parsed), on the caller's thread.
+// One sample of the live /proc on the caller's thread: the process's stat, status, io and
+// every thread's stat; the host's stat, meminfo, loadavg, diskstats; net/dev and net/snmp.
+// The argument is how many extra (idle) threads the process has: each adds one
+// task/TID/stat read (a worker with gRPC has a few dozen threads).
 void BM_Sample(benchmark::State& state) {
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> idle;
+  for (int64_t i = 0; i < state.range(0); ++i) {
+    idle.emplace_back([&stop] {
+      while (!stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    });
+  }
   profiler::Sampler sampler(profiler::LiveProcSource(), absl::Hours(1));
-  if (!sampler.SampleNow().ok()) return state.SkipWithError("cannot read /proc");
+  if (!sampler.SampleNow().ok()) state.SkipWithError("cannot read /proc");
   for (auto _ : state) benchmark::DoNotOptimize(sampler.SampleNow());
+  stop = true;
+  for (std::thread& t : idle) t.join();
 }
-BENCHMARK(BM_Sample);
+BENCHMARK(BM_Sample)->Arg(0)->Arg(32);
 
 // The work a step record describes: a logreg forward/backward of batch 256 (no data, no RPC).
 void BM_LogregStep(benchmark::State& state) {

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "base/files.h"
 #include "base/status_macros.h"
@@ -44,28 +45,168 @@ void AppendSampleCells(const SystemSample& s, size_t cores, const std::vector<st
   }
 }
 
-}  // namespace
+// The columns after the interface groups, one value each, in this order (docs/profiler.md).
+struct FixedColumn {
+  const char* name;
+  std::string (*cell)(const SystemSample&);
+};
 
-std::string SamplesCsv(absl::Span<const SystemSample> samples) {
-  std::vector<std::string> ifaces;
-  size_t cores = 0;
-  for (const SystemSample& s : samples) {
-    cores = std::max(cores, s.core_percent.size());
-    for (const InterfaceSample& i : s.interfaces) {
-      if (std::find(ifaces.begin(), ifaces.end(), i.name) == ifaces.end()) ifaces.push_back(i.name);
+template <typename T>
+std::string Count(T v) {
+  return absl::StrCat(v);
+}
+
+#define FULCRUM_COLUMN(name, expr)                   \
+  {                                                  \
+    name, [](const SystemSample& s) { return expr; } \
+  }
+const FixedColumn kBreadthColumns[] = {
+    FULCRUM_COLUMN("cpu_user_percent", Fixed(s.cpu_user_percent, 2)),
+    FULCRUM_COLUMN("cpu_system_percent", Fixed(s.cpu_system_percent, 2)),
+    FULCRUM_COLUMN("voluntary_switches", Count(s.voluntary_switches)),
+    FULCRUM_COLUMN("nonvoluntary_switches", Count(s.nonvoluntary_switches)),
+    FULCRUM_COLUMN("voluntary_switches_per_s", Fixed(s.voluntary_switches_per_sec, 1)),
+    FULCRUM_COLUMN("nonvoluntary_switches_per_s", Fixed(s.nonvoluntary_switches_per_sec, 1)),
+    FULCRUM_COLUMN("io_read_bytes", Count(s.io_read_bytes)),
+    FULCRUM_COLUMN("io_write_bytes", Count(s.io_write_bytes)),
+    FULCRUM_COLUMN("io_read_bytes_per_s", Fixed(s.io_read_bytes_per_sec, 1)),
+    FULCRUM_COLUMN("io_write_bytes_per_s", Fixed(s.io_write_bytes_per_sec, 1)),
+    FULCRUM_COLUMN("host_cpu_user_percent", Fixed(s.host.cpu_user_percent, 2)),
+    FULCRUM_COLUMN("host_cpu_system_percent", Fixed(s.host.cpu_system_percent, 2)),
+    FULCRUM_COLUMN("host_cpu_iowait_percent", Fixed(s.host.cpu_iowait_percent, 2)),
+    FULCRUM_COLUMN("host_cpu_idle_percent", Fixed(s.host.cpu_idle_percent, 2)),
+    FULCRUM_COLUMN("host_mem_total_bytes", Count(s.host.mem_total_bytes)),
+    FULCRUM_COLUMN("host_mem_used_bytes", Count(s.host.mem_used_bytes)),
+    FULCRUM_COLUMN("host_mem_free_bytes", Count(s.host.mem_free_bytes)),
+    FULCRUM_COLUMN("host_mem_available_bytes", Count(s.host.mem_available_bytes)),
+    FULCRUM_COLUMN("host_mem_cached_bytes", Count(s.host.mem_cached_bytes)),
+    FULCRUM_COLUMN("host_mem_buffers_bytes", Count(s.host.mem_buffers_bytes)),
+    FULCRUM_COLUMN("host_load1", Fixed(s.host.load1, 2)),
+    FULCRUM_COLUMN("host_load5", Fixed(s.host.load5, 2)),
+    FULCRUM_COLUMN("host_load15", Fixed(s.host.load15, 2)),
+    FULCRUM_COLUMN("host_context_switches", Count(s.host.context_switches)),
+    FULCRUM_COLUMN("host_context_switches_per_s", Fixed(s.host.context_switches_per_sec, 1)),
+    FULCRUM_COLUMN("host_tcp_in_segs", Count(s.host.tcp_in_segs)),
+    FULCRUM_COLUMN("host_tcp_out_segs", Count(s.host.tcp_out_segs)),
+    FULCRUM_COLUMN("host_tcp_retrans_segs", Count(s.host.tcp_retrans_segs)),
+    FULCRUM_COLUMN("host_tcp_in_segs_per_s", Fixed(s.host.tcp_in_segs_per_sec, 1)),
+    FULCRUM_COLUMN("host_tcp_out_segs_per_s", Fixed(s.host.tcp_out_segs_per_sec, 1)),
+    FULCRUM_COLUMN("host_tcp_retrans_segs_per_s", Fixed(s.host.tcp_retrans_segs_per_sec, 1)),
+    FULCRUM_COLUMN("host_disk_read_bytes", Count(s.host.disk_read_bytes)),
+    FULCRUM_COLUMN("host_disk_write_bytes", Count(s.host.disk_write_bytes)),
+    FULCRUM_COLUMN("host_disk_read_bytes_per_s", Fixed(s.host.disk_read_bytes_per_sec, 1)),
+    FULCRUM_COLUMN("host_disk_write_bytes_per_s", Fixed(s.host.disk_write_bytes_per_sec, 1)),
+};
+#undef FULCRUM_COLUMN
+
+// A thread name as a column-name part: characters other than [A-Za-z0-9_.-] become '_'
+// (a comm may hold spaces, commas, anything).
+std::string ColumnSafe(const std::string& name) {
+  std::string out = name;
+  for (char& c : out) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != '-') {
+      c = '_';
     }
   }
+  return out;
+}
+
+// What the variable-width column groups are: every core, interface, thread name and GPU seen.
+struct Layout {
+  size_t cores = 0;
+  std::vector<std::string> ifaces;
+  std::vector<std::string> threads;
+  int gpus = 0;
+};
+
+template <typename T>
+void AddSeen(const T& value, std::vector<T>* seen) {
+  if (std::find(seen->begin(), seen->end(), value) == seen->end()) seen->push_back(value);
+}
+
+Layout LayoutOf(absl::Span<const SystemSample> samples) {
+  Layout l;
+  for (const SystemSample& s : samples) {
+    l.cores = std::max(l.cores, s.core_percent.size());
+    for (const InterfaceSample& i : s.interfaces) AddSeen(i.name, &l.ifaces);
+    for (const ThreadSample& t : s.threads) AddSeen(t.name, &l.threads);
+    for (const GpuReading& g : s.gpus) l.gpus = std::max(l.gpus, g.index + 1);
+  }
+  return l;
+}
+
+std::string Header(const Layout& l) {
   std::string out = "time_s,unix_us,cpu_percent,cpu_seconds_total,rss_bytes,peak_rss_bytes";
-  for (size_t c = 0; c < cores; ++c) absl::StrAppend(&out, ",core", c, "_percent");
-  for (const std::string& i : ifaces) {
+  for (size_t c = 0; c < l.cores; ++c) absl::StrAppend(&out, ",core", c, "_percent");
+  for (const std::string& i : l.ifaces) {
     absl::StrAppend(&out, ",", i, "_rx_bytes,", i, "_tx_bytes,", i, "_rx_packets,", i,
                     "_tx_packets,", i, "_rx_bytes_per_s,", i, "_tx_bytes_per_s");
   }
-  out += "\n";
+  for (const FixedColumn& c : kBreadthColumns) absl::StrAppend(&out, ",", c.name);
+  for (const std::string& i : l.ifaces) {
+    absl::StrAppend(&out, ",", i, "_rx_packets_per_s,", i, "_tx_packets_per_s,", i, "_rx_errors,",
+                    i, "_tx_errors,", i, "_rx_drops,", i, "_tx_drops");
+  }
+  for (const std::string& t : l.threads) {
+    const std::string n = ColumnSafe(t);
+    absl::StrAppend(&out, ",thread_", n, "_count,thread_", n, "_user_percent,thread_", n,
+                    "_system_percent");
+  }
+  for (int g = 0; g < l.gpus; ++g) {
+    absl::StrAppend(&out, ",gpu", g, "_utilization_percent,gpu", g, "_memory_used_bytes,gpu", g,
+                    "_memory_total_bytes,gpu", g, "_power_watts");
+  }
+  return out + "\n";
+}
+
+// The cells after the first interface groups: the fixed breadth columns, then the interface
+// extras, threads and GPUs (empty cells where a sample lacks one).
+void AppendBreadthCells(const SystemSample& s, const Layout& l, std::string* out) {
+  for (const FixedColumn& c : kBreadthColumns) absl::StrAppend(out, ",", c.cell(s));
+  for (const std::string& name : l.ifaces) {
+    auto it = std::find_if(s.interfaces.begin(), s.interfaces.end(),
+                           [&](const InterfaceSample& i) { return i.name == name; });
+    if (it == s.interfaces.end()) {
+      *out += ",,,,,,";
+      continue;
+    }
+    absl::StrAppend(out, ",", Fixed(it->rx_packets_per_sec, 1), ",",
+                    Fixed(it->tx_packets_per_sec, 1), ",", it->rx_errors, ",", it->tx_errors, ",",
+                    it->rx_drops, ",", it->tx_drops);
+  }
+  for (const std::string& name : l.threads) {
+    auto it = std::find_if(s.threads.begin(), s.threads.end(),
+                           [&](const ThreadSample& t) { return t.name == name; });
+    if (it == s.threads.end()) {
+      *out += ",,,";
+      continue;
+    }
+    absl::StrAppend(out, ",", it->threads, ",", Fixed(it->user_percent, 2), ",",
+                    Fixed(it->system_percent, 2));
+  }
+  for (int g = 0; g < l.gpus; ++g) {
+    auto it = std::find_if(s.gpus.begin(), s.gpus.end(),
+                           [&](const GpuReading& r) { return r.index == g; });
+    if (it == s.gpus.end()) {
+      *out += ",,,,";
+      continue;
+    }
+    absl::StrAppend(out, ",", Fixed(it->utilization_percent, 1), ",", it->memory_used_bytes, ",",
+                    it->memory_total_bytes, ",",
+                    it->power_watts >= 0 ? Fixed(it->power_watts, 1) : "");
+  }
+}
+
+}  // namespace
+
+std::string SamplesCsv(absl::Span<const SystemSample> samples) {
+  const Layout layout = LayoutOf(samples);
+  std::string out = Header(layout);
   for (const SystemSample& s : samples) {
     absl::StrAppend(&out, Fixed(s.seconds), ",", s.unix_micros, ",", Fixed(s.cpu_percent, 2), ",",
                     Fixed(s.cpu_seconds, 3), ",", s.rss_bytes, ",", s.peak_rss_bytes);
-    AppendSampleCells(s, cores, ifaces, &out);
+    AppendSampleCells(s, layout.cores, layout.ifaces, &out);
+    AppendBreadthCells(s, layout, &out);
     out += "\n";
   }
   return out;

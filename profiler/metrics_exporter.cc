@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -124,6 +125,33 @@ struct MetricsExporter::Impl {
     return prometheus::BuildGauge().Name(name).Help(help).Register(*registry);
   }
 
+  // The families of the wider figures, registered at their first update (by name).
+  Family<Gauge>& LazyGauges(const std::string& name, const std::string& help)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    auto it = lazy_gauges.find(name);
+    if (it == lazy_gauges.end()) it = lazy_gauges.emplace(name, &Gauges(name, help)).first;
+    return *it->second;
+  }
+  Family<Counter>& LazyCounters(const std::string& name, const std::string& help)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    auto it = lazy_counters.find(name);
+    if (it == lazy_counters.end()) it = lazy_counters.emplace(name, &Counters(name, help)).first;
+    return *it->second;
+  }
+  void SetGauge(const std::string& name, const std::string& help, prometheus::Labels labels,
+                double value) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    LazyGauges(name, help).Add(With(std::move(labels))).Set(value);
+  }
+  void AdvanceCounter(const std::string& name, const std::string& help, prometheus::Labels labels,
+                      double total) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    AdvanceTo(LazyCounters(name, help).Add(With(std::move(labels))), total);
+  }
+  // The wider figures of a sample (OnSample, with mu held).
+  void PublishProcessBreadth(const SystemSample& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void PublishHost(const HostSample& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void PublishNetErrors(const SystemSample& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void PublishGpus(const SystemSample& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+
   // task_type and task_index go into every series' own labels rather than the family's
   // constant labels: prometheus-cpp prints constant labels first, and merged into one sorted
   // map the labels come out in the canonical sorted order
@@ -159,6 +187,8 @@ struct MetricsExporter::Impl {
   Family<Counter>& pushes_dropped ABSL_GUARDED_BY(mu);
   Family<Gauge>& test_accuracy ABSL_GUARDED_BY(mu);
   Family<Gauge>& test_loss ABSL_GUARDED_BY(mu);
+  std::map<std::string, Family<Gauge>*> lazy_gauges ABSL_GUARDED_BY(mu);
+  std::map<std::string, Family<Counter>*> lazy_counters ABSL_GUARDED_BY(mu);
 
   // Each metric is thread-safe on its own, but "read the published value, add the difference"
   // is not: two callers could both add the same difference. One lock makes each update atomic.
@@ -233,6 +263,105 @@ void MetricsExporter::OnSample(const SystemSample& sample) {
     AdvanceTo(impl_->net_tx_bytes.Add(device), static_cast<double>(nic.tx_bytes));
     AdvanceTo(impl_->net_rx_packets.Add(device), static_cast<double>(nic.rx_packets));
     AdvanceTo(impl_->net_tx_packets.Add(device), static_cast<double>(nic.tx_packets));
+  }
+  impl_->PublishProcessBreadth(sample);
+  impl_->PublishHost(sample.host);
+  impl_->PublishNetErrors(sample);
+  impl_->PublishGpus(sample);
+}
+
+void MetricsExporter::Impl::PublishProcessBreadth(const SystemSample& s) {
+  const std::string cpu_help =
+      "Process CPU share over the last sampling interval by mode (1 = one core).";
+  SetGauge("fulcrum_process_cpu_ratio", cpu_help, {{"mode", "user"}}, s.cpu_user_percent / 100.0);
+  SetGauge("fulcrum_process_cpu_ratio", cpu_help, {{"mode", "system"}},
+           s.cpu_system_percent / 100.0);
+  const std::string cs_help =
+      "Context switches of the process's main thread since the sampler started.";
+  AdvanceCounter("fulcrum_process_context_switches_total", cs_help, {{"kind", "voluntary"}},
+                 static_cast<double>(s.voluntary_switches));
+  AdvanceCounter("fulcrum_process_context_switches_total", cs_help, {{"kind", "nonvoluntary"}},
+                 static_cast<double>(s.nonvoluntary_switches));
+  const std::string io_help =
+      "Bytes the process read from / wrote to storage since the sampler started.";
+  AdvanceCounter("fulcrum_process_io_bytes_total", io_help, {{"direction", "read"}},
+                 static_cast<double>(s.io_read_bytes));
+  AdvanceCounter("fulcrum_process_io_bytes_total", io_help, {{"direction", "write"}},
+                 static_cast<double>(s.io_write_bytes));
+  const std::string thread_help =
+      "CPU share of the process's threads of one name over the last sampling interval (1 = one "
+      "core).";
+  for (const ThreadSample& t : s.threads) {
+    SetGauge("fulcrum_thread_cpu_ratio", thread_help, {{"thread", t.name}, {"mode", "user"}},
+             t.user_percent / 100.0);
+    SetGauge("fulcrum_thread_cpu_ratio", thread_help, {{"thread", t.name}, {"mode", "system"}},
+             t.system_percent / 100.0);
+  }
+}
+
+void MetricsExporter::Impl::PublishHost(const HostSample& h) {
+  const std::string cpu_help =
+      "Host CPU share by mode over the last sampling interval (1 = all cores).";
+  const std::pair<const char*, double> modes[] = {{"user", h.cpu_user_percent},
+                                                  {"system", h.cpu_system_percent},
+                                                  {"iowait", h.cpu_iowait_percent},
+                                                  {"idle", h.cpu_idle_percent}};
+  for (const auto& [mode, v] : modes)
+    SetGauge("fulcrum_host_cpu_ratio", cpu_help, {{"mode", mode}}, v / 100.0);
+  const std::pair<const char*, int64_t> memory[] = {
+      {"total", h.mem_total_bytes},   {"used", h.mem_used_bytes},
+      {"free", h.mem_free_bytes},     {"available", h.mem_available_bytes},
+      {"cached", h.mem_cached_bytes}, {"buffers", h.mem_buffers_bytes}};
+  for (const auto& [kind, v] : memory) {
+    SetGauge("fulcrum_host_memory_bytes",
+             "Host memory by kind (/proc/meminfo; used as sar's kbmemused).", {{"kind", kind}},
+             static_cast<double>(v));
+  }
+  const std::pair<const char*, double> load[] = {
+      {"1m", h.load1}, {"5m", h.load5}, {"15m", h.load15}};
+  for (const auto& [window, v] : load)
+    SetGauge("fulcrum_host_load", "Host load average.", {{"window", window}}, v);
+  AdvanceCounter("fulcrum_host_context_switches_total",
+                 "Host context switches since the sampler started.", {},
+                 static_cast<double>(h.context_switches));
+  const std::string tcp_help = "TCP segments of the network namespace since the sampler started.";
+  AdvanceCounter("fulcrum_tcp_segments_total", tcp_help, {{"kind", "in"}},
+                 static_cast<double>(h.tcp_in_segs));
+  AdvanceCounter("fulcrum_tcp_segments_total", tcp_help, {{"kind", "out"}},
+                 static_cast<double>(h.tcp_out_segs));
+  AdvanceCounter("fulcrum_tcp_segments_total", tcp_help, {{"kind", "retrans"}},
+                 static_cast<double>(h.tcp_retrans_segs));
+  const std::string disk_help =
+      "Bytes read from / written to the host's whole disks since the sampler started.";
+  AdvanceCounter("fulcrum_host_disk_bytes_total", disk_help, {{"direction", "read"}},
+                 static_cast<double>(h.disk_read_bytes));
+  AdvanceCounter("fulcrum_host_disk_bytes_total", disk_help, {{"direction", "write"}},
+                 static_cast<double>(h.disk_write_bytes));
+}
+
+void MetricsExporter::Impl::PublishNetErrors(const SystemSample& s) {
+  for (const InterfaceSample& nic : s.interfaces) {
+    const std::pair<const char*, uint64_t> counts[] = {
+        {"fulcrum_network_receive_errors_total", nic.rx_errors},
+        {"fulcrum_network_transmit_errors_total", nic.tx_errors},
+        {"fulcrum_network_receive_drops_total", nic.rx_drops},
+        {"fulcrum_network_transmit_drops_total", nic.tx_drops}};
+    for (const auto& [name, v] : counts) {
+      AdvanceCounter(name, "Per network interface since the sampler started (/proc/net/dev).",
+                     {{"device", nic.name}}, static_cast<double>(v));
+    }
+  }
+}
+
+void MetricsExporter::Impl::PublishGpus(const SystemSample& s) {
+  for (const GpuReading& g : s.gpus) {
+    const prometheus::Labels gpu = {{"gpu", std::to_string(g.index)}};
+    SetGauge("fulcrum_gpu_utilization_ratio", "Share of time a GPU kernel ran (NVML).", gpu,
+             g.utilization_percent / 100.0);
+    SetGauge("fulcrum_gpu_memory_used_bytes", "GPU memory in use (NVML).", gpu,
+             static_cast<double>(g.memory_used_bytes));
+    if (g.power_watts >= 0)
+      SetGauge("fulcrum_gpu_power_watts", "GPU board power (NVML).", gpu, g.power_watts);
   }
 }
 

@@ -1,5 +1,6 @@
 #include "profiler/proc_stats.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -10,13 +11,20 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "profiler/proc_text.h"
 
 namespace fulcrum::profiler {
 namespace {
+
+using proc_text::FieldError;
+using proc_text::Fields;
+using proc_text::ParseCounter;
+using proc_text::ParseKbLine;
 
 // /proc files report a size of 0 and are generated as they are read, so they are read whole
 // with read(2) until EOF rather than sized with stat or mapped.
@@ -44,52 +52,49 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
   return text;
 }
 
+// Reads `root`/name; with `pid` > 0, "self/x" is read as `root`/PID/x and "net/x" as
+// `root`/PID/net/x.
 class FileProcSource : public ProcSource {
  public:
-  FileProcSource(std::string root, int64_t ticks_per_second)
-      : root_(std::move(root)), ticks_per_second_(ticks_per_second) {}
+  FileProcSource(std::string root, int64_t ticks_per_second, int pid = 0)
+      : root_(std::move(root)), ticks_per_second_(ticks_per_second), pid_(pid) {}
 
   absl::StatusOr<std::string> Read(absl::string_view name) override {
-    return ReadWholeFile(absl::StrCat(root_, "/", name));
+    return ReadWholeFile(Path(name));
   }
   int64_t ClockTicksPerSecond() const override { return ticks_per_second_; }
 
+  absl::StatusOr<std::vector<std::string>> List(absl::string_view name) override {
+    const std::string path = Path(name);
+    DIR* dir = ::opendir(path.c_str());
+    if (dir == nullptr) {
+      const int err = errno;
+      const std::string message = absl::StrCat("cannot list ", path, ": ", std::strerror(err));
+      return err == ENOENT ? absl::NotFoundError(message) : absl::UnavailableError(message);
+    }
+    std::vector<std::string> names;
+    while (const dirent* entry = ::readdir(dir)) {
+      const absl::string_view n = entry->d_name;
+      if (n != "." && n != "..") names.emplace_back(n);
+    }
+    ::closedir(dir);
+    return names;
+  }
+
  private:
+  std::string Path(absl::string_view name) const {
+    absl::string_view rest = name;
+    if (pid_ > 0 && absl::ConsumePrefix(&rest, "self/"))
+      return absl::StrCat(root_, "/", pid_, "/", rest);
+    if (pid_ > 0 && absl::StartsWith(name, "net/"))
+      return absl::StrCat(root_, "/", pid_, "/", name);
+    return absl::StrCat(root_, "/", name);
+  }
+
   const std::string root_;
   const int64_t ticks_per_second_;
+  const int pid_;
 };
-
-absl::Status FieldError(absl::string_view file, absl::string_view field, absl::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat(file, ": ", field, " ", why));
-}
-
-absl::StatusOr<uint64_t> ParseCounter(absl::string_view file, absl::string_view field,
-                                      absl::string_view token) {
-  uint64_t value = 0;
-  // SimpleAtoi accepts a sign; kernel counters never carry one, so a '-' means corrupt text.
-  if (token.empty() || token[0] == '-' || token[0] == '+' || !absl::SimpleAtoi(token, &value)) {
-    return FieldError(file, field, absl::StrCat("is not an unsigned number: '", token, "'"));
-  }
-  return value;
-}
-
-std::vector<absl::string_view> Fields(absl::string_view text) {
-  return absl::StrSplit(text, absl::ByAnyChar(" \t\n"), absl::SkipEmpty());
-}
-
-// "VmRSS:\t  1716 kB" -> bytes.
-absl::StatusOr<int64_t> ParseKbLine(absl::string_view field, absl::string_view rest) {
-  const std::vector<absl::string_view> parts = Fields(rest);
-  if (parts.size() != 2 || parts[1] != "kB") {
-    return FieldError("self/status", field, absl::StrCat("is not '<number> kB': '", rest, "'"));
-  }
-  auto kb = ParseCounter("self/status", field, parts[0]);
-  if (!kb.ok()) return kb.status();
-  if (*kb > static_cast<uint64_t>(std::numeric_limits<int64_t>::max() / 1024)) {
-    return FieldError("self/status", field, "is out of range");
-  }
-  return static_cast<int64_t>(*kb) * 1024;
-}
 
 }  // namespace
 
@@ -97,6 +102,11 @@ std::unique_ptr<ProcSource> LiveProcSource() {
   // /proc/net/dev is a link to /proc/self/net/dev, so it follows the namespace of the reading
   // thread, which is the process's unless someone setns()es a single thread.
   return std::make_unique<FileProcSource>("/proc", static_cast<int64_t>(::sysconf(_SC_CLK_TCK)));
+}
+
+std::unique_ptr<ProcSource> PidProcSource(int pid) {
+  return std::make_unique<FileProcSource>("/proc", static_cast<int64_t>(::sysconf(_SC_CLK_TCK)),
+                                          pid);
 }
 
 std::unique_ptr<ProcSource> DirProcSource(std::string dir, int64_t ticks_per_second) {
@@ -171,12 +181,12 @@ absl::StatusOr<MemoryStatus> ParseSelfStatus(absl::string_view text) {
   MemoryStatus memory;
   for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
     if (absl::ConsumePrefix(&line, "VmRSS:")) {
-      auto bytes = ParseKbLine("VmRSS", line);
+      auto bytes = ParseKbLine("self/status", "VmRSS", line);
       if (!bytes.ok()) return bytes.status();
       memory.rss_bytes = *bytes;
       have_rss = true;
     } else if (absl::ConsumePrefix(&line, "VmHWM:")) {
-      auto bytes = ParseKbLine("VmHWM", line);
+      auto bytes = ParseKbLine("self/status", "VmHWM", line);
       if (!bytes.ok()) return bytes.status();
       memory.peak_rss_bytes = *bytes;
       have_hwm = true;
@@ -191,7 +201,8 @@ absl::StatusOr<std::vector<InterfaceCounters>> ParseNetDev(absl::string_view tex
   // Receive: bytes packets errs drop fifo frame compressed multicast; then Transmit: bytes
   // packets errs drop fifo colls carrier compressed.
   constexpr size_t kColumns = 16;
-  constexpr size_t kRxBytes = 0, kRxPackets = 1, kTxBytes = 8, kTxPackets = 9;
+  constexpr size_t kRxBytes = 0, kRxPackets = 1, kRxErrs = 2, kRxDrop = 3, kTxBytes = 8,
+                   kTxPackets = 9, kTxErrs = 10, kTxDrop = 11;
   std::vector<InterfaceCounters> interfaces;
   for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
     if (absl::StripAsciiWhitespace(line).empty() || line.find('|') != absl::string_view::npos) {
@@ -213,11 +224,13 @@ absl::StatusOr<std::vector<InterfaceCounters>> ParseNetDev(absl::string_view tex
       return FieldError("net/dev", counters.name,
                         absl::StrCat("has ", fields.size(), " columns, want ", kColumns));
     }
-    const std::pair<size_t, uint64_t*> wanted[] = {{kRxBytes, &counters.rx_bytes},
-                                                   {kRxPackets, &counters.rx_packets},
-                                                   {kTxBytes, &counters.tx_bytes},
-                                                   {kTxPackets, &counters.tx_packets}};
-    static constexpr const char* kNames[] = {"rx bytes", "rx packets", "tx bytes", "tx packets"};
+    const std::pair<size_t, uint64_t*> wanted[] = {
+        {kRxBytes, &counters.rx_bytes}, {kRxPackets, &counters.rx_packets},
+        {kTxBytes, &counters.tx_bytes}, {kTxPackets, &counters.tx_packets},
+        {kRxErrs, &counters.rx_errors}, {kRxDrop, &counters.rx_drops},
+        {kTxErrs, &counters.tx_errors}, {kTxDrop, &counters.tx_drops}};
+    static constexpr const char* kNames[] = {"rx bytes", "rx packets", "tx bytes", "tx packets",
+                                             "rx errs",  "rx drop",    "tx errs",  "tx drop"};
     for (size_t i = 0; i < std::size(wanted); ++i) {
       auto value = ParseCounter("net/dev", absl::StrCat(counters.name, " ", kNames[i]),
                                 fields[wanted[i].first]);

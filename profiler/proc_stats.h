@@ -14,8 +14,9 @@
 
 namespace fulcrum::profiler {
 
-// Where /proc text comes from. `name` is one of "self/stat", "stat", "self/status",
-// "net/dev" (paths relative to /proc).
+// Where /proc text comes from. `name` is a path relative to /proc: "self/stat", "stat",
+// "self/status", "self/io", "self/task/TID/stat", "net/dev", "net/snmp", "meminfo",
+// "loadavg", "diskstats".
 class ProcSource {
  public:
   virtual ~ProcSource() = default;
@@ -23,10 +24,17 @@ class ProcSource {
   virtual absl::StatusOr<std::string> Read(absl::string_view name) = 0;
   // Clock ticks per second of the times in stat files (sysconf(_SC_CLK_TCK) live).
   virtual int64_t ClockTicksPerSecond() const = 0;
+  // The names of the entries of directory `name` ("self/task"), unsorted, without "." and
+  // "..". NotFound/Unavailable naming the directory when it cannot be listed.
+  virtual absl::StatusOr<std::vector<std::string>> List(absl::string_view name) = 0;
 };
 
 // The running process's own /proc (its network namespace's /proc/net/dev).
 std::unique_ptr<ProcSource> LiveProcSource();
+// Another process's /proc as if it were "self": "self/..." reads /proc/PID/..., and "net/..."
+// reads /proc/PID/net/... (the network namespace of that process); host-wide files ("stat",
+// "meminfo", ...) are the machine's. For fulcrum_monitor --watch_pids.
+std::unique_ptr<ProcSource> PidProcSource(int pid);
 // Recorded files under `dir` (dir/self/stat, dir/stat, dir/self/status, dir/net/dev), for
 // tests; `ticks_per_second` stands in for sysconf(_SC_CLK_TCK).
 std::unique_ptr<ProcSource> DirProcSource(std::string dir, int64_t ticks_per_second = 100);
@@ -61,6 +69,10 @@ struct InterfaceCounters {
   uint64_t rx_packets = 0;
   uint64_t tx_bytes = 0;
   uint64_t tx_packets = 0;
+  uint64_t rx_errors = 0;  // "errs"
+  uint64_t rx_drops = 0;   // "drop"
+  uint64_t tx_errors = 0;
+  uint64_t tx_drops = 0;
 };
 absl::StatusOr<std::vector<InterfaceCounters>> ParseNetDev(absl::string_view text);
 

@@ -54,6 +54,46 @@ absl::Status WriteRecordScalars(const std::vector<StepRecord>& steps,
   return st;
 }
 
+// The wider figures of a sample as TensorBoard scalars (docs/profiler.md lists the tags).
+absl::Status WriteBreadthScalars(const SystemSample& s, int64_t step, EventFileWriter* tb) {
+  absl::Status st;
+  auto scalar = [&](const std::string& tag, double value) {
+    if (st.ok()) st = tb->WriteScalar(tag, step, static_cast<double>(s.unix_micros) * 1e-6, value);
+  };
+  const HostSample& h = s.host;
+  scalar("system/cpu_user_percent", s.cpu_user_percent);
+  scalar("system/cpu_system_percent", s.cpu_system_percent);
+  scalar("system/io_read_mb_per_sec", s.io_read_bytes_per_sec / 1e6);
+  scalar("system/io_write_mb_per_sec", s.io_write_bytes_per_sec / 1e6);
+  scalar("system/voluntary_switches_per_sec", s.voluntary_switches_per_sec);
+  scalar("system/nonvoluntary_switches_per_sec", s.nonvoluntary_switches_per_sec);
+  for (size_t c = 0; c < s.core_percent.size(); ++c) {
+    scalar(absl::StrCat("system/core/", c, "_percent"), s.core_percent[c]);
+  }
+  for (const ThreadSample& t : s.threads) {
+    scalar(absl::StrCat("system/thread/", t.name, "/cpu_percent"), t.cpu_percent());
+  }
+  scalar("system/host/cpu_user_percent", h.cpu_user_percent);
+  scalar("system/host/cpu_system_percent", h.cpu_system_percent);
+  scalar("system/host/cpu_iowait_percent", h.cpu_iowait_percent);
+  scalar("system/host/mem_used_mb", static_cast<double>(h.mem_used_bytes) / 1e6);
+  scalar("system/host/mem_available_mb", static_cast<double>(h.mem_available_bytes) / 1e6);
+  scalar("system/host/mem_cached_mb", static_cast<double>(h.mem_cached_bytes) / 1e6);
+  scalar("system/host/load1", h.load1);
+  scalar("system/host/context_switches_per_sec", h.context_switches_per_sec);
+  scalar("system/host/tcp_retrans_segs_per_sec", h.tcp_retrans_segs_per_sec);
+  scalar("system/host/disk_read_mb_per_sec", h.disk_read_bytes_per_sec / 1e6);
+  scalar("system/host/disk_write_mb_per_sec", h.disk_write_bytes_per_sec / 1e6);
+  for (const GpuReading& g : s.gpus) {
+    scalar(absl::StrCat("system/gpu/", g.index, "/utilization_percent"), g.utilization_percent);
+    scalar(absl::StrCat("system/gpu/", g.index, "/memory_used_mb"),
+           static_cast<double>(g.memory_used_bytes) / 1e6);
+    if (g.power_watts >= 0)
+      scalar(absl::StrCat("system/gpu/", g.index, "/power_watts"), g.power_watts);
+  }
+  return st;
+}
+
 // TensorBoard scalars of one sample, at x = `global_step` (the newest the records know), the
 // axis of the train/, ps/ and eval/ series too.
 absl::Status WriteSampleScalars(const SystemSample& s, int64_t global_step, EventFileWriter* tb) {
@@ -67,7 +107,10 @@ absl::Status WriteSampleScalars(const SystemSample& s, int64_t global_step, Even
   for (const InterfaceSample& i : s.interfaces) {
     scalar(absl::StrCat("network/", i.name, "/rx_bytes_per_sec"), i.rx_bytes_per_sec);
     scalar(absl::StrCat("network/", i.name, "/tx_bytes_per_sec"), i.tx_bytes_per_sec);
+    scalar(absl::StrCat("network/", i.name, "/rx_packets_per_sec"), i.rx_packets_per_sec);
+    scalar(absl::StrCat("network/", i.name, "/tx_packets_per_sec"), i.tx_packets_per_sec);
   }
+  if (st.ok()) st = WriteBreadthScalars(s, global_step, tb);
   return st;
 }
 
@@ -100,8 +143,10 @@ absl::StatusOr<std::unique_ptr<Profiler>> Profiler::Start(const ProfilerOptions&
                                              options.metrics_bind));
     spdlog::info("Prometheus metrics on port {} (/metrics)", p->exporter_->port());
   }
-  if (source == nullptr) source = LiveProcSource();
+  const bool live = source == nullptr;
+  if (live) source = LiveProcSource();
   p->sampler_ = std::make_unique<Sampler>(std::move(source), options.interval);
+  if (live) p->sampler_->SetGpus(LoadGpusOrSayWhyNot());
   Profiler* raw = p.get();
   p->sampler_->SetListener([raw](const SystemSample& s) { raw->OnSample(s); });
   FULCRUM_RETURN_IF_ERROR(p->sampler_->Start());

@@ -12,6 +12,8 @@
 #include "absl/time/clock.h"
 #include "base/mutex.h"
 #include "base/status_macros.h"
+#include "base/thread_name.h"
+#include "profiler/sampler_breadth.h"
 #include "spdlog/spdlog.h"
 
 namespace fulcrum::profiler {
@@ -31,6 +33,7 @@ struct Readings {
   std::optional<std::vector<CoreTimes>> cores;
   std::optional<MemoryStatus> memory;
   std::optional<std::vector<InterfaceCounters>> net;
+  internal::BreadthReadings breadth;
 };
 
 template <typename T>
@@ -59,13 +62,22 @@ double PerSecond(uint64_t delta, double seconds) {
   return seconds > 0 ? static_cast<double>(delta) / seconds : 0.0;
 }
 
+void AddErrors(const InterfaceCounters& before, const InterfaceCounters& now,
+               InterfaceTotals* totals) {
+  totals->rx_errors += CounterDelta(before.rx_errors, now.rx_errors);
+  totals->tx_errors += CounterDelta(before.tx_errors, now.tx_errors);
+  totals->rx_drops += CounterDelta(before.rx_drops, now.rx_drops);
+  totals->tx_drops += CounterDelta(before.tx_drops, now.tx_drops);
+}
+
 // Turns successive Readings into SystemSamples: keeps the previous kernel counters, the
 // per-interface totals (in order of first appearance, vanished ones included) and the last
 // sample, whose figures stand in for a part that could not be read.
 class SeriesBuilder {
  public:
   explicit SeriesBuilder(int64_t ticks_per_second)
-      : ticks_per_second_(static_cast<double>(ticks_per_second > 0 ? ticks_per_second : 100)) {}
+      : ticks_per_second_(static_cast<double>(ticks_per_second > 0 ? ticks_per_second : 100)),
+        breadth_(ticks_per_second_) {}
 
   bool has_baseline() const { return has_baseline_; }
 
@@ -89,6 +101,7 @@ class SeriesBuilder {
       sample.peak_rss_bytes = last_.peak_rss_bytes;
     }
     AddNet(readings, now, &sample);
+    breadth_.Add(readings.breadth, now, last_, &sample);
     has_baseline_ = true;
     last_ = sample;
     return sample;
@@ -112,18 +125,26 @@ class SeriesBuilder {
     if (!readings.process.has_value()) {
       sample->cpu_percent = last_.cpu_percent;
       sample->cpu_seconds = last_.cpu_seconds;
+      sample->cpu_user_percent = last_.cpu_user_percent;
+      sample->cpu_system_percent = last_.cpu_system_percent;
       return;
     }
-    const uint64_t ticks = readings.process->user_ticks + readings.process->system_ticks;
+    const uint64_t user = readings.process->user_ticks;
+    const uint64_t ticks = user + readings.process->system_ticks;
     sample->cpu_seconds = static_cast<double>(ticks) / ticks_per_second_;
     if (has_baseline_) {
       // Measured from the last time self/stat was read, which a failed read may make longer
       // than one interval: the percentage is still the true average over that span.
       const double seconds = absl::ToDoubleSeconds(now - process_time_);
       const uint64_t used = ticks >= process_ticks_ ? ticks - process_ticks_ : 0;
+      const uint64_t used_user = user >= process_user_ticks_ ? user - process_user_ticks_ : 0;
       sample->cpu_percent = 100.0 * PerSecond(used, seconds) / ticks_per_second_;
+      sample->cpu_user_percent =
+          std::min(sample->cpu_percent, 100.0 * PerSecond(used_user, seconds) / ticks_per_second_);
+      sample->cpu_system_percent = sample->cpu_percent - sample->cpu_user_percent;
     }
     process_ticks_ = ticks;
+    process_user_ticks_ = user;
     process_time_ = now;
   }
 
@@ -172,10 +193,15 @@ class SeriesBuilder {
         const uint64_t tx = CounterDelta(tracked.last.tx_bytes, row.tx_bytes);
         tracked.totals.rx_bytes += rx;
         tracked.totals.tx_bytes += tx;
-        tracked.totals.rx_packets += CounterDelta(tracked.last.rx_packets, row.rx_packets);
-        tracked.totals.tx_packets += CounterDelta(tracked.last.tx_packets, row.tx_packets);
+        const uint64_t rx_packets = CounterDelta(tracked.last.rx_packets, row.rx_packets);
+        const uint64_t tx_packets = CounterDelta(tracked.last.tx_packets, row.tx_packets);
+        tracked.totals.rx_packets += rx_packets;
+        tracked.totals.tx_packets += tx_packets;
+        AddErrors(tracked.last, row, &tracked.totals);
         out.rx_bytes_per_sec = PerSecond(rx, seconds);
         out.tx_bytes_per_sec = PerSecond(tx, seconds);
+        out.rx_packets_per_sec = PerSecond(rx_packets, seconds);
+        out.tx_packets_per_sec = PerSecond(tx_packets, seconds);
       }
       tracked.last = row;
       listed[it->second] = true;
@@ -183,6 +209,10 @@ class SeriesBuilder {
       out.tx_bytes = tracked.totals.tx_bytes;
       out.rx_packets = tracked.totals.rx_packets;
       out.tx_packets = tracked.totals.tx_packets;
+      out.rx_errors = tracked.totals.rx_errors;
+      out.tx_errors = tracked.totals.tx_errors;
+      out.rx_drops = tracked.totals.rx_drops;
+      out.tx_drops = tracked.totals.tx_drops;
       sample->interfaces.push_back(std::move(out));
     }
     for (size_t i = 0; i < interfaces_.size(); ++i) interfaces_[i].listed = listed[i];
@@ -193,12 +223,14 @@ class SeriesBuilder {
   bool has_baseline_ = false;
   absl::Time baseline_time_;
   uint64_t process_ticks_ = 0;
+  uint64_t process_user_ticks_ = 0;
   absl::Time process_time_;
   std::vector<CoreTimes> cores_;
   absl::Time net_time_;
   std::vector<Tracked> interfaces_;
   std::map<std::string, size_t> index_;  // name -> position in interfaces_
   SystemSample last_;
+  internal::BreadthBuilder breadth_;
 };
 
 }  // namespace
@@ -212,6 +244,9 @@ struct Sampler::State {
         builder(source->ClockTicksPerSecond()) {}
 
   absl::Status TakeSample(bool strict) ABSL_LOCKS_EXCLUDED(sample_mu, mu);
+  // Logs a part's failure when it starts (not every interval) and remembers it.
+  void NoteFailure(size_t part, const absl::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(sample_mu);
   void Run() ABSL_LOCKS_EXCLUDED(sample_mu, mu);
   // Waits until `deadline` on the steady clock or a stop request; true when stop was asked.
   bool WaitForStop(SteadyClock::time_point deadline) ABSL_LOCKS_EXCLUDED(mu);
@@ -226,9 +261,10 @@ struct Sampler::State {
   std::unique_ptr<ProcSource> source ABSL_GUARDED_BY(sample_mu);
   SeriesBuilder builder ABSL_GUARDED_BY(sample_mu);
   std::function<void(const SystemSample&)> listener ABSL_GUARDED_BY(sample_mu);
-  // Whether each of the four files failed at the last sample, so a lasting failure is logged
+  // Whether each of the files failed at the last sample, so a lasting failure is logged
   // once and not every interval.
-  std::array<bool, 4> failing ABSL_GUARDED_BY(sample_mu) = {};
+  std::array<bool, 4 + internal::kBreadthParts> failing ABSL_GUARDED_BY(sample_mu) = {};
+  std::unique_ptr<NvmlGpus> gpus ABSL_GUARDED_BY(sample_mu);
 
   // What readers see, and the stop request; never held while reading /proc.
   mutable Mutex mu;
@@ -256,12 +292,13 @@ absl::Status Sampler::State::TakeSample(bool strict) {
       return absl::Status(status[i].code(),
                           absl::StrCat("profiler sampler: ", status[i].message()));
     }
-    if (!status[i].ok() && !failing[i]) {
-      spdlog::warn("profiler sampler: {}; keeping the previous figures until it reads again",
-                   std::string(status[i].message()));
-    }
-    failing[i] = !status[i].ok();
+    NoteFailure(i, status[i]);
   }
+  // The wider figures never fail a sample (a container may hide diskstats, a foreign pid's io
+  // may be unreadable): their columns stay at the previous figures, the failure logged once.
+  const std::vector<absl::Status> breadth =
+      internal::ReadBreadth(*source, gpus.get(), &readings.breadth);
+  for (size_t i = 0; i < breadth.size(); ++i) NoteFailure(status.size() + i, breadth[i]);
   const absl::Time time = now();
   const int64_t unix_micros = absl::ToUnixMicros(wall_from_clock ? time : absl::Now());
   SystemSample sample = builder.Add(readings, time, unix_micros);
@@ -272,6 +309,14 @@ absl::Status Sampler::State::TakeSample(bool strict) {
   }
   if (listener) listener(sample);
   return absl::OkStatus();
+}
+
+void Sampler::State::NoteFailure(size_t part, const absl::Status& status) {
+  if (!status.ok() && !failing[part]) {
+    spdlog::warn("profiler sampler: {}; keeping the previous figures until it reads again",
+                 std::string(status.message()));
+  }
+  failing[part] = !status.ok();
 }
 
 bool Sampler::State::WaitForStop(SteadyClock::time_point deadline) {
@@ -288,6 +333,7 @@ bool Sampler::State::WaitForStop(SteadyClock::time_point deadline) {
 }
 
 void Sampler::State::Run() {
+  SetCurrentThreadName("fulcrum-sampler");
   const auto period = absl::ToChronoNanoseconds(interval);
   SteadyClock::time_point next = SteadyClock::now() + period;
   while (true) {
@@ -361,6 +407,11 @@ std::vector<InterfaceTotals> Sampler::Totals() const {
 void Sampler::SetListener(std::function<void(const SystemSample&)> listener) {
   MutexLock lock(&state_->sample_mu);
   state_->listener = std::move(listener);
+}
+
+void Sampler::SetGpus(std::unique_ptr<NvmlGpus> gpus) {
+  MutexLock lock(&state_->sample_mu);
+  state_->gpus = std::move(gpus);
 }
 
 }  // namespace fulcrum::profiler

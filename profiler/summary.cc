@@ -13,7 +13,8 @@ namespace {
 using nlohmann::json;
 
 json SampleSeries(absl::Span<const SystemSample> samples, size_t max_points) {
-  std::vector<double> t, cpu, rss;
+  std::vector<double> t, cpu, rss, host_cpu, host_mem, load1;
+  std::vector<std::vector<double>> cores;
   std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> net;
   const std::vector<size_t> idx = Downsample(samples.size(), max_points);
   for (size_t k = 0; k < idx.size(); ++k) {
@@ -21,6 +22,14 @@ json SampleSeries(absl::Span<const SystemSample> samples, size_t max_points) {
     t.push_back(static_cast<double>(x.unix_micros) * 1e-6);
     cpu.push_back(x.cpu_percent);
     rss.push_back(static_cast<double>(x.rss_bytes));
+    host_cpu.push_back(100.0 - x.host.cpu_idle_percent - x.host.cpu_iowait_percent);
+    host_mem.push_back(static_cast<double>(x.host.mem_used_bytes));
+    load1.push_back(x.host.load1);
+    if (cores.size() < x.core_percent.size()) cores.resize(x.core_percent.size());
+    for (size_t c = 0; c < cores.size(); ++c) {
+      cores[c].resize(k, 0.0);  // a core that came online late reads 0 before
+      cores[c].push_back(c < x.core_percent.size() ? x.core_percent[c] : 0.0);
+    }
     for (const InterfaceSample& i : x.interfaces) {
       auto& [rxs, txs] = net[i.name];
       // An interface that appeared late has no points before: pad with zeros.
@@ -36,7 +45,14 @@ json SampleSeries(absl::Span<const SystemSample> samples, size_t max_points) {
     v.second.resize(t.size(), 0.0);
     n[name] = {{"rx_bytes_per_sec", v.first}, {"tx_bytes_per_sec", v.second}};
   }
-  return {{"unix_s", t}, {"cpu_percent", cpu}, {"rss_bytes", rss}, {"network", n}};
+  return {{"unix_s", t},
+          {"cpu_percent", cpu},
+          {"rss_bytes", rss},
+          {"network", n},
+          {"core_percent", cores},
+          {"host_cpu_busy_percent", host_cpu},
+          {"host_mem_used_bytes", host_mem},
+          {"host_load1", load1}};
 }
 
 // Windows of consecutive steps: examples/sec over the window, mean loss.
@@ -60,7 +76,170 @@ json StepSeries(absl::Span<const StepRecord> steps, size_t max_points) {
   return {{"unix_s", t}, {"examples_per_sec", rate}, {"loss", loss}, {"global_step", gstep}};
 }
 
+// The mean of `get` over the sampled time, each sample standing for the interval ending at it
+// (the baseline sample has none); 0 for fewer than two samples.
+template <typename Get>
+double IntervalMean(absl::Span<const SystemSample> samples, Get get) {
+  double sum = 0.0, weight = 0.0;
+  for (size_t i = 1; i < samples.size(); ++i) {
+    const double dt = samples[i].seconds - samples[i - 1].seconds;
+    sum += static_cast<double>(get(samples[i])) * dt;
+    weight += dt;
+  }
+  return weight > 0 ? sum / weight : 0.0;
+}
+
+// The largest of `get` over the samples after the baseline (rates are 0 there); 0 for none.
+template <typename Get>
+double IntervalMax(absl::Span<const SystemSample> samples, Get get) {
+  double best = 0.0;
+  for (size_t i = 1; i < samples.size(); ++i)
+    best = std::max(best, static_cast<double>(get(samples[i])));
+  return best;
+}
+
+// The smallest of a level (memory) over every sample.
+template <typename Get>
+double LevelMin(absl::Span<const SystemSample> samples, Get get) {
+  double best = static_cast<double>(get(samples.front()));
+  for (const SystemSample& s : samples) best = std::min(best, static_cast<double>(get(s)));
+  return best;
+}
+
+json HostCpuMemoryKeys(absl::Span<const SystemSample> samples) {
+  const HostSample& last = samples.back().host;
+  auto mean = [&](double HostSample::*f) {
+    return IntervalMean(samples, [f](const SystemSample& s) { return s.host.*f; });
+  };
+  auto level_mean = [&](int64_t HostSample::*f) {
+    return IntervalMean(samples, [f](const SystemSample& s) { return s.host.*f; });
+  };
+  json j;
+  j["cpu_user_percent_mean"] = mean(&HostSample::cpu_user_percent);
+  j["cpu_system_percent_mean"] = mean(&HostSample::cpu_system_percent);
+  j["cpu_iowait_percent_mean"] = mean(&HostSample::cpu_iowait_percent);
+  j["cpu_idle_percent_mean"] = mean(&HostSample::cpu_idle_percent);
+  j["mem_total_bytes"] = last.mem_total_bytes;
+  j["mem_used_bytes_mean"] = level_mean(&HostSample::mem_used_bytes);
+  j["mem_used_bytes_peak"] =
+      -LevelMin(samples, [](const SystemSample& s) { return -s.host.mem_used_bytes; });
+  j["mem_free_bytes_min"] =
+      LevelMin(samples, [](const SystemSample& s) { return s.host.mem_free_bytes; });
+  j["mem_available_bytes_min"] =
+      LevelMin(samples, [](const SystemSample& s) { return s.host.mem_available_bytes; });
+  j["mem_cached_bytes_mean"] = level_mean(&HostSample::mem_cached_bytes);
+  j["load1_mean"] = mean(&HostSample::load1);
+  j["load1_max"] = IntervalMax(samples, [](const SystemSample& s) { return s.host.load1; });
+  j["load5_last"] = last.load5;
+  j["load15_last"] = last.load15;
+  return j;
+}
+
+json HostCounterKeys(absl::Span<const SystemSample> samples) {
+  const HostSample& last = samples.back().host;
+  const double span = samples.back().seconds - samples.front().seconds;
+  auto per_sec = [span](uint64_t total) {
+    return span > 0 ? static_cast<double>(total) / span : 0.0;
+  };
+  json j;
+  j["context_switches_total"] = last.context_switches;
+  j["context_switches_per_sec_mean"] = per_sec(last.context_switches);
+  j["tcp_in_segs_total"] = last.tcp_in_segs;
+  j["tcp_out_segs_total"] = last.tcp_out_segs;
+  j["tcp_retrans_segs_total"] = last.tcp_retrans_segs;
+  // sar -n ETCP's retrans share: retransmitted of all segments sent.
+  j["tcp_retrans_percent"] = last.tcp_out_segs > 0
+                                 ? 100.0 * static_cast<double>(last.tcp_retrans_segs) /
+                                       static_cast<double>(last.tcp_out_segs)
+                                 : 0.0;
+  j["disk_read_bytes_total"] = last.disk_read_bytes;
+  j["disk_write_bytes_total"] = last.disk_write_bytes;
+  j["disk_read_bytes_per_sec_mean"] = per_sec(last.disk_read_bytes);
+  j["disk_write_bytes_per_sec_mean"] = per_sec(last.disk_write_bytes);
+  return j;
+}
+
+// Per thread name: mean and peak CPU over the sampled time (a name absent from a sample
+// counts 0 there) and the most threads seen with it.
+json ThreadKeys(absl::Span<const SystemSample> samples) {
+  std::map<std::string, std::array<double, 4>> acc;  // user*dt, system*dt, max cpu, max count
+  double weight = 0.0;
+  for (size_t i = 1; i < samples.size(); ++i) {
+    const double dt = samples[i].seconds - samples[i - 1].seconds;
+    weight += dt;
+    for (const ThreadSample& t : samples[i].threads) {
+      auto& a = acc[t.name];
+      a[0] += t.user_percent * dt;
+      a[1] += t.system_percent * dt;
+      a[2] = std::max(a[2], t.cpu_percent());
+      a[3] = std::max(a[3], static_cast<double>(t.threads));
+    }
+  }
+  json threads = json::array();
+  for (const auto& [name, a] : acc) {
+    const double user = weight > 0 ? a[0] / weight : 0.0, system = weight > 0 ? a[1] / weight : 0.0;
+    threads.push_back({{"name", name},
+                       {"threads_max", static_cast<int64_t>(a[3])},
+                       {"user_percent_mean", user},
+                       {"system_percent_mean", system},
+                       {"cpu_percent_mean", user + system},
+                       {"cpu_percent_max", a[2]}});
+  }
+  return threads;
+}
+
+json GpuKeys(absl::Span<const SystemSample> samples) {
+  std::map<int, std::array<double, 6>> acc;  // util sum, util max, mem peak, mem total, W sum, n
+  for (const SystemSample& s : samples) {
+    for (const GpuReading& g : s.gpus) {
+      auto& a = acc[g.index];
+      a[0] += g.utilization_percent;
+      a[1] = std::max(a[1], g.utilization_percent);
+      a[2] = std::max(a[2], static_cast<double>(g.memory_used_bytes));
+      a[3] = static_cast<double>(g.memory_total_bytes);
+      a[4] += g.power_watts;
+      a[5] += 1;
+    }
+  }
+  json gpus = json::array();
+  for (const auto& [index, a] : acc) {
+    gpus.push_back({{"index", index},
+                    {"utilization_percent_mean", a[0] / a[5]},
+                    {"utilization_percent_max", a[1]},
+                    {"memory_used_bytes_peak", static_cast<int64_t>(a[2])},
+                    {"memory_total_bytes", static_cast<int64_t>(a[3])},
+                    {"power_watts_mean", a[4] / a[5]}});
+  }
+  return gpus;
+}
+
 }  // namespace
+
+json BreadthKeys(absl::Span<const SystemSample> samples) {
+  json j = json::object();
+  if (samples.empty()) return j;
+  const SystemSample& last = samples.back();
+  const double span = last.seconds - samples.front().seconds;
+  auto per_sec = [span](uint64_t total) {
+    return span > 0 ? static_cast<double>(total) / span : 0.0;
+  };
+  j["cpu_user_percent_mean"] =
+      IntervalMean(samples, [](const SystemSample& s) { return s.cpu_user_percent; });
+  j["cpu_system_percent_mean"] =
+      IntervalMean(samples, [](const SystemSample& s) { return s.cpu_system_percent; });
+  j["context_switches"] = {{"voluntary_total", last.voluntary_switches},
+                           {"nonvoluntary_total", last.nonvoluntary_switches},
+                           {"voluntary_per_sec_mean", per_sec(last.voluntary_switches)},
+                           {"nonvoluntary_per_sec_mean", per_sec(last.nonvoluntary_switches)}};
+  j["io_read_bytes_total"] = last.io_read_bytes;
+  j["io_write_bytes_total"] = last.io_write_bytes;
+  j["thread_cpu"] = ThreadKeys(samples);
+  json host = HostCpuMemoryKeys(samples);
+  host.update(HostCounterKeys(samples));
+  j["host_system"] = host;
+  j["gpu_usage"] = GpuKeys(samples);
+  return j;
+}
 
 std::vector<size_t> Downsample(size_t n, size_t max_points) {
   std::vector<size_t> idx;
@@ -118,7 +297,11 @@ json NetworkKeys(absl::Span<const InterfaceTotals> interfaces) {
                       {"rx_bytes", t.rx_bytes},
                       {"tx_bytes", t.tx_bytes},
                       {"rx_packets", t.rx_packets},
-                      {"tx_packets", t.tx_packets}});
+                      {"tx_packets", t.tx_packets},
+                      {"rx_errors", t.rx_errors},
+                      {"tx_errors", t.tx_errors},
+                      {"rx_drops", t.rx_drops},
+                      {"tx_drops", t.tx_drops}});
   }
   json j;
   j["Total bytes sent over network"] = tx;
@@ -215,8 +398,8 @@ json SummaryKeys(const SummaryInput& input) {
   j["Job Execution Time"] = input.job_seconds;
   j["System Information"] = input.system_information;
   for (const json& part :
-       {CpuMemoryKeys(input.samples), NetworkKeys(input.interfaces), TrafficKeys(input.traffic),
-        StepKeys(input.steps), PsKeys(input.ps_records)}) {
+       {CpuMemoryKeys(input.samples), BreadthKeys(input.samples), NetworkKeys(input.interfaces),
+        TrafficKeys(input.traffic), StepKeys(input.steps), PsKeys(input.ps_records)}) {
     j.update(part);
   }
   j["trace_rpc_spans_dropped"] = input.trace_rpc_spans_dropped;

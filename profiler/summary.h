@@ -46,6 +46,12 @@ nlohmann::json SummaryKeys(const SummaryInput& input);
 // empty object when there are no samples.
 nlohmann::json CpuMemoryKeys(absl::Span<const SystemSample> samples);
 
+// The figures beyond process CPU and memory (docs/profiler.md): cpu_user/system_percent_mean,
+// context_switches, io_read/write_bytes_total, thread_cpu (per thread name), host_system (the
+// host's CPU split, memory, load, context switches, TCP segments, disk bytes) and gpu_usage. Means
+// weight each interval by its length. An empty object when there are no samples.
+nlohmann::json BreadthKeys(absl::Span<const SystemSample> samples);
+
 // Interface totals: "Total bytes sent/received over network" (every interface, loopback
 // included), network_interfaces, network_loopback_* and network_external_*.
 nlohmann::json NetworkKeys(absl::Span<const InterfaceTotals> interfaces);
@@ -67,8 +73,9 @@ nlohmann::json StepKeys(absl::Span<const StepRecord> steps);
 // object for none.
 nlohmann::json PsKeys(absl::Span<const PsRecord> records);
 
-// The `series` key for the chief's report: `samples` (unix_s, cpu_percent, rss_bytes and per
-// interface rx/tx bytes/s; an interface missing from a sample reads 0) when there are
+// The `series` key for the chief's report: `samples` (unix_s, cpu_percent, rss_bytes, per
+// interface rx/tx bytes/s (an interface missing from a sample reads 0), core_percent (per
+// core), host_cpu_busy_percent, host_mem_used_bytes, host_load1) when there are
 // samples, `steps` (per window of consecutive steps: end time, examples/sec, mean loss, last
 // global step) when there are steps; null when neither. At most `max_points` points (+1:
 // the last sample is always kept).

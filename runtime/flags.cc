@@ -216,10 +216,12 @@ std::string NormalizeFlagFile(absl::string_view file) {
   return std::string(file);
 }
 
-// --help lists the flags defined here and Abseil's --flagfile, --fromenv, --tryfromenv and
-// --undefok (Abseil's default lists only flags defined in <program>.cc or <program>_main.cc).
+// --help lists the flags defined here (or fulcrum_monitor's own) and Abseil's --flagfile,
+// --fromenv, --tryfromenv and --undefok (Abseil's default lists only flags defined in
+// <program>.cc or <program>_main.cc).
 bool ListedByHelp(absl::string_view normalized_file) {
-  return normalized_file == kThisFileFromRoot || normalized_file == "absl/flags/parse.cc";
+  return normalized_file == kThisFileFromRoot || normalized_file == "absl/flags/parse.cc" ||
+         normalized_file == "monitor/main.cc";
 }
 
 absl::Status Positive(absl::string_view flag, double value) {

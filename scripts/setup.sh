@@ -15,6 +15,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
   prometheus-cpp-dev prometheus
+  sysstat
   python3-matplotlib
 )
 

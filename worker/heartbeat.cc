@@ -1,6 +1,7 @@
 #include "worker/heartbeat.h"
 
 #include "absl/time/clock.h"
+#include "base/thread_name.h"
 
 namespace fulcrum::worker {
 
@@ -18,6 +19,7 @@ Heartbeat::~Heartbeat() {
 }
 
 void Heartbeat::Loop() {
+  SetCurrentThreadName("fulcrum-heartbt");
   absl::Time last_ok = absl::Now();
   do {
     const absl::StatusOr<bool> stop = chief_->Heartbeat(step_.load(std::memory_order_relaxed));

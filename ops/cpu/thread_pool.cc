@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "base/thread_name.h"
+
 namespace fulcrum::ops {
 namespace {
 
@@ -101,6 +103,8 @@ void ThreadPool::ParallelFor(int n, absl::FunctionRef<void(int)> fn) {
 }
 
 void ThreadPool::WorkerLoop() {
+  // The compute pool's threads share one name, so the profiler reports them as one group.
+  SetCurrentThreadName("fulcrum-compute");
   uint64_t seen = 0;
   while (true) {
     SpinUntil([&] { return published_generation_.load(std::memory_order_acquire) != seen; });

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 
 namespace fulcrum::profiler {
@@ -39,6 +41,27 @@ class CsvSinkTest : public ::testing::Test {
 
   fs::path dir_;
 };
+
+// The first `n` cells of every line of `csv`.
+std::string FirstColumns(const std::string& csv, size_t n) {
+  std::string out;
+  for (absl::string_view line : absl::StrSplit(csv, '\n', absl::SkipEmpty())) {
+    std::vector<absl::string_view> cells = absl::StrSplit(line, ',');
+    cells.resize(std::min(cells.size(), n));
+    absl::StrAppend(&out, absl::StrJoin(cells, ","), "\n");
+  }
+  return out;
+}
+
+// The cell of `column` in data row `row` (0 = first sample) of `csv`; "<none>" if absent.
+std::string Cell(const std::string& csv, const std::string& column, size_t row) {
+  std::vector<std::string> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
+  std::vector<std::string> header = absl::StrSplit(lines[0], ',');
+  auto it = std::find(header.begin(), header.end(), column);
+  if (it == header.end() || row + 1 >= lines.size()) return "<none>";
+  std::vector<std::string> cells = absl::StrSplit(lines[row + 1], ',');
+  return cells.at(static_cast<size_t>(it - header.begin()));
+}
 
 InterfaceSample Nic(const std::string& name, uint64_t rx, uint64_t tx) {
   InterfaceSample i;
@@ -92,7 +115,8 @@ TEST_F(CsvSinkTest, WorkerFiles) {
   zero.step = 2;
   zero.wall_ms = 0.0;
   ASSERT_TRUE(WriteCsvFiles(dir_.string(), "worker", TwoSamples(), {r, zero}, {}, {}).ok());
-  EXPECT_EQ(ReadAll(dir_ / "samples.csv"),
+  // The columns that came first keep their names and places (the wider figures follow them).
+  EXPECT_EQ(FirstColumns(ReadAll(dir_ / "samples.csv"), 20),
             "time_s,unix_us,cpu_percent,cpu_seconds_total,rss_bytes,peak_rss_bytes,"
             "core0_percent,core1_percent,"
             "lo_rx_bytes,lo_tx_bytes,lo_rx_packets,lo_tx_packets,lo_rx_bytes_per_s,"
@@ -107,6 +131,51 @@ TEST_F(CsvSinkTest, WorkerFiles) {
             "backward_ms,push_ms,sync_wait_ms,examples_per_sec\n"
             "1,7,64,0.500000,1700000000000000,4.000,0.250,0.500,1.000,1.500,0.500,0.250,16000.0\n"
             "2,7,64,0.500000,1700000000000000,0.000,0.250,0.500,1.000,1.500,0.500,0.250,0.0\n");
+}
+
+TEST(SamplesCsvTest, WiderFiguresByColumnName) {
+  std::vector<SystemSample> samples = TwoSamples();
+  SystemSample& b = samples[1];
+  b.cpu_user_percent = 30.5;
+  b.cpu_system_percent = 9.25;
+  b.voluntary_switches = 40;
+  b.io_write_bytes = 8192;
+  b.io_write_bytes_per_sec = 4096;
+  b.host.cpu_iowait_percent = 5;
+  b.host.mem_used_bytes = 123456789;
+  b.host.load15 = 0.5;
+  b.host.tcp_retrans_segs = 3;
+  b.host.disk_read_bytes_per_sec = 512;
+  b.interfaces[1].rx_drops = 7;
+  b.interfaces[1].tx_packets_per_sec = 12.25;
+  b.threads = {{"fulcrum-compute", 4, 150.0, 10.0}, {"odd name,x", 1, 1.0, 0.0}};
+  b.gpus = {{0, 87.0, 1 << 30, 4LL << 30, -1.0}};
+  const std::string csv = SamplesCsv(samples);
+  EXPECT_EQ(Cell(csv, "cpu_user_percent", 1), "30.50");
+  EXPECT_EQ(Cell(csv, "cpu_system_percent", 1), "9.25");
+  EXPECT_EQ(Cell(csv, "voluntary_switches", 1), "40");
+  EXPECT_EQ(Cell(csv, "io_write_bytes", 1), "8192");
+  EXPECT_EQ(Cell(csv, "io_write_bytes_per_s", 1), "4096.0");
+  EXPECT_EQ(Cell(csv, "host_cpu_iowait_percent", 1), "5.00");
+  EXPECT_EQ(Cell(csv, "host_mem_used_bytes", 1), "123456789");
+  EXPECT_EQ(Cell(csv, "host_load15", 1), "0.50");
+  EXPECT_EQ(Cell(csv, "host_tcp_retrans_segs", 1), "3");
+  EXPECT_EQ(Cell(csv, "host_disk_read_bytes_per_s", 1), "512.0");
+  EXPECT_EQ(Cell(csv, "eth0_rx_drops", 1), "7");
+  EXPECT_EQ(Cell(csv, "eth0_tx_packets_per_s", 1), "12.2");  // %.1f rounds half to even
+  EXPECT_EQ(Cell(csv, "eth0_rx_drops", 0), "");              // eth0 was not there yet
+  EXPECT_EQ(Cell(csv, "thread_fulcrum-compute_count", 1), "4");
+  EXPECT_EQ(Cell(csv, "thread_fulcrum-compute_user_percent", 1), "150.00");
+  EXPECT_EQ(Cell(csv, "thread_odd_name_x_user_percent", 1), "1.00");  // a safe column name
+  EXPECT_EQ(Cell(csv, "thread_fulcrum-compute_count", 0), "");
+  EXPECT_EQ(Cell(csv, "gpu0_utilization_percent", 1), "87.0");
+  EXPECT_EQ(Cell(csv, "gpu0_memory_used_bytes", 1), "1073741824");
+  EXPECT_EQ(Cell(csv, "gpu0_power_watts", 1), "");  // not reported by the board
+  // Every row has as many cells as the header.
+  for (absl::string_view line : absl::StrSplit(csv, '\n', absl::SkipEmpty())) {
+    EXPECT_EQ(std::count(line.begin(), line.end(), ','),
+              std::count(csv.begin(), csv.begin() + csv.find('\n'), ','));
+  }
 }
 
 TEST_F(CsvSinkTest, PsFiles) {
@@ -127,7 +196,7 @@ TEST_F(CsvSinkTest, PsFiles) {
             "bytes_pushed,bytes_pulled,apply_ms,wait_ms\n"
             "1700000000000000,3,10,8,2,5,4096,8192,1.250,7.500\n");
   // No samples: the header alone.
-  EXPECT_EQ(ReadAll(dir_ / "samples.csv"),
+  EXPECT_EQ(FirstColumns(ReadAll(dir_ / "samples.csv"), 6),
             "time_s,unix_us,cpu_percent,cpu_seconds_total,rss_bytes,peak_rss_bytes\n");
 }
 

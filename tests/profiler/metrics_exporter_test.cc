@@ -133,7 +133,21 @@ SystemSample MakeSample(uint64_t lo_tx_bytes) {
   eth0.tx_bytes = 7000;
   eth0.rx_packets = 50;
   eth0.tx_packets = 70;
+  eth0.rx_drops = 3;
+  eth0.tx_errors = 1;
   sample.interfaces = {lo, eth0};
+  sample.cpu_user_percent = 120.0;
+  sample.cpu_system_percent = 30.0;
+  sample.voluntary_switches = 42;
+  sample.io_write_bytes = 8192;
+  sample.threads = {{"fulcrum-compute", 2, 100.0, 25.0}};
+  sample.host.cpu_iowait_percent = 5.0;
+  sample.host.mem_available_bytes = 4096;
+  sample.host.load5 = 1.5;
+  sample.host.context_switches = 900;
+  sample.host.tcp_retrans_segs = 4;
+  sample.host.disk_read_bytes = 512;
+  sample.gpus = {{0, 50.0, 1024, 4096, 75.0}};
   return sample;
 }
 
@@ -188,6 +202,24 @@ TEST(MetricsExporterTest, ServesEveryMetricWithConstantLabelsOverHttp) {
       R"(fulcrum_ps_pushes_dropped_total{task_index="1",task_type="worker"} 2)",
       R"(fulcrum_test_accuracy{task_index="1",task_type="worker"} 0.875)",
       R"(fulcrum_test_loss{task_index="1",task_type="worker"} 0.25)",
+      R"(fulcrum_process_cpu_ratio{mode="user",task_index="1",task_type="worker"} 1.2)",
+      R"(fulcrum_process_cpu_ratio{mode="system",task_index="1",task_type="worker"} 0.3)",
+      R"(fulcrum_thread_cpu_ratio{mode="user",task_index="1",task_type="worker",thread="fulcrum-compute"} 1)",
+      R"(fulcrum_thread_cpu_ratio{mode="system",task_index="1",task_type="worker",thread="fulcrum-compute"} 0.25)",
+      R"(fulcrum_process_context_switches_total{kind="voluntary",task_index="1",task_type="worker"} 42)",
+      R"(fulcrum_process_io_bytes_total{direction="write",task_index="1",task_type="worker"} 8192)",
+      R"(fulcrum_host_cpu_ratio{mode="iowait",task_index="1",task_type="worker"} 0.05)",
+      R"(fulcrum_host_memory_bytes{kind="available",task_index="1",task_type="worker"} 4096)",
+      R"(fulcrum_host_load{task_index="1",task_type="worker",window="5m"} 1.5)",
+      R"(fulcrum_host_context_switches_total{task_index="1",task_type="worker"} 900)",
+      R"(fulcrum_tcp_segments_total{kind="retrans",task_index="1",task_type="worker"} 4)",
+      R"(fulcrum_host_disk_bytes_total{direction="read",task_index="1",task_type="worker"} 512)",
+      R"(fulcrum_network_receive_drops_total{device="eth0",task_index="1",task_type="worker"} 3)",
+      R"(fulcrum_network_transmit_errors_total{device="eth0",task_index="1",task_type="worker"} 1)",
+      R"(fulcrum_gpu_utilization_ratio{gpu="0",task_index="1",task_type="worker"} 0.5)",
+      R"(fulcrum_gpu_memory_used_bytes{gpu="0",task_index="1",task_type="worker"} 1024)",
+      R"(fulcrum_gpu_power_watts{gpu="0",task_index="1",task_type="worker"} 75)",
+      "# TYPE fulcrum_host_disk_bytes_total counter",
       "# TYPE fulcrum_network_transmit_bytes_total counter",
       "# TYPE process_resident_memory_bytes gauge",
   };

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -170,10 +171,12 @@ TEST_F(ProfilerTest, EverySinkReadsTheSameRecords) {
   EXPECT_EQ(first.file_version(), "brain.Event:2");
   int loss = 0, cpu = 0;
   int64_t max_train_step = 0, last_cpu_step = -1;
+  std::set<std::string> tags;
   for (size_t i = 1; i < records->size(); ++i) {
     pb::tensorboard::Event e;
     ASSERT_TRUE(e.ParseFromString((*records)[i]));
     for (const auto& v : e.summary().value()) {
+      tags.insert(v.tag());
       if (v.tag() == "train/loss") {
         ++loss;
         EXPECT_FLOAT_EQ(v.simple_value(), static_cast<float>(1.0 / (e.step() / 2)));
@@ -189,6 +192,13 @@ TEST_F(ProfilerTest, EverySinkReadsTheSameRecords) {
   }
   EXPECT_EQ(loss, kSteps);
   EXPECT_GE(cpu, 2);
+  // The wider figures have their system/ series too (docs/profiler.md lists them).
+  for (const char* tag : {"system/cpu_user_percent", "system/cpu_system_percent",
+                          "system/core/0_percent", "system/core/1_percent",
+                          "system/host/cpu_user_percent", "system/host/mem_used_mb",
+                          "system/host/load1", "system/host/disk_write_mb_per_sec"}) {
+    EXPECT_EQ(tags.count(tag), 1u) << tag;
+  }
   // The final sample, taken after the last step was recorded, sits at its global step.
   EXPECT_EQ(last_cpu_step, max_train_step);
 

@@ -106,7 +106,11 @@ TEST(NetworkKeysTest, LoopbackAndExternalApart) {
                                               {"rx_bytes", 1000},
                                               {"tx_bytes", 300},
                                               {"rx_packets", 10},
-                                              {"tx_packets", 3}}));
+                                              {"tx_packets", 3},
+                                              {"rx_errors", 0},
+                                              {"tx_errors", 0},
+                                              {"rx_drops", 0},
+                                              {"tx_drops", 0}}));
 
   const json none = NetworkKeys({});
   EXPECT_EQ(none["Total bytes sent over network"], 0);
@@ -212,6 +216,8 @@ TEST(SeriesKeysTest, SamplesPadAnInterfaceThatAppearedLate) {
   EXPECT_DOUBLE_EQ(s["unix_s"][1].get<double>(), 1'700'000'001.0);
   EXPECT_EQ(s["network"]["lo"]["tx_bytes_per_sec"], json({2.0, 4.0, 8.0}));
   EXPECT_EQ(s["network"]["eth0"]["rx_bytes_per_sec"], json({0.0, 5.0, 0.0}));
+  EXPECT_TRUE(s.contains("host_mem_used_bytes"));
+  EXPECT_TRUE(s.contains("host_load1"));
 }
 
 TEST(SeriesKeysTest, StepsInWindowsOfConsecutiveSteps) {
@@ -286,11 +292,72 @@ TEST(SummaryKeysTest, EveryDocumentedKeyAndNoOther) {
                                             "request_wait_ms_total",
                                             "trace_steps_dropped",
                                             "trace_rpc_spans_dropped",
+                                            "cpu_user_percent_mean",
+                                            "cpu_system_percent_mean",
+                                            "context_switches",
+                                            "io_read_bytes_total",
+                                            "io_write_bytes_total",
+                                            "thread_cpu",
+                                            "host_system",
+                                            "gpu_usage",
                                             "series"}));
   EXPECT_DOUBLE_EQ(j["Job Execution Time"].get<double>(), 12.5);
   EXPECT_EQ(j["System Information"]["System"], "Linux");
   EXPECT_EQ(j["trace_steps_dropped"], 3);
   EXPECT_EQ(j["trace_rpc_spans_dropped"], 4);
+}
+
+TEST(BreadthKeysTest, MeansPeaksAndTotals) {
+  std::vector<SystemSample> samples = {Sample(0, 0, 0, {}, 1, 1), Sample(1, 0, 0, {}, 1, 1),
+                                       Sample(4, 0, 0, {}, 1, 1)};
+  // Interval 1 (1 s) and interval 2 (3 s): means weight 1:3.
+  samples[1].cpu_user_percent = 40;
+  samples[2].cpu_user_percent = 80;
+  samples[1].host.cpu_iowait_percent = 8;
+  samples[1].host.load1 = 3;
+  samples[2].host.load1 = 1;
+  for (SystemSample& s : samples) s.host.mem_total_bytes = 1000;
+  samples[0].host.mem_used_bytes = 100;
+  samples[1].host.mem_used_bytes = 500;
+  samples[2].host.mem_used_bytes = 300;
+  samples[2].host.tcp_out_segs = 1000;
+  samples[2].host.tcp_retrans_segs = 10;
+  samples[2].host.disk_write_bytes = 4096;
+  samples[2].voluntary_switches = 80;
+  samples[2].io_read_bytes = 7;
+  samples[1].threads = {{"pool", 2, 100, 20}};
+  samples[2].threads = {{"pool", 4, 20, 0}, {"late", 1, 8, 0}};
+  samples[1].gpus = {{0, 50, 10, 100, 200}};
+  samples[2].gpus = {{0, 100, 30, 100, 300}};
+  const json j = BreadthKeys(samples);
+  EXPECT_DOUBLE_EQ(j["cpu_user_percent_mean"].get<double>(), 70.0);
+  EXPECT_EQ(j["context_switches"]["voluntary_total"], 80);
+  EXPECT_DOUBLE_EQ(j["context_switches"]["voluntary_per_sec_mean"].get<double>(), 20.0);
+  EXPECT_EQ(j["io_read_bytes_total"], 7);
+  const json& h = j["host_system"];
+  EXPECT_DOUBLE_EQ(h["cpu_iowait_percent_mean"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(h["load1_mean"].get<double>(), 1.5);
+  EXPECT_DOUBLE_EQ(h["load1_max"].get<double>(), 3.0);
+  EXPECT_DOUBLE_EQ(h["mem_used_bytes_mean"].get<double>(), 350.0);
+  EXPECT_DOUBLE_EQ(h["mem_used_bytes_peak"].get<double>(), 500.0);
+  EXPECT_EQ(h["mem_total_bytes"], 1000);
+  EXPECT_EQ(h["tcp_retrans_segs_total"], 10);
+  EXPECT_DOUBLE_EQ(h["tcp_retrans_percent"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(h["disk_write_bytes_per_sec_mean"].get<double>(), 1024.0);
+  ASSERT_EQ(j["thread_cpu"].size(), 2u);
+  const json& late = j["thread_cpu"][0];  // by name
+  EXPECT_EQ(late["name"], "late");
+  EXPECT_DOUBLE_EQ(late["cpu_percent_mean"].get<double>(), 6.0);  // 0 for 1 s, 8 for 3 s
+  const json& pool = j["thread_cpu"][1];
+  EXPECT_EQ(pool["threads_max"], 4);
+  EXPECT_DOUBLE_EQ(pool["user_percent_mean"].get<double>(), 40.0);
+  EXPECT_DOUBLE_EQ(pool["system_percent_mean"].get<double>(), 5.0);
+  EXPECT_DOUBLE_EQ(pool["cpu_percent_max"].get<double>(), 120.0);
+  ASSERT_EQ(j["gpu_usage"].size(), 1u);
+  EXPECT_DOUBLE_EQ(j["gpu_usage"][0]["utilization_percent_mean"].get<double>(), 75.0);
+  EXPECT_EQ(j["gpu_usage"][0]["memory_used_bytes_peak"], 30);
+  EXPECT_DOUBLE_EQ(j["gpu_usage"][0]["power_watts_mean"].get<double>(), 250.0);
+  EXPECT_TRUE(BreadthKeys({}).empty());
 }
 
 TEST(SummaryKeysTest, NothingRecordedStillHasTheTotals) {
