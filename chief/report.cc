@@ -51,18 +51,23 @@ std::string TrafficKind(const std::string& method, const std::string& a, const s
   return "training";
 }
 
-// Directed rows (from, to, kind) of application bytes, each direction counted by both ends:
-// by its sender ("bytes_counted_by_sender") and by its receiver ("bytes_counted_by_receiver").
-// Both ends record every RPC, so the two agree unless one end vanished or a call was cut off.
+// Directed rows (from, to, kind) of application bytes, each direction counted by its sender
+// ("bytes_counted_by_sender") and by its receiver ("bytes_counted_by_receiver"), null where that
+// end keeps no count. Where both count, they agree unless a call was cut off.
 nlohmann::json TrafficRows(const std::vector<std::pair<std::string, const nlohmann::json*>>& s) {
-  std::map<std::tuple<std::string, std::string, std::string>, std::array<double, 2>> rows;
+  // A count stays null where that end keeps none (a ps does not count the warm-up's Pings it
+  // serves, the chief not the coordinator calls it serves; a task that vanished sent none).
+  std::map<std::tuple<std::string, std::string, std::string>, std::array<nlohmann::json, 2>> rows;
+  auto add = [](nlohmann::json* count, double bytes) {
+    *count = (count->is_null() ? 0.0 : count->get<double>()) + bytes;
+  };
   for (const auto& [job, summary] : s) {
     const std::string me = job + "-" + std::to_string(static_cast<int>(Num(*summary, "task_index")));
     for (const nlohmann::json& e : Array(*summary, "rpc_traffic")) {
       const std::string peer = Str(e, "peer", "unknown");
       const std::string kind = TrafficKind(Str(e, "method", ""), me, peer);
-      rows[{me, peer, kind}][0] += Num(e, "bytes_sent");
-      rows[{peer, me, kind}][1] += Num(e, "bytes_received");
+      add(&rows[{me, peer, kind}][0], Num(e, "bytes_sent"));
+      add(&rows[{peer, me, kind}][1], Num(e, "bytes_received"));
     }
   }
   nlohmann::json out = nlohmann::json::array();

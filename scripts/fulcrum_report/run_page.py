@@ -129,11 +129,14 @@ def _peer_chart(report):
     its sender counted and those its receiver counted."""
     bars = []
     for t in v.array(report, "traffic"):
-        sent = v.num(t, "bytes_counted_by_sender", 0.0)
-        got = v.num(t, "bytes_counted_by_receiver", 0.0)
+        sent = v.num(t, "bytes_counted_by_sender")
+        got = v.num(t, "bytes_counted_by_receiver")
+
+        def shown(x):
+            return "not counted" if x is None else v.fmt_bytes(x)
         bars.append(Bar("%s → %s (%s)" % (v.string(t, "from", "?"), v.string(t, "to", "?"),
                                               v.string(t, "kind", "?")),
-                        [sent, got], "%s / %s" % (v.fmt_bytes(sent), v.fmt_bytes(got))))
+                        [sent or 0.0, got or 0.0], "%s / %s" % (shown(sent), shown(got))))
     return bar_chart("Application bytes per direction: counted by the sender / by the receiver",
                      ["by sender", "by receiver"], bars, v.axis_bytes)
 

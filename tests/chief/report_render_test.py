@@ -79,7 +79,7 @@ def report():
             {"from": "worker-0", "to": "ps-0", "kind": "training",
              "bytes_counted_by_sender": 12.3e6, "bytes_counted_by_receiver": 4e6},
             {"from": "worker-1", "to": "chief-0", "kind": "control",
-             "bytes_counted_by_sender": 300, "bytes_counted_by_receiver": 300}],
+             "bytes_counted_by_sender": 300, "bytes_counted_by_receiver": None}],
     }
 
 
@@ -181,6 +181,7 @@ class RunPageTest(Test):
         self.assertHas("worker-0 \u2192 ps-0 (training)", peers)
         self.assertHas("worker-1 \u2192 chief-0 (control)", peers)
         self.assertHas("12.3 MB / 4.0 MB", peers)
+        self.assertHas("300 B / not counted", peers)
         self.assertHas(">by sender<", peers)
         self.assertHas(">by receiver<", peers)
         phases = chart(html, "Mean step time of each worker by phase")
