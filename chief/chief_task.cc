@@ -631,7 +631,8 @@ absl::Status Chief::WriteReport(const std::string& stop_reason) {
     nlohmann::json s = nlohmann::json::parse(ps_summaries_[p], nullptr, false);
     if (s.is_discarded() || !s.is_object()) {
       s = left("ps", static_cast<int>(p));
-      spdlog::warn("no summary from ps:{}{}", p, s.is_null() ? "" : "; its records on disk stand in");
+      spdlog::warn("no summary from ps:{}{}", p,
+                   s.is_null() ? "" : "; its records on disk stand in");
       if (s.is_null()) continue;
     }
     received += s.value("pushes_received", int64_t{0});

@@ -62,7 +62,8 @@ nlohmann::json TrafficRows(const std::vector<std::pair<std::string, const nlohma
     *count = (count->is_null() ? 0.0 : count->get<double>()) + bytes;
   };
   for (const auto& [job, summary] : s) {
-    const std::string me = job + "-" + std::to_string(static_cast<int>(Num(*summary, "task_index")));
+    const std::string me =
+        job + "-" + std::to_string(static_cast<int>(Num(*summary, "task_index")));
     for (const nlohmann::json& e : Array(*summary, "rpc_traffic")) {
       const std::string peer = Str(e, "peer", "unknown");
       const std::string kind = TrafficKind(Str(e, "method", ""), me, peer);
@@ -222,8 +223,8 @@ void AddClusterTables(nlohmann::json* report) {
     AddPayload(s, host, host_of, &h);
     // Interface counters are the namespace's, read alike by each of its tasks: the task that
     // saw the most bytes (it sampled longest) speaks for the host.
-    const double seen = Num(s, "Total bytes sent over network") +
-                        Num(s, "Total bytes received over network");
+    const double seen =
+        Num(s, "Total bytes sent over network") + Num(s, "Total bytes received over network");
     if (seen >= h["net_bytes_sent"].get<double>() + h["net_bytes_received"].get<double>()) {
       for (const auto& [key, from] : kNetKeys) h[key] = Num(s, from);
       if (s.contains("network_interfaces")) h["interfaces"] = s["network_interfaces"];
@@ -233,9 +234,9 @@ void AddClusterTables(nlohmann::json* report) {
   nlohmann::json cluster;
   cluster["tasks"] = tasks.size();
   cluster["hosts"] = host_order.size();
-  for (const char* k : {"cpu_seconds", "cpu_percent_mean", "peak_rss_bytes", "app_bytes_sent",
-                        "app_bytes_received", "app_bytes_sent_warmup",
-                        "app_bytes_received_warmup"}) {
+  for (const char* k :
+       {"cpu_seconds", "cpu_percent_mean", "peak_rss_bytes", "app_bytes_sent", "app_bytes_received",
+        "app_bytes_sent_warmup", "app_bytes_received_warmup"}) {
     cluster[k] = 0.0;
     for (const nlohmann::json& t : tasks) Add(&cluster, k, t[k].get<double>());
   }

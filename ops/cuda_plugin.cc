@@ -23,8 +23,7 @@ absl::StatusOr<const CudaPlugin*> Load() {
   }
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot load the GPU backend: ", dlerror()));
+    return absl::FailedPreconditionError(absl::StrCat("cannot load the GPU backend: ", dlerror()));
   }
   using Entry = const CudaPlugin* (*)();
   auto entry = reinterpret_cast<Entry>(dlsym(handle, kCudaPluginSymbol));
@@ -38,10 +37,10 @@ absl::StatusOr<const CudaPlugin*> Load() {
       plugin->status_size != expected.status_size || plugin->tensor_size != expected.tensor_size ||
       plugin->device_count == nullptr || plugin->no_device == nullptr ||
       plugin->create_backend == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the GPU backend ", path, " comes from another build (version ",
-        plugin == nullptr ? -1 : plugin->version, ", expected ", expected.version,
-        "): rebuild Fulcrum"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the GPU backend ", path, " comes from another build (version ",
+                     plugin == nullptr ? -1 : plugin->version, ", expected ", expected.version,
+                     "): rebuild Fulcrum"));
   }
   return plugin;  // never dlclosed: its tensors free device memory through its code
 }

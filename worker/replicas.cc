@@ -30,9 +30,8 @@ absl::StatusOr<std::vector<ops::DeviceId>> ComputeDevices(const runtime::Trainin
     if (d.type == ops::Device::kCpu) continue;
     const absl::StatusOr<const ops::CudaPlugin*> plugin = ops::LoadCudaPlugin();
     if (!plugin.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(flag, ": ", ops::DeviceIdName(d), ": ",
-                                                     plugin.status().message(),
-                                                     "; use cpu or cpu:N"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          flag, ": ", ops::DeviceIdName(d), ": ", plugin.status().message(), "; use cpu or cpu:N"));
     }
     const absl::StatusOr<int> count = (*plugin)->device_count();
     if (!count.ok()) {

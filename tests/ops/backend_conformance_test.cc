@@ -24,10 +24,9 @@
 #include "ops/cpu/pool.h"
 #include "ops/cpu/spatial_transformer.h"
 #include "ops/cpu/thread_pool.h"
+#include "ops/cuda_plugin.h"
 #include "ops/initializer.h"
 #include "tests/testing/gradient_check.h"
-
-#include "ops/cuda_plugin.h"
 
 namespace fulcrum::ops {
 namespace {

@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -193,10 +193,10 @@ TEST_F(ProfilerTest, EverySinkReadsTheSameRecords) {
   EXPECT_EQ(loss, kSteps);
   EXPECT_GE(cpu, 2);
   // The wider figures have their system/ series too (docs/profiler.md lists them).
-  for (const char* tag : {"system/cpu_user_percent", "system/cpu_system_percent",
-                          "system/core/0_percent", "system/core/1_percent",
-                          "system/host/cpu_user_percent", "system/host/mem_used_mb",
-                          "system/host/load1", "system/host/disk_write_mb_per_sec"}) {
+  for (const char* tag :
+       {"system/cpu_user_percent", "system/cpu_system_percent", "system/core/0_percent",
+        "system/core/1_percent", "system/host/cpu_user_percent", "system/host/mem_used_mb",
+        "system/host/load1", "system/host/disk_write_mb_per_sec"}) {
     EXPECT_EQ(tags.count(tag), 1u) << tag;
   }
   // The final sample, taken after the last step was recorded, sits at its global step.
