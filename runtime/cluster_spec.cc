@@ -10,6 +10,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "base/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -257,7 +259,9 @@ absl::Status CheckJobCounts(absl::string_view source, JobAddresses& jobs) {
 absl::Status CheckDistinctAddresses(absl::string_view source, JobAddresses& jobs) {
   std::map<std::pair<std::string, int>, std::string> seen;  // -> "job:index"
   for (const char* job : kJobs) {
-    const std::vector<std::string>& addresses = jobs[job];
+    const auto found = jobs.find(job);
+    if (found == jobs.end()) continue;
+    const std::vector<std::string>& addresses = found->second;
     for (size_t i = 0; i < addresses.size(); ++i) {
       std::string host;
       int port = 0;
@@ -302,6 +306,50 @@ absl::StatusOr<ClusterSpec> ParseClusterSpec(absl::string_view json, absl::strin
     // TensorFlow 1.x's name for the chief.
     const std::string job = given == "master" ? std::string(kChiefJob) : given;
     FULCRUM_RETURN_IF_ERROR(ReadJob(source, job, tasks, &jobs[job]));
+  }
+  FULCRUM_RETURN_IF_ERROR(CheckJobCounts(source, jobs));
+  FULCRUM_RETURN_IF_ERROR(CheckDistinctAddresses(source, jobs));
+  return ClusterSpec(std::move(jobs));
+}
+
+absl::StatusOr<ClusterSpec> ClusterSpecFromHosts(const std::vector<HostsFlag>& flags) {
+  JobAddresses jobs;
+  std::vector<std::string> given;  // "--ps_hosts", for errors
+  for (const HostsFlag& f : flags) {
+    if (f.value.empty()) continue;
+    const std::string flag = absl::StrCat("--", f.flag);
+    // TensorFlow 1.x's name for the chief.
+    const std::string job = f.job == "master" ? std::string(kChiefJob) : f.job;
+    if (jobs.count(job)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          given.back(), " and ", flag, " both name the chief: give one (master is the chief)"));
+    }
+    std::vector<std::string>& addresses = jobs[job];
+    for (absl::string_view entry : absl::StrSplit(f.value, ',')) {
+      entry = absl::StripAsciiWhitespace(entry);
+      std::string host;
+      int port = 0;
+      if (absl::Status s = SplitHostPort(entry, &host, &port); !s.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(flag, "=", f.value, ": entry ", addresses.size(), ": ", s.message()));
+      }
+      addresses.push_back(std::string(entry));
+    }
+    given.push_back(flag);
+  }
+  if (given.empty()) return absl::InvalidArgumentError("no --ps_hosts or --worker_hosts given");
+  const std::string source = absl::StrJoin(given, " ");
+  if (!jobs.count(kPsJob)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": no --ps_hosts: give it with --worker_hosts (host:port,...)"));
+  }
+  if (!jobs.count(kWorkerJob)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": no --worker_hosts: give it with --ps_hosts (host:port,...)"));
+  }
+  if (!jobs.count(kChiefJob)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": no --chief_hosts (or --master_hosts): give the chief's host:port"));
   }
   FULCRUM_RETURN_IF_ERROR(CheckJobCounts(source, jobs));
   FULCRUM_RETURN_IF_ERROR(CheckDistinctAddresses(source, jobs));
@@ -381,6 +429,12 @@ absl::Status ResolveIndex(int task_index, const TfTask& tf_task, TaskConfig* con
     index_from = "task index 0";
   }
   const int tasks = config->cluster.num_tasks(config->job_name);
+  if (tasks == 0 && config->job_name == kChiefJob) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        config->source,
+        " has no chief job: worker 0 is the chief there (TensorFlow 1.x's layout); start no "
+        "chief task, or add \"chief\": [\"host:port\"] to the spec"));
+  }
   if (config->task_index >= tasks) {
     return absl::InvalidArgumentError(absl::StrCat(index_from, ": the cluster spec has ", tasks,
                                                    " ", config->job_name, " task(s) (0..",
@@ -404,10 +458,22 @@ absl::StatusOr<TaskConfig> ResolveTask(const std::string& cluster_spec_path, con
   } else if (tf_config != nullptr && *tf_config != '\0') {
     FULCRUM_RETURN_IF_ERROR(ReadTfConfig(tf_config, &config, &tf_task));
   } else {
-    return absl::InvalidArgumentError("no cluster: give --cluster_spec=FILE or set TF_CONFIG");
+    return absl::InvalidArgumentError(
+        "no cluster: give --cluster_spec=FILE, --ps_hosts and --worker_hosts, or set TF_CONFIG");
   }
   FULCRUM_RETURN_IF_ERROR(ResolveJob(job_name, tf_task, default_job, &config));
   FULCRUM_RETURN_IF_ERROR(ResolveIndex(task_index, tf_task, &config));
+  return config;
+}
+
+absl::StatusOr<TaskConfig> ResolveTaskInSpec(ClusterSpec spec, std::string source,
+                                             const std::string& job_name, int task_index,
+                                             absl::string_view default_job) {
+  TaskConfig config;
+  config.cluster = std::move(spec);
+  config.source = std::move(source);
+  FULCRUM_RETURN_IF_ERROR(ResolveJob(job_name, TfTask{}, default_job, &config));
+  FULCRUM_RETURN_IF_ERROR(ResolveIndex(task_index, TfTask{}, &config));
   return config;
 }
 

@@ -58,6 +58,19 @@ struct TaskConfig {
   const std::string& address() const { return cluster.address(job_name, task_index); }
 };
 
+// One of TensorFlow 1.x's host flags: --ps_hosts=h:p,h:p gives job "ps" two tasks.
+struct HostsFlag {
+  std::string flag;   // "ps_hosts", as errors name it
+  std::string job;    // "ps", "worker", "chief" or "master" (the chief)
+  std::string value;  // "h:p,h:p"; empty = not given
+};
+
+// The spec the host flags with a value describe, validated as ParseClusterSpec does: ps, worker and
+// a chief (chief or master, not both) needed. Entries are comma-separated host:port, blanks around
+// them ignored. InvalidArgument names the flag and the entry that is malformed ("--ps_hosts=a:1,b:
+// entry 1: ...").
+absl::StatusOr<ClusterSpec> ClusterSpecFromHosts(const std::vector<HostsFlag>& flags);
+
 // Resolves the task: the spec from `cluster_spec_path` when non-empty, else from
 // `tf_config` (the TF_CONFIG text; null or empty = unset). The job is `job_name` when
 // non-empty, else TF_CONFIG's task type, else `default_job` (the binary's own role); the
@@ -66,5 +79,10 @@ struct TaskConfig {
 absl::StatusOr<TaskConfig> ResolveTask(const std::string& cluster_spec_path, const char* tf_config,
                                        const std::string& job_name, int task_index,
                                        absl::string_view default_job);
+
+// As ResolveTask, for a spec already parsed (the host flags); `source` names it in errors.
+absl::StatusOr<TaskConfig> ResolveTaskInSpec(ClusterSpec spec, std::string source,
+                                             const std::string& job_name, int task_index,
+                                             absl::string_view default_job);
 
 }  // namespace fulcrum::runtime

@@ -80,6 +80,18 @@ ABSL_FLAG(int32_t, synthetic_classes, 10, "Classes of the synthetic dataset.");
 ABSL_FLAG(std::string, cluster_spec, "",
           "ClusterSpec JSON file {\"chief\": [...], \"ps\": [...], \"worker\": [...]}; "
           "without it TF_CONFIG is read, and without either the worker trains alone.");
+// TensorFlow 1.x scripts' way (tf.app.flags in the classic distributed MNIST example).
+ABSL_FLAG(std::string, ps_hosts, "",
+          "TensorFlow 1.x style, instead of --cluster_spec: the ps tasks, host:port,host:port "
+          "(give --worker_hosts too).");
+ABSL_FLAG(std::string, worker_hosts, "",
+          "TensorFlow 1.x style: the worker tasks, host:port,...; without --chief_hosts worker 0 "
+          "is also the chief.");
+ABSL_FLAG(std::string, chief_hosts, "",
+          "TensorFlow 1.x style: the chief task's host:port (optional; --master_hosts is the "
+          "same).");
+ABSL_FLAG(std::string, master_hosts, "",
+          "TensorFlow 1.x style: the master (chief) task's host:port; same as --chief_hosts.");
 ABSL_FLAG(std::string, job_name, "",
           "This task's job: chief, ps or worker (default: the binary's).");
 ABSL_FLAG(int32_t, task_index, -1, "This task's index within its job (default: TF_CONFIG's or 0).");
@@ -607,17 +619,54 @@ profiler::ProfilerOptions ProfilerOptionsFor(const ProfileFlags& flags, const Cl
   return o;
 }
 
+namespace {
+
+std::vector<HostsFlag> HostsFlags() {
+  return {{"chief_hosts", kChiefJob, absl::GetFlag(FLAGS_chief_hosts)},
+          {"master_hosts", "master", absl::GetFlag(FLAGS_master_hosts)},
+          {"ps_hosts", kPsJob, absl::GetFlag(FLAGS_ps_hosts)},
+          {"worker_hosts", kWorkerJob, absl::GetFlag(FLAGS_worker_hosts)}};
+}
+
+// The host flags given, "--ps_hosts --worker_hosts"; empty when none is.
+std::string HostsFlagsGiven() {
+  std::vector<std::string> given;
+  for (const HostsFlag& f : HostsFlags()) {
+    if (!f.value.empty()) given.push_back(absl::StrCat("--", f.flag));
+  }
+  return absl::StrJoin(given, " ");
+}
+
+// The task from --cluster_spec, the host flags or TF_CONFIG (in that order; a flag wins over
+// the environment, and --cluster_spec with host flags is refused).
+absl::StatusOr<TaskConfig> ResolveTaskFromFlags(absl::string_view default_job) {
+  const std::string spec_path = absl::GetFlag(FLAGS_cluster_spec);
+  const std::string hosts = HostsFlagsGiven();
+  if (hosts.empty()) {
+    return ResolveTask(spec_path, std::getenv("TF_CONFIG"), absl::GetFlag(FLAGS_job_name),
+                       absl::GetFlag(FLAGS_task_index), default_job);
+  }
+  if (!spec_path.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--cluster_spec=", spec_path, " and ", hosts,
+                     " both describe the cluster: give --cluster_spec or the host flags"));
+  }
+  FULCRUM_ASSIGN_OR_RETURN(ClusterSpec spec, ClusterSpecFromHosts(HostsFlags()));
+  return ResolveTaskInSpec(std::move(spec), hosts, absl::GetFlag(FLAGS_job_name),
+                           absl::GetFlag(FLAGS_task_index), default_job);
+}
+
+}  // namespace
+
 bool ClusterRequested() {
   const char* tf_config = std::getenv("TF_CONFIG");
-  return !absl::GetFlag(FLAGS_cluster_spec).empty() || (tf_config != nullptr && *tf_config);
+  return !absl::GetFlag(FLAGS_cluster_spec).empty() || !HostsFlagsGiven().empty() ||
+         (tf_config != nullptr && *tf_config);
 }
 
 absl::StatusOr<ClusterOptions> ClusterOptionsFromFlags(absl::string_view default_job) {
   ClusterOptions o;
-  FULCRUM_ASSIGN_OR_RETURN(
-      o.task,
-      ResolveTask(absl::GetFlag(FLAGS_cluster_spec), std::getenv("TF_CONFIG"),
-                  absl::GetFlag(FLAGS_job_name), absl::GetFlag(FLAGS_task_index), default_job));
+  FULCRUM_ASSIGN_OR_RETURN(o.task, ResolveTaskFromFlags(default_job));
   const std::string mode = absl::GetFlag(FLAGS_mode);
   if (mode == "sync") {
     o.mode = SyncMode::kSync;

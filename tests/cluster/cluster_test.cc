@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/testing/subprocess.h"
@@ -312,6 +313,43 @@ TEST(ClusterTfConfigTest, TfConfigClusterStopsAtTargetAccuracy) {
     EXPECT_FALSE(s.contains("Total CPU Usage")) << task;
   }
   EXPECT_TRUE(report["workers"][0]["examples_per_sec"].get<double>() > 0);
+}
+
+// TensorFlow 1.x scripts' flags (issue 13): --ps_hosts/--worker_hosts/--chief_hosts in place
+// of --cluster_spec, on the real binaries, train to the report as a spec file does.
+TEST(ClusterHostFlagsTest, HostFlagsClusterTrainsToItsReport) {
+  if (!HaveData()) GTEST_SKIP() << "the dataset-fashion-mnist package is not installed";
+  const fs::path dir = FreshDir("cluster_host_flags");
+  const fs::path run_dir = dir / "run";
+  auto hosts = [](int n) {
+    std::vector<std::string> out;
+    for (int i = 0; i < n; ++i) out.push_back(absl::StrCat("127.0.0.1:", testing::FreePort()));
+    return absl::StrJoin(out, ",");
+  };
+  const std::vector<std::string> flags = {absl::StrCat("--chief_hosts=", hosts(1)),
+                                          absl::StrCat("--ps_hosts=", hosts(1)),
+                                          absl::StrCat("--worker_hosts=", hosts(2)),
+                                          "--model=logreg",
+                                          "--train_steps=100",
+                                          "--mode=sync",
+                                          "--threads=1",
+                                          "--startup_timeout=60",
+                                          "--profile=off",
+                                          absl::StrCat("--run_dir=", run_dir.string())};
+  LocalCluster c(dir);
+  c.StartAll(1, 2, flags);
+  c.WaitAll(std::chrono::seconds(300));
+  for (const auto& t : c.tasks()) ASSERT_EQ(t.exit_code, 0) << t.name() << "\n" << c.Logs();
+  const nlohmann::json report = ReadJson(run_dir / "report.json");
+  ASSERT_TRUE(report.is_object()) << c.Logs();
+  EXPECT_EQ(report["num_workers"], 2);
+  EXPECT_EQ(report["global_step"], 100);
+  EXPECT_EQ(report["workers"].size(), 2u);
+  EXPECT_NE(ReadFile(c.task("ps", 0).log)
+                .find("cluster spec from --chief_hosts --ps_hosts "
+                      "--worker_hosts"),
+            std::string::npos)
+      << c.Logs();
 }
 
 // A worker started with flags that differ from the chief's is refused by name (exit 2); the

@@ -506,6 +506,73 @@ TEST(ResolveTaskTest, IndexOutOfRange) {
 }
 
 // ---------------------------------------------------------------------------------------
+// TensorFlow 1.x's host flags: --ps_hosts=h:p,h:p --worker_hosts=... --chief_hosts=...
+
+std::vector<HostsFlag> Hosts(const std::string& chief, const std::string& ps,
+                             const std::string& worker, const std::string& master = "") {
+  return {{"chief_hosts", "chief", chief},
+          {"master_hosts", "master", master},
+          {"ps_hosts", "ps", ps},
+          {"worker_hosts", "worker", worker}};
+}
+
+TEST(ClusterSpecFromHostsTest, BuildsTheSpecTheFlagsDescribe) {
+  auto spec = ClusterSpecFromHosts(Hosts("h:1", "h:2, h:3", "h:4,[::1]:5"));
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->num_tasks("chief"), 1);
+  EXPECT_EQ(spec->address("ps", 1), "h:3");  // blanks around an entry are dropped
+  EXPECT_EQ(spec->address("worker", 1), "[::1]:5");
+  EXPECT_EQ(spec->ToJson(), R"({"chief":["h:1"],"ps":["h:2","h:3"],"worker":["h:4","[::1]:5"]})");
+  // --master_hosts is TensorFlow 1.x's name for the chief.
+  auto master = ClusterSpecFromHosts(Hosts("", "h:2", "h:4", "h:1"));
+  ASSERT_TRUE(master.ok()) << master.status();
+  EXPECT_EQ(master->address("chief", 0), "h:1");
+}
+
+TEST(ClusterSpecFromHostsTest, MalformedEntryNamesTheFlagAndTheEntry) {
+  struct Case {
+    std::vector<HostsFlag> flags;
+    std::vector<std::string> needles;
+  };
+  const Case cases[] = {
+      {Hosts("h:1", "h:2,h", "h:4"), {"--ps_hosts=h:2,h", "entry 1", "\"h\"", "missing port"}},
+      {Hosts("h:1", "h:2", "h:4,,h:5"), {"--worker_hosts=h:4,,h:5", "entry 1", "empty address"}},
+      {Hosts("h:1", "h:2", "h:99999"), {"--worker_hosts", "h:99999", "out of range"}},
+      {Hosts("h", "h:2", "h:4"), {"--chief_hosts=h", "entry 0", "missing port"}},
+  };
+  for (const Case& c : cases) {
+    const absl::Status s = ClusterSpecFromHosts(c.flags).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    for (const auto& needle : c.needles) EXPECT_THAT(std::string(s.message()), HasSubstr(needle));
+  }
+}
+
+TEST(ClusterSpecFromHostsTest, MissingOrConflictingJobsAreNamed) {
+  EXPECT_THAT(std::string(ClusterSpecFromHosts(Hosts("h:1", "", "h:4")).status().message()),
+              HasSubstr("no --ps_hosts"));
+  EXPECT_THAT(std::string(ClusterSpecFromHosts(Hosts("h:1", "h:2", "")).status().message()),
+              HasSubstr("no --worker_hosts"));
+  EXPECT_THAT(
+      std::string(ClusterSpecFromHosts(Hosts("h:1", "h:2", "h:4", "h:5")).status().message()),
+      AllOf(HasSubstr("--chief_hosts and --master_hosts"), HasSubstr("give one")));
+  EXPECT_THAT(std::string(ClusterSpecFromHosts(Hosts("h:1,h:6", "h:2", "h:4")).status().message()),
+              HasSubstr("exactly 1"));
+  EXPECT_THAT(std::string(ClusterSpecFromHosts(Hosts("h:1", "h:2", "h:2")).status().message()),
+              AllOf(HasSubstr("\"h:2\" is used by both ps:0 and worker:0")));
+}
+
+TEST(ClusterSpecFromHostsTest, ResolvesTheTaskLikeAFile) {
+  auto spec = ClusterSpecFromHosts(Hosts("h:1", "h:2", "h:4,h:5"));
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto task = ResolveTaskInSpec(*spec, "--ps_hosts --worker_hosts", "", 1, kWorkerJob);
+  ASSERT_TRUE(task.ok()) << task.status();
+  EXPECT_EQ(task->address(), "h:5");
+  auto out_of_range = ResolveTaskInSpec(*spec, "--ps_hosts --worker_hosts", "", 2, kWorkerJob);
+  EXPECT_THAT(std::string(out_of_range.status().message()),
+              AllOf(HasSubstr("--task_index=2"), HasSubstr("--ps_hosts --worker_hosts")));
+}
+
+// ---------------------------------------------------------------------------------------
 // cluster_specs/: every shipped spec is valid, and each of its tasks resolves.
 
 TEST(ShippedClusterSpecsTest, EveryJsonFileIsValid) {

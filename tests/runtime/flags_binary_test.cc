@@ -195,5 +195,46 @@ TEST(FlagsBinaryTest, ValidationErrorsAfterParsingStillExitTwo) {
   ExpectBadInput("ps", RunBinary("ps", {"--batch_size=0"}, 60), {"--batch_size=0"});
 }
 
+// TensorFlow 1.x's host flags instead of --cluster_spec (issue 13): both at once, or a
+// malformed entry, exits 2 naming the flags / the flag and the entry, before any socket opens.
+TEST(FlagsBinaryTest, HostFlagsAndClusterSpecTogetherExitTwoNamingBoth) {
+  const fs::path spec = FreshDir("flags_hosts_both") / "spec.json";
+  std::ofstream(spec) << R"({"chief": ["127.0.0.1:1"], "ps": ["127.0.0.1:2"],
+                             "worker": ["127.0.0.1:3"]})";
+  for (const char* binary : {"ps", "worker", "chief"}) {
+    SCOPED_TRACE(binary);
+    const RunResult r =
+        RunBinary(binary,
+                  {"--cluster_spec=" + spec.string(), "--ps_hosts=127.0.0.1:2",
+                   "--worker_hosts=127.0.0.1:3", "--chief_hosts=127.0.0.1:1", "--train_steps=1"},
+                  60);
+    ExpectBadInput(binary, r, {"--cluster_spec=" + spec.string(), "--ps_hosts", "--worker_hosts"});
+    EXPECT_FALSE(Contains(r.output, "listening")) << r.output;
+  }
+}
+
+TEST(FlagsBinaryTest, MalformedHostEntryExitsTwoNamingTheFlagAndTheEntry) {
+  for (const char* binary : {"ps", "worker", "chief"}) {
+    SCOPED_TRACE(binary);
+    ExpectBadInput(
+        binary,
+        RunBinary(binary,
+                  {"--ps_hosts=127.0.0.1:2", "--worker_hosts=127.0.0.1:3,localhost",
+                   "--chief_hosts=127.0.0.1:1", "--train_steps=1"},
+                  60),
+        {"--worker_hosts=127.0.0.1:3,localhost", "entry 1", "\"localhost\"", "missing port"});
+    ExpectBadInput(binary,
+                   RunBinary(binary,
+                             {"--ps_hosts=127.0.0.1:70000", "--worker_hosts=127.0.0.1:3",
+                              "--chief_hosts=127.0.0.1:1", "--train_steps=1"},
+                             60),
+                   {"--ps_hosts=127.0.0.1:70000", "entry 0", "out of range"});
+  }
+  // A worker given only a host flag is a cluster task, not a single-mode run.
+  ExpectBadInput("worker",
+                 RunBinary("worker", {"--worker_hosts=127.0.0.1:3", "--train_steps=1"}, 60),
+                 {"no --ps_hosts"});
+}
+
 }  // namespace
 }  // namespace fulcrum
