@@ -18,6 +18,7 @@ Exit code 2 for bad arguments; 1 when a run fails (its log is kept under --work)
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -48,7 +49,11 @@ def run(bin_dir, workload, run_dir):
                "--run_dir=" + run_dir] + COMMON + flags
         summary = os.path.join(run_dir, "report.json")
         key = "workers_examples_per_sec"
-    os.makedirs(run_dir, exist_ok=True)
+    # A fresh folder for each run (a --work folder given again holds the last call's runs, and
+    # the binaries refuse a run directory holding a finished run; the baseline build may
+    # predate --overwrite).
+    shutil.rmtree(run_dir, ignore_errors=True)
+    os.makedirs(run_dir)
     with open(os.path.join(run_dir, "run.log"), "w") as log:
         code = subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, timeout=600)
     if code != 0:

@@ -35,6 +35,7 @@
 #include "runtime/grpc_server.h"
 #include "runtime/grpc_util.h"
 #include "runtime/proto_convert.h"
+#include "runtime/run_dir.h"
 #include "runtime/shard_defs.h"
 #include "spdlog/spdlog.h"
 
@@ -82,15 +83,6 @@ void WriteRunTrace(const runtime::ClusterSpec& cluster, const std::filesystem::p
   }
   spdlog::info("run trace: {} ({} of {} task(s), {} events)", out.string(), merged->merged.size(),
                tasks.size(), merged->events);
-}
-
-// True when `path` holds a task's final summary (an earlier run's): not a partial one, which
-// the profiler rewrites while this run goes on.
-bool IsFinalSummary(const std::filesystem::path& path) {
-  const absl::StatusOr<std::string> text = ReadFileToString(path);
-  if (!text.ok()) return false;
-  const nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  return !(j.is_object() && j.value("partial", false));
 }
 
 // Everything the chief owns during a run.
@@ -224,6 +216,10 @@ absl::Status Chief::Prepare() {
                            absl::FormatTime("%Y%m%d-%H%M%S", absl::Now(), absl::LocalTimeZone()));
     run_dir_ = t_.run_dir.empty() ? std::filesystem::path("runs") / run_id_
                                   : std::filesystem::path(t_.run_dir);
+    // The chief owns the run's folder: a new job never replaces a finished run's records
+    // unless told. Checked before any task learns the folder (Register) and before this
+    // chief's profiler writes into it; an adopted job's folder is its own.
+    FULCRUM_RETURN_IF_ERROR(runtime::CheckRunDirReusable(run_dir_, t_.overwrite));
   }
   FULCRUM_RETURN_IF_ERROR(MakeDirs(run_dir_ / c_.task.dir_name(), "--run_dir"));
   return absl::OkStatus();
@@ -801,7 +797,7 @@ absl::Status Chief::Finish(absl::Status status) {
     failed_ = true;
     // A failed run never replaces an earlier run's records in a reused --run_dir.
     if (std::filesystem::exists(run_dir_ / "report.json") ||
-        IsFinalSummary(run_dir_ / c_.task.dir_name() / "summary.json")) {
+        runtime::IsFinalSummary(run_dir_ / c_.task.dir_name() / "summary.json")) {
       spdlog::warn("not writing the failed run's report over the earlier one in {}",
                    run_dir_.string());
     } else if (absl::Status s = WriteReport(stop_reason); !s.ok()) {

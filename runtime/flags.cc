@@ -64,6 +64,9 @@ ABSL_FLAG(std::string, data_dir, "",
           "Folder of the dataset files (mnist default: /usr/share/datasets/fashion-mnist).");
 ABSL_FLAG(std::string, run_dir, "",
           "Run directory for summary.json and logs (default: runs/<model>-<time>).");
+ABSL_FLAG(bool, overwrite, false,
+          "Replace the records of a finished run in --run_dir (report.json, final summaries); "
+          "without it such a folder is refused.");
 ABSL_FLAG(uint64_t, seed, 1, "Seed of variable initialisation and data shuffling.");
 ABSL_FLAG(int32_t, threads, 1, "Compute threads per process.");
 ABSL_FLAG(int64_t, log_every, 100, "Print a progress line every this many steps.");
@@ -444,6 +447,7 @@ absl::StatusOr<TrainingOptions> ReadTrainingOptions(bool trains) {
         "data_batch_*.bin and test_batch.bin)");
   }
   o.run_dir = absl::GetFlag(FLAGS_run_dir);
+  o.overwrite = absl::GetFlag(FLAGS_overwrite);
   o.seed = absl::GetFlag(FLAGS_seed);
   o.threads = absl::GetFlag(FLAGS_threads);
   if (o.threads < 1 || o.threads > 256) {

@@ -47,6 +47,9 @@ struct TrainingOptions {
   std::string dataset = "mnist";  // mnist (any MNIST-format set), cifar10, synthetic
   std::string data_dir;
   std::string run_dir;
+  // --overwrite: a --run_dir holding a finished run's records may be reused (they are
+  // replaced); without it the run owner refuses it (runtime/run_dir.h).
+  bool overwrite = false;
   uint64_t seed = 1;
   int threads = 1;
   int64_t log_every = 100;

@@ -19,6 +19,7 @@
 #include "nlohmann/json.hpp"
 #include "ops/optimizer.h"
 #include "profiler/profiler.h"
+#include "runtime/run_dir.h"
 #include "spdlog/spdlog.h"
 #include "worker/local_variable_store.h"
 #include "worker/replicas.h"
@@ -100,6 +101,8 @@ absl::StatusOr<SingleRunResult> RunSingle(const runtime::TrainingOptions& o,
   // The devices are checked before anything is written into the run directory.
   FULCRUM_RETURN_IF_ERROR(ComputeDevices(o).status());
   const std::filesystem::path run_dir = o.run_dir.empty() ? DefaultRunDir(o.model) : o.run_dir;
+  // A single-mode worker owns its whole run directory.
+  FULCRUM_RETURN_IF_ERROR(runtime::CheckRunDirReusable(run_dir, o.overwrite));
   FULCRUM_RETURN_IF_ERROR(MakeDirs(run_dir, "--run_dir"));
   FULCRUM_ASSIGN_OR_RETURN(std::unique_ptr<profiler::Profiler> prof,
                            profiler::Profiler::Start(runtime::ProfilerOptionsFor(

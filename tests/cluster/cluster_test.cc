@@ -352,6 +352,50 @@ TEST(ClusterHostFlagsTest, HostFlagsClusterTrainsToItsReport) {
       << c.Logs();
 }
 
+// The chief owns the run directory (issue 13): a new job on a folder holding a finished run's
+// report or final summaries is refused at once (exit 2, naming the folder and --overwrite)
+// before any task learns the folder, and the records stay; partial summaries (a crashed or
+// running job's) are no reason to refuse.
+TEST(ClusterRunDirTest, TheChiefRefusesAFinishedRunsFolderUnlessOverwrite) {
+  const fs::path dir = FreshDir("cluster_reused_run_dir");
+  const std::string spec = WriteLocalSpec(dir / "spec.json", 1, 1);
+  const fs::path run_dir = dir / "run";
+  fs::create_directories(run_dir / "worker-0");
+  std::ofstream(run_dir / "worker-0" / "summary.json") << R"({"partial": true})";
+  auto chief = [&](std::vector<std::string> extra) {
+    std::vector<std::string> flags = {absl::StrCat("--cluster_spec=", spec),
+                                      "--model=logreg",
+                                      "--dataset=synthetic",
+                                      "--train_steps=10",
+                                      "--profile=off",
+                                      "--startup_timeout=2",
+                                      absl::StrCat("--run_dir=", run_dir.string())};
+    flags.insert(flags.end(), extra.begin(), extra.end());
+    return RunBinary("chief", flags, 60);
+  };
+  // Only partial records: the chief goes on (and, with no ps up, gives up after the timeout).
+  const RunResult partial = chief({});
+  EXPECT_EQ(partial.exit_code, 1) << partial.output;
+  EXPECT_NE(partial.output.find("--startup_timeout"), std::string::npos) << partial.output;
+
+  for (const char* record : {"report.json", "worker-0/summary.json"}) {
+    SCOPED_TRACE(record);
+    std::ofstream(run_dir / record) << R"({"earlier": true})";
+    const RunResult refused = chief({});
+    EXPECT_EQ(refused.exit_code, 2) << refused.output;
+    for (const std::string& needle : {absl::StrCat("--run_dir=", run_dir.string()),
+                                      std::string(record), std::string("--overwrite")}) {
+      EXPECT_NE(refused.output.find(needle), std::string::npos) << needle << "\n" << refused.output;
+    }
+    EXPECT_EQ(refused.output.find("listening"), std::string::npos) << refused.output;
+    EXPECT_EQ(ReadFile(run_dir / record), R"({"earlier": true})");
+    fs::remove(run_dir / "report.json");
+  }
+  const RunResult overwrite = chief({"--overwrite"});
+  EXPECT_EQ(overwrite.exit_code, 1) << overwrite.output;  // past the check: no ps came
+  EXPECT_NE(overwrite.output.find("--startup_timeout"), std::string::npos) << overwrite.output;
+}
+
 // A worker started with flags that differ from the chief's is refused by name (exit 2); the
 // chief gives up at once (exit 2, naming the difference; issue 13: it waited its whole
 // --startup_timeout) and still shuts the PS down.

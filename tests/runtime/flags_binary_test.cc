@@ -195,6 +195,39 @@ TEST(FlagsBinaryTest, ValidationErrorsAfterParsingStillExitTwo) {
   ExpectBadInput("ps", RunBinary("ps", {"--batch_size=0"}, 60), {"--batch_size=0"});
 }
 
+// A single-mode worker owns its --run_dir: a folder holding a finished run is refused (exit 2,
+// naming the folder and --overwrite) and its records stay; --overwrite replaces them.
+TEST(FlagsBinaryTest, ReusedRunDirIsRefusedUnlessOverwrite) {
+  const fs::path run_dir = FreshDir("flags_reused_run_dir") / "run";
+  const std::vector<std::string> first =
+      Concat({"--model=mlp", "--train_steps=2", "--run_dir=" + run_dir.string()}, TinyRunFlags());
+  ASSERT_EQ(RunBinary("worker", first, 120).exit_code, 0);
+  std::ifstream in(run_dir / "summary.json");
+  const std::string before((std::istreambuf_iterator<char>(in)), {});
+  ASSERT_FALSE(before.empty());
+
+  const RunResult again = RunBinary(
+      "worker",
+      Concat({"--model=mlp", "--train_steps=3", "--run_dir=" + run_dir.string()}, TinyRunFlags()),
+      120);
+  EXPECT_EQ(again.exit_code, 2) << again.output;
+  for (const std::string& needle :
+       {"--run_dir=" + run_dir.string(), std::string("summary.json"),
+        std::string("already holds a finished run"), std::string("--overwrite")}) {
+    EXPECT_TRUE(Contains(again.output, needle)) << needle << "\n" << again.output;
+  }
+  std::ifstream after_in(run_dir / "summary.json");
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(after_in)), {}), before);
+
+  const RunResult replaced = RunBinary(
+      "worker",
+      Concat({"--model=mlp", "--train_steps=3", "--overwrite", "--run_dir=" + run_dir.string()},
+             TinyRunFlags()),
+      120);
+  ASSERT_EQ(replaced.exit_code, 0) << replaced.output;
+  EXPECT_EQ(ReadSummary(run_dir)["steps"], 3);
+}
+
 // TensorFlow 1.x's host flags instead of --cluster_spec (issue 13): both at once, or a
 // malformed entry, exits 2 naming the flags / the flag and the entry, before any socket opens.
 TEST(FlagsBinaryTest, HostFlagsAndClusterSpecTogetherExitTwoNamingBoth) {

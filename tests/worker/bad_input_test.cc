@@ -52,7 +52,9 @@ std::string ReadFile(const fs::path& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-// A run directory holding results of an earlier run that must survive a failed run.
+// A run directory holding results of an earlier run that must survive a failed run. The runs
+// given it pass --overwrite, so that the bad input itself is reached (without it the worker
+// refuses the folder first): even told to replace them, a run that fails keeps them.
 fs::path RunDirWithOldSummary(const std::string& name) {
   fs::path dir = FreshDir("bad_" + name + "_run");
   std::ofstream(dir / "summary.json") << "{\"earlier\": true}\n";
@@ -70,8 +72,8 @@ void ExpectBadInput(const RunResult& r, const std::vector<std::string>& needles)
 TEST(BadInputTest, MissingDataDirectory) {
   const fs::path run_dir = RunDirWithOldSummary("missing");
   const std::string data_dir = "/nonexistent/fulcrum-data";
-  RunResult r = RunBinary(
-      "worker", {"--data_dir=" + data_dir, "--train_steps=5", "--run_dir=" + run_dir.string()});
+  RunResult r = RunBinary("worker", {"--data_dir=" + data_dir, "--train_steps=5",
+                                     "--run_dir=" + run_dir.string(), "--overwrite"});
   ExpectBadInput(r, {data_dir + "/train-", "not found"});
   EXPECT_EQ(ReadFile(run_dir / "summary.json"), "{\"earlier\": true}\n");
 }
@@ -82,7 +84,7 @@ TEST(BadInputTest, TruncatedImagesFile) {
   WriteLabels(data / "train-labels-idx1-ubyte", 10);
   const fs::path run_dir = RunDirWithOldSummary("truncated");
   RunResult r = RunBinary("worker", {"--data_dir=" + data.string(), "--train_steps=5",
-                                     "--run_dir=" + run_dir.string()});
+                                     "--run_dir=" + run_dir.string(), "--overwrite"});
   ExpectBadInput(r, {(data / "train-images-idx3-ubyte").string(), "truncated"});
   EXPECT_EQ(ReadFile(run_dir / "summary.json"), "{\"earlier\": true}\n");
 }
@@ -140,6 +142,7 @@ TEST(BadInputTest, ModelThatDoesNotFitTheImages) {
     std::vector<std::string> flags = c.flags;
     flags.push_back("--train_steps=5");
     flags.push_back("--run_dir=" + run_dir.string());
+    flags.push_back("--overwrite");
     ExpectBadInput(RunBinary("worker", flags), c.needles);
     EXPECT_EQ(ReadFile(run_dir / "summary.json"), "{\"earlier\": true}\n") << c.name;
   }
@@ -192,6 +195,7 @@ TEST(BadInputTest, AbsurdSizesAreRefusedBeforeAnyAllocation) {
     const fs::path run_dir = RunDirWithOldSummary("absurd");
     std::vector<std::string> flags = c.flags;
     flags.push_back("--run_dir=" + run_dir.string());
+    flags.push_back("--overwrite");
     ExpectBadInput(RunBinary("worker", flags), c.needles);
     EXPECT_EQ(ReadFile(run_dir / "summary.json"), "{\"earlier\": true}\n") << c.flags[0];
   }
@@ -226,7 +230,7 @@ TEST(BadInputTest, InputPipelineAndCifarFiles) {
   const fs::path run_dir = RunDirWithOldSummary("cifar_length");
   RunResult r = RunBinary(
       "worker", {"--dataset=cifar10", "--data_dir=" + data.string(), "--model=cifar10_cnn",
-                 "--train_steps=5", "--run_dir=" + run_dir.string()});
+                 "--train_steps=5", "--run_dir=" + run_dir.string(), "--overwrite"});
   ExpectBadInput(r, {"data_batch_3.bin", "truncated record"});
   EXPECT_EQ(ReadFile(run_dir / "summary.json"), "{\"earlier\": true}\n");
 }
