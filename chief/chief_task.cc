@@ -13,7 +13,6 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "base/files.h"
-#include "base/logging.h"
 #include "base/signals.h"
 #include "base/status_macros.h"
 #include "chief/checkpoints.h"
@@ -88,8 +87,9 @@ void WriteRunTrace(const runtime::ClusterSpec& cluster, const std::filesystem::p
 // Everything the chief owns during a run.
 class Chief {
  public:
-  Chief(const TrainingOptions& t, const ClusterOptions& c, const runtime::ProfileFlags& profile)
-      : t_(t), c_(c), profile_(profile), pool_(t.threads) {}
+  Chief(const TrainingOptions& t, const ClusterOptions& c, const runtime::ProfileFlags& profile,
+        const ChiefHooks& hooks)
+      : t_(t), c_(c), profile_(profile), hooks_(hooks), pool_(t.threads) {}
 
   absl::Status Run();
 
@@ -114,6 +114,8 @@ class Chief {
   // Saves a checkpoint now (the run goes on, or `stopped`); see chief/checkpoints.h.
   absl::Status SaveCheckpoint(int64_t step, bool stopped);
   absl::Status WaitForWorkers(absl::Time deadline);
+  // The error of a failed worker in this process (ChiefHooks), as the chief's; OK otherwise.
+  absl::Status LocalWorkerStatus() const;
   absl::Status Monitor();
   // A ps stopped answering (`cause`): waits up to --recovery_timeout for every ps to answer,
   // recreates the variables of a restarted one (held until restored) and restores every ps
@@ -129,6 +131,7 @@ class Chief {
   const TrainingOptions& t_;
   const ClusterOptions& c_;
   const runtime::ProfileFlags& profile_;
+  const ChiefHooks& hooks_;
   ops::ThreadPool pool_;
   std::unique_ptr<profiler::Profiler> prof_;
   std::vector<std::string> ps_summaries_;  // by ps index; "" when a ps gave none
@@ -360,6 +363,7 @@ absl::Status Chief::Monitor() {
       spdlog::warn("chief: {}: stopping the run", stop_reason_);
       return absl::OkStatus();
     }
+    FULCRUM_RETURN_IF_ERROR(LocalWorkerStatus());
     absl::StatusOr<int64_t> polled = ps_->GlobalStep(c_.step_timeout);
     if (!polled.ok()) {
       if (!c_.recovers()) {
@@ -686,12 +690,22 @@ absl::Status Chief::StartCoordinator() {
   return absl::OkStatus();
 }
 
+absl::Status Chief::LocalWorkerStatus() const {
+  if (!hooks_.local_worker) return absl::OkStatus();
+  const absl::Status s = hooks_.local_worker();
+  if (s.ok()) return s;
+  return absl::Status(s.code(),
+                      absl::StrCat("chief: worker:0 (in this process) failed: ", s.message()));
+}
+
 absl::Status Chief::WaitForWorkers(absl::Time deadline) {
   absl::Time next_log = absl::Now();
   while (true) {
+    // Short waits, so that a failed worker of this process is seen at once.
     const std::vector<int> missing =
-        coordinator_->WaitForWorkers(std::min(deadline, absl::Now() + kLogEvery));
+        coordinator_->WaitForWorkers(std::min(deadline, absl::Now() + absl::Seconds(1)));
     if (missing.empty()) return absl::OkStatus();
+    FULCRUM_RETURN_IF_ERROR(LocalWorkerStatus());
     // A worker refused for its flags will not come back with others: give up at once.
     if (const std::string refused = coordinator_->refused(); !refused.empty()) {
       return absl::InvalidArgumentError(absl::StrCat("chief: ", refused));
@@ -813,7 +827,6 @@ absl::Status Chief::Finish(absl::Status status) {
 }
 
 absl::Status Chief::Run() {
-  InitLogging(c_.task.task_name());
   runtime::SetKeepaliveTimeout(c_.step_timeout);  // a ps stalled for less is waited for
   c_.security.LogMode(c_.task.task_name());
   FULCRUM_RETURN_IF_ERROR(Prepare());
@@ -844,8 +857,8 @@ absl::Status Chief::Run() {
 }  // namespace
 
 absl::Status RunChief(const TrainingOptions& training, const ClusterOptions& cluster,
-                      const runtime::ProfileFlags& profile) {
-  Chief chief(training, cluster, profile);
+                      const runtime::ProfileFlags& profile, const ChiefHooks& hooks) {
+  Chief chief(training, cluster, profile, hooks);
   return chief.Run();
 }
 

@@ -1,6 +1,7 @@
 // chief: the coordinator task of a training cluster (see chief/chief_task.h).
 #include "absl/status/status.h"
 #include "base/exit_code.h"
+#include "base/logging.h"
 #include "base/malloc.h"
 #include "base/signals.h"
 #include "chief/chief_task.h"
@@ -18,6 +19,7 @@ int main(int argc, char** argv) {
   fulcrum::TuneMallocForTraining();
   auto options = fulcrum::runtime::TaskOptionsFromFlags("chief");
   if (!options.ok()) return fulcrum::runtime::ReportBadFlags(options.status());
+  fulcrum::InitLogging(options->cluster.task.task_name());
   const absl::Status status =
       fulcrum::chief::RunChief(options->training, options->cluster, options->profile);
   if (!status.ok()) {

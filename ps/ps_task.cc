@@ -182,6 +182,8 @@ absl::Status RunPsTask(const runtime::ClusterOptions& cluster,
   for (const char* job : {runtime::kChiefJob, runtime::kWorkerJob}) {
     for (int i = 0; i < task.cluster.num_tasks(job); ++i) known.insert(absl::StrCat(job, ":", i));
   }
+  // Without a chief job, worker 0 runs chief:0 in-process (TensorFlow 1.x's layout).
+  if (!task.cluster.has_chief_job()) known.insert("chief:0");
   shard.set_known_tasks(std::move(known));
   shard.set_checkpoint_root(cluster.checkpoint_dir, /*refuse_all=*/cluster.checkpoint_dir.empty());
   shard.set_nonfinite_policy(cluster.nonfinite_skip ? NonFinitePolicy::kSkip

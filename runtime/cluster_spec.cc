@@ -145,6 +145,12 @@ const std::string& ClusterSpec::address(absl::string_view job, int index) const 
   return it->second[static_cast<size_t>(index)];
 }
 
+bool ClusterSpec::has_chief_job() const { return num_tasks(kChiefJob) > 0; }
+
+const std::string& ClusterSpec::coordinator_address() const {
+  return has_chief_job() ? address(kChiefJob, 0) : address(kWorkerJob, 0);
+}
+
 std::string ClusterSpec::ToJson() const {
   Json out = Json::object();
   for (const auto& [job, addresses] : jobs_) out[job] = addresses;
@@ -233,16 +239,13 @@ absl::Status ReadJob(absl::string_view source, const std::string& job, const Jso
   return absl::OkStatus();
 }
 
-// Exactly one chief, at least one ps and one worker.
+// At most one chief (none: TensorFlow 1.x's layout, worker 0 is the chief), at least one ps
+// and one worker.
 absl::Status CheckJobCounts(absl::string_view source, JobAddresses& jobs) {
-  if (!jobs.count(kChiefJob)) {
+  if (const auto chief = jobs.find(kChiefJob); chief != jobs.end() && chief->second.size() != 1) {
     return absl::InvalidArgumentError(
-        absl::StrCat(source, ": no chief job: the spec needs \"chief\": [\"host:port\"]"));
-  }
-  const int chiefs = static_cast<int>(jobs[kChiefJob].size());
-  if (chiefs != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source, ": job \"chief\" must have exactly 1 task, has ", chiefs));
+        absl::StrCat(source, ": job \"chief\" must have exactly 1 task, has ", chief->second.size(),
+                     " (or leave it out: worker 0 is then the chief, as in TensorFlow 1.x)"));
   }
   if (!jobs.count(kPsJob) || jobs[kPsJob].empty()) {
     return absl::InvalidArgumentError(
@@ -347,13 +350,14 @@ absl::StatusOr<ClusterSpec> ClusterSpecFromHosts(const std::vector<HostsFlag>& f
     return absl::InvalidArgumentError(
         absl::StrCat(source, ": no --worker_hosts: give it with --ps_hosts (host:port,...)"));
   }
-  if (!jobs.count(kChiefJob)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source, ": no --chief_hosts (or --master_hosts): give the chief's host:port"));
-  }
   FULCRUM_RETURN_IF_ERROR(CheckJobCounts(source, jobs));
   FULCRUM_RETURN_IF_ERROR(CheckDistinctAddresses(source, jobs));
   return ClusterSpec(std::move(jobs));
+}
+
+const std::string& TaskConfig::address() const {
+  if (job_name == kChiefJob && !cluster.has_chief_job()) return cluster.coordinator_address();
+  return cluster.address(job_name, task_index);
 }
 
 std::string TaskConfig::task_name() const { return absl::StrCat(job_name, ":", task_index); }

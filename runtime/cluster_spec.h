@@ -31,6 +31,12 @@ class ClusterSpec {
   int num_tasks(absl::string_view job) const;  // 0 for a job the spec lacks
   // "host:port" of task `index` of `job`; the caller checks the index (ResolveTask does).
   const std::string& address(absl::string_view job, int index) const;
+  // True when the spec has a chief (or master) job. Without one (TensorFlow 1.x's layout)
+  // worker 0 is the chief: it runs the coordinator in-process, on its own address, while it
+  // trains (worker/main.cc).
+  bool has_chief_job() const;
+  // Where the coordinator (chief:0) listens: the chief's address, else worker 0's.
+  const std::string& coordinator_address() const;
   // {"chief": [...], "ps": [...], "worker": [...]}
   std::string ToJson() const;
 
@@ -38,9 +44,10 @@ class ClusterSpec {
   std::map<std::string, std::vector<std::string>> jobs_;
 };
 
-// Parses and validates a spec: a JSON object whose keys are chief (exactly one task), ps and
-// worker (at least one each), each a list of "host:port" strings (host non-empty, "[v6]"
-// allowed; port 1–65535), no address used twice. `source` names the text in errors.
+// Parses and validates a spec: a JSON object whose keys are chief (one task, optional: without
+// it worker 0 is the chief, as in TensorFlow 1.x), ps and worker (at least one each), each a list
+// of "host:port" strings (host non-empty, "[v6]" allowed; port 1–65535), no address used twice.
+// `source` names the text in errors.
 absl::StatusOr<ClusterSpec> ParseClusterSpec(absl::string_view json, absl::string_view source);
 
 // Splits "host:port"; InvalidArgument when malformed. "[::1]:80" gives host "::1".
@@ -55,7 +62,8 @@ struct TaskConfig {
 
   std::string task_name() const;  // "worker:1"
   std::string dir_name() const;   // "worker-1" (its run sub-folder)
-  const std::string& address() const { return cluster.address(job_name, task_index); }
+  // This task's host:port; chief:0 of a spec without a chief job is at worker 0's.
+  const std::string& address() const;
 };
 
 // One of TensorFlow 1.x's host flags: --ps_hosts=h:p,h:p gives job "ps" two tasks.

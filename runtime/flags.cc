@@ -748,6 +748,17 @@ absl::StatusOr<ClusterOptions> ClusterOptionsFromFlags(absl::string_view default
   return o;
 }
 
+absl::StatusOr<ClusterOptions> EmbeddedChiefOptions(const ClusterOptions& worker0) {
+  ClusterOptions o = worker0;
+  o.task.job_name = kChiefJob;
+  o.task.task_index = 0;
+  const SecurityFlags security{absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
+                               absl::GetFlag(FLAGS_tls_ca), absl::GetFlag(FLAGS_auth_token_file)};
+  FULCRUM_ASSIGN_OR_RETURN(
+      o.security, TransportSecurity::Load(security, o.task.task_name(), o.task.dir_name()));
+  return o;
+}
+
 absl::StatusOr<TaskOptions> TaskOptionsFromFlags(absl::string_view default_job) {
   TaskOptions o;
   FULCRUM_ASSIGN_OR_RETURN(o.training, ReadTrainingOptions(default_job != kPsJob));

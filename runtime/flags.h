@@ -164,6 +164,12 @@ bool ClusterRequested();
 // `default_job`; InvalidArgument names the flag, file or TF_CONFIG and what is wrong.
 absl::StatusOr<ClusterOptions> ClusterOptionsFromFlags(absl::string_view default_job);
 
+// The options of the chief that worker 0 runs in-process when the spec has no chief job
+// (TensorFlow 1.x's layout): `worker0`'s, as task chief:0 (listening at worker 0's address),
+// with the security flags loaded for chief:0 ("{task}" = chief-0). InvalidArgument as
+// ClusterOptionsFromFlags.
+absl::StatusOr<ClusterOptions> EmbeddedChiefOptions(const ClusterOptions& worker0);
+
 // The settings every task of a cluster must agree on, one "name=value" per line, in a
 // fixed order. The chief refuses a task whose fingerprint differs (naming the settings).
 std::string ConfigFingerprint(const TrainingOptions& training, const ClusterOptions& cluster);

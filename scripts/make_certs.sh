@@ -42,6 +42,9 @@ for job in ("chief", "ps", "worker"):
     given = spec.get(job, spec.get("master", [])) if job == "chief" else spec.get(job, [])
     for i in range(len(given) if isinstance(spec, dict) else 0):
         print(f"{job}:{i}")
+# No chief job (TensorFlow 1.x): worker 0 also runs chief:0, with that identity.
+if isinstance(spec, dict) and not spec.get("chief") and not spec.get("master") and spec.get("worker"):
+    print("chief:0")
 ' "$spec" 2>/dev/null)
 if ((${#tasks[@]} == 0)); then
   echo "make_certs: '$spec' is not a cluster spec (JSON with chief, ps and worker lists)" >&2

@@ -9,7 +9,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/files.h"
-#include "base/logging.h"
 #include "base/status_macros.h"
 #include "data/batcher.h"
 #include "data/load.h"
@@ -128,7 +127,6 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c,
                               const runtime::ProfileFlags& profile) {
   const absl::Time process_start = absl::Now();
   const absl::Time startup_deadline = process_start + c.startup_timeout;
-  InitLogging(c.task.task_name());
   runtime::SetKeepaliveTimeout(c.step_timeout);  // a ps stalled for less is waited for
   c.security.LogMode(c.task.task_name());
   FULCRUM_RETURN_IF_ERROR(ComputeDevices(t).status());
@@ -163,7 +161,7 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c,
   // The summary waits for a chief that restarts (and takes the job over) as heartbeats do.
   chief_options.report = std::max(chief_options.report, c.heartbeat_timeout);
   chief_options.security = c.security;
-  runtime::GrpcCoordinatorClient chief(MyTask(c), c.task.cluster.address(runtime::kChiefJob, 0),
+  runtime::GrpcCoordinatorClient chief(MyTask(c), c.task.cluster.coordinator_address(),
                                        chief_options);
   chief.set_observer(prof.get());
   FULCRUM_ASSIGN_OR_RETURN(const std::filesystem::path task_dir,

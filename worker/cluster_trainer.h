@@ -15,6 +15,7 @@ namespace fulcrum::worker {
 // Bad input (flags, data, a configuration the chief refuses) is InvalidArgument/NotFound
 // (exit 2); a chief or PS that never answers is DeadlineExceeded/Unavailable (exit 1).
 // `profile` says what the built-in profiler samples and writes into the task's folder.
+// Logging is the caller's (InitLogging in main).
 absl::Status RunClusterWorker(const runtime::TrainingOptions& training,
                               const runtime::ClusterOptions& cluster,
                               const runtime::ProfileFlags& profile);

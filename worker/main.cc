@@ -1,10 +1,17 @@
-// worker: one training replica. With a cluster (--cluster_spec or TF_CONFIG) it trains as
-// worker <task_index> of the cluster; without one it trains alone (single mode).
+// worker: one training replica. With a cluster (--cluster_spec, the host flags or TF_CONFIG)
+// it trains as worker <task_index> of the cluster; without one it trains alone (single mode).
+// Worker 0 of a spec without a chief job (TensorFlow 1.x's layout, where worker 0 is the
+// chief) also runs the chief, in a thread of this process, on its own address.
+#include <atomic>
+#include <thread>
+
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "base/exit_code.h"
 #include "base/logging.h"
 #include "base/malloc.h"
 #include "base/signals.h"
+#include "chief/chief_task.h"
 #include "chief/report.h"
 #include "runtime/flags.h"
 #include "spdlog/spdlog.h"
@@ -38,6 +45,55 @@ int RunSingleMode(const fulcrum::runtime::TrainingOptions& options,
   return fulcrum::kExitOk;
 }
 
+int ExitCodeOf(const absl::Status& status) {
+  if (!status.ok()) {
+    spdlog::error("{}", status.ToString());
+    return fulcrum::ExitCodeForStatus(status);
+  }
+  return fulcrum::ExitCodeAfterStopSignal(fulcrum::kExitOk);
+}
+
+// Worker 0 that is also the chief: the chief's logic in a thread (it serves the coordinator at
+// this task's address, so the other tasks find it there, and writes chief-0/ and the report),
+// the training here. The exit code is the run's: the chief's error first (it names the cause
+// of a failed run), else the worker's.
+int RunWorkerAndChief(const fulcrum::runtime::TaskOptions& options) {
+  auto chief_cluster = fulcrum::runtime::EmbeddedChiefOptions(options.cluster);
+  if (!chief_cluster.ok()) return fulcrum::runtime::ReportBadFlags(chief_cluster.status());
+  fulcrum::InitLogging("worker:0+chief:0");
+  spdlog::info("no chief job in {}: worker:0 is also the chief (coordinator on {})",
+               options.cluster.task.source, options.cluster.task.address());
+  // The chief's profiler samples this same process; worker:0's endpoint serves /metrics.
+  fulcrum::runtime::ProfileFlags chief_profile = options.profile;
+  chief_profile.metrics_port = -1;
+  absl::Mutex mu;
+  absl::Status worker_status;  // guarded by mu once the worker has finished
+  std::atomic<bool> worker_failed{false};
+  fulcrum::chief::ChiefHooks hooks;
+  hooks.local_worker = [&]() -> absl::Status {
+    if (!worker_failed.load()) return absl::OkStatus();
+    absl::MutexLock lock(&mu);
+    return worker_status;
+  };
+  absl::Status chief_status;
+  std::thread chief([&] {
+    chief_status = fulcrum::chief::RunChief(options.training, *chief_cluster, chief_profile, hooks);
+  });
+  const absl::Status trained =
+      fulcrum::worker::RunClusterWorker(options.training, options.cluster, options.profile);
+  {
+    absl::MutexLock lock(&mu);
+    worker_status = trained;
+  }
+  worker_failed = !trained.ok();
+  chief.join();
+  if (!chief_status.ok()) {
+    if (!trained.ok()) spdlog::error("worker:0: {}", trained.ToString());
+    return ExitCodeOf(chief_status);
+  }
+  return ExitCodeOf(trained);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -58,11 +114,9 @@ int main(int argc, char** argv) {
   }
   auto options = fulcrum::runtime::TaskOptionsFromFlags("worker");
   if (!options.ok()) return fulcrum::runtime::ReportBadFlags(options.status());
-  const absl::Status status =
-      fulcrum::worker::RunClusterWorker(options->training, options->cluster, options->profile);
-  if (!status.ok()) {
-    spdlog::error("{}", status.ToString());
-    return fulcrum::ExitCodeForStatus(status);
-  }
-  return fulcrum::ExitCodeAfterStopSignal(fulcrum::kExitOk);
+  const fulcrum::runtime::TaskConfig& task = options->cluster.task;
+  if (!task.cluster.has_chief_job() && task.task_index == 0) return RunWorkerAndChief(*options);
+  fulcrum::InitLogging(task.task_name());
+  return ExitCodeOf(
+      fulcrum::worker::RunClusterWorker(options->training, options->cluster, options->profile));
 }

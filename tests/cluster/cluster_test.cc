@@ -352,6 +352,85 @@ TEST(ClusterHostFlagsTest, HostFlagsClusterTrainsToItsReport) {
       << c.Logs();
 }
 
+// TensorFlow 1.x's layout (issue 13): a spec of ps and worker only, as the classic scripts give
+// it (--ps_hosts/--worker_hosts, no chief). Worker 0 is also the chief: it coordinates the run
+// in-process on its own address while it trains, and writes chief-0/ and report.json as a
+// chief does. Held to the chief layout's result for the same seed, steps and sync mode.
+TEST(ClusterTf1LayoutTest, WorkerZeroIsTheChiefAndTrainsLikeTheChiefLayout) {
+  if (!HaveData()) GTEST_SKIP() << "the dataset-fashion-mnist package is not installed";
+  const fs::path dir = FreshDir("cluster_tf1_layout");
+  const std::vector<std::string> common = {
+      "--model=logreg",       "--batch_size=128", "--learning_rate=0.05", "--train_steps=300",
+      "--mode=sync",          "--seed=7",         "--eval_every=100",     "--threads=1",
+      "--startup_timeout=60", "--profile=off"};
+  auto with = [&](std::vector<std::string> flags) {
+    flags.insert(flags.end(), common.begin(), common.end());
+    return flags;
+  };
+
+  // The chief layout, from a spec file.
+  const fs::path chief_dir = dir / "chief_layout";
+  fs::create_directories(chief_dir);
+  const std::string spec = WriteLocalSpec(chief_dir / "spec.json", 1, 2);
+  LocalCluster layout(chief_dir);
+  layout.StartAll(1, 2,
+                  with({absl::StrCat("--cluster_spec=", spec),
+                        absl::StrCat("--run_dir=", (chief_dir / "run").string())}));
+  layout.WaitAll(std::chrono::seconds(300));
+  for (const auto& t : layout.tasks()) ASSERT_EQ(t.exit_code, 0) << t.name() << layout.Logs();
+  const nlohmann::json expected = ReadJson(chief_dir / "run" / "report.json");
+  ASSERT_TRUE(expected.is_object()) << layout.Logs();
+
+  // TensorFlow 1.x's: ps and workers only, from the host flags.
+  const fs::path tf_dir = dir / "tf1_layout";
+  fs::create_directories(tf_dir);
+  const std::string worker_hosts =
+      absl::StrCat("127.0.0.1:", testing::FreePort(), ",127.0.0.1:", testing::FreePort());
+  const std::vector<std::string> tf_flags =
+      with({absl::StrCat("--ps_hosts=127.0.0.1:", testing::FreePort()),
+            absl::StrCat("--worker_hosts=", worker_hosts),
+            absl::StrCat("--run_dir=", (tf_dir / "run").string())});
+  LocalCluster tf1(tf_dir);
+  tf1.Start("ps", 0, tf_flags);
+  tf1.Start("worker", 1, tf_flags);  // before the chief is up: it waits for worker 0
+  tf1.Start("worker", 0, tf_flags);
+  tf1.WaitAll(std::chrono::seconds(300));
+  for (const auto& t : tf1.tasks()) ASSERT_EQ(t.exit_code, 0) << t.name() << tf1.Logs();
+  const nlohmann::json report = ReadJson(tf_dir / "run" / "report.json");
+  ASSERT_TRUE(report.is_object()) << tf1.Logs();
+  EXPECT_EQ(report["num_workers"], 2);
+  EXPECT_EQ(report["global_step"], 300);
+  EXPECT_EQ(report["stop_reason"], expected["stop_reason"]);
+  EXPECT_EQ(report["workers"].size(), 2u) << report.dump();
+  EXPECT_EQ(report["evals"].size(), expected["evals"].size());
+  for (const char* task : {"chief-0", "ps-0", "worker-0", "worker-1"}) {
+    EXPECT_TRUE(fs::exists(tf_dir / "run" / task / "summary.json")) << task << tf1.Logs();
+  }
+  EXPECT_NE(ReadFile(tf1.task("worker", 0).log).find("worker:0 is also the chief"),
+            std::string::npos)
+      << tf1.Logs();
+  // Sync SGD from the same seed applies the mean of the same two workers' gradients at every
+  // step in both layouts; only the order in which the ps sums the two (arrival order) differs,
+  // a float rounding of ~1e-7 relative per step. That moves a test prediction only where two
+  // classes' scores tie to that precision: a handful of the 10000 test images at most, so the
+  // accuracies agree within 0.003 (30 images); a layout that trained differently (a worker
+  // missing, another step count or seed) is off by far more.
+  EXPECT_NEAR(report["final_test_accuracy"].get<double>(),
+              expected["final_test_accuracy"].get<double>(), 0.003)
+      << report["evals"].dump() << " vs " << expected["evals"].dump();
+  EXPECT_NEAR(report["final_test_loss"].get<double>(), expected["final_test_loss"].get<double>(),
+              1e-3);
+
+  // The chief binary is not part of that layout, and says so.
+  const RunResult chief =
+      RunBinary("chief",
+                {absl::StrCat("--ps_hosts=127.0.0.1:", testing::FreePort()),
+                 absl::StrCat("--worker_hosts=", worker_hosts), "--train_steps=10"},
+                60);
+  EXPECT_EQ(chief.exit_code, 2) << chief.output;
+  EXPECT_NE(chief.output.find("worker 0 is the chief"), std::string::npos) << chief.output;
+}
+
 // The chief owns the run directory (issue 13): a new job on a folder holding a finished run's
 // report or final summaries is refused at once (exit 2, naming the folder and --overwrite)
 // before any task learns the folder, and the records stay; partial summaries (a crashed or
@@ -700,7 +779,10 @@ TEST_P(BadSpecTest, EveryBinaryRefusesWithExitCode2) {
 INSTANTIATE_TEST_SUITE_P(
     Specs, BadSpecTest,
     ::testing::Values(
-        BadSpec{"missing_chief", R"({"ps": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"]})", "chief"},
+        BadSpec{"two_chiefs",
+                R"({"chief": ["127.0.0.1:1", "127.0.0.1:4"], "ps": ["127.0.0.1:2"],
+                    "worker": ["127.0.0.1:3"]})",
+                "exactly 1"},
         BadSpec{"no_worker", R"({"chief": ["127.0.0.1:1"], "ps": ["127.0.0.1:2"]})", "no worker"},
         BadSpec{"malformed_address",
                 R"({"chief": ["127.0.0.1:1"], "ps": ["127.0.0.1"], "worker": ["127.0.0.1:3"]})",

@@ -214,12 +214,25 @@ TEST(ParseClusterSpecTest, JobNotAListOfStrings) {
   }
 }
 
-TEST(ParseClusterSpecTest, ChiefMissingOrNotExactlyOne) {
-  {
-    const absl::Status s = ParseError(R"({"ps": ["h:2"], "worker": ["h:3"]})");
-    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_THAT(std::string(s.message()), AllOf(HasSubstr("specs/x.json"), HasSubstr("chief")));
-  }
+// TensorFlow 1.x's layout: no chief job, worker 0 is the chief (and the coordinator listens
+// on its address).
+TEST(ParseClusterSpecTest, WithoutAChiefWorkerZeroIsTheChief) {
+  auto spec = ParseClusterSpec(R"({"ps": ["h:2"], "worker": ["h:3", "h:4"]})", "specs/x.json");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_FALSE(spec->has_chief_job());
+  EXPECT_EQ(spec->coordinator_address(), "h:3");
+  EXPECT_EQ(spec->ToJson(), R"({"ps":["h:2"],"worker":["h:3","h:4"]})");
+  TaskConfig chief;
+  chief.cluster = *spec;
+  chief.job_name = "chief";
+  EXPECT_EQ(chief.address(), "h:3");
+  auto with_chief = ParseClusterSpec(kGoodSpec, "good");
+  ASSERT_TRUE(with_chief.ok());
+  EXPECT_TRUE(with_chief->has_chief_job());
+  EXPECT_EQ(with_chief->coordinator_address(), with_chief->address("chief", 0));
+}
+
+TEST(ParseClusterSpecTest, ChiefNotExactlyOne) {
   for (const char* chiefs : {"[]", R"(["h:1", "h:4"])"}) {
     const absl::Status s =
         ParseError(absl::StrCat(R"({"chief": )", chiefs, R"(, "ps": ["h:2"], "worker": ["h:3"]})"));
@@ -477,6 +490,17 @@ TEST(ResolveTaskTest, JobMismatchNamesTheRightBinary) {
                     HasSubstr("build/bin/chief")));
 }
 
+TEST(ResolveTaskTest, TheChiefBinaryOnASpecWithoutAChiefSaysWorkerZeroIsIt) {
+  const std::string path = WriteSpec(R"({"ps": ["h:2"], "worker": ["h:3"]})");
+  auto chief = ResolveTask(path, nullptr, "", -1, kChiefJob);
+  EXPECT_EQ(chief.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(
+      std::string(chief.status().message()),
+      AllOf(HasSubstr(path), HasSubstr("no chief job"), HasSubstr("worker 0 is the chief")));
+  auto worker = ResolveTask(path, nullptr, "", 0, kWorkerJob);
+  ASSERT_TRUE(worker.ok()) << worker.status();
+}
+
 TEST(ResolveTaskTest, UnknownJobName) {
   const std::string path = WriteSpec(kGoodSpec);
   auto task = ResolveTask(path, nullptr, "evaluator", -1, kWorkerJob);
@@ -527,6 +551,11 @@ TEST(ClusterSpecFromHostsTest, BuildsTheSpecTheFlagsDescribe) {
   auto master = ClusterSpecFromHosts(Hosts("", "h:2", "h:4", "h:1"));
   ASSERT_TRUE(master.ok()) << master.status();
   EXPECT_EQ(master->address("chief", 0), "h:1");
+  // As TensorFlow 1.x scripts give them: no chief, worker 0 is the chief.
+  auto tf1 = ClusterSpecFromHosts(Hosts("", "h:2", "h:4,h:5"));
+  ASSERT_TRUE(tf1.ok()) << tf1.status();
+  EXPECT_FALSE(tf1->has_chief_job());
+  EXPECT_EQ(tf1->coordinator_address(), "h:4");
 }
 
 TEST(ClusterSpecFromHostsTest, MalformedEntryNamesTheFlagAndTheEntry) {
