@@ -431,6 +431,39 @@ TEST(ClusterTf1LayoutTest, WorkerZeroIsTheChiefAndTrainsLikeTheChiefLayout) {
   EXPECT_NE(chief.output.find("worker 0 is the chief"), std::string::npos) << chief.output;
 }
 
+// Worker 0 that is also the chief and fails before it registers (here: its training files are
+// missing, the chief's test files are not) ends the run at once instead of leaving its chief
+// waiting out --startup_timeout: exit 2 naming the file, and the ps is shut down (exit 0).
+TEST(ClusterTf1LayoutTest, AFailedWorkerZeroEndsItsChiefAtOnce) {
+  if (!HaveData()) GTEST_SKIP() << "the dataset-fashion-mnist package is not installed";
+  const fs::path dir = FreshDir("cluster_tf1_worker0_fails");
+  const fs::path data = dir / "data";
+  fs::create_directories(data);
+  for (const char* file : {"t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"}) {
+    fs::create_symlink(fs::path(kFashionMnist) / file, data / file);
+  }
+  const std::vector<std::string> flags = {
+      absl::StrCat("--ps_hosts=127.0.0.1:", testing::FreePort()),
+      absl::StrCat("--worker_hosts=127.0.0.1:", testing::FreePort()),
+      absl::StrCat("--data_dir=", data.string()),
+      "--train_steps=50",
+      "--threads=1",
+      "--profile=off",
+      "--startup_timeout=100",
+      absl::StrCat("--run_dir=", (dir / "run").string())};
+  LocalCluster c(dir);
+  c.Start("ps", 0, flags);
+  c.Start("worker", 0, flags);
+  const auto started = std::chrono::steady_clock::now();
+  c.WaitAll(std::chrono::seconds(120));
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(60)) << c.Logs();
+  EXPECT_EQ(c.task("worker", 0).exit_code, 2) << c.Logs();
+  const std::string log = ReadFile(c.task("worker", 0).log);
+  EXPECT_NE(log.find("worker:0 (in this process) failed"), std::string::npos) << c.Logs();
+  EXPECT_NE(log.find((data / "train-").string()), std::string::npos) << c.Logs();
+  EXPECT_EQ(c.task("ps", 0).exit_code, 0) << c.Logs();
+}
+
 // The chief owns the run directory (issue 13): a new job on a folder holding a finished run's
 // report or final summaries is refused at once (exit 2, naming the folder and --overwrite)
 // before any task learns the folder, and the records stay; partial summaries (a crashed or
