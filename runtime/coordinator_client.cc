@@ -69,9 +69,13 @@ absl::StatusOr<pb::RegisterTaskResponse> GrpcCoordinatorClient::Register(
     }
     const absl::Time now = absl::Now();
     if (now >= deadline) {
-      return absl::DeadlineExceededError(
-          absl::StrCat(task_name_, ": chief:0 at ", target_,
-                       " did not answer before the start-up deadline: ", s.error_message()));
+      // ALREADY_EXISTS: the chief answers, but another process holds this task's name.
+      const bool refused = s.error_code() == grpc::StatusCode::ALREADY_EXISTS;
+      return absl::DeadlineExceededError(absl::StrCat(
+          task_name_, ": chief:0 at ", target_,
+          refused ? " still refused this task at the start-up deadline: "
+                  : " did not answer before the start-up deadline: ",
+          s.error_message()));
     }
     if (now >= next_log) {
       spdlog::info("waiting for chief:0 at {} ({})", target_, s.error_message());

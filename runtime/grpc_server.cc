@@ -89,8 +89,8 @@ bool SplitListenAddress(const std::string& address, std::string* host, std::stri
 }
 
 // Why nothing can listen on `address`, found with a plain bind() (gRPC says it only in its
-// log): "in use?" when the port is taken or the reason is unknown (the port came free since).
-std::string WhyCannotListen(const std::string& address) {
+// log): "in use?" when the port is taken; empty when it binds.
+std::string BindError(const std::string& address) {
   std::string host, port;
   if (!SplitListenAddress(address, &host, &port)) return kMalformed;
   addrinfo hints{};
@@ -111,12 +111,27 @@ std::string WhyCannotListen(const std::string& address) {
     close(fd);
   }
   freeaddrinfo(found);
-  if (error == 0 || error == EADDRINUSE) return "in use?";
+  if (error == 0) return "";
+  if (error == EADDRINUSE) return "in use?";
   if (error == EADDRNOTAVAIL) return "not an address of this host";
   return std::strerror(error);
 }
 
+// As BindError, after gRPC could not listen: "in use?" also when the reason is unknown (the
+// port came free since).
+std::string WhyCannotListen(const std::string& address) {
+  const std::string why = BindError(address);
+  return why.empty() ? "in use?" : why;
+}
+
 }  // namespace
+
+absl::Status CheckCanListen(const std::string& task_name, const std::string& address) {
+  const std::string why = BindError(address);
+  if (why.empty()) return absl::OkStatus();
+  return absl::UnavailableError(
+      absl::StrCat(task_name, " cannot listen on ", address, " (", why, ")"));
+}
 
 absl::StatusOr<StartedServer> StartGrpcServer(const std::string& task_name,
                                               const std::vector<std::string>& addresses,

@@ -46,4 +46,10 @@ absl::StatusOr<StartedServer> StartGrpcServer(const std::string& task_name,
                                               std::initializer_list<grpc::Service*> services,
                                               const TransportSecurity& security = {});
 
+// Whether a server could listen on `address` now, by a plain bind() that is released at once:
+// OK, or StartGrpcServer's Unavailable error for it ("ps:0 cannot listen on ... (in use?)").
+// A check before work that would otherwise run before the server starts (another process may
+// still take the port in between; StartGrpcServer then fails as usual).
+absl::Status CheckCanListen(const std::string& task_name, const std::string& address);
+
 }  // namespace fulcrum::runtime

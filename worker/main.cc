@@ -14,6 +14,7 @@
 #include "chief/chief_task.h"
 #include "chief/report.h"
 #include "runtime/flags.h"
+#include "runtime/grpc_server.h"
 #include "spdlog/spdlog.h"
 #include "worker/cluster_trainer.h"
 #include "worker/single_trainer.h"
@@ -61,6 +62,13 @@ int RunWorkerAndChief(const fulcrum::runtime::TaskOptions& options) {
   auto chief_cluster = fulcrum::runtime::EmbeddedChiefOptions(options.cluster);
   if (!chief_cluster.ok()) return fulcrum::runtime::ReportBadFlags(chief_cluster.status());
   fulcrum::InitLogging("worker:0+chief:0");
+  // The worker would otherwise wait out --startup_timeout for a coordinator that cannot start
+  // (or register with whatever holds the port).
+  if (const absl::Status free = fulcrum::runtime::CheckCanListen(chief_cluster->task.task_name(),
+                                                                 chief_cluster->task.address());
+      !free.ok()) {
+    return ExitCodeOf(free);
+  }
   spdlog::info("no chief job in {}: worker:0 is also the chief (coordinator on {})",
                options.cluster.task.source, options.cluster.task.address());
   // The chief's profiler samples this same process; worker:0's endpoint serves /metrics.

@@ -5,6 +5,10 @@
 // accounts for every other push. One compute thread per process (CTest runs two at once).
 #include "tests/testing/cluster.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -464,6 +468,35 @@ TEST(ClusterTf1LayoutTest, AFailedWorkerZeroEndsItsChiefAtOnce) {
   EXPECT_EQ(c.task("ps", 0).exit_code, 0) << c.Logs();
 }
 
+// Worker 0 that is also the chief, on an address another process holds: one line naming the
+// task, the address and "in use", at once (exit 1, as for the chief's and the ps's own port).
+TEST(ClusterTf1LayoutTest, WorkerZerosAddressInUseIsOneLineAtOnce) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(fd, 4), 0);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::string address = absl::StrCat("127.0.0.1:", ntohs(addr.sin_port));
+  const auto started = std::chrono::steady_clock::now();
+  const RunResult r =
+      RunBinary("worker",
+                {absl::StrCat("--ps_hosts=127.0.0.1:", testing::FreePort()),
+                 absl::StrCat("--worker_hosts=", address), "--task_index=0", "--train_steps=10",
+                 "--dataset=synthetic", "--profile=off", "--startup_timeout=60"},
+                60);
+  ::close(fd);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(20));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find(absl::StrCat("chief:0 cannot listen on ", address, " (in use?)")),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("grpc"), std::string::npos) << r.output;
+}
+
 // The chief owns the run directory (issue 13): a new job on a folder holding a finished run's
 // report or final summaries is refused at once (exit 2, naming the folder and --overwrite)
 // before any task learns the folder, and the records stay; partial summaries (a crashed or
@@ -541,6 +574,44 @@ TEST(ClusterFailureTest, MismatchedWorkerFlagsAreRefusedByName) {
             std::string::npos)
       << cluster.Logs();
   EXPECT_EQ(cluster.task("ps", 0).exit_code, 0) << cluster.Logs();
+}
+
+// Two processes started as the same worker (issue 13): the second is refused by name while
+// the first is heard from, and gives up at its start-up deadline with one line saying so and
+// where the first runs (exit 1); the run goes on with the first.
+TEST(ClusterFailureTest, ASecondProcessAsTheSameWorkerIsRefusedByName) {
+  const fs::path dir = FreshDir("cluster_duplicate_worker");
+  const std::string spec = WriteLocalSpec(dir / "spec.json", 1, 1);
+  const std::vector<std::string> flags = {absl::StrCat("--cluster_spec=", spec),
+                                          "--model=logreg",
+                                          "--dataset=synthetic",
+                                          "--train_steps=400000",
+                                          "--eval_every=0",
+                                          "--threads=1",
+                                          "--profile=off",
+                                          absl::StrCat("--run_dir=", (dir / "run").string())};
+  LocalCluster c(dir);
+  c.StartAll(1, 1, flags);
+  ASSERT_TRUE(c.WaitForLog("chief", 0, "training starts", std::chrono::seconds(60))) << c.Logs();
+  std::vector<std::string> second = flags;
+  second.insert(second.end(), {"--job_name=worker", "--task_index=0", "--startup_timeout=4"});
+  const RunResult r = RunBinary("worker", second, 60);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("still refused this task at the start-up deadline: worker:0 is "
+                          "already registered from "),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("is a second task started as worker:0?"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("(--startup_timeout=4s)"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("did not answer"), std::string::npos) << r.output;
+  c.Signal("chief", 0, SIGTERM);  // the first worker trained on meanwhile
+  c.WaitAll(std::chrono::seconds(120));
+  EXPECT_EQ(c.task("chief", 0).exit_code, 128 + SIGTERM) << c.Logs();  // as signalled
+  EXPECT_EQ(c.task("worker", 0).exit_code, 0) << c.Logs();
+  EXPECT_EQ(c.task("ps", 0).exit_code, 0) << c.Logs();
+  EXPECT_NE(ReadFile(c.task("chief", 0).log).find("refused: already registered from"),
+            std::string::npos)
+      << c.Logs();
 }
 
 // A worker whose chief never comes up gives up after --startup_timeout, saying whom it
