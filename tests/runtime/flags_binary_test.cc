@@ -196,7 +196,8 @@ TEST(FlagsBinaryTest, ValidationErrorsAfterParsingStillExitTwo) {
 }
 
 // A single-mode worker owns its --run_dir: a folder holding a finished run is refused (exit 2,
-// naming the folder and --overwrite) and its records stay; --overwrite replaces them.
+// naming the folder, its report.json and --overwrite) and its records stay; --overwrite
+// replaces them.
 TEST(FlagsBinaryTest, ReusedRunDirIsRefusedUnlessOverwrite) {
   const fs::path run_dir = FreshDir("flags_reused_run_dir") / "run";
   const std::vector<std::string> first =
@@ -212,7 +213,7 @@ TEST(FlagsBinaryTest, ReusedRunDirIsRefusedUnlessOverwrite) {
       120);
   EXPECT_EQ(again.exit_code, 2) << again.output;
   for (const std::string& needle :
-       {"--run_dir=" + run_dir.string(), std::string("summary.json"),
+       {"--run_dir=" + run_dir.string(), std::string("report.json"),
         std::string("already holds a finished run"), std::string("--overwrite")}) {
     EXPECT_TRUE(Contains(again.output, needle)) << needle << "\n" << again.output;
   }
