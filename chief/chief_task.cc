@@ -70,6 +70,9 @@ void WriteRunTrace(const runtime::ClusterSpec& cluster, const std::filesystem::p
   for (const auto& [job, addresses] : cluster.jobs()) {
     for (int i = 0; i < static_cast<int>(addresses.size()); ++i) tasks.push_back({job, i});
   }
+  // Without a chief job, worker 0 runs chief:0 (TensorFlow 1.x's layout), with its own folder;
+  // first, as in a spec with a chief.
+  if (!cluster.has_chief_job()) tasks.insert(tasks.begin(), {runtime::kChiefJob, 0});
   const std::filesystem::path out = run_dir / "run_trace.json";
   absl::StatusOr<profiler::TraceMergeResult> merged =
       profiler::MergeRunTrace(run_dir.string(), tasks, out.string());

@@ -364,9 +364,9 @@ TEST(ClusterTf1LayoutTest, WorkerZeroIsTheChiefAndTrainsLikeTheChiefLayout) {
   if (!HaveData()) GTEST_SKIP() << "the dataset-fashion-mnist package is not installed";
   const fs::path dir = FreshDir("cluster_tf1_layout");
   const std::vector<std::string> common = {
-      "--model=logreg",       "--batch_size=128", "--learning_rate=0.05", "--train_steps=300",
-      "--mode=sync",          "--seed=7",         "--eval_every=100",     "--threads=1",
-      "--startup_timeout=60", "--profile=off"};
+      "--model=logreg",    "--batch_size=128", "--learning_rate=0.05",
+      "--train_steps=300", "--mode=sync",      "--seed=7",
+      "--eval_every=100",  "--threads=1",      "--startup_timeout=60"};
   auto with = [&](std::vector<std::string> flags) {
     flags.insert(flags.end(), common.begin(), common.end());
     return flags;
@@ -378,7 +378,7 @@ TEST(ClusterTf1LayoutTest, WorkerZeroIsTheChiefAndTrainsLikeTheChiefLayout) {
   const std::string spec = WriteLocalSpec(chief_dir / "spec.json", 1, 2);
   LocalCluster layout(chief_dir);
   layout.StartAll(1, 2,
-                  with({absl::StrCat("--cluster_spec=", spec),
+                  with({absl::StrCat("--cluster_spec=", spec), "--profile=off",
                         absl::StrCat("--run_dir=", (chief_dir / "run").string())}));
   layout.WaitAll(std::chrono::seconds(300));
   for (const auto& t : layout.tasks()) ASSERT_EQ(t.exit_code, 0) << t.name() << layout.Logs();
@@ -410,6 +410,8 @@ TEST(ClusterTf1LayoutTest, WorkerZeroIsTheChiefAndTrainsLikeTheChiefLayout) {
   for (const char* task : {"chief-0", "ps-0", "worker-0", "worker-1"}) {
     EXPECT_TRUE(fs::exists(tf_dir / "run" / task / "summary.json")) << task << tf1.Logs();
   }
+  // The in-process chief's trace is merged first, as a chief process's is.
+  ExpectRunTrace(tf_dir / "run", {"chief-0", "ps-0", "worker-0", "worker-1"});
   EXPECT_NE(ReadFile(tf1.task("worker", 0).log).find("worker:0 is also the chief"),
             std::string::npos)
       << tf1.Logs();

@@ -220,6 +220,26 @@ TEST_F(LocalClusterScriptTest, ATf1SpecWithAMasterJobRuns) {
   EXPECT_TRUE(fs::exists(dir / "run" / "report.json")) << ReadFile(log);
 }
 
+// A TensorFlow 1.x spec of ps and workers only: the script starts them, worker 0 is the chief
+// and writes the report.
+TEST_F(LocalClusterScriptTest, ATf1SpecWithoutAChiefRuns) {
+  const fs::path dir = FreshDir("local_cluster_no_chief");
+  const fs::path spec = dir / "spec.json";
+  std::ofstream(spec) << absl::StrCat(R"({"ps": ["127.0.0.1:)", testing::FreePort(),
+                                      R"("], "worker": ["127.0.0.1:)", testing::FreePort(),
+                                      R"(", "127.0.0.1:)", testing::FreePort(), R"("]})");
+  const fs::path log = dir / "out.log";
+  const pid_t pid = StartScript(
+      {spec.string(), "--model=logreg", "--train_steps=100", "--threads=1", "--eval_every=0",
+       "--profile=off", absl::StrCat("--run_dir=", (dir / "run").string())},
+      log);
+  EXPECT_EQ(WaitFor(pid, std::chrono::seconds(120)), 0) << ReadFile(log);
+  EXPECT_EQ(ReadFile(log).find("[chief:0] "), std::string::npos) << ReadFile(log);
+  EXPECT_NE(ReadFile(log).find("worker:0 is also the chief"), std::string::npos) << ReadFile(log);
+  EXPECT_TRUE(fs::exists(dir / "run" / "report.json")) << ReadFile(log);
+  EXPECT_TRUE(fs::exists(dir / "run" / "chief-0" / "summary.json")) << ReadFile(log);
+}
+
 TEST(LocalClusterScriptBadInputTest, MissingSpecExitsTwo) {
   const fs::path dir = FreshDir("local_cluster_bad");
   const fs::path log = dir / "out.log";
