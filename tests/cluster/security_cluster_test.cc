@@ -186,6 +186,46 @@ TEST_F(SecurityClusterTest, AClusterTrainsWithMutualTlsAndAToken) {
   EXPECT_EQ(report["global_step"], 20) << report.dump();
 }
 
+// TensorFlow 1.x's layout (no chief job): make_certs.sh also makes chief:0's certificate, and
+// worker 0 runs the chief with that identity, so the run is secured end to end.
+TEST_F(SecurityClusterTest, WorkerZeroAsTheChiefRunsWithMutualTls) {
+  const fs::path dir = FreshDir("security_tf1_layout");
+  const fs::path spec = dir / "spec.json";
+  std::ofstream(spec) << absl::StrCat(R"({"ps": ["127.0.0.1:)", testing::FreePort(),
+                                      R"("], "worker": ["127.0.0.1:)", testing::FreePort(),
+                                      R"(", "127.0.0.1:)", testing::FreePort(), R"("]})");
+  MakeCerts(spec, dir / "certs");
+  ASSERT_TRUE(fs::exists(dir / "certs" / "chief-0.pem"));
+  std::vector<std::string> flags = {absl::StrCat("--cluster_spec=", spec.string()),
+                                    "--model=logreg",
+                                    "--dataset=synthetic",
+                                    "--synthetic_examples=2000",
+                                    "--train_steps=20",
+                                    "--mode=sync",
+                                    "--eval_every=0",
+                                    "--threads=1",
+                                    "--profile=off",
+                                    absl::StrCat("--run_dir=", (dir / "run").string())};
+  for (const std::string& f : SecurityFlags(dir / "certs")) flags.push_back(f);
+  LocalCluster cluster(dir);
+  cluster.Start("ps", 0, flags);
+  cluster.Start("worker", 0, flags);
+  cluster.Start("worker", 1, flags);
+  cluster.WaitAll(std::chrono::seconds(60));
+  for (const auto& t : cluster.tasks()) EXPECT_EQ(t.exit_code, 0) << t.name() << cluster.Logs();
+  EXPECT_THAT(ReadFile(dir / "worker-0.log"),
+              HasSubstr("chief:0: RPCs use mutual TLS (peers identified by their certificate's "
+                        "name) and the --auth_token_file token"));
+  for (const char* log : {"ps-0.log", "worker-0.log", "worker-1.log"}) {
+    EXPECT_THAT(ReadFile(dir / log), Not(HasSubstr("unauthenticated and unencrypted"))) << log;
+  }
+  const nlohmann::json report =
+      nlohmann::json::parse(ReadFile(dir / "run" / "report.json"), nullptr, false);
+  ASSERT_TRUE(report.is_object()) << cluster.Logs();
+  EXPECT_EQ(report["global_step"], 20) << report.dump();
+  EXPECT_EQ(report["workers"].size(), 2u) << report.dump();
+}
+
 TEST_F(SecurityClusterTest, ACallWithoutTheRightTokenIsRefusedAndChangesNothing) {
   const std::string address = StartPs("security_token");
   const pb::StatsResponse before = Stats();
