@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -19,7 +20,9 @@
 #include "ops/tensor.h"
 #include "profiler/profiler.h"
 #include "profiler/sampler.h"
+#include "profiler/csv_sink.h"
 #include "profiler/tfevents.h"
+#include "profiler/trace_sink.h"
 
 namespace fulcrum {
 namespace {
@@ -102,6 +105,65 @@ void BM_Sample(benchmark::State& state) {
   for (std::thread& t : idle) t.join();
 }
 BENCHMARK(BM_Sample)->Arg(0)->Arg(32);
+
+// One rewrite of a worker's records (what --profile_flush_secs does every 5 s, and the end of
+// the run once): steps.csv, samples.csv and trace.json for `steps` steps with 15 chunk RPCs each
+// (mlp's chunk count; the trace keeps at most 100000 RPCs) and a sample per 100 steps. Its cost
+// grows with the run; it runs on the sampler's thread.
+void BM_RewriteRecords(benchmark::State& state) {
+  profiler::TraceInput in;
+  in.job = "worker";
+  const int64_t steps = state.range(0);
+  const int64_t t0 = 1'700'000'000'000'000;
+  for (int64_t i = 0; i < steps; ++i) {
+    profiler::StepRecord r;
+    r.step = i + 1;
+    r.global_step = i + 1;
+    r.examples = 256;
+    r.loss = 0.5;
+    r.begin_unix_us = t0 + i * 1750;
+    r.wall_ms = 1.7;
+    r.data_ms = 0.1;
+    r.forward_ms = 0.5;
+    r.backward_ms = 0.6;
+    r.push_ms = 0.4;
+    in.steps.push_back(r);
+    for (int c = 0; c < 15; ++c) {
+      in.rpc_spans.push_back({"ps-0", "PushPull", r.begin_unix_us + 1200, 400});
+    }
+    if (i % 100 == 0) {
+      profiler::SystemSample s;
+      s.unix_micros = r.begin_unix_us;
+      profiler::InterfaceSample lo;
+      lo.name = "lo";
+      lo.loopback = true;
+      lo.rx_bytes = lo.tx_bytes = static_cast<uint64_t>(1000 * i);
+      lo.rx_bytes_per_sec = lo.tx_bytes_per_sec = 1e6;
+      s.interfaces.push_back(lo);
+      in.samples.push_back(s);
+    }
+  }
+  const std::string dir = "/tmp/fulcrum_bench_rewrite_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  const bool csv = state.range(1) != 0, trace = state.range(2) != 0;
+  for (auto _ : state) {
+    if (csv) {
+      benchmark::DoNotOptimize(
+          profiler::WriteCsvFiles(dir, in.job, in.samples, in.steps, in.ps_records, in.evals));
+    }
+    if (trace) benchmark::DoNotOptimize(profiler::WriteTrace(in, dir + "/trace.json"));
+  }
+  std::filesystem::remove_all(dir);
+}
+// Arguments: steps, CSV files (0/1), trace.json (0/1).
+BENCHMARK(BM_RewriteRecords)
+    ->ArgNames({"steps", "csv", "trace"})
+    ->Args({1000, 1, 1})
+    ->Args({8000, 1, 0})
+    ->Args({8000, 0, 1})
+    ->Args({8000, 1, 1})
+    ->Args({20000, 1, 1})
+    ->Unit(benchmark::kMillisecond);
 
 // The work a step record describes: a logreg forward/backward of batch 256 (no data, no RPC).
 void BM_LogregStep(benchmark::State& state) {

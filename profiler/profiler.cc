@@ -218,16 +218,24 @@ void Profiler::OnSample(const SystemSample& s) {
   MutexLock tb_lock(&tb_mu_);
   if (tb_ != nullptr) WriteTensorBoard(s);
   if (!task_dir_.empty() && options_.flush_interval > absl::ZeroDuration() &&
-      absl::Now() - last_flush_ >= options_.flush_interval) {
+      RewriteDue(absl::Now(), last_flush_, flush_cost_, options_.flush_interval)) {
     FlushRecords();
-    last_flush_ = absl::Now();
   }
 }
 
+bool RewriteDue(absl::Time now, absl::Time last, absl::Duration cost, absl::Duration interval) {
+  return now - last >= std::max(interval, cost * kRewriteCostRatio);
+}
+
 void Profiler::FlushRecords() {
+  const absl::Time begin = absl::Now();
+  const bool trace_due = RewriteDue(begin, last_trace_flush_, trace_flush_cost_,
+                                    options_.flush_interval * kTraceFlushFactor);
   TraceInput records;
   int64_t rpc_spans_dropped = 0;
-  if (!TakeRecords(&records, &rpc_spans_dropped, /*copy=*/true)) return;  // Finish is on
+  if (!TakeRecords(&records, &rpc_spans_dropped, /*copy=*/true, /*rpc_spans=*/trace_due)) {
+    return;  // Finish is on
+  }
   records.samples = Samples();
   nlohmann::json partial = {{"job", options_.job},
                             {"task_index", options_.task_index},
@@ -238,8 +246,14 @@ void Profiler::FlushRecords() {
   const std::filesystem::path dir(task_dir_);
   absl::Status s = WriteCsvFiles(task_dir_, records.job, records.samples, records.steps,
                                  records.ps_records, records.evals);
-  if (s.ok()) s = WriteTrace(records, (dir / "trace.json").string());
   if (s.ok()) s = WriteFileAtomically(dir / "summary.json", partial.dump(2) + "\n");
+  last_flush_ = absl::Now();
+  flush_cost_ = last_flush_ - begin;
+  if (s.ok() && trace_due) {
+    s = WriteTrace(records, (dir / "trace.json").string());
+    last_trace_flush_ = absl::Now();
+    trace_flush_cost_ = last_trace_flush_ - last_flush_;
+  }
   if (!s.ok() && !flush_failed_) {
     spdlog::warn("profiler: the records so far could not be written: {}", s.ToString());
   }
@@ -283,14 +297,15 @@ std::string Profiler::CloseTensorBoard() {
   return task_dir_;
 }
 
-bool Profiler::TakeRecords(TraceInput* records, int64_t* rpc_spans_dropped, bool copy) {
+bool Profiler::TakeRecords(TraceInput* records, int64_t* rpc_spans_dropped, bool copy,
+                           bool rpc_spans) {
   records->job = options_.job;
   records->task_index = options_.task_index;
   MutexLock lock(&mu_);
   if (copy) {
     if (finished_) return false;
     records->steps = steps_;
-    records->rpc_spans = rpc_spans_;
+    if (rpc_spans) records->rpc_spans = rpc_spans_;
     records->ps_records = ps_records_;
     records->evals = evals_;
   } else {

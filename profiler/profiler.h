@@ -34,6 +34,19 @@
 
 namespace fulcrum::profiler {
 
+// The periodic rewrite (--profile_flush_secs) costs more as the records grow (a worker's
+// trace.json of 8000 mlp steps: 1.4 s; bench/profiler_bench.cc BM_RewriteRecords). So each part
+// (the CSV files and summary; trace.json) is rewritten only once the time since its last
+// rewrite is both the flush interval and kRewriteCostRatio times what that rewrite took: the
+// rewrites then take at most 1 % of the sampler's thread however long the run.
+inline constexpr double kRewriteCostRatio = 100;
+// trace.json, whose writing costs ~6 µs per event (a logreg step makes ~10 events in ~0.5 ms),
+// is rewritten at most every this many flush intervals (30 s at the default 5 s).
+inline constexpr int kTraceFlushFactor = 6;
+
+// True when a part last rewritten at `last`, which took `cost`, is due at `now`.
+bool RewriteDue(absl::Time now, absl::Time last, absl::Duration cost, absl::Duration interval);
+
 // A run with fewer system samples than this gets a warning (log and summary
 // "sampling_warning"): its CPU, memory and network series have too few points to read.
 inline constexpr size_t kFewSamples = 10;
@@ -86,17 +99,19 @@ class Profiler final : public RpcObserver {
   void OnSample(const SystemSample& sample) ABSL_LOCKS_EXCLUDED(mu_, tb_mu_);
   void WriteTensorBoard(const SystemSample& sample) ABSL_EXCLUSIVE_LOCKS_REQUIRED(tb_mu_)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // Rewrites the records so far into the task's folder: samples.csv, steps.csv, trace.json
+  // Rewrites the records so far into the task's folder: samples.csv, the job's records CSV
   // and a summary.json of the profile keys marked "partial": true (the task's final summary
-  // replaces it). Each file atomically; a failure is logged once, not returned.
+  // replaces it), and trace.json when it is due (RewriteDue). Each file atomically; a failure
+  // is logged once, not returned.
   void FlushRecords() ABSL_EXCLUSIVE_LOCKS_REQUIRED(tb_mu_) ABSL_LOCKS_EXCLUDED(mu_);
   // Closes the TensorBoard file; returns the task's folder.
   std::string CloseTensorBoard() ABSL_LOCKS_EXCLUDED(tb_mu_);
   // Moves the records out (Finish) so the sinks read them without holding mu_; sets
   // *rpc_spans_dropped. With `copy`, copies them instead (a flush while the run goes on);
   // nothing once finished (returns false then).
-  bool TakeRecords(TraceInput* records, int64_t* rpc_spans_dropped, bool copy = false)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // Without `rpc_spans` the RPC spans are left out (a flush that does not rewrite trace.json).
+  bool TakeRecords(TraceInput* records, int64_t* rpc_spans_dropped, bool copy = false,
+                   bool rpc_spans = true) ABSL_LOCKS_EXCLUDED(mu_);
   // The profile's summary keys from `records` (whose samples are filled in).
   nlohmann::json ProfileKeys(const TraceInput& records, int64_t rpc_spans_dropped) const;
 
@@ -117,6 +132,9 @@ class Profiler final : public RpcObserver {
   // The newest global step of the records written: the x of the system/ and network/ series.
   int64_t tb_global_step_ ABSL_GUARDED_BY(tb_mu_) = 0;
   absl::Time last_flush_ ABSL_GUARDED_BY(tb_mu_) = absl::Now();
+  absl::Duration flush_cost_ ABSL_GUARDED_BY(tb_mu_);  // the last flush without the trace
+  absl::Time last_trace_flush_ ABSL_GUARDED_BY(tb_mu_) = absl::Now();
+  absl::Duration trace_flush_cost_ ABSL_GUARDED_BY(tb_mu_);  // the last trace.json rewrite
   bool flush_failed_ ABSL_GUARDED_BY(tb_mu_) = false;  // logged once
 
   // The records, appended from the training thread, RPC threads and the ps's progress loop.

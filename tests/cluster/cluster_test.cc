@@ -722,10 +722,14 @@ TEST(ClusterFailureTest, AsyncTrainingGoesOnWithoutADeadWorker) {
   const fs::path run_dir = dir / "run";
   LocalCluster cluster(dir);
   StartAsyncLogregRun(cluster, dir,
-                      {"--train_steps=30000", "--step_timeout=2", "--heartbeat_timeout=3",
+                      {"--train_steps=80000", "--step_timeout=2", "--heartbeat_timeout=3",
                        "--profile_flush_secs=0.5", "--profile_interval_ms=100"});
   if (HasFatalFailure()) return;
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // a flush or two
+  // Killed once it has rewritten its records, trace.json included (every 6 flushes at most:
+  // kTraceFlushFactor; a long rewrite of a fast model's steps takes a while on a busy machine).
+  for (int i = 0; i < 300 && !fs::exists(run_dir / "worker-1" / "trace.json"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
   cluster.Kill("worker", 1);
   const auto killed_at = std::chrono::steady_clock::now();
   cluster.WaitAll(std::chrono::seconds(120));
@@ -735,7 +739,7 @@ TEST(ClusterFailureTest, AsyncTrainingGoesOnWithoutADeadWorker) {
   EXPECT_EQ(cluster.task("worker", 0).exit_code, 0) << cluster.Logs();
   const nlohmann::json report = ReadJson(run_dir / "report.json");
   ASSERT_TRUE(report.is_object()) << "no report.json\n" << cluster.Logs();
-  EXPECT_EQ(report.value("stop_reason", ""), "reached train_steps 30000") << cluster.Logs();
+  EXPECT_EQ(report.value("stop_reason", ""), "reached train_steps 80000") << cluster.Logs();
   EXPECT_EQ(report["ps"].size(), 1u) << cluster.Logs();
   EXPECT_EQ(report["workers_lost"], nlohmann::json::array({1})) << cluster.Logs();
   // The killed worker's folder keeps its records up to the last flush (issue 13), readable.

@@ -324,6 +324,18 @@ TEST_F(ProfilerTest, TaskDirIsSetOnce) {
   EXPECT_EQ((*prof)->Finish(&summary).code(), absl::StatusCode::kFailedPrecondition);
 }
 
+// The periodic rewrite keeps to 1 % of the sampler's thread: a part that took 1.4 s to write
+// (trace.json of a long run) waits 140 s, not the 5 s flush interval; a cheap one keeps the
+// interval.
+TEST(RewriteDueTest, ExpensiveRewritesWaitAHundredTimesTheirCost) {
+  const absl::Time t0 = absl::FromUnixSeconds(1'700'000'000);
+  const absl::Duration interval = absl::Seconds(5);
+  EXPECT_FALSE(RewriteDue(t0 + absl::Seconds(4), t0, absl::Milliseconds(10), interval));
+  EXPECT_TRUE(RewriteDue(t0 + absl::Seconds(5), t0, absl::Milliseconds(10), interval));
+  EXPECT_FALSE(RewriteDue(t0 + absl::Seconds(139), t0, absl::Milliseconds(1400), interval));
+  EXPECT_TRUE(RewriteDue(t0 + absl::Seconds(140), t0, absl::Milliseconds(1400), interval));
+}
+
 // A short run's few samples are said (issue 13: 500 ms sampling gave a short run 2-3 points
 // without a word), with an interval that would have given enough.
 TEST(FewSamplesWarningTest, BelowTenSamplesTheWarningNamesTheFlagAndABetterInterval) {
