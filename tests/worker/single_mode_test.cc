@@ -83,7 +83,9 @@ TEST_F(SingleModeTest, SigkillLeavesTheRecordsUpToTheLastFlush) {
       "sh -c '", worker, " --model=mlp --train_steps=100000000 --log_every=50 --threads=1",
       " --profile_flush_secs=1 --profile_interval_ms=100 --run_dir=", (dir / "run").string(), " > ",
       log, " 2>&1 & p=$!;", " for i in $(seq 600); do grep -q step.50/ ", log,
-      " && break; sleep 0.1; done; sleep 6.5;", " kill -KILL $p; wait $p; echo exit=$?'"));
+      " && break; sleep 0.1; done;", " for i in $(seq 600); do test -f ",
+      (dir / "run" / "trace.json").string(), " && break; sleep 0.1; done;",
+      " kill -KILL $p; wait $p; echo exit=$?'"));
   EXPECT_NE(r.output.find("exit=137"), std::string::npos) << r.output << ReadLog(log);
   const nlohmann::json summary = ReadSummary(dir / "run");
   ASSERT_TRUE(summary.is_object()) << ReadLog(log);
@@ -95,8 +97,8 @@ TEST_F(SingleModeTest, SigkillLeavesTheRecordsUpToTheLastFlush) {
     for (std::string line; std::getline(in, line);) ++n;
     return n;
   };
-  // A header and at least the 50 logged steps; samples every 100 ms for over 6 s; trace.json
-  // (rewritten every 6 flushes: profiler::kTraceFlushFactor) once at least.
+  // Killed once trace.json was rewritten (every 6 flushes at most: profiler::kTraceFlushFactor):
+  // a header and at least the 50 logged steps; samples every 100 ms for over 6 s.
   EXPECT_GT(lines(dir / "run" / "steps.csv"), 50) << ReadLog(log);
   EXPECT_GT(lines(dir / "run" / "samples.csv"), 10) << ReadLog(log);
   std::ifstream trace(dir / "run" / "trace.json");
