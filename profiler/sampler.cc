@@ -36,18 +36,6 @@ struct Readings {
   internal::BreadthReadings breadth;
 };
 
-template <typename T>
-absl::Status ReadPart(ProcSource& source, absl::string_view name,
-                      absl::StatusOr<T> (*parse)(absl::string_view), std::optional<T>* out) {
-  absl::StatusOr<std::string> text = source.Read(name);
-  // Whatever the reason (gone, permission), the sampler cannot get the figure: Unavailable.
-  if (!text.ok()) return absl::UnavailableError(text.status().message());
-  absl::StatusOr<T> parsed = parse(*text);
-  if (!parsed.ok()) return parsed.status();
-  *out = *std::move(parsed);
-  return absl::OkStatus();
-}
-
 // The share of `now` over `before` that was busy, in percent. Per-core iowait is known to go
 // backwards on some kernels, so a shrinking counter is taken as no progress (not a wrap of a
 // 64-bit jiffy count, which cannot happen) and the result is capped at 100.
@@ -282,11 +270,12 @@ absl::Status Sampler::State::TakeSample(bool strict) {
   MutexLock lock(&sample_mu);
   strict = strict || !builder.has_baseline();
   Readings readings;
+  internal::OnceProcSource once(source.get());
   const std::array<absl::Status, 4> status = {
-      ReadPart(*source, "self/stat", &ParseSelfStat, &readings.process),
-      ReadPart(*source, "stat", &ParseCpuStat, &readings.cores),
-      ReadPart(*source, "self/status", &ParseSelfStatus, &readings.memory),
-      ReadPart(*source, "net/dev", &ParseNetDev, &readings.net)};
+      internal::ReadPart(once, "self/stat", &ParseSelfStat, &readings.process),
+      internal::ReadPart(once, "stat", &ParseCpuStat, &readings.cores),
+      internal::ReadPart(once, "self/status", &ParseSelfStatus, &readings.memory),
+      internal::ReadPart(once, "net/dev", &ParseNetDev, &readings.net)};
   for (size_t i = 0; i < status.size(); ++i) {
     if (strict && !status[i].ok()) {
       return absl::Status(status[i].code(),
@@ -297,7 +286,7 @@ absl::Status Sampler::State::TakeSample(bool strict) {
   // The wider figures never fail a sample (a container may hide diskstats, a foreign pid's io
   // may be unreadable): their columns stay at the previous figures, the failure logged once.
   const std::vector<absl::Status> breadth =
-      internal::ReadBreadth(*source, gpus.get(), &readings.breadth);
+      internal::ReadBreadth(once, gpus.get(), &readings.breadth);
   for (size_t i = 0; i < breadth.size(); ++i) NoteFailure(status.size() + i, breadth[i]);
   const absl::Time time = now();
   const int64_t unix_micros = absl::ToUnixMicros(wall_from_clock ? time : absl::Now());

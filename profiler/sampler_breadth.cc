@@ -10,17 +10,6 @@ namespace {
 
 enum Part { kHostCpu, kMemory, kLoad, kTcp, kDisks, kIo, kSwitches, kThreads, kGpus };
 
-template <typename T>
-absl::Status ReadPart(ProcSource& source, absl::string_view name,
-                      absl::StatusOr<T> (*parse)(absl::string_view), std::optional<T>* out) {
-  absl::StatusOr<std::string> text = source.Read(name);
-  if (!text.ok()) return absl::UnavailableError(text.status().message());
-  absl::StatusOr<T> parsed = parse(*text);
-  if (!parsed.ok()) return parsed.status();
-  *out = *std::move(parsed);
-  return absl::OkStatus();
-}
-
 // Every thread's stat. A thread that ends between the listing and its read is skipped.
 absl::Status ReadThreads(ProcSource& source, std::optional<std::vector<ThreadReading>>* out) {
   absl::StatusOr<std::vector<std::string>> tids = source.List("self/task");
@@ -49,6 +38,12 @@ double Share(uint64_t part, uint64_t total) {
 uint64_t Grown(uint64_t before, uint64_t now) { return now >= before ? now - before : 0; }
 
 }  // namespace
+
+absl::StatusOr<std::string> OnceProcSource::Read(absl::string_view name) {
+  auto it = read_.find(name);
+  if (it == read_.end()) it = read_.emplace(std::string(name), source_->Read(name)).first;
+  return it->second;
+}
 
 std::vector<absl::Status> ReadBreadth(ProcSource& source, NvmlGpus* gpus, BreadthReadings* out) {
   std::vector<absl::Status> status = {

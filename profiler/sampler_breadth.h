@@ -8,9 +8,12 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "profiler/host_stats.h"
 #include "profiler/nvml.h"
@@ -18,6 +21,36 @@
 #include "profiler/sampler.h"
 
 namespace fulcrum::profiler::internal {
+
+// Reads /proc file `name` and parses it into *out. Unavailable when it cannot be read (gone,
+// permission: the sampler cannot get the figure), the parser's error when it does not parse.
+template <typename T>
+absl::Status ReadPart(ProcSource& source, absl::string_view name,
+                      absl::StatusOr<T> (*parse)(absl::string_view), std::optional<T>* out) {
+  absl::StatusOr<std::string> text = source.Read(name);
+  if (!text.ok()) return absl::UnavailableError(text.status().message());
+  absl::StatusOr<T> parsed = parse(*text);
+  if (!parsed.ok()) return parsed.status();
+  *out = *std::move(parsed);
+  return absl::OkStatus();
+}
+
+// One sample's view of a ProcSource: each file is read once, however many parsers read it
+// (the sampler's and the breadth's both parse /proc/stat and /proc/self/status). Lives for
+// one sample.
+class OnceProcSource final : public ProcSource {
+ public:
+  explicit OnceProcSource(ProcSource* source) : source_(source) {}
+  absl::StatusOr<std::string> Read(absl::string_view name) override;
+  int64_t ClockTicksPerSecond() const override { return source_->ClockTicksPerSecond(); }
+  absl::StatusOr<std::vector<std::string>> List(absl::string_view name) override {
+    return source_->List(name);
+  }
+
+ private:
+  ProcSource* source_;
+  std::map<std::string, absl::StatusOr<std::string>, std::less<>> read_;
+};
 
 // One thread's reading: its id and /proc/self/task/TID/stat.
 struct ThreadReading {
