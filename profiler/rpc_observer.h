@@ -34,6 +34,9 @@ class RpcObserver {
 void ReportRpc(RpcObserver* observer, const std::string& peer, const char* method,
                int64_t begin_unix_us, const google::protobuf::Message& sent,
                const google::protobuf::Message& received);
+// The same for messages whose serialized sizes are known (the zero-copy frames).
+void ReportRpcBytes(RpcObserver* observer, const std::string& peer, const char* method,
+                    int64_t begin_unix_us, uint64_t bytes_sent, uint64_t bytes_received);
 // Microseconds since the epoch (the clock of every record and trace event).
 int64_t NowUnixMicros();
 

@@ -6,29 +6,94 @@
 #include "absl/time/clock.h"
 #include "base/status_macros.h"
 #include "runtime/grpc_server.h"
+#include "grpcpp/impl/rpc_service_method.h"
+#include "grpcpp/support/method_handler.h"
 #include "runtime/grpc_util.h"
 
 namespace fulcrum::ps {
 namespace {
 // The only task that may call the control RPCs when identities are known (mTLS).
 constexpr char kChief[] = "chief:0";
+
+// The service's full name in proto/ps.proto: methods are registered as "/<it>/<Method>".
+constexpr char kService[] = "/fulcrum.pb.ParameterServer/";
+
+// Copies each pulled chunk once, under its lock, into one slice of the reply.
+class FrameSink final : public ValueSink {
+ public:
+  explicit FrameSink(std::vector<runtime::OutChunk>* out) : out_(out) {}
+  size_t Write(int chunk, int64_t step, pb::WireDtype dtype,
+               std::span<const std::span<const float>> parts) override {
+    runtime::OutChunk& c = out_->emplace_back();
+    c.meta.set_chunk(chunk);
+    c.meta.set_step(step);
+    runtime::CopyPayload(parts, dtype, &c);
+    return c.bytes;
+  }
+
+ private:
+  std::vector<runtime::OutChunk>* out_;
+};
+
+// The floats of a parsed push, as the shard takes them.
+std::vector<std::span<const float>> Gradients(const PsService::PushFrame& frame) {
+  std::vector<std::span<const float>> grads;
+  grads.reserve(frame.floats.size());
+  for (const auto& f : frame.floats) grads.push_back(f.span());
+  return grads;
+}
+
 }  // namespace
 
+PsService::PsService(Shard* shard, profiler::RpcObserver* observer, runtime::CallGuard guard)
+    : shard_(shard), observer_(observer), guard_(std::move(guard)) {
+  // The methods of proto/ps.proto's ParameterServer, registered as the generated service
+  // would, except that the data RPCs take and give the zero-copy frames (the same bytes on
+  // the wire, other C++ types).
+  Add<pb::CreateVariablesRequest, pb::CreateVariablesResponse>("CreateVariables",
+                                                               &PsService::CreateVariables);
+  Add<pb::PullRequest, PullReply>("Pull", &PsService::ServePull);
+  Add<PushFrame, pb::PushResponse>("Push", &PsService::ServePush);
+  Add<PushFrame, PushReply>("PushPull", &PsService::ServePushPull);
+  Add<pb::SaveShardRequest, pb::SaveShardResponse>("SaveShard", &PsService::SaveShard);
+  Add<pb::RestoreShardRequest, pb::RestoreShardResponse>("RestoreShard", &PsService::RestoreShard);
+  Add<pb::StatsRequest, pb::StatsResponse>("Stats", &PsService::Stats);
+  Add<pb::StopRequest, pb::StopResponse>("Stop", &PsService::Stop);
+  Add<pb::ShutdownRequest, pb::ShutdownResponse>("Shutdown", &PsService::Shutdown);
+  Add<pb::PingRequest, pb::PingResponse>("Ping", &PsService::Ping);
+}
+
 template <typename Request, typename Response>
-void PsService::Observe(const char* method, const Request& request, const Response& response,
-                        int64_t begin_unix_us) {
+void PsService::Add(const char* method,
+                    grpc::Status (PsService::*handler)(grpc::ServerContext*, const Request*,
+                                                       Response*)) {
+  method_names_.push_back(std::make_unique<std::string>(absl::StrCat(kService, method)));
+  AddMethod(new grpc::internal::RpcServiceMethod(
+      method_names_.back()->c_str(), grpc::internal::RpcMethod::NORMAL_RPC,
+      new grpc::internal::RpcMethodHandler<PsService, Request, Response>(
+          [handler](PsService* service, grpc::ServerContext* context, const Request* request,
+                    Response* response) { return (service->*handler)(context, request, response); },
+          this)));
+}
+
+void PsService::Observe(const char* method, const std::string& task, uint64_t sent,
+                        uint64_t received, int64_t begin_unix_us) {
   if (observer_ == nullptr) return;
   const std::string* peer;
   {
     MutexLock lock(&peers_mu_);
-    auto it = peers_.find(request.task());
-    if (it == peers_.end()) {
-      it = peers_.emplace(request.task(), profiler::PeerName(request.task())).first;
-    }
+    auto it = peers_.find(task);
+    if (it == peers_.end()) it = peers_.emplace(task, profiler::PeerName(task)).first;
     peer = &it->second;  // map nodes are stable
   }
-  profiler::ReportRpc(observer_, *peer, method, begin_unix_us, /*sent=*/response,
-                      /*received=*/request);
+  profiler::ReportRpcBytes(observer_, *peer, method, begin_unix_us, sent, received);
+}
+
+grpc::Status PsService::CheckData(grpc::ServerContext* context, const char* method,
+                                  const std::string& task) const {
+  if (grpc::Status s = guard_.AuthorizeAs(*context, method, task); !s.ok()) return s;
+  // A stranger is refused before anything records it (no per-peer entry).
+  return runtime::ToGrpc(shard_->CheckTask(task, method));
 }
 
 grpc::Status PsService::CreateVariables(grpc::ServerContext* context,
@@ -38,42 +103,35 @@ grpc::Status PsService::CreateVariables(grpc::ServerContext* context,
   return runtime::ToGrpc(shard_->CreateVariables(*request, response));
 }
 
-grpc::Status PsService::Pull(grpc::ServerContext* context, const pb::PullRequest* request,
-                             pb::PullResponse* response) {
-  if (grpc::Status s = guard_.AuthorizeAs(*context, "Pull", request->task()); !s.ok()) return s;
-  // A stranger is refused before anything records it (no per-peer entry).
-  if (absl::Status s = shard_->CheckTask(request->task(), "Pull"); !s.ok()) {
-    return runtime::ToGrpc(s);
-  }
+grpc::Status PsService::ServePull(grpc::ServerContext* context, const pb::PullRequest* request,
+                                  PullReply* response) {
+  if (grpc::Status s = CheckData(context, "Pull", request->task()); !s.ok()) return s;
   const int64_t begin = profiler::NowUnixMicros();
-  grpc::Status s =
-      runtime::ToGrpc(shard_->Pull(*request, response, runtime::CallDeadline(*context)));
-  Observe("Pull", *request, *response, begin);
+  FrameSink sink(&response->chunks);
+  grpc::Status s = runtime::ToGrpc(
+      shard_->Pull(*request, sink, &response->header, runtime::CallDeadline(*context)));
+  Observe("Pull", request->task(), response->ByteSize(), request->ByteSizeLong(), begin);
   return s;
 }
 
-grpc::Status PsService::Push(grpc::ServerContext* context, const pb::PushRequest* request,
-                             pb::PushResponse* response) {
-  if (grpc::Status s = guard_.AuthorizeAs(*context, "Push", request->task()); !s.ok()) return s;
-  if (absl::Status s = shard_->CheckTask(request->task(), "Push"); !s.ok()) {
-    return runtime::ToGrpc(s);
-  }
+grpc::Status PsService::ServePush(grpc::ServerContext* context, const PushFrame* request,
+                                  pb::PushResponse* response) {
+  if (grpc::Status s = CheckData(context, "Push", request->header.task()); !s.ok()) return s;
   const int64_t begin = profiler::NowUnixMicros();
-  grpc::Status s = runtime::ToGrpc(shard_->Push(*request, response));
-  Observe("Push", *request, *response, begin);
+  grpc::Status s = runtime::ToGrpc(shard_->Push(request->header, Gradients(*request), response));
+  Observe("Push", request->header.task(), response->ByteSizeLong(), request->bytes, begin);
   return s;
 }
 
-grpc::Status PsService::PushPull(grpc::ServerContext* context, const pb::PushRequest* request,
-                                 pb::PushResponse* response) {
-  if (grpc::Status s = guard_.AuthorizeAs(*context, "PushPull", request->task()); !s.ok()) return s;
-  if (absl::Status s = shard_->CheckTask(request->task(), "PushPull"); !s.ok()) {
-    return runtime::ToGrpc(s);
-  }
+grpc::Status PsService::ServePushPull(grpc::ServerContext* context, const PushFrame* request,
+                                      PushReply* response) {
+  if (grpc::Status s = CheckData(context, "PushPull", request->header.task()); !s.ok()) return s;
   const int64_t begin = profiler::NowUnixMicros();
-  grpc::Status s =
-      runtime::ToGrpc(shard_->PushPull(*request, response, runtime::CallDeadline(*context)));
-  Observe("PushPull", *request, *response, begin);
+  FrameSink sink(&response->chunks);
+  grpc::Status s = runtime::ToGrpc(shard_->PushPull(request->header, Gradients(*request), sink,
+                                                    &response->header,
+                                                    runtime::CallDeadline(*context)));
+  Observe("PushPull", request->header.task(), response->ByteSize(), request->bytes, begin);
   return s;
 }
 

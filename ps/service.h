@@ -6,6 +6,9 @@
 // runtime::CallGuard (token; with mTLS, Pull/Push/PushPull only under the caller's own task
 // name and the control RPCs CreateVariables/SaveShard/RestoreShard/Stop/Shutdown only from
 // chief:0), so a refused call changes nothing.
+// The data RPCs (Pull, Push, PushPull) are served on the zero-copy frames of
+// runtime/wire_frame.h: the same protobuf bytes on the wire, parsed straight into pooled
+// gradient buffers, the values copied once into the reply's slices.
 // Thread-safety: gRPC calls the handlers from many threads at once; all methods are safe.
 #pragma once
 
@@ -17,43 +20,49 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "grpcpp/impl/service_type.h"
 #include "grpcpp/server.h"
 #include "profiler/rpc_observer.h"
 #include "proto/ps.grpc.pb.h"
 #include "ps/shard.h"
 #include "runtime/security.h"
+#include "runtime/wire_frame.h"
 
 namespace fulcrum::ps {
 
-class PsService final : public pb::ParameterServer::Service {
+class PsService final : public grpc::Service {
  public:
   // `observer` (not owned, may be null) hears of every Pull, Push and PushPull; `guard`
   // checks every call (default: insecure, allows all).
   explicit PsService(Shard* shard, profiler::RpcObserver* observer = nullptr,
-                     runtime::CallGuard guard = {})
-      : shard_(shard), observer_(observer), guard_(std::move(guard)) {}
+                     runtime::CallGuard guard = {});
+
+  using PushFrame = runtime::InFrame<pb::PushRequest>;
+  using PullReply = runtime::OutFrame<pb::PullResponse>;
+  using PushReply = runtime::OutFrame<pb::PushResponse>;
+  // The data RPCs as registered (zero-copy frames).
+  grpc::Status ServePull(grpc::ServerContext* context, const pb::PullRequest* request,
+                         PullReply* response);
+  grpc::Status ServePush(grpc::ServerContext* context, const PushFrame* request,
+                         pb::PushResponse* response);
+  grpc::Status ServePushPull(grpc::ServerContext* context, const PushFrame* request,
+                             PushReply* response);
 
   grpc::Status CreateVariables(grpc::ServerContext* context,
                                const pb::CreateVariablesRequest* request,
-                               pb::CreateVariablesResponse* response) override;
-  grpc::Status Pull(grpc::ServerContext* context, const pb::PullRequest* request,
-                    pb::PullResponse* response) override;
-  grpc::Status Push(grpc::ServerContext* context, const pb::PushRequest* request,
-                    pb::PushResponse* response) override;
-  grpc::Status PushPull(grpc::ServerContext* context, const pb::PushRequest* request,
-                        pb::PushResponse* response) override;
+                               pb::CreateVariablesResponse* response);
   grpc::Status SaveShard(grpc::ServerContext* context, const pb::SaveShardRequest* request,
-                         pb::SaveShardResponse* response) override;
+                         pb::SaveShardResponse* response);
   grpc::Status RestoreShard(grpc::ServerContext* context, const pb::RestoreShardRequest* request,
-                            pb::RestoreShardResponse* response) override;
+                            pb::RestoreShardResponse* response);
   grpc::Status Stats(grpc::ServerContext* context, const pb::StatsRequest* request,
-                     pb::StatsResponse* response) override;
+                     pb::StatsResponse* response);
   grpc::Status Stop(grpc::ServerContext* context, const pb::StopRequest* request,
-                    pb::StopResponse* response) override;
+                    pb::StopResponse* response);
   grpc::Status Shutdown(grpc::ServerContext* context, const pb::ShutdownRequest* request,
-                        pb::ShutdownResponse* response) override;
+                        pb::ShutdownResponse* response);
   grpc::Status Ping(grpc::ServerContext* context, const pb::PingRequest* request,
-                    pb::PingResponse* response) override;
+                    pb::PingResponse* response);
 
   // Waits up to `timeout` for a Shutdown RPC; true (and its reason in *reason) once one came.
   bool WaitForShutdown(absl::Duration timeout, std::string* reason);
@@ -63,9 +72,18 @@ class PsService final : public pb::ParameterServer::Service {
   static constexpr absl::Duration kSummaryWait = absl::Seconds(20);
 
  private:
+  // Registers `handler` as the unary method "/fulcrum.pb.ParameterServer/<method>".
   template <typename Request, typename Response>
-  void Observe(const char* method, const Request& request, const Response& response,
+  void Add(const char* method, grpc::Status (PsService::*handler)(grpc::ServerContext*,
+                                                                  const Request*, Response*));
+  std::vector<std::unique_ptr<std::string>> method_names_;  // the registered names' storage
+
+  // Reports a data RPC of `task` (bytes this process sent and received) to the observer.
+  void Observe(const char* method, const std::string& task, uint64_t sent, uint64_t received,
                int64_t begin_unix_us);
+  // Checks the caller may send a data RPC as `task` (the guard, then the cluster's tasks).
+  grpc::Status CheckData(grpc::ServerContext* context, const char* method,
+                         const std::string& task) const;
 
   Shard* const shard_;
   profiler::RpcObserver* const observer_;

@@ -17,6 +17,7 @@
 #include "runtime/proto_convert.h"
 #include "runtime/shard_defs.h"
 #include "runtime/tensor_coding.h"
+#include "runtime/wire_frame.h"
 #include "spdlog/spdlog.h"
 
 namespace fulcrum::ps {
@@ -267,9 +268,21 @@ std::string Shard::ChunkWaitMessage(const Store& store, const ChunkState& chunk,
   return message;
 }
 
+size_t ProtoValueSink::Write(int chunk, int64_t step, pb::WireDtype dtype,
+                             std::span<const std::span<const float>> parts) {
+  pb::ChunkData* data = out_->Add();
+  data->set_chunk(chunk);
+  data->set_step(step);
+  data->set_wire_dtype(dtype);
+  std::string* bytes = data->mutable_data();
+  bytes->resize(runtime::NumElements(parts) * static_cast<size_t>(runtime::WireElementBytes(dtype)));
+  runtime::EncodePayload(parts, dtype, bytes->data());
+  return bytes->size();
+}
+
 absl::Status Shard::PullChunks(Store& store, const std::vector<int>& chunk_ids, int64_t min_step,
-                               int64_t timeout_ms, absl::Time deadline,
-                               RepeatedPtrField<pb::ChunkData>* out, int64_t* waited_us) {
+                               int64_t timeout_ms, absl::Time deadline, pb::WireDtype dtype,
+                               ValueSink& sink, int64_t* waited_us) {
   const absl::Time start = absl::Now();
   const absl::Duration wait = timeout_ms > 0 ? absl::Milliseconds(timeout_ms) : kDefaultPullWait;
   deadline = std::min(deadline, start + wait);
@@ -279,8 +292,6 @@ absl::Status Shard::PullChunks(Store& store, const std::vector<int>& chunk_ids, 
   std::vector<std::span<const float>> parts;
   for (const int id : chunk_ids) {
     ChunkState& chunk = *store.chunks[static_cast<size_t>(id)];
-    pb::ChunkData* data = out->Add();
-    data->set_chunk(id);
     MutexLock lock(&chunk.mu);
     if (min_step > 0) {
       const auto wait_start = std::chrono::steady_clock::now();
@@ -311,11 +322,9 @@ absl::Status Shard::PullChunks(Store& store, const std::vector<int>& chunk_ids, 
     for (const runtime::Segment& seg : chunk.plan.segments) {
       parts.push_back(SegmentSpan(store.variables[static_cast<size_t>(seg.variable)].value, seg));
     }
-    runtime::EncodeFloats(parts, data->mutable_data());
-    data->set_step(chunk.step);
+    const size_t bytes = sink.Write(id, chunk.step, dtype, parts);
     counters_.pulls.fetch_add(1, std::memory_order_relaxed);
-    counters_.bytes_pulled.fetch_add(static_cast<int64_t>(data->data().size()),
-                                     std::memory_order_relaxed);
+    counters_.bytes_pulled.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed);
   }
   return absl::OkStatus();
 }
@@ -363,7 +372,19 @@ absl::StatusOr<std::unique_ptr<Shard::WaitSlot>> Shard::TakeWaitSlot(const Store
 
 absl::Status Shard::Pull(const pb::PullRequest& request, pb::PullResponse* response,
                          absl::Time deadline) {
+  response->Clear();
+  ProtoValueSink sink(response->mutable_chunks());
+  return Pull(request, sink, response, deadline);
+}
+
+absl::Status Shard::Pull(const pb::PullRequest& request, ValueSink& sink,
+                         pb::PullResponse* response, absl::Time deadline) {
   FULCRUM_RETURN_IF_ERROR(CheckTask(request.task(), "Pull"));
+  if (runtime::WireElementBytes(request.reply_dtype()) == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(name_, ": Pull from ", request.task(),
+                                                   ": unknown reply wire dtype ",
+                                                   static_cast<int>(request.reply_dtype())));
+  }
   Touch();
   FULCRUM_ASSIGN_OR_RETURN(std::shared_ptr<Store> store, GetDataStore("Pull", request.task()));
   std::unique_ptr<WaitSlot> slot;
@@ -384,10 +405,9 @@ absl::Status Shard::Pull(const pb::PullRequest& request, pb::PullResponse* respo
       ids.push_back(id);
     }
   }
-  response->Clear();
   int64_t waited_us = 0;
   FULCRUM_RETURN_IF_ERROR(PullChunks(*store, ids, request.min_step(), request.timeout_ms(),
-                                     deadline, response->mutable_chunks(), &waited_us));
+                                     deadline, request.reply_dtype(), sink, &waited_us));
   response->set_wait_us(waited_us);
   response->set_global_step(GlobalStep(*store));
   response->set_stopped(stopped());
@@ -442,12 +462,57 @@ void Shard::DropPending(ChunkState& chunk) {
   chunk.count = 0;
 }
 
+absl::Status Shard::DecodeGradients(const pb::PushRequest& request,
+                                    std::vector<std::vector<float>>& scratch,
+                                    std::vector<std::span<const float>>& grads) const {
+  scratch.resize(static_cast<size_t>(request.gradients_size()));
+  grads.clear();
+  for (int i = 0; i < request.gradients_size(); ++i) {
+    const pb::ChunkData& g = request.gradients(i);
+    const int esize = runtime::WireElementBytes(g.wire_dtype());
+    absl::Status s;
+    if (g.wire_dtype() == pb::WIRE_F32) {
+      absl::StatusOr<std::span<const float>> floats =
+          runtime::ViewFloats(g.data(), static_cast<int64_t>(g.data().size() / 4),
+                              &scratch[static_cast<size_t>(i)], "gradient");
+      if (floats.ok() && g.data().size() % 4 == 0) {
+        grads.push_back(*floats);
+        continue;
+      }
+      s = absl::InvalidArgumentError(absl::StrCat("gradient payload of ", g.data().size(),
+                                                  " bytes is not a whole number of float32"));
+    } else if (esize == 0) {
+      s = absl::InvalidArgumentError(
+          absl::StrCat("unknown wire dtype ", static_cast<int>(g.wire_dtype())));
+    } else if (g.data().size() % static_cast<size_t>(esize) != 0) {
+      s = absl::InvalidArgumentError(absl::StrCat("gradient payload of ", g.data().size(),
+                                                  " bytes is not a whole number of ",
+                                                  runtime::WireDtypeName(g.wire_dtype())));
+    } else {
+      std::vector<float>& out = scratch[static_cast<size_t>(i)];
+      out.resize(g.data().size() / static_cast<size_t>(esize));
+      const std::span<float> dest[] = {out};
+      s = runtime::DecodePayload(g.data(), g.wire_dtype(), dest, "gradient");
+      if (s.ok()) {
+        grads.push_back(out);
+        continue;
+      }
+    }
+    return absl::InvalidArgumentError(absl::StrCat(name_, ": Push from ", request.task(),
+                                                   ": chunk ", g.chunk(), " ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Shard::ValidatePush(const Store& store, const pb::PushRequest& request,
-                                 std::vector<std::vector<float>>& scratch,
-                                 std::vector<std::span<const float>>& grads, bool* nonfinite) {
+                                 std::span<const std::span<const float>> grads, bool* nonfinite) {
   *nonfinite = false;
   const int num_chunks = static_cast<int>(store.chunks.size());
-  scratch.resize(static_cast<size_t>(request.gradients_size()));
+  if (grads.size() != static_cast<size_t>(request.gradients_size())) {
+    return absl::InternalError(absl::StrCat(name_, ": Push from ", request.task(), ": ",
+                                            grads.size(), " decoded gradients for ",
+                                            request.gradients_size(), " chunks"));
+  }
   for (int i = 0; i < request.gradients_size(); ++i) {
     const pb::ChunkData& g = request.gradients(i);
     if (g.chunk() < 0 || g.chunk() >= num_chunks) {
@@ -456,15 +521,17 @@ absl::Status Shard::ValidatePush(const Store& store, const pb::PushRequest& requ
                                                      num_chunks, " chunks)"));
     }
     const ChunkState& chunk = *store.chunks[static_cast<size_t>(g.chunk())];
-    absl::StatusOr<std::span<const float>> floats = runtime::ViewFloats(
-        g.data(), chunk.plan.num_elements, &scratch[static_cast<size_t>(i)], "gradient");
-    if (!floats.ok()) {  // the label is built only on this path: pushes are hot
-      return absl::InvalidArgumentError(absl::StrCat(name_, ": Push from ", request.task(),
-                                                     ": chunk ", g.chunk(), " ",
-                                                     floats.status().message()));
+    const std::span<const float> floats = grads[static_cast<size_t>(i)];
+    if (static_cast<int64_t>(floats.size()) != chunk.plan.num_elements) {
+      // The label is built only on this path: pushes are hot.
+      const int esize = runtime::WireElementBytes(g.wire_dtype());
+      return absl::InvalidArgumentError(absl::StrCat(
+          name_, ": Push from ", request.task(), ": chunk ", g.chunk(), " gradient: payload has ",
+          floats.size() * static_cast<size_t>(esize), " bytes, expected ",
+          chunk.plan.num_elements * esize, " (", chunk.plan.num_elements, " ",
+          runtime::WireDtypeName(g.wire_dtype()), "); nothing of the push is applied"));
     }
-    grads.push_back(*floats);
-    if (!AllFinite(*floats)) {
+    if (!AllFinite(floats)) {
       counters_.pushes_nonfinite.fetch_add(request.gradients_size(), std::memory_order_relaxed);
       if (nonfinite_policy_ == NonFinitePolicy::kSkip) {
         *nonfinite = true;
@@ -492,10 +559,10 @@ absl::Status Shard::ValidatePush(const Store& store, const pb::PushRequest& requ
 }
 
 absl::Status Shard::PushChunk(Store& store, ChunkState& chunk, int chunk_id,
-                              std::span<const float> grad, int64_t step, int* applied,
-                              int* dropped) {
+                              std::span<const float> grad, int64_t step, int wire_bytes,
+                              int* applied, int* dropped) {
   counters_.pushes_received.fetch_add(1, std::memory_order_relaxed);
-  counters_.bytes_pushed.fetch_add(static_cast<int64_t>(grad.size_bytes()),
+  counters_.bytes_pushed.fetch_add(static_cast<int64_t>(grad.size()) * wire_bytes,
                                    std::memory_order_relaxed);
   if (!store.sync) {
     FULCRUM_RETURN_IF_ERROR(ApplyToChunk(store, chunk, grad));
@@ -529,6 +596,16 @@ absl::Status Shard::PushChunk(Store& store, ChunkState& chunk, int chunk_id,
 
 absl::Status Shard::Push(const pb::PushRequest& request, pb::PushResponse* response) {
   FULCRUM_RETURN_IF_ERROR(CheckTask(request.task(), "Push"));
+  std::vector<std::vector<float>> scratch;
+  std::vector<std::span<const float>> grads;
+  FULCRUM_RETURN_IF_ERROR(DecodeGradients(request, scratch, grads));
+  return Push(request, grads, response);
+}
+
+absl::Status Shard::Push(const pb::PushRequest& request,
+                         std::span<const std::span<const float>> grads,
+                         pb::PushResponse* response) {
+  FULCRUM_RETURN_IF_ERROR(CheckTask(request.task(), "Push"));
   Touch();
   FULCRUM_ASSIGN_OR_RETURN(std::shared_ptr<Store> store, GetDataStore("Push", request.task()));
   response->Clear();
@@ -537,10 +614,8 @@ absl::Status Shard::Push(const pb::PushRequest& request, pb::PushResponse* respo
     response->set_global_step(GlobalStep(*store));
     return absl::OkStatus();
   }
-  std::vector<std::vector<float>> scratch;
-  std::vector<std::span<const float>> grads;
   bool nonfinite = false;
-  FULCRUM_RETURN_IF_ERROR(ValidatePush(*store, request, scratch, grads, &nonfinite));
+  FULCRUM_RETURN_IF_ERROR(ValidatePush(*store, request, grads, &nonfinite));
   if (nonfinite) {  // --nonfinite=skip: counted in ValidatePush, nothing applied
     response->set_applied(0);
     response->set_dropped(request.gradients_size());
@@ -563,8 +638,10 @@ absl::Status Shard::Push(const pb::PushRequest& request, pb::PushResponse* respo
     MutexLock lock(&chunk.mu);
     // Stop drains each chunk under its lock after setting stopped_: nothing lands after it.
     if (stopped()) break;
-    FULCRUM_RETURN_IF_ERROR(PushChunk(*store, chunk, id, grads[static_cast<size_t>(i)],
-                                      request.step(), &applied, &dropped));
+    FULCRUM_RETURN_IF_ERROR(
+        PushChunk(*store, chunk, id, grads[static_cast<size_t>(i)], request.step(),
+                  runtime::WireElementBytes(request.gradients(i).wire_dtype()), &applied,
+                  &dropped));
   }
   response->set_applied(applied);
   response->set_dropped(dropped);
@@ -576,18 +653,35 @@ absl::Status Shard::Push(const pb::PushRequest& request, pb::PushResponse* respo
 absl::Status Shard::PushPull(const pb::PushRequest& request, pb::PushResponse* response,
                              absl::Time deadline) {
   FULCRUM_RETURN_IF_ERROR(CheckTask(request.task(), "PushPull"));
+  std::vector<std::vector<float>> scratch;
+  std::vector<std::span<const float>> grads;
+  FULCRUM_RETURN_IF_ERROR(DecodeGradients(request, scratch, grads));
+  // The push clears *response before the values are appended.
+  ProtoValueSink sink(response->mutable_values());
+  return PushPull(request, grads, sink, response, deadline);
+}
+
+absl::Status Shard::PushPull(const pb::PushRequest& request,
+                             std::span<const std::span<const float>> grads, ValueSink& sink,
+                             pb::PushResponse* response, absl::Time deadline) {
+  FULCRUM_RETURN_IF_ERROR(CheckTask(request.task(), "PushPull"));
+  if (runtime::WireElementBytes(request.reply_dtype()) == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(name_, ": PushPull from ", request.task(),
+                                                   ": unknown reply wire dtype ",
+                                                   static_cast<int>(request.reply_dtype())));
+  }
   FULCRUM_ASSIGN_OR_RETURN(std::shared_ptr<Store> store, GetDataStore("PushPull", request.task()));
   // The slot is taken before the push, so a refused request applies nothing.
   std::unique_ptr<WaitSlot> slot;
   if (request.min_step() > 0) {
     FULCRUM_ASSIGN_OR_RETURN(slot, TakeWaitSlot(*store, request.task(), "PushPull"));
   }
-  FULCRUM_RETURN_IF_ERROR(Push(request, response));
+  FULCRUM_RETURN_IF_ERROR(Push(request, grads, response));
   std::vector<int> ids;
   for (const pb::ChunkData& g : request.gradients()) ids.push_back(g.chunk());
   int64_t waited_us = 0;
   FULCRUM_RETURN_IF_ERROR(PullChunks(*store, ids, request.min_step(), request.timeout_ms(),
-                                     deadline, response->mutable_values(), &waited_us));
+                                     deadline, request.reply_dtype(), sink, &waited_us));
   response->set_wait_us(waited_us);
   response->set_global_step(GlobalStep(*store));
   response->set_stopped(stopped());

@@ -56,6 +56,29 @@ inline constexpr int kWaitingSlack = 4;
 // applied). Either way the variables are untouched and the push counts in pushes_nonfinite.
 enum class NonFinitePolicy { kError, kSkip };
 
+// Receives the values a pull reads, one chunk at a time, under that chunk's lock: the
+// generated-message path encodes them into a ChunkData (ProtoValueSink), the zero-copy path
+// copies them once into the reply's slice (ps/service.cc).
+class ValueSink {
+ public:
+  virtual ~ValueSink() = default;
+  // `parts` are the chunk's segments, valid only during the call; returns the payload bytes
+  // written (in `dtype`).
+  virtual size_t Write(int chunk, int64_t step, pb::WireDtype dtype,
+                       std::span<const std::span<const float>> parts) = 0;
+};
+
+// Appends each chunk to a generated message's ChunkData list.
+class ProtoValueSink final : public ValueSink {
+ public:
+  explicit ProtoValueSink(google::protobuf::RepeatedPtrField<pb::ChunkData>* out) : out_(out) {}
+  size_t Write(int chunk, int64_t step, pb::WireDtype dtype,
+               std::span<const std::span<const float>> parts) override;
+
+ private:
+  google::protobuf::RepeatedPtrField<pb::ChunkData>* out_;
+};
+
 class Shard {
  public:
   // `task_index` is this ps task's index in the cluster spec.
@@ -100,15 +123,28 @@ class Shard {
   // DeadlineExceeded then, naming the chunk and the step it waited for.
   absl::Status Pull(const pb::PullRequest& request, pb::PullResponse* response,
                     absl::Time deadline = absl::InfiniteFuture());
+  // The same with the values going to `sink` (in request.reply_dtype()); *response gets the
+  // other fields.
+  absl::Status Pull(const pb::PullRequest& request, ValueSink& sink, pb::PullResponse* response,
+                    absl::Time deadline);
   // Applies (async) or accumulates (sync) the request's chunk gradients. A request whose
   // (task, request_id) was seen before applies nothing and is answered with duplicate=true;
   // request_id 0 means the caller does not ask for deduplication. The whole request is
   // validated before anything is applied (chunk ids, payload sizes, sync steps).
   absl::Status Push(const pb::PushRequest& request, pb::PushResponse* response);
+  // The same with each chunk's gradient already decoded by the transport: grads[i] holds the
+  // floats of request.gradients(i) (whose data is then ignored; its wire_dtype tells the bytes
+  // it took on the wire).
+  absl::Status Push(const pb::PushRequest& request, std::span<const std::span<const float>> grads,
+                    pb::PushResponse* response);
   // Push, then Pull of the pushed chunks with the request's min_step and timeout_ms; the
   // values go to response->values. A duplicate still pulls.
   absl::Status PushPull(const pb::PushRequest& request, pb::PushResponse* response,
                         absl::Time deadline = absl::InfiniteFuture());
+  // The same over decoded gradients (as Push above), the values going to `sink` in
+  // request.reply_dtype().
+  absl::Status PushPull(const pb::PushRequest& request, std::span<const std::span<const float>> grads,
+                        ValueSink& sink, pb::PushResponse* response, absl::Time deadline);
 
   // Writes a consistent pb::ShardCheckpoint atomically (temporary file, fsync, rename; the
   // parent folders are created) and answers its size and CRC-32C. With at_step > 0 (sync
@@ -212,20 +248,23 @@ class Shard {
   // Reads the chunks into `out`; waits for min_step as Pull describes, and adds the time it
   // waited to *waited_us.
   absl::Status PullChunks(Store& store, const std::vector<int>& chunk_ids, int64_t min_step,
-                          int64_t timeout_ms, absl::Time deadline,
-                          google::protobuf::RepeatedPtrField<pb::ChunkData>* out,
-                          int64_t* waited_us);
-  // Checks a push before anything of it is applied (chunk ids, payload sizes, finite values,
-  // sync steps); fills grads[i] with the floats of request.gradients(i) (scratch holds any
-  // copies). A NaN or Inf is InvalidArgument under NonFinitePolicy::kError; under kSkip
-  // *nonfinite is set and the push is to be skipped whole.
+                          int64_t timeout_ms, absl::Time deadline, pb::WireDtype dtype,
+                          ValueSink& sink, int64_t* waited_us);
+  // A generated request's gradients decoded (float32 payloads viewed in place when aligned,
+  // others into *scratch); InvalidArgument naming the chunk for a bad payload.
+  absl::Status DecodeGradients(const pb::PushRequest& request,
+                               std::vector<std::vector<float>>& scratch,
+                               std::vector<std::span<const float>>& grads) const;
+  // Checks a push before anything of it is applied (chunk ids, gradient sizes, finite values,
+  // sync steps); grads[i] are the floats of request.gradients(i). A NaN or Inf is
+  // InvalidArgument under NonFinitePolicy::kError; under kSkip *nonfinite is set and the push
+  // is to be skipped whole.
   absl::Status ValidatePush(const Store& store, const pb::PushRequest& request,
-                            std::vector<std::vector<float>>& scratch,
-                            std::vector<std::span<const float>>& grads, bool* nonfinite);
+                            std::span<const std::span<const float>> grads, bool* nonfinite);
   // Applies (async) or accumulates (sync) one validated chunk gradient; counts it as
   // *applied or *dropped.
   absl::Status PushChunk(Store& store, ChunkState& chunk, int chunk_id, std::span<const float> grad,
-                         int64_t step, int* applied, int* dropped)
+                         int64_t step, int wire_bytes, int* applied, int* dropped)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk.mu);
   // True when (task, request_id) was seen before; records it otherwise.
   bool SeenBefore(const std::string& task, uint64_t request_id);

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "grpcpp/support/client_callback.h"
 #include "runtime/grpc_util.h"
 #include "spdlog/spdlog.h"
 
@@ -47,6 +48,29 @@ void StartCall(const char* method, const GrpcPsClient* client, absl::Duration ti
   });
 }
 
+// One zero-copy call: its context, until it completes. A reply the sink refused (a wrong
+// payload length, an unknown dtype) fails the call with that reason, named by the client.
+struct FrameCall {
+  grpc::ClientContext context;
+  PsClient::Done done;
+  const GrpcPsClient* client;
+  int64_t begin_unix_us;
+
+  void Finish(const char* method, const grpc::Status& status, const absl::Status& parse) {
+    PsClient::Done d = std::move(done);
+    absl::Status s;
+    // The parse's reason first: it names the chunk (the call's status may only say INTERNAL).
+    if (!parse.ok()) {
+      s = absl::Status(parse.code(), absl::StrCat(method, " on ", client->name(), " (",
+                                                  client->target(), "): reply: ", parse.message()));
+    } else if (!status.ok()) {
+      s = FromGrpc(status, absl::StrCat(method, " on ", client->name(), " (", client->target(), ")"));
+    }
+    delete this;
+    d(std::move(s));
+  }
+};
+
 }  // namespace
 
 GrpcPsClient::GrpcPsClient(std::string name, const std::string& address,
@@ -55,7 +79,41 @@ GrpcPsClient::GrpcPsClient(std::string name, const std::string& address,
       peer_(profiler::PeerName(name_)),
       target_(address),
       channel_(MakeChannel(address, security, name_)),
-      stub_(pb::ParameterServer::NewStub(channel_)) {}
+      stub_(pb::ParameterServer::NewStub(channel_)),
+      pull_method_("/fulcrum.pb.ParameterServer/Pull", grpc::internal::RpcMethod::NORMAL_RPC,
+                   channel_),
+      push_pull_method_("/fulcrum.pb.ParameterServer/PushPull",
+                        grpc::internal::RpcMethod::NORMAL_RPC, channel_) {}
+
+void GrpcPsClient::PullFrameAsync(const pb::PullRequest* request, PullReply* response,
+                                  absl::Duration timeout, Done done) {
+  response->error = absl::OkStatus();
+  response->bytes = 0;
+  auto* call = new FrameCall{{}, std::move(done), this, NowUnixMicros()};
+  call->context.set_deadline(DeadlineIn(timeout));
+  grpc::internal::CallbackUnaryCall<pb::PullRequest, PullReply>(
+      channel_.get(), pull_method_, &call->context, request, response,
+      [call, request, response](grpc::Status status) {
+        profiler::ReportRpcBytes(call->client->observer(), call->client->peer(), "Pull",
+                                 call->begin_unix_us, request->ByteSizeLong(), response->bytes);
+        call->Finish("Pull", status, response->error);
+      });
+}
+
+void GrpcPsClient::PushPullFrameAsync(const PushFrame* request, PushReply* response,
+                                      absl::Duration timeout, Done done) {
+  response->error = absl::OkStatus();
+  response->bytes = 0;
+  auto* call = new FrameCall{{}, std::move(done), this, NowUnixMicros()};
+  call->context.set_deadline(DeadlineIn(timeout));
+  grpc::internal::CallbackUnaryCall<PushFrame, PushReply>(
+      channel_.get(), push_pull_method_, &call->context, request, response,
+      [call, request, response](grpc::Status status) {
+        profiler::ReportRpcBytes(call->client->observer(), call->client->peer(), "PushPull",
+                                 call->begin_unix_us, request->ByteSize(), response->bytes);
+        call->Finish("PushPull", status, response->error);
+      });
+}
 
 void GrpcPsClient::PullAsync(const pb::PullRequest* request, pb::PullResponse* response,
                              absl::Duration timeout, Done done) {

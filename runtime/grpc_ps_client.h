@@ -8,6 +8,7 @@
 #include <string>
 
 #include "profiler/rpc_observer.h"
+#include "grpcpp/impl/rpc_method.h"
 #include "proto/ps.grpc.pb.h"
 #include "runtime/ps_client.h"
 #include "runtime/security.h"
@@ -38,6 +39,13 @@ class GrpcPsClient final : public PsClient {
   void PushPullAsync(const pb::PushRequest* request, pb::PushResponse* response,
                      absl::Duration timeout, Done done) override;
 
+  // The zero-copy data path: frames serialized from borrowed memory and parsed into the
+  // reply's sink, on the same method names as the generated calls.
+  void PullFrameAsync(const pb::PullRequest* request, PullReply* response, absl::Duration timeout,
+                      Done done) override;
+  void PushPullFrameAsync(const PushFrame* request, PushReply* response, absl::Duration timeout,
+                          Done done) override;
+
   absl::Status CreateVariables(const pb::CreateVariablesRequest& request,
                                pb::CreateVariablesResponse* response,
                                absl::Duration timeout) override;
@@ -67,6 +75,8 @@ class GrpcPsClient final : public PsClient {
   profiler::RpcObserver* observer_ = nullptr;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<pb::ParameterServer::Stub> stub_;
+  grpc::internal::RpcMethod pull_method_;
+  grpc::internal::RpcMethod push_pull_method_;
 };
 
 }  // namespace fulcrum::runtime

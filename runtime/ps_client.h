@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "proto/ps.pb.h"
+#include "runtime/wire_frame.h"
 
 namespace fulcrum::runtime {
 
@@ -32,6 +33,20 @@ class PsClient {
                          absl::Duration timeout, Done done) = 0;
   virtual void PushPullAsync(const pb::PushRequest* request, pb::PushResponse* response,
                              absl::Duration timeout, Done done) = 0;
+
+  // The zero-copy data path (runtime/wire_frame.h), what runtime::ShardedVariables uses: the
+  // request's payload slices are sent from the memory they borrow, which must stay unchanged
+  // until `done` runs; each reply chunk's payload goes to response->sink while the reply is
+  // parsed (and a sink's error is response->error and the call's status). These defaults go
+  // through the generated-message calls above with copies (the in-process client);
+  // GrpcPsClient sends and parses the frames themselves.
+  using PushFrame = OutFrame<pb::PushRequest>;
+  using PullReply = InFrame<pb::PullResponse>;
+  using PushReply = InFrame<pb::PushResponse>;
+  virtual void PullFrameAsync(const pb::PullRequest* request, PullReply* response,
+                              absl::Duration timeout, Done done);
+  virtual void PushPullFrameAsync(const PushFrame* request, PushReply* response,
+                                  absl::Duration timeout, Done done);
 
   // Blocking control path.
   virtual absl::Status CreateVariables(const pb::CreateVariablesRequest& request,

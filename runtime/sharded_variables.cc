@@ -7,19 +7,23 @@
 #include "absl/strings/str_cat.h"
 #include "base/blocking_counter.h"
 #include "base/random.h"
-#include "runtime/tensor_coding.h"
 #include "spdlog/spdlog.h"
 
 namespace fulcrum::runtime {
 
+// One chunk's calls. The push frame borrows the gradient tensors' memory (float32) or holds
+// their 16-bit encoding; replies are parsed straight into the value tensors by `Expect`'s sink.
 struct ShardedVariables::Slot {
   int ps = 0;
   int chunk = 0;
   pb::PullRequest pull_request;
-  pb::PullResponse pull_response;
-  pb::PushRequest push_request;
-  pb::PushResponse push_response;
+  PsClient::PullReply pull_reply;
+  PsClient::PushFrame push;
+  PsClient::PushReply push_reply;
   absl::Status status;
+  int replies = 0;              // chunks the current reply carried
+  int64_t reply_bytes = 0;      // their payload bytes
+  std::vector<std::span<float>> dest;  // where the current reply's values go
 };
 
 namespace {
@@ -38,6 +42,25 @@ void AwaitAll(BlockingCounter& pending, absl::Duration timeout, const std::strin
 }
 
 bool Retryable(const absl::Status& s) { return absl::IsUnavailable(s); }
+
+// A reply sink writing the one chunk a slot asked for into slot->dest.
+template <typename Slot>
+auto ExpectChunk(Slot* slot, const char* what) {
+  slot->replies = 0;
+  slot->reply_bytes = 0;
+  return [slot, what](const pb::ChunkData& meta, const Pieces& pieces) -> absl::Status {
+    if (++slot->replies > 1) {
+      return absl::InternalError(
+          absl::StrCat("ps:", slot->ps, " answered more than one chunk to a call for one"));
+    }
+    if (meta.chunk() != slot->chunk) {
+      return absl::InternalError(absl::StrCat("ps:", slot->ps, " answered chunk ", meta.chunk(),
+                                              " to a call for chunk ", slot->chunk));
+    }
+    for (const auto& p : pieces) slot->reply_bytes += static_cast<int64_t>(p.size());
+    return DecodePayload(pieces, meta.wire_dtype(), slot->dest, what);
+  };
+}
 
 }  // namespace
 
@@ -64,8 +87,8 @@ ShardedVariables::ShardedVariables(const Placement& placement, int64_t chunk_byt
       slot->chunk = static_cast<int>(c);
       slot->pull_request.set_task(task_);
       slot->pull_request.add_chunks(static_cast<int>(c));
-      slot->push_request.set_task(task_);
-      slot->push_request.add_gradients()->set_chunk(static_cast<int>(c));
+      slot->push.header.set_task(task_);
+      slot->push.chunks.emplace_back().meta.set_chunk(static_cast<int>(c));
       slots_.push_back(std::move(slot));
     }
     shards_.push_back(std::move(shard));
@@ -89,6 +112,14 @@ std::vector<std::span<T>> ShardedVariables::Spans(int ps, int chunk, Tensors ten
   return spans;
 }
 
+void ShardedVariables::set_wire_dtype(pb::WireDtype dtype) {
+  wire_dtype_ = dtype;
+  for (auto& slot : slots_) {
+    slot->pull_request.set_reply_dtype(dtype);
+    slot->push.header.set_reply_dtype(dtype);
+  }
+}
+
 absl::Status ShardedVariables::PullAll(int64_t min_step, absl::Duration timeout,
                                        std::span<ops::Tensor> values, TransferResult* result) {
   *result = TransferResult();
@@ -97,22 +128,16 @@ absl::Status ShardedVariables::PullAll(int64_t min_step, absl::Duration timeout,
     Slot* slot = slot_ptr.get();
     slot->pull_request.set_min_step(min_step);
     slot->pull_request.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
-    slot->pull_response.Clear();
-    clients_[static_cast<size_t>(slot->ps)]->PullAsync(
-        &slot->pull_request, &slot->pull_response, timeout + kCallSlack,
-        [this, slot, values, &pending](absl::Status s) {
-          if (s.ok()) {
-            if (slot->pull_response.chunks_size() != 1) {
-              s = absl::InternalError(absl::StrCat("ps:", slot->ps, " answered ",
-                                                   slot->pull_response.chunks_size(),
-                                                   " chunks to a pull of one"));
-            } else {
-              s = DecodeFloats(slot->pull_response.chunks(0).data(),
-                               Spans<float>(slot->ps, slot->chunk, values), "pulled values");
-              if (!s.ok()) s = InChunk(s, *slot);
-            }
+    slot->dest = Spans<float>(slot->ps, slot->chunk, values);
+    slot->pull_reply.sink = ExpectChunk(slot, "pulled values");
+    clients_[static_cast<size_t>(slot->ps)]->PullFrameAsync(
+        &slot->pull_request, &slot->pull_reply, timeout + kCallSlack,
+        [slot, &pending](absl::Status s) {
+          if (s.ok() && slot->replies != 1) {
+            s = absl::InternalError(absl::StrCat("ps:", slot->ps, " answered ", slot->replies,
+                                                 " chunks to a pull of one"));
           }
-          slot->status = std::move(s);
+          slot->status = s.ok() ? std::move(s) : InChunk(s, *slot);
           pending.DecrementCount();
         });
   }
@@ -120,10 +145,11 @@ absl::Status ShardedVariables::PullAll(int64_t min_step, absl::Duration timeout,
   result->global_step = std::numeric_limits<int64_t>::max();
   for (const auto& slot : slots_) {
     if (!slot->status.ok()) return slot->status;
-    result->global_step = std::min(result->global_step, slot->pull_response.chunks(0).step());
-    result->stopped = result->stopped || slot->pull_response.stopped();
-    result->bytes_received += static_cast<int64_t>(slot->pull_response.chunks(0).data().size());
-    result->max_wait_us = std::max(result->max_wait_us, slot->pull_response.wait_us());
+    const pb::PullResponse& r = slot->pull_reply.header;
+    result->global_step = std::min(result->global_step, r.chunks(0).step());
+    result->stopped = result->stopped || r.stopped();
+    result->bytes_received += slot->reply_bytes;
+    result->max_wait_us = std::max(result->max_wait_us, r.wait_us());
   }
   if (slots_.empty()) result->global_step = 0;
   return absl::OkStatus();
@@ -135,16 +161,21 @@ absl::Status ShardedVariables::PushPullAll(int64_t step, int64_t min_step,
                                            TransferResult* result) {
   *result = TransferResult();
   for (auto& slot : slots_) {
-    pb::PushRequest& req = slot->push_request;
+    pb::PushRequest& req = slot->push.header;
     if (next_request_ == 0) ++next_request_;  // 0 means "no dedup" to the PS
     req.set_request_id(next_request_++);
     req.set_step(step);
     req.set_min_step(min_step);
     req.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
-    pb::ChunkData* g = req.mutable_gradients(0);
-    g->set_step(step);
+    OutChunk& g = slot->push.chunks[0];
+    g.meta.set_step(step);
     const auto spans = Spans<const float>(slot->ps, slot->chunk, grads);
-    EncodeFloats(spans, g->mutable_data());
+    if (wire_dtype_ == pb::WIRE_F32) {
+      BorrowPayload(spans, &g);  // the tensors stay unchanged until every call has ended
+    } else {
+      CopyPayload(spans, wire_dtype_, &g);
+    }
+    slot->dest = Spans<float>(slot->ps, slot->chunk, values);
     slot->status = absl::OkStatus();
   }
   // Up to two rounds: the second re-sends (same request ids) what failed in transport.
@@ -153,22 +184,14 @@ absl::Status ShardedVariables::PushPullAll(int64_t step, int64_t min_step,
   for (int round = 0; round < 2 && !todo.empty(); ++round) {
     BlockingCounter pending(static_cast<int>(todo.size()));
     for (Slot* slot : todo) {
-      slot->push_response.Clear();
-      clients_[static_cast<size_t>(slot->ps)]->PushPullAsync(
-          &slot->push_request, &slot->push_response, timeout + kCallSlack,
-          [this, slot, values, &pending](absl::Status s) {
-            if (s.ok()) {
-              if (slot->push_response.values_size() != 1) {
-                s = absl::InternalError(absl::StrCat("ps:", slot->ps, " answered ",
-                                                     slot->push_response.values_size(),
-                                                     " chunks to a push-pull of one"));
-              } else {
-                s = DecodeFloats(slot->push_response.values(0).data(),
-                                 Spans<float>(slot->ps, slot->chunk, values), "returned values");
-                if (!s.ok()) s = InChunk(s, *slot);
-              }
+      slot->push_reply.sink = ExpectChunk(slot, "returned values");
+      clients_[static_cast<size_t>(slot->ps)]->PushPullFrameAsync(
+          &slot->push, &slot->push_reply, timeout + kCallSlack, [slot, &pending](absl::Status s) {
+            if (s.ok() && slot->replies != 1) {
+              s = absl::InternalError(absl::StrCat("ps:", slot->ps, " answered ", slot->replies,
+                                                   " chunks to a push-pull of one"));
             }
-            slot->status = std::move(s);
+            slot->status = s.ok() ? std::move(s) : InChunk(s, *slot);
             pending.DecrementCount();
           });
     }
@@ -183,14 +206,14 @@ absl::Status ShardedVariables::PushPullAll(int64_t step, int64_t min_step,
   result->global_step = std::numeric_limits<int64_t>::max();
   for (const auto& slot : slots_) {
     if (!slot->status.ok()) return slot->status;
-    const pb::PushResponse& r = slot->push_response;
+    const pb::PushResponse& r = slot->push_reply.header;
     result->global_step = std::min(result->global_step, r.values(0).step());
     result->stopped = result->stopped || r.stopped();
     result->applied += r.applied();
     result->dropped += r.dropped();
     result->duplicates += r.duplicate() ? 1 : 0;
-    result->bytes_sent += static_cast<int64_t>(slot->push_request.gradients(0).data().size());
-    result->bytes_received += static_cast<int64_t>(r.values(0).data().size());
+    result->bytes_sent += static_cast<int64_t>(slot->push.chunks[0].bytes);
+    result->bytes_received += slot->reply_bytes;
     result->max_wait_us = std::max(result->max_wait_us, r.wait_us());
   }
   if (slots_.empty()) result->global_step = 0;

@@ -47,6 +47,11 @@ class ShardedVariables {
                    std::string task);
   ~ShardedVariables();
 
+  // How gradients and values travel (--wire_dtype; default float32, borrowed from the
+  // tensors without a copy). Before the first call.
+  void set_wire_dtype(pb::WireDtype dtype);
+  pb::WireDtype wire_dtype() const { return wire_dtype_; }
+
   int num_ps() const { return static_cast<int>(shards_.size()); }
   int num_chunks() const;
   const std::vector<Chunk>& chunks(int ps) const { return shards_[static_cast<size_t>(ps)].chunks; }
@@ -82,6 +87,7 @@ class ShardedVariables {
   std::vector<PsClient*> clients_;
   std::string task_;
   uint64_t next_request_ = 0;
+  pb::WireDtype wire_dtype_ = pb::WIRE_F32;
   std::vector<std::unique_ptr<Slot>> slots_;  // ps-major, then chunk
 };
 
