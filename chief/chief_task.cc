@@ -36,6 +36,7 @@
 #include "runtime/proto_convert.h"
 #include "runtime/run_dir.h"
 #include "runtime/shard_defs.h"
+#include "runtime/wire_frame.h"
 #include "spdlog/spdlog.h"
 
 namespace fulcrum::chief {
@@ -540,6 +541,7 @@ nlohmann::json Chief::RunJson(const std::string& stop_reason) const {
   j["batch_size"] = t_.batch_size;
   j["seed"] = t_.seed;
   j["placement"] = runtime::PlacementName(c_.placement);
+  j["wire_dtype"] = runtime::WireDtypeName(c_.wire_dtype);
   j["num_ps"] = placement_.num_ps();
   j["num_workers"] = num_workers;
   j["replicas_to_aggregate"] =

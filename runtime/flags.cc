@@ -25,6 +25,7 @@
 #include "base/exit_code.h"
 #include "base/status_macros.h"
 #include "nlohmann/json.hpp"
+#include "runtime/wire_frame.h"
 
 ABSL_FLAG(
     std::string, model, "logreg",
@@ -130,6 +131,10 @@ ABSL_FLAG(std::string, nonfinite, "error",
           "pusher fails) or skip (apply nothing, count it in pushes_nonfinite).");
 ABSL_FLAG(int64_t, rpc_chunk_bytes, 2 << 20,
           "Largest piece of a shard sent in one RPC (pieces go out in parallel).");
+ABSL_FLAG(std::string, wire_dtype, "f32",
+          "How gradients and values travel between workers and ps tasks: f32 (exact, sent from "
+          "the tensors without a copy), bf16 or fp16 (16-bit, half the bytes, each value rounded "
+          "to nearest even; the ps keeps float32).");
 ABSL_FLAG(double, startup_timeout, 120, "Seconds to wait for every task of the cluster.");
 ABSL_FLAG(double, step_timeout, 60,
           "Seconds a worker waits for a PS (e.g. for a sync step to complete) before failing.");
@@ -696,6 +701,14 @@ absl::StatusOr<ClusterOptions> ClusterOptionsFromFlags(absl::string_view default
     return absl::InvalidArgumentError(
         absl::StrCat("--rpc_chunk_bytes=", o.chunk_bytes, ": must be between 4 and 67108864"));
   }
+  if (absl::StatusOr<pb::WireDtype> dtype = ParseWireDtype(absl::GetFlag(FLAGS_wire_dtype));
+      dtype.ok()) {
+    o.wire_dtype = *dtype;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--wire_dtype=", absl::GetFlag(FLAGS_wire_dtype), ": ",
+                     dtype.status().message()));
+  }
   FULCRUM_ASSIGN_OR_RETURN(o.startup_timeout,
                            Seconds("startup_timeout", absl::GetFlag(FLAGS_startup_timeout)));
   FULCRUM_ASSIGN_OR_RETURN(o.step_timeout,
@@ -781,7 +794,8 @@ std::string ConfigFingerprint(const TrainingOptions& t, const ClusterOptions& c)
       "\ntrain_subset=", t.train_subset, "\ndataset_repeat=", t.dataset_repeat, "\nseed=", t.seed,
       "\nmode=", ModeName(c.mode), "\nreplicas_to_aggregate=", c.replicas_to_aggregate,
       "\nplacement=", PlacementName(c.placement), "\npartition_min_bytes=", c.partition_min_bytes,
-      "\nrpc_chunk_bytes=", c.chunk_bytes, "\ncheckpoint_dir=", c.checkpoint_dir,
+      "\nrpc_chunk_bytes=", c.chunk_bytes, "\nwire_dtype=", WireDtypeName(c.wire_dtype),
+      "\ncheckpoint_dir=", c.checkpoint_dir,
       "\nrecovery_timeout=", absl::FormatDuration(c.recovery_timeout),
       "\ncluster=", c.task.cluster.ToJson());
 }

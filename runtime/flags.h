@@ -17,6 +17,7 @@
 #include "ops/device.h"
 #include "ops/optimizer.h"
 #include "profiler/options.h"
+#include "proto/ps.pb.h"
 #include "runtime/cluster_spec.h"
 #include "runtime/placement.h"
 #include "runtime/security.h"
@@ -98,6 +99,9 @@ struct ClusterOptions {
   PlacementStrategy placement = PlacementStrategy::kRoundRobin;
   int64_t partition_min_bytes = 256 << 10;
   int64_t chunk_bytes = 2 << 20;
+  // --wire_dtype: how workers' gradients and the values sent back travel (f32 exact; bf16 and
+  // fp16 halve the bytes and round each value).
+  pb::WireDtype wire_dtype = pb::WIRE_F32;
   absl::Duration startup_timeout = absl::Seconds(120);
   absl::Duration step_timeout = absl::Seconds(60);
   absl::Duration heartbeat_timeout = absl::Seconds(60);

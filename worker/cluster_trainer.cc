@@ -19,6 +19,7 @@
 #include "runtime/grpc_ps_client.h"
 #include "runtime/grpc_util.h"
 #include "runtime/sharded_variables.h"
+#include "runtime/wire_frame.h"
 #include "spdlog/spdlog.h"
 #include "worker/heartbeat.h"
 #include "worker/replicas.h"
@@ -102,6 +103,7 @@ nlohmann::json SummaryJson(const TrainingOptions& t, const ClusterOptions& c,
   j["job"] = c.task.job_name;
   j["task_index"] = c.task.task_index;
   j["mode"] = runtime::ModeName(c.mode);
+  j["wire_dtype"] = runtime::WireDtypeName(c.wire_dtype);
   j["model"] = t.model;
   j["devices"] = DeviceNames(t);
   j["batch_size"] = t.batch_size;
@@ -170,6 +172,7 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c,
   std::vector<runtime::PsClient*> clients;
   for (const auto& client : ps) clients.push_back(client.get());
   runtime::ShardedVariables sharded(placement, c.chunk_bytes, clients, c.task.task_name());
+  sharded.set_wire_dtype(c.wire_dtype);
   Heartbeat heartbeat(&chief, c.heartbeat_timeout);
   ShardedVariableStore store(&sharded, shapes, c.mode, c.step_timeout);
   if (c.recovers()) {

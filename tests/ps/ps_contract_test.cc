@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <future>
 #include <fstream>
 #include <limits>
 #include <memory>
@@ -18,6 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
+#include "grpcpp/impl/client_unary_call.h"
 #include "grpcpp/server.h"
 #include "gtest/gtest.h"
 #include "ops/initializer.h"
@@ -1260,6 +1262,190 @@ TEST_P(PsContractTest, PingEchoesTheRequestedBytes) {
   request.set_reply_bytes(kMaxPingReply);
   ASSERT_TRUE(client_->Ping(request, &response, kTimeout).ok());
   EXPECT_EQ(static_cast<int64_t>(response.payload().size()), kMaxPingReply);
+}
+
+// ---- the zero-copy frames (what workers use) --------------------------------------------------
+
+// The parts of chunk c of `values` (per variable), in segment order.
+template <typename T, typename V>
+std::vector<std::span<T>> ChunkParts(const std::vector<runtime::Chunk>& plan, size_t c, V& values) {
+  std::vector<std::span<T>> parts;
+  for (const auto& seg : plan[c].segments) {
+    parts.push_back(std::span<T>(values[static_cast<size_t>(seg.variable)])
+                        .subspan(static_cast<size_t>(seg.offset), static_cast<size_t>(seg.count)));
+  }
+  return parts;
+}
+
+// Push-pulls every chunk of `grads` through the frame calls in `dtype`; returns the values the
+// reply carried (per variable).
+Values FramePushPull(runtime::PsClient& client, const pb::CreateVariablesRequest& def,
+                     const Values& grads, pb::WireDtype dtype, uint64_t request_id) {
+  const auto plan = Plan(def);
+  runtime::PsClient::PushFrame frame;
+  frame.header.set_task("worker:0");
+  frame.header.set_request_id(request_id);
+  frame.header.set_reply_dtype(dtype);
+  for (size_t c = 0; c < plan.size(); ++c) {
+    runtime::OutChunk& out = frame.chunks.emplace_back();
+    out.meta.set_chunk(static_cast<int>(c));
+    const auto parts = ChunkParts<const float>(plan, c, grads);
+    if (dtype == pb::WIRE_F32) {
+      runtime::BorrowPayload(parts, &out);
+    } else {
+      runtime::CopyPayload(parts, dtype, &out);
+    }
+  }
+  Values returned = ZerosLike(def);
+  runtime::PsClient::PushReply reply;
+  reply.sink = [&](const pb::ChunkData& meta, const runtime::Pieces& pieces) {
+    const auto parts = ChunkParts<float>(plan, static_cast<size_t>(meta.chunk()), returned);
+    return runtime::DecodePayload(pieces, meta.wire_dtype(), parts, "reply");
+  };
+  std::promise<absl::Status> done;
+  client.PushPullFrameAsync(&frame, &reply, kTimeout,
+                            [&done](absl::Status s) { done.set_value(std::move(s)); });
+  const absl::Status s = done.get_future().get();
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(reply.header.values_size(), static_cast<int>(plan.size()));
+  return returned;
+}
+
+// What `dtype` makes of each value.
+Values OnTheWire(Values values, pb::WireDtype dtype) {
+  for (auto& v : values) {
+    std::string bytes(v.size() * 2, '\0');
+    const std::span<const float> in[] = {v};
+    runtime::EncodePayload(in, dtype, bytes.data());
+    const std::span<float> out[] = {v};
+    EXPECT_TRUE(runtime::DecodePayload(bytes, dtype, out, "round trip").ok());
+  }
+  return values;
+}
+
+TEST_P(PsContractTest, FramesCarryTheSameNumbersAsTheGeneratedMessages) {
+  const auto def = SmallModel(Sgd(0.5f));
+  Create(def);
+  const Values start = PullAll(def);
+  Values grad = ZerosLike(def);
+  for (size_t v = 0; v < grad.size(); ++v) {
+    for (size_t i = 0; i < grad[v].size(); ++i) grad[v][i] = 0.1f * static_cast<float>(i % 5 + v);
+  }
+  const Values returned = FramePushPull(*client_, def, grad, pb::WIRE_F32, 1);
+  EXPECT_EQ(returned, PullAll(def));
+  for (size_t v = 0; v < grad.size(); ++v) {
+    for (size_t i = 0; i < grad[v].size(); ++i) {
+      EXPECT_NEAR(returned[v][i], start[v][i] - 0.5f * grad[v][i], 1e-6) << v << "," << i;
+    }
+  }
+  const auto stats = Stats();
+  int64_t elements = 0;
+  for (const auto& v : grad) elements += static_cast<int64_t>(v.size());
+  EXPECT_EQ(stats.bytes_pushed(), 4 * elements);
+  EXPECT_EQ(stats.pushes_applied(), static_cast<int64_t>(Plan(def).size()));
+}
+
+TEST_P(PsContractTest, SixteenBitWireRoundsGradientsAndRepliesButThePsKeepsFloat32) {
+  for (const pb::WireDtype dtype : {pb::WIRE_BF16, pb::WIRE_F16}) {
+    SCOPED_TRACE(runtime::WireDtypeName(dtype));
+    TearDown();
+    SetUp();
+    const auto def = SmallModel(Sgd(0.5f));
+    Create(def);
+    const Values start = PullAll(def);
+    Values grad = ZerosLike(def);
+    for (size_t v = 0; v < grad.size(); ++v) {
+      for (size_t i = 0; i < grad[v].size(); ++i) grad[v][i] = 1.0f / static_cast<float>(3 + i);
+    }
+    const Values returned = FramePushPull(*client_, def, grad, dtype, 1);
+    const Values held = PullAll(def);  // float32 from the ps
+    const Values sent = OnTheWire(grad, dtype);
+    EXPECT_EQ(returned, OnTheWire(held, dtype));
+    EXPECT_NE(sent, grad);  // 1/3, 1/5, ... are not exact in 16 bits
+    for (size_t v = 0; v < grad.size(); ++v) {
+      for (size_t i = 0; i < grad[v].size(); ++i) {
+        EXPECT_NEAR(held[v][i], start[v][i] - 0.5f * sent[v][i], 1e-6) << v << "," << i;
+      }
+    }
+    int64_t elements = 0;
+    for (const auto& v : grad) elements += static_cast<int64_t>(v.size());
+    EXPECT_EQ(Stats().bytes_pushed(), 2 * elements);  // the bytes the wire carried
+  }
+}
+
+// A raw client sends bytes a generated or frame client never would: each is refused with a
+// reason and nothing of it is applied.
+TEST(PsFrameTest, MalformedFramesFromARawClientAreRefusedAndApplyNothing) {
+  Shard shard(0);
+  PsService service(&shard);
+  int port = 0;
+  auto server = StartServer(&service, "ps:0", "127.0.0.1:0", &port);
+  ASSERT_TRUE(server.ok()) << server.status();
+  runtime::GrpcPsClient client("ps:0", absl::StrCat("127.0.0.1:", port));
+  ASSERT_TRUE(client.WaitUntilReady(kTimeout));
+  const auto def = SmallModel(Sgd(1.0f));
+  pb::CreateVariablesResponse created;
+  ASSERT_TRUE(client.CreateVariables(def, &created, kTimeout).ok());
+  pb::PullRequest pull_all;
+  pull_all.set_task("worker:0");
+  pb::PullResponse before;
+  ASSERT_TRUE(client.Pull(pull_all, &before, kTimeout).ok());
+
+  auto call = [&](const char* method, const std::string& bytes) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    grpc::Slice slice(bytes);
+    grpc::ByteBuffer request(&slice, 1);
+    grpc::ByteBuffer response;
+    return grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(
+        client.channel().get(),
+        grpc::internal::RpcMethod(method, grpc::internal::RpcMethod::NORMAL_RPC), &context,
+        request, &response);
+  };
+  const std::string push = PushOf(def, Filled(def, 1.0f), "worker:0", 1).SerializeAsString();
+
+  // Cut inside the last chunk's payload.
+  grpc::Status s = call("/fulcrum.pb.ParameterServer/Push", push.substr(0, push.size() - 3));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("truncated"));
+  s = call("/fulcrum.pb.ParameterServer/PushPull", push.substr(0, push.size() - 3));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+  // A chunk in a dtype this ps does not know.
+  pb::PushRequest unknown = PushOf(def, Filled(def, 1.0f), "worker:0", 2);
+  unknown.mutable_gradients(1)->set_wire_dtype(static_cast<pb::WireDtype>(9));
+  s = call("/fulcrum.pb.ParameterServer/Push", unknown.SerializeAsString());
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("chunk 1: unknown wire dtype 9"));
+
+  // A bf16 payload one value short of its chunk: named by the shard, nothing applied.
+  pb::PushRequest short_bf16 = PushOf(def, Filled(def, 1.0f), "worker:0", 3);
+  for (auto& g : *short_bf16.mutable_gradients()) {
+    g.set_wire_dtype(pb::WIRE_BF16);
+    g.mutable_data()->resize(g.data().size() / 2);
+  }
+  short_bf16.mutable_gradients(2)->mutable_data()->resize(
+      short_bf16.gradients(2).data().size() - 2);
+  s = call("/fulcrum.pb.ParameterServer/Push", short_bf16.SerializeAsString());
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("chunk 2 gradient: payload has"));
+
+  // A reply in a dtype this ps does not know.
+  pb::PullRequest bad_reply = pull_all;
+  bad_reply.set_reply_dtype(static_cast<pb::WireDtype>(5));
+  s = call("/fulcrum.pb.ParameterServer/Pull", bad_reply.SerializeAsString());
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("unknown reply wire dtype 5"));
+
+  pb::PullResponse after;
+  ASSERT_TRUE(client.Pull(pull_all, &after, kTimeout).ok());
+  EXPECT_EQ(Assemble(def, after.chunks()), Assemble(def, before.chunks()));
+  pb::StatsResponse stats;
+  ASSERT_TRUE(client.Stats(&stats, kTimeout).ok());
+  EXPECT_EQ(stats.pushes_received(), 0);
+  shard.Stop("test over");
+  (*server)->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  (*server)->Wait();
 }
 
 }  // namespace
