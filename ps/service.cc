@@ -135,6 +135,13 @@ grpc::Status PsService::Ping(grpc::ServerContext* context, const pb::PingRequest
   return runtime::ToGrpc(shard_->Ping(*request, response));
 }
 
+grpc::Status PsService::ReleaseWorkers(grpc::ServerContext* context,
+                                       const pb::ReleaseWorkersRequest* request,
+                                       pb::ReleaseWorkersResponse*) {
+  if (grpc::Status s = guard_.AuthorizeOnly(*context, "ReleaseWorkers", kChief); !s.ok()) return s;
+  return runtime::ToGrpc(shard_->ReleaseWorkers(*request));
+}
+
 bool PsService::WaitForShutdown(absl::Duration timeout, std::string* reason) {
   const absl::Time deadline = absl::Now() + timeout;
   MutexLock lock(&mu_);

@@ -4,8 +4,8 @@
 // with the summary the runner hands back. Data RPCs are reported to an optional
 // profiler::RpcObserver (per-peer traffic as the PS sees it). Every call first passes the
 // runtime::CallGuard (token; with mTLS, Pull/Push/PushPull only under the caller's own task
-// name and the control RPCs CreateVariables/SaveShard/RestoreShard/Stop/Shutdown only from
-// chief:0), so a refused call changes nothing.
+// name and the control RPCs CreateVariables/SaveShard/RestoreShard/ReleaseWorkers/Stop/
+// Shutdown only from chief:0), so a refused call changes nothing.
 // Thread-safety: gRPC calls the handlers from many threads at once; all methods are safe.
 #pragma once
 
@@ -54,6 +54,9 @@ class PsService final : public pb::ParameterServer::Service {
                         pb::ShutdownResponse* response) override;
   grpc::Status Ping(grpc::ServerContext* context, const pb::PingRequest* request,
                     pb::PingResponse* response) override;
+  grpc::Status ReleaseWorkers(grpc::ServerContext* context,
+                              const pb::ReleaseWorkersRequest* request,
+                              pb::ReleaseWorkersResponse* response) override;
 
   // Waits up to `timeout` for a Shutdown RPC; true (and its reason in *reason) once one came.
   bool WaitForShutdown(absl::Duration timeout, std::string* reason);
