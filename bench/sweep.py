@@ -2,13 +2,14 @@
 """Runs the cartesian product of cluster layouts and settings on emulated hosts.
 
   bench/sweep.py --layouts=ps-w-w,pw-pw,pw-w --workers=1,2,4 --ps=1,2 --batch_sizes=64,128
-      --modes=sync,async --rates=1gbit,10gbit --model=logreg --steps=500 --repeats=3
+      --modes=sync,async,ssp3 --rates=1gbit,10gbit --model=logreg --steps=500 --repeats=3
       --out=DIR [--target_accuracy=0.8 --eval_every=50] [--extra="--learning_rate=0.03"] [--timeout=600]
 
 Each run is a real cluster (scripts/local_cluster.sh --hosts) on hosts made by
 scripts/netns_hosts.sh (one set per link rate, removed afterwards), laid out by
 scripts/make_spec.py; combinations a layout cannot take (pw-w with one worker, ...) are
-listed as skipped. A failed run is recorded as failed and the sweep goes on; a run whose
+listed as skipped. A mode is sync, async or sspS (--mode=ssp --staleness=S, e.g. ssp0, ssp3).
+A failed run is recorded as failed and the sweep goes on; a run whose
 report.json exists in DIR/runs/ is not run again (resume by repeating the command).
 Writes DIR/runs.csv (one row per run) and DIR/results.csv (one row per combination, medians
 over its good repeats), DIR/index.html (examples/s vs workers with the ideal-linear line,
@@ -61,6 +62,13 @@ def csv_list(text, kind, name):
             raise ValueError("--%s=%s: values must be positive" % (name, text))
         return values
     return items
+
+
+def mode_flags(mode):
+    """The flags of a --modes entry: sync, async, or sspS (bounded staleness S)."""
+    if mode.startswith("ssp"):
+        return ["--mode=ssp", "--staleness=" + mode[3:]]
+    return ["--mode=" + mode]
 
 
 def hosts_for(layout, workers, ps):
@@ -118,11 +126,11 @@ def run_one(c, repeat, args, out_dir, bin_dir):
                     c["layout"], "--workers", str(c["workers"]), "--ps", str(c["ps"]), "--hosts",
                     str(c["hosts"]), "--prefix", args.prefix, "--out", run_dir], 60)
     if code == 0:
-        flags = ["--model=" + args.model, "--batch_size=%d" % c["batch_size"],
-                 "--train_steps=%d" % args.steps, "--mode=" + c["mode"], "--threads=1",
-                 "--eval_every=%d" % (args.eval_every or max(1, args.steps // 5)),
-                 "--log_every=100000",
-                 "--startup_timeout=120", "--run_dir=" + os.path.join(run_dir, "run")]
+        flags = (["--model=" + args.model, "--batch_size=%d" % c["batch_size"],
+                  "--train_steps=%d" % args.steps] + mode_flags(c["mode"]) +
+                 ["--threads=1", "--eval_every=%d" % (args.eval_every or max(1, args.steps // 5)),
+                  "--log_every=100000",
+                  "--startup_timeout=120", "--run_dir=" + os.path.join(run_dir, "run")])
         if args.target_accuracy > 0:  # stop there; --steps is the cap
             flags.append("--target_accuracy=%g" % args.target_accuracy)
         flags += args.extra.split()
@@ -199,7 +207,8 @@ def representative_layouts(out_dir, ok):
             chosen[r["layout"]] = r
     layouts = []
     for layout, r in sorted(chosen.items()):
-        reports = {mode: load_report(out_dir, dict(r, mode=mode)) for mode in ("sync", "async")}
+        reports = {mode: load_report(out_dir, dict(r, mode=mode))
+                   for mode in {"sync", "async", r["mode"]}}
         layouts.append({"layout": layout, "workers": r["workers"], "ps": r["ps"],
                         "mode": r["mode"], "reports": reports})
     return layouts
@@ -249,8 +258,10 @@ def main():
         ps = csv_list(args.ps, int, "ps")
         batches = csv_list(args.batch_sizes, int, "batch_sizes")
         modes = csv_list(args.modes, str, "modes")
-        if any(m not in ("sync", "async") for m in modes):
-            raise ValueError("--modes=%s: expected sync and/or async" % args.modes)
+        if any(m not in ("sync", "async") and not (m.startswith("ssp") and m[3:].isdigit())
+               for m in modes):
+            raise ValueError("--modes=%s: expected sync, async and/or sspS (S = staleness, "
+                             "e.g. ssp3)" % args.modes)
         rates = csv_list(args.rates, str, "rates")
         if args.steps < 1 or args.repeats < 1 or args.timeout < 1 or args.eval_every < 0:
             raise ValueError("--steps, --repeats and --timeout must be positive")

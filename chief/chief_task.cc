@@ -121,6 +121,10 @@ class Chief {
   // The error of a failed worker in this process (ChiefHooks), as the chief's; OK otherwise.
   absl::Status LocalWorkerStatus() const;
   absl::Status Monitor();
+  // ssp mode: tells the ps tasks not to wait any more for the workers that reported their
+  // summary (finished or failed) or were lost, once each (again after a ps recovery). A ps
+  // that does not answer is retried at the next poll. True when a worker was released now.
+  bool ReleaseGoneWorkers(const std::map<int, std::string>& summaries);
   // A ps stopped answering (`cause`): waits up to --recovery_timeout for every ps to answer,
   // recreates the variables of a restarted one (held until restored) and restores every ps
   // from the newest checkpoint. OK once training can go on; the error otherwise.
@@ -140,6 +144,7 @@ class Chief {
   std::unique_ptr<profiler::Profiler> prof_;
   std::vector<std::string> ps_summaries_;  // by ps index; "" when a ps gave none
   std::set<int> lost_workers_;             // silent workers the run went on without
+  std::set<int> released_workers_;         // ssp: workers every ps was told not to wait for
   bool failed_ = false;                    // the run ended in an error (the report says which)
   absl::Time process_start_ = absl::Now();
   absl::Time train_start_;
@@ -256,6 +261,8 @@ absl::Status Chief::CreateVariables(std::vector<int>* restarted) {
   o.optimizer = t_.optimizer;
   o.mode = runtime::ModeToProto(c_.mode);
   o.replicas_to_aggregate = c_.replicas_to_aggregate;
+  o.num_workers = c_.task.cluster.num_tasks(runtime::kWorkerJob);
+  o.staleness = c_.staleness;
   o.chunk_bytes = c_.chunk_bytes;
   o.seed = t_.seed;
   for (int p = 0; p < placement_.num_ps(); ++p) {
@@ -377,6 +384,7 @@ absl::Status Chief::Monitor() {
                                          "ps from the newest checkpoint)"));
       }
       FULCRUM_RETURN_IF_ERROR(RecoverPs(polled.status()));
+      released_workers_.clear();  // a restarted ps knows nothing of them: tell every ps again
       last_step = -1;
       last_progress = absl::Now();
       continue;
@@ -430,7 +438,7 @@ absl::Status Chief::Monitor() {
       const int workers = c_.task.cluster.num_tasks(runtime::kWorkerJob);
       const int alive = workers - static_cast<int>(silent.size());
       const bool can_go_on =
-          alive > 0 && (c_.mode == runtime::SyncMode::kAsync || alive >= c_.replicas_to_aggregate);
+          alive > 0 && (c_.mode != runtime::SyncMode::kSync || alive >= c_.replicas_to_aggregate);
       if (!can_go_on) {
         return absl::UnavailableError(
             absl::StrCat("chief: ", Join(silent, "worker"), " silent for ",
@@ -445,6 +453,8 @@ absl::Status Chief::Monitor() {
         }
       }
     }
+    // The others were held for a released worker: the stall so far is not theirs.
+    if (ReleaseGoneWorkers(summaries)) last_progress = absl::Now();
     if (now - last_progress > c_.heartbeat_timeout) {
       // A worker that died just after its last heartbeat is not "silent" yet when the step
       // stalls: name the one heard from least recently, the likely cause.
@@ -459,6 +469,30 @@ absl::Status Chief::Monitor() {
                        ": global step stuck at ", last_step, " of ", train_steps_, stalest));
     }
   }
+}
+
+bool Chief::ReleaseGoneWorkers(const std::map<int, std::string>& summaries) {
+  if (c_.mode != runtime::SyncMode::kSsp) return false;
+  bool released = false;
+  std::map<int, std::string> gone;  // worker -> why
+  for (const int w : lost_workers_) {
+    gone[w] = absl::StrCat("silent past --heartbeat_timeout=",
+                           absl::FormatDuration(c_.heartbeat_timeout));
+  }
+  for (const auto& [w, text] : summaries) gone.emplace(w, "it reported its summary (done)");
+  for (const auto& [w, why] : gone) {
+    if (released_workers_.contains(w)) continue;
+    const std::string reason = absl::StrCat("worker:", w, ": ", why);
+    if (absl::Status s = ps_->ReleaseWorkers({w}, reason); !s.ok()) {
+      spdlog::warn("chief: the ps tasks were not told to stop waiting for {} (retried): {}", reason,
+                   s.ToString());
+      return released;
+    }
+    released_workers_.insert(w);
+    released = true;
+    spdlog::info("chief: ssp: the ps tasks no longer wait for {}", reason);
+  }
+  return released;
 }
 
 absl::Status Chief::RecoverPs(const absl::Status& cause) {
@@ -546,6 +580,13 @@ nlohmann::json Chief::RunJson(const std::string& stop_reason) const {
   j["num_workers"] = num_workers;
   j["replicas_to_aggregate"] =
       sync ? nlohmann::json(c_.replicas_to_aggregate) : nlohmann::json(nullptr);
+  j["staleness"] =
+      c_.mode == runtime::SyncMode::kSsp ? nlohmann::json(c_.staleness) : nlohmann::json(nullptr);
+  // ssp: workers the ps tasks were told not to wait for any more (done, failed or lost).
+  j["ssp_released_workers"] =
+      c_.mode == runtime::SyncMode::kSsp
+          ? nlohmann::json(std::vector<int>(released_workers_.begin(), released_workers_.end()))
+          : nlohmann::json(nullptr);
   j["train_steps"] = train_steps_;
   j["stop_reason"] = stop_reason;
   // Workers that went silent past --heartbeat_timeout while the run went on without them.

@@ -131,6 +131,16 @@ absl::Status PsTasks::RestoreShard(int ps, const pb::RestoreShardRequest& reques
   return clients_[static_cast<size_t>(ps)]->RestoreShard(request, response, timeout);
 }
 
+absl::Status PsTasks::ReleaseWorkers(const std::vector<int>& workers, const std::string& reason) {
+  pb::ReleaseWorkersRequest request;
+  for (const int w : workers) request.add_workers(w);
+  request.set_reason(reason);
+  for (size_t p = 0; p < clients_.size(); ++p) {
+    FULCRUM_RETURN_IF_ERROR(Remote(clients_[p]->ReleaseWorkers(request, control_timeout_)));
+  }
+  return absl::OkStatus();
+}
+
 void PsTasks::StopAll(const std::string& reason) {
   for (size_t p = 0; p < clients_.size(); ++p) {
     if (absl::Status s = Remote(clients_[p]->Stop(reason, control_timeout_)); !s.ok()) {

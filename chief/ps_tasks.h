@@ -70,6 +70,9 @@ class PsTasks {
   // NotFound for a missing one).
   absl::Status RestoreShard(int ps, const pb::RestoreShardRequest& request,
                             pb::RestoreShardResponse* response, absl::Duration timeout);
+  // ssp mode: tells every ps not to wait for `workers` any more (finished, failed or gone).
+  // The first failure, naming the ps; safe to repeat.
+  absl::Status ReleaseWorkers(const std::vector<int>& workers, const std::string& reason);
   // Tells every ps that training ended (pulls waiting for a step are released); failures
   // are logged, not returned: the chief stops what it can reach.
   void StopAll(const std::string& reason);

@@ -48,6 +48,11 @@ absl::Status InProcessPsClient::Stats(pb::StatsResponse* response, absl::Duratio
   return absl::OkStatus();
 }
 
+absl::Status InProcessPsClient::ReleaseWorkers(const pb::ReleaseWorkersRequest& request,
+                                               absl::Duration) {
+  return shard_->ReleaseWorkers(request);
+}
+
 absl::Status InProcessPsClient::Stop(const std::string& reason, absl::Duration) {
   shard_->Stop(reason);
   return absl::OkStatus();

@@ -41,6 +41,8 @@ class InProcessPsClient final : public runtime::PsClient {
                         std::string* summary_json) override;
   absl::Status Ping(const pb::PingRequest& request, pb::PingResponse* response,
                     absl::Duration timeout) override;
+  absl::Status ReleaseWorkers(const pb::ReleaseWorkersRequest& request,
+                              absl::Duration timeout) override;
 
   // True once Shutdown was called.
   bool shutdown_requested() const { return shutdown_requested_.load(); }

@@ -53,6 +53,13 @@ nlohmann::json SummaryJson(const pb::StatsResponse& s) {
   j["pull_wait_timeouts"] = s.pull_wait_timeouts();
   j["apply_ms"] = static_cast<double>(s.apply_us()) / 1000.0;
   j["request_wait_ms"] = static_cast<double>(s.wait_us()) / 1000.0;
+  if (s.mode() == pb::MODE_SSP) {
+    j["staleness"] = s.staleness();
+    j["worker_clocks"] = std::vector<int64_t>(s.worker_clocks().begin(), s.worker_clocks().end());
+    j["released_workers"] =
+        std::vector<int>(s.released_workers().begin(), s.released_workers().end());
+    j["ssp_wait_timeouts"] = s.ssp_wait_timeouts();
+  }
   return j;
 }
 

@@ -61,6 +61,8 @@ PsService::PsService(Shard* shard, profiler::RpcObserver* observer, runtime::Cal
   Add<pb::StopRequest, pb::StopResponse>("Stop", &PsService::Stop);
   Add<pb::ShutdownRequest, pb::ShutdownResponse>("Shutdown", &PsService::Shutdown);
   Add<pb::PingRequest, pb::PingResponse>("Ping", &PsService::Ping);
+  Add<pb::ReleaseWorkersRequest, pb::ReleaseWorkersResponse>("ReleaseWorkers",
+                                                             &PsService::ReleaseWorkers);
 }
 
 template <typename Request, typename Response>
@@ -191,6 +193,13 @@ grpc::Status PsService::Ping(grpc::ServerContext* context, const pb::PingRequest
                              pb::PingResponse* response) {
   if (grpc::Status s = guard_.Authenticate(*context, "Ping"); !s.ok()) return s;
   return runtime::ToGrpc(shard_->Ping(*request, response));
+}
+
+grpc::Status PsService::ReleaseWorkers(grpc::ServerContext* context,
+                                       const pb::ReleaseWorkersRequest* request,
+                                       pb::ReleaseWorkersResponse*) {
+  if (grpc::Status s = guard_.AuthorizeOnly(*context, "ReleaseWorkers", kChief); !s.ok()) return s;
+  return runtime::ToGrpc(shard_->ReleaseWorkers(*request));
 }
 
 bool PsService::WaitForShutdown(absl::Duration timeout, std::string* reason) {

@@ -4,8 +4,8 @@
 // with the summary the runner hands back. Data RPCs are reported to an optional
 // profiler::RpcObserver (per-peer traffic as the PS sees it). Every call first passes the
 // runtime::CallGuard (token; with mTLS, Pull/Push/PushPull only under the caller's own task
-// name and the control RPCs CreateVariables/SaveShard/RestoreShard/Stop/Shutdown only from
-// chief:0), so a refused call changes nothing.
+// name and the control RPCs CreateVariables/SaveShard/RestoreShard/ReleaseWorkers/Stop/
+// Shutdown only from chief:0), so a refused call changes nothing.
 // The data RPCs (Pull, Push, PushPull) are served on the zero-copy frames of
 // runtime/wire_frame.h: the same protobuf bytes on the wire, parsed straight into pooled
 // gradient buffers, the values copied once into the reply's slices.
@@ -63,6 +63,9 @@ class PsService final : public grpc::Service {
                         pb::ShutdownResponse* response);
   grpc::Status Ping(grpc::ServerContext* context, const pb::PingRequest* request,
                     pb::PingResponse* response);
+  grpc::Status ReleaseWorkers(grpc::ServerContext* context,
+                              const pb::ReleaseWorkersRequest* request,
+                              pb::ReleaseWorkersResponse* response);
 
   // Waits up to `timeout` for a Shutdown RPC; true (and its reason in *reason) once one came.
   bool WaitForShutdown(absl::Duration timeout, std::string* reason);

@@ -142,8 +142,16 @@ absl::StatusOr<std::shared_ptr<Shard::Store>> Shard::BuildStore(
       store->sync = true;
       store->replicas = request.replicas_to_aggregate();
       break;
+    case pb::MODE_SSP:
+      if (request.num_workers() < 1 || request.num_workers() > kMaxSspWorkers) {
+        return bad("num_workers=", request.num_workers(), ": ssp mode needs 1 to ", kMaxSspWorkers);
+      }
+      if (request.staleness() < 0) {
+        return bad("staleness=", request.staleness(), ": must not be negative");
+      }
+      break;
     default:
-      return bad("mode ", static_cast<int>(request.mode()), ": expected async or sync");
+      return bad("mode ", static_cast<int>(request.mode()), ": expected async, sync or ssp");
   }
   auto optimizer = runtime::OptimizerFromProto(request.optimizer());
   if (!optimizer.ok()) return bad(optimizer.status().message());
@@ -226,6 +234,14 @@ absl::StatusOr<std::shared_ptr<Shard::Store>> Shard::BuildStore(
     chunk->plan = std::move(plan);
     chunk->index = store->chunks.size();
     store->chunks.push_back(std::move(chunk));
+  }
+  if (request.mode() == pb::MODE_SSP) {
+    const double clocks = static_cast<double>(store->chunks.size()) * request.num_workers();
+    if (absl::Status s = CheckFitsInMemory(clocks * sizeof(int64_t), "the ssp clocks"); !s.ok()) {
+      return bad(s.message());
+    }
+    store->ssp = std::make_unique<StalenessGate>(
+        name_, request.num_workers(), static_cast<int>(store->chunks.size()), request.staleness());
   }
   store->held.store(request.hold_for_restore(), std::memory_order_release);
   return store;
@@ -388,7 +404,7 @@ absl::Status Shard::Pull(const pb::PullRequest& request, ValueSink& sink,
   Touch();
   FULCRUM_ASSIGN_OR_RETURN(std::shared_ptr<Store> store, GetDataStore("Pull", request.task()));
   std::unique_ptr<WaitSlot> slot;
-  if (request.min_step() > 0) {
+  if (request.min_step() > 0 || request.ssp_wait()) {
     FULCRUM_ASSIGN_OR_RETURN(slot, TakeWaitSlot(*store, request.task(), "Pull"));
   }
   const int num_chunks = static_cast<int>(store->chunks.size());
@@ -406,6 +422,10 @@ absl::Status Shard::Pull(const pb::PullRequest& request, ValueSink& sink,
     }
   }
   int64_t waited_us = 0;
+  if (request.ssp_wait()) {  // ssp: first wait for the workers behind
+    FULCRUM_RETURN_IF_ERROR(
+        SspWait(*store, request.task(), ids, request.timeout_ms(), deadline, &waited_us));
+  }
   FULCRUM_RETURN_IF_ERROR(PullChunks(*store, ids, request.min_step(), request.timeout_ms(),
                                      deadline, request.reply_dtype(), sink, &waited_us));
   response->set_wait_us(waited_us);
@@ -608,6 +628,7 @@ absl::Status Shard::Push(const pb::PushRequest& request,
   FULCRUM_RETURN_IF_ERROR(CheckTask(request.task(), "Push"));
   Touch();
   FULCRUM_ASSIGN_OR_RETURN(std::shared_ptr<Store> store, GetDataStore("Push", request.task()));
+  FULCRUM_ASSIGN_OR_RETURN(const int ssp_worker, SspWorker(*store, request.task(), "Push"));
   response->Clear();
   if (stopped()) {
     response->set_stopped(true);
@@ -617,6 +638,7 @@ absl::Status Shard::Push(const pb::PushRequest& request,
   bool nonfinite = false;
   FULCRUM_RETURN_IF_ERROR(ValidatePush(*store, request, grads, &nonfinite));
   if (nonfinite) {  // --nonfinite=skip: counted in ValidatePush, nothing applied
+    if (ssp_worker >= 0) SspAdvance(*store, ssp_worker, request);  // ssp: still a step
     response->set_applied(0);
     response->set_dropped(request.gradients_size());
     response->set_global_step(GlobalStep(*store));
@@ -643,6 +665,7 @@ absl::Status Shard::Push(const pb::PushRequest& request,
                   runtime::WireElementBytes(request.gradients(i).wire_dtype()), &applied,
                   &dropped));
   }
+  if (ssp_worker >= 0) SspAdvance(*store, ssp_worker, request);  // ssp: the worker's clock
   response->set_applied(applied);
   response->set_dropped(dropped);
   response->set_global_step(GlobalStep(*store));
@@ -673,13 +696,16 @@ absl::Status Shard::PushPull(const pb::PushRequest& request,
   FULCRUM_ASSIGN_OR_RETURN(std::shared_ptr<Store> store, GetDataStore("PushPull", request.task()));
   // The slot is taken before the push, so a refused request applies nothing.
   std::unique_ptr<WaitSlot> slot;
-  if (request.min_step() > 0) {
+  if (request.min_step() > 0 || store->ssp != nullptr) {
     FULCRUM_ASSIGN_OR_RETURN(slot, TakeWaitSlot(*store, request.task(), "PushPull"));
   }
   FULCRUM_RETURN_IF_ERROR(Push(request, grads, response));
   std::vector<int> ids;
   for (const pb::ChunkData& g : request.gradients()) ids.push_back(g.chunk());
   int64_t waited_us = 0;
+  // ssp: held while this worker is too far ahead (a no-op in the other modes).
+  FULCRUM_RETURN_IF_ERROR(
+      SspWait(*store, request.task(), ids, request.timeout_ms(), deadline, &waited_us));
   FULCRUM_RETURN_IF_ERROR(PullChunks(*store, ids, request.min_step(), request.timeout_ms(),
                                      deadline, request.reply_dtype(), sink, &waited_us));
   response->set_wait_us(waited_us);
@@ -704,6 +730,7 @@ void Shard::Stop(const std::string& reason) {
     DropPending(*chunk);
     chunk->advanced.SignalAll();
   }
+  if (s->ssp != nullptr) s->ssp->Stop();  // workers held for the slowest go on
   // A save waiting for a step that will never come gives up.
   MutexLock lock(&snapshot_mu_);
   snapshot_taken_.SignalAll();
@@ -743,6 +770,12 @@ void Shard::LocalStats(pb::StatsResponse* response) const {
       v->set_bytes(static_cast<int64_t>(var.value.bytes()));
     }
     response->set_num_chunks(static_cast<int32_t>(store->chunks.size()));
+    if (store->ssp != nullptr) {
+      response->set_staleness(static_cast<int32_t>(store->ssp->staleness()));
+      for (const int64_t clock : store->ssp->Clocks()) response->add_worker_clocks(clock);
+      for (const int w : store->ssp->Released()) response->add_released_workers(w);
+      response->set_ssp_wait_timeouts(store->ssp->timeouts());
+    }
   }
   const Counters& c = counters_;
   response->set_pushes_received(c.pushes_received.load(std::memory_order_relaxed));
@@ -757,6 +790,63 @@ void Shard::LocalStats(pb::StatsResponse* response) const {
   response->set_pull_wait_timeouts(c.pull_wait_timeouts.load(std::memory_order_relaxed));
   response->set_apply_us(c.apply_ns.load(std::memory_order_relaxed) / 1000);
   response->set_wait_us(c.wait_ns.load(std::memory_order_relaxed) / 1000);
+}
+
+// ---------------------------------------------------------------------------------------
+// ssp (bounded staleness): the hooks of Push, PushPull and Pull over ps/staleness.h
+
+absl::StatusOr<int> Shard::SspWorker(const Store& store, const std::string& task,
+                                     const char* method) const {
+  if (store.ssp == nullptr) return -1;
+  return store.ssp->WorkerIndex(task, method);
+}
+
+void Shard::SspAdvance(Store& store, int worker, const pb::PushRequest& request) {
+  // After Stop nothing was applied, and the gate no longer holds anyone.
+  if (stopped()) return;
+  for (const pb::ChunkData& g : request.gradients()) store.ssp->Advance(worker, g.chunk());
+}
+
+absl::Status Shard::SspWait(Store& store, const std::string& task, const std::vector<int>& ids,
+                            int64_t timeout_ms, absl::Time deadline, int64_t* waited_us) {
+  if (store.ssp == nullptr) return absl::OkStatus();
+  FULCRUM_ASSIGN_OR_RETURN(const int worker, store.ssp->WorkerIndex(task, "a wait"));
+  const absl::Duration wait = timeout_ms > 0 ? absl::Milliseconds(timeout_ms) : kDefaultPullWait;
+  deadline = std::min(deadline, absl::Now() + wait);
+  int64_t waited_ns = 0;
+  absl::Status status;
+  for (const int id : ids) {
+    if (stopped()) break;  // also a gate created after Stop (Stop wakes the others)
+    status = store.ssp->Wait(worker, id, deadline, &waited_ns);
+    if (!status.ok()) {
+      counters_.pull_wait_timeouts.fetch_add(1, std::memory_order_relaxed);
+      break;
+    }
+  }
+  counters_.wait_ns.fetch_add(waited_ns, std::memory_order_relaxed);
+  *waited_us += waited_ns / 1000;
+  return status;
+}
+
+absl::Status Shard::ReleaseWorkers(const pb::ReleaseWorkersRequest& request) {
+  Touch();
+  const std::shared_ptr<Store> s = store();
+  if (s == nullptr || s->ssp == nullptr) return absl::OkStatus();
+  for (const int w : request.workers()) {
+    if (w < 0 || w >= s->ssp->num_workers()) {
+      return absl::InvalidArgumentError(absl::StrCat(name_, ": ReleaseWorkers: worker ", w,
+                                                     " is not one of the ", s->ssp->num_workers(),
+                                                     " workers; nothing released"));
+    }
+  }
+  const std::vector<int> before = s->ssp->Released();
+  for (const int w : request.workers()) {
+    if (std::find(before.begin(), before.end(), w) != before.end()) continue;
+    s->ssp->Release(w);
+    spdlog::info("{}: ssp no longer waits for worker:{} ({})", name_, w,
+                 request.reason().empty() ? "no reason given" : request.reason());
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Shard::Ping(const pb::PingRequest& request, pb::PingResponse* response) {

@@ -3,10 +3,11 @@
 // (runtime/chunk_plan.h), and implements the proto/ps.proto contract on proto messages:
 // create, pull (optionally waiting for a global step), push (async: apply on arrival; sync:
 // SyncReplicasOptimizer-style aggregation of replicas_to_aggregate gradients per step,
-// stale gradients dropped), deduplication of retried pushes, stop, stats and checkpoint
-// shard I/O (in shard_checkpoint.cc). The gRPC service (ps/service.h) and the in-process
-// client (ps/in_process_client.h) both forward to it. Every error message names the task
-// ("ps:0").
+// stale gradients dropped; ssp: apply on arrival, a worker held while it is more than
+// `staleness` steps ahead of the slowest, ps/staleness.h), deduplication of retried pushes,
+// stop, stats and checkpoint shard I/O (in shard_checkpoint.cc). The gRPC service
+// (ps/service.h) and the in-process client (ps/in_process_client.h) both forward to it. Every
+// error message names the task ("ps:0").
 //
 // Thread-safety: every method may be called from many threads at once. Each chunk has its
 // own lock, so pushes and pulls of different chunks contend only for the brief insert into
@@ -34,6 +35,7 @@
 #include "ops/optimizer.h"
 #include "ops/tensor.h"
 #include "proto/ps.pb.h"
+#include "ps/staleness.h"
 #include "runtime/chunk_plan.h"
 
 namespace fulcrum::ps {
@@ -172,6 +174,10 @@ class Shard {
   // baseline of bench/ps_throughput). InvalidArgument for a negative reply or one over
   // kMaxPingReply; ResourceExhausted while kMaxLargePings large replies are being built.
   absl::Status Ping(const pb::PingRequest& request, pb::PingResponse* response);
+  // ssp mode: the gate no longer waits for the request's workers (finished, failed or gone;
+  // see ps/staleness.h). InvalidArgument naming an index that is not a worker's (nothing is
+  // released then); an OK no-op in the other modes and before CreateVariables.
+  absl::Status ReleaseWorkers(const pb::ReleaseWorkersRequest& request);
   // Training has ended: wakes every waiting pull; later pulls answer at once with
   // stopped=true (values still filled), later pushes apply nothing and say stopped=true.
   // Gradients of an unfinished sync step are discarded and counted as dropped, so that
@@ -219,6 +225,7 @@ class Shard {
     int64_t bytes_held = 0;
     // Created with hold_for_restore and not restored yet: pulls and pushes are refused.
     std::atomic<bool> held{false};
+    std::unique_ptr<StalenessGate> ssp;  // ssp mode only: the workers' clocks
   };
   struct Counters {
     std::atomic<int64_t> pushes_received{0};
@@ -301,6 +308,19 @@ class Shard {
   absl::Status CheckCheckpoint(const Store& store, const pb::ShardCheckpoint& checkpoint,
                                const std::string& what) const;
   std::shared_ptr<Store> store() const;
+
+  // ssp mode (the hooks of Push, PushPull and Pull; no-ops in the other modes).
+  // The index of the pushing or waiting worker `task`: -1 outside ssp mode, InvalidArgument
+  // for a task that is not a worker.
+  absl::StatusOr<int> SspWorker(const Store& store, const std::string& task,
+                                const char* method) const;
+  // Counts the request's chunks as one step of `worker` (>= 0).
+  void SspAdvance(Store& store, int worker, const pb::PushRequest& request);
+  // Holds `task` until it is within the staleness bound on every chunk of `ids` (or Stop),
+  // until the earlier of timeout_ms (kDefaultPullWait when <= 0) and `deadline`; adds the
+  // time waited to *waited_us and to the wait counter.
+  absl::Status SspWait(Store& store, const std::string& task, const std::vector<int>& ids,
+                       int64_t timeout_ms, absl::Time deadline, int64_t* waited_us);
 
   const int task_index_;
   const std::string name_;

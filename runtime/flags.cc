@@ -101,7 +101,12 @@ ABSL_FLAG(std::string, job_name, "",
 ABSL_FLAG(int32_t, task_index, -1, "This task's index within its job (default: TF_CONFIG's or 0).");
 ABSL_FLAG(std::string, mode, "async",
           "Distributed training: sync (aggregate, like "
-          "SyncReplicasOptimizer) or async (apply each push on arrival).");
+          "SyncReplicasOptimizer), async (apply each push on arrival) or ssp (stale synchronous "
+          "parallel: async, but no worker runs more than --staleness steps ahead of the "
+          "slowest).");
+ABSL_FLAG(std::optional<int64_t>, staleness, std::nullopt,
+          "With --mode=ssp: the steps a worker may run ahead of the slowest worker (0 = "
+          "lock-step; default 3). Only with --mode=ssp.");
 ABSL_FLAG(int32_t, replicas_to_aggregate, 0,
           "Sync mode: gradients aggregated per step (default: the number of workers; fewer "
           "makes the rest backup workers).");
@@ -681,9 +686,22 @@ absl::StatusOr<ClusterOptions> ClusterOptionsFromFlags(absl::string_view default
     o.mode = SyncMode::kSync;
   } else if (mode == "async") {
     o.mode = SyncMode::kAsync;
+  } else if (mode == "ssp") {
+    o.mode = SyncMode::kSsp;
   } else {
-    return absl::InvalidArgumentError(absl::StrCat("--mode=", mode, ": expected sync or async"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--mode=", mode, ": expected sync, async or ssp"));
   }
+  const std::optional<int64_t> staleness = absl::GetFlag(FLAGS_staleness);
+  if (staleness && o.mode != SyncMode::kSsp) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--staleness=", *staleness, " is given with --mode=", mode, ": it needs --mode=ssp"));
+  }
+  if (staleness && (*staleness < 0 || *staleness > kMaxStaleness)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--staleness=", *staleness, ": must be between 0 and ", kMaxStaleness));
+  }
+  o.staleness = o.mode == SyncMode::kSsp ? staleness.value_or(kDefaultStaleness) : 0;
   const int workers = o.task.cluster.num_tasks(kWorkerJob);
   o.replicas_to_aggregate = absl::GetFlag(FLAGS_replicas_to_aggregate);
   if (o.replicas_to_aggregate == 0) o.replicas_to_aggregate = workers;
@@ -792,7 +810,8 @@ std::string ConfigFingerprint(const TrainingOptions& t, const ClusterOptions& c)
       "\ninput_pipeline=", t.input_pipeline, "\ncrop_size=", t.crop_size,
       "\ntrain_steps=", t.train_steps, "\nepochs=", t.epochs, "\ndataset=", t.dataset,
       "\ntrain_subset=", t.train_subset, "\ndataset_repeat=", t.dataset_repeat, "\nseed=", t.seed,
-      "\nmode=", ModeName(c.mode), "\nreplicas_to_aggregate=", c.replicas_to_aggregate,
+      "\nmode=", ModeName(c.mode), "\nstaleness=", c.staleness,
+      "\nreplicas_to_aggregate=", c.replicas_to_aggregate,
       "\nplacement=", PlacementName(c.placement), "\npartition_min_bytes=", c.partition_min_bytes,
       "\nrpc_chunk_bytes=", c.chunk_bytes, "\nwire_dtype=", WireDtypeName(c.wire_dtype),
       "\ncheckpoint_dir=", c.checkpoint_dir,

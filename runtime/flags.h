@@ -86,16 +86,33 @@ void AddTrainingSettings(const TrainingOptions& options, nlohmann::json* j);
 // 0.009999999776482582 (float hyperparameters in summaries and reports).
 double ExactDecimal(float value);
 
-enum class SyncMode { kAsync, kSync };
+// kSsp: stale synchronous parallel (bounded staleness): applied as in async, but no worker
+// runs more than `staleness` steps ahead of the slowest (ps/staleness.h).
+enum class SyncMode { kAsync, kSync, kSsp };
 
-// "sync" or "async": the flag's spelling, used in logs, summaries and reports.
-inline const char* ModeName(SyncMode mode) { return mode == SyncMode::kSync ? "sync" : "async"; }
+// "sync", "async" or "ssp": the flag's spelling, used in logs, summaries and reports.
+inline const char* ModeName(SyncMode mode) {
+  switch (mode) {
+    case SyncMode::kSync:
+      return "sync";
+    case SyncMode::kSsp:
+      return "ssp";
+    case SyncMode::kAsync:
+      break;
+  }
+  return "async";
+}
+
+// --staleness: its default with --mode=ssp, and its largest value.
+inline constexpr int64_t kDefaultStaleness = 3;
+inline constexpr int64_t kMaxStaleness = 1000000;
 
 // Options of a distributed run (ps, worker and chief read the same ones), validated.
 struct ClusterOptions {
   TaskConfig task;
   SyncMode mode = SyncMode::kAsync;
   int replicas_to_aggregate = 0;  // resolved: --replicas_to_aggregate or the worker count
+  int64_t staleness = 0;          // ssp: --staleness (kDefaultStaleness when not given); else 0
   PlacementStrategy placement = PlacementStrategy::kRoundRobin;
   int64_t partition_min_bytes = 256 << 10;
   int64_t chunk_bytes = 2 << 20;

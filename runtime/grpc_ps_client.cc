@@ -169,6 +169,12 @@ absl::Status GrpcPsClient::Stats(pb::StatsResponse* response, absl::Duration tim
   FULCRUM_UNARY(Stats, request, response);
 }
 
+absl::Status GrpcPsClient::ReleaseWorkers(const pb::ReleaseWorkersRequest& request,
+                                          absl::Duration timeout) {
+  pb::ReleaseWorkersResponse response;
+  FULCRUM_UNARY(ReleaseWorkers, request, &response);
+}
+
 absl::Status GrpcPsClient::Stop(const std::string& reason, absl::Duration timeout) {
   pb::StopRequest request;
   request.set_reason(reason);

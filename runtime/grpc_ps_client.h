@@ -60,6 +60,8 @@ class GrpcPsClient final : public PsClient {
                         std::string* summary_json) override;
   absl::Status Ping(const pb::PingRequest& request, pb::PingResponse* response,
                     absl::Duration timeout) override;
+  absl::Status ReleaseWorkers(const pb::ReleaseWorkersRequest& request,
+                              absl::Duration timeout) override;
 
   // Waits until the PS answers a Ping (the channel retries connecting meanwhile); false
   // after `timeout`, or at once (logging why) when the PS refuses this client's credentials.

@@ -66,6 +66,10 @@ class PsClient {
   }
   virtual absl::Status Ping(const pb::PingRequest& request, pb::PingResponse* response,
                             absl::Duration timeout) = 0;
+  // ssp mode: the ps no longer waits for `request.workers` (proto/ps.proto). Idempotent:
+  // safe to retry.
+  virtual absl::Status ReleaseWorkers(const pb::ReleaseWorkersRequest& request,
+                                      absl::Duration timeout) = 0;
 
   // Blocking forms of the data path, built on the asynchronous calls.
   absl::Status Pull(const pb::PullRequest& request, pb::PullResponse* response,

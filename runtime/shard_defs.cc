@@ -16,6 +16,10 @@ pb::CreateVariablesRequest ShardDefinition(const Placement& placement,
   *request.mutable_optimizer() = OptimizerToProto(options.optimizer);
   request.set_mode(options.mode);
   request.set_replicas_to_aggregate(options.replicas_to_aggregate);
+  if (options.mode == pb::MODE_SSP) {
+    request.set_num_workers(options.num_workers);
+    request.set_staleness(static_cast<int32_t>(options.staleness));
+  }
   request.set_chunk_bytes(options.chunk_bytes);
   for (const PlacedVariable& v : placement.shards[static_cast<size_t>(ps)]) {
     const VariableInfo& source = variables[static_cast<size_t>(v.source)];
@@ -32,11 +36,26 @@ pb::CreateVariablesRequest ShardDefinition(const Placement& placement,
 }
 
 pb::Mode ModeToProto(SyncMode mode) {
-  return mode == SyncMode::kSync ? pb::MODE_SYNC : pb::MODE_ASYNC;
+  switch (mode) {
+    case SyncMode::kSync:
+      return pb::MODE_SYNC;
+    case SyncMode::kSsp:
+      return pb::MODE_SSP;
+    case SyncMode::kAsync:
+      break;
+  }
+  return pb::MODE_ASYNC;
 }
 
 SyncMode ModeFromProto(pb::Mode mode) {
-  return mode == pb::MODE_SYNC ? SyncMode::kSync : SyncMode::kAsync;
+  switch (mode) {
+    case pb::MODE_SYNC:
+      return SyncMode::kSync;
+    case pb::MODE_SSP:
+      return SyncMode::kSsp;
+    default:
+      return SyncMode::kAsync;
+  }
 }
 
 const char* ModeName(pb::Mode mode) { return ModeName(ModeFromProto(mode)); }

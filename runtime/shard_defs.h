@@ -25,6 +25,8 @@ struct ShardDefOptions {
   ops::OptimizerConfig optimizer;
   pb::Mode mode = pb::MODE_ASYNC;
   int replicas_to_aggregate = 0;  // sync mode: gradients per step (>= 1)
+  int num_workers = 0;            // ssp mode: the cluster's workers (>= 1)
+  int64_t staleness = 0;          // ssp mode: steps a worker may run ahead of the slowest
   int64_t chunk_bytes = kDefaultChunkBytes;
   uint64_t seed = 0;  // the run's seed; each variable's is VariableSeed(seed, name)
 };
@@ -40,7 +42,7 @@ pb::CreateVariablesRequest ShardDefinition(const Placement& placement,
 // The wire's mode of a --mode flag value, and back.
 pb::Mode ModeToProto(SyncMode mode);
 SyncMode ModeFromProto(pb::Mode mode);
-// "sync" or "async" (runtime::ModeName of the SyncMode): for logs and summaries.
+// "sync", "async" or "ssp" (runtime::ModeName of the SyncMode): for logs and summaries.
 const char* ModeName(pb::Mode mode);
 
 }  // namespace fulcrum::runtime

@@ -21,14 +21,16 @@ done
 JOBS=${JOBS:-$(nproc)}
 
 # Tests that exercise threads in this process: the pool, the PS shard under concurrent
-# pushers through the in-process client, the sharded client's retries, the profiler under
-# concurrent records, the coordinator's logic, the training loop and the heartbeat. Tests
-# over real gRPC are left out: Debian's gRPC is not built with ThreadSanitizer, whose reports
-# then name gRPC's own hand-offs between its threads (epoll, call objects) as races.
-TSAN_TARGETS=(fulcrum_ops_test fulcrum_ps_contract_test fulcrum_runtime_fault_test
-              fulcrum_profiler_test fulcrum_coordinator_test fulcrum_worker_train_loop_test
-              fulcrum_worker_coordinator_client_test)
+# pushers through the in-process client, the ssp gate's waits, the sharded client's retries,
+# the profiler under concurrent records, the coordinator's logic, the training loop and the
+# heartbeat. Tests over real gRPC are left out: Debian's gRPC is not built with
+# ThreadSanitizer, whose reports then name gRPC's own hand-offs between its threads (epoll,
+# call objects) as races.
+TSAN_TARGETS=(fulcrum_ops_test fulcrum_ps_contract_test fulcrum_ps_staleness_test
+              fulcrum_runtime_fault_test fulcrum_profiler_test fulcrum_coordinator_test
+              fulcrum_worker_train_loop_test fulcrum_worker_coordinator_client_test)
 TSAN_TESTS='^ThreadPoolTest\.|^Transports/PsContractTest\..*/InProcess|ShardedVariables(Fault|Failure)Test\.'
+TSAN_TESTS+='|^StalenessGateTest\.'
 TSAN_TESTS+='|^ProfilerTest\.|^CoordinatorTest\.|^TrainLoopTest\.|^HeartbeatTest\.'
 
 configure() {  # preset, build dir

@@ -104,6 +104,8 @@ nlohmann::json SummaryJson(const TrainingOptions& t, const ClusterOptions& c,
   j["task_index"] = c.task.task_index;
   j["mode"] = runtime::ModeName(c.mode);
   j["wire_dtype"] = runtime::WireDtypeName(c.wire_dtype);
+  j["staleness"] =
+      c.mode == runtime::SyncMode::kSsp ? nlohmann::json(c.staleness) : nlohmann::json(nullptr);
   j["model"] = t.model;
   j["devices"] = DeviceNames(t);
   j["batch_size"] = t.batch_size;
@@ -174,7 +176,11 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c,
   runtime::ShardedVariables sharded(placement, c.chunk_bytes, clients, c.task.task_name());
   sharded.set_wire_dtype(c.wire_dtype);
   Heartbeat heartbeat(&chief, c.heartbeat_timeout);
-  ShardedVariableStore store(&sharded, shapes, c.mode, c.step_timeout);
+  // ssp: a worker held for a slower one waits long enough for the chief to declare a dead one
+  // gone (silent for --heartbeat_timeout) and release it; a live one is never held that long.
+  const absl::Duration step_wait =
+      c.mode == runtime::SyncMode::kSsp ? c.step_timeout + c.heartbeat_timeout : c.step_timeout;
+  ShardedVariableStore store(&sharded, shapes, c.mode, step_wait);
   if (c.recovers()) {
     // While a dead ps is restarted and restored, the chief's word still ends the wait.
     store.EnableRecovery(c.recovery_timeout,

@@ -2,7 +2,9 @@
 // the PS tasks (runtime::ShardedVariables over the PS clients): Start pulls every chunk once,
 // then each Apply pushes the step's gradients and reads the new values back in the same
 // calls. Sync mode asks for the values of the next global step (the PS answers once the
-// step's gradients were aggregated); async mode takes the values as they are. Remote errors
+// step's gradients were aggregated); async mode takes the values as they are, and so does ssp
+// mode once the PS lets this worker go on (it holds the reply while this worker is more than
+// --staleness steps ahead of the slowest; the hold is the step's sync wait). Remote errors
 // come back already mapped by runtime::RemoteFailure, so a PS's answer never reads as this
 // worker's bad input.
 // Thread-safety: one call at a time (the training loop's thread); the PS clients may be

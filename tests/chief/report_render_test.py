@@ -286,6 +286,17 @@ def load_sweep_module():
     return module
 
 
+class SweepModesTest(Test):
+    """bench/sweep.py's --modes entries and the flags each run gets."""
+
+    def test_ssp_modes_carry_their_staleness(self):
+        sweep = load_sweep_module()
+        self.assertEqual(sweep.mode_flags("sync"), ["--mode=sync"])
+        self.assertEqual(sweep.mode_flags("async"), ["--mode=async"])
+        self.assertEqual(sweep.mode_flags("ssp3"), ["--mode=ssp", "--staleness=3"])
+        self.assertEqual(sweep.mode_flags("ssp0"), ["--mode=ssp", "--staleness=0"])
+
+
 class SweepPageTest(Test):
     """bench/sweep.py's index.html and plots/, from results and the runs' own reports."""
 

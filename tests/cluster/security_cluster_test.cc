@@ -312,6 +312,9 @@ TEST_F(SecurityClusterTest, OnlyTheChiefMayCallTheControlRpcs) {
   expect_denied(worker.SaveShard(save, &saved, kTimeout), "SaveShard");
   expect_denied(worker.Stop("by a worker", kTimeout), "Stop");
   expect_denied(worker.Shutdown("by a worker", kTimeout), "Shutdown");
+  pb::ReleaseWorkersRequest release;  // ssp: a worker may not release the others' gate
+  release.add_workers(1);
+  expect_denied(worker.ReleaseWorkers(release, kTimeout), "ReleaseWorkers");
   // The ps is still serving, not stopped; the chief's own Stop is obeyed.
   EXPECT_FALSE(Stats().stopped());
   EXPECT_EQ(cluster_->task("ps", 0).exit_code, -1);

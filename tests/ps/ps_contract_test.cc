@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -937,6 +939,221 @@ TEST_P(PsContractTest, StopWakesABlockedPullAndEndsPushes) {
   EXPECT_EQ(shard_->pending_gradients(), 0);
   EXPECT_EQ(stats.pushes_received(), static_cast<int64_t>(Plan(def).size()));
   EXPECT_EQ(stats.pushes_received(), stats.pushes_applied() + stats.pushes_dropped());
+}
+
+// ---- ssp (bounded staleness) ------------------------------------------------------------
+
+pb::CreateVariablesRequest SspModel(int num_workers, int staleness) {
+  auto def = SmallModel(Sgd(1.0f), pb::MODE_SSP);
+  def.set_num_workers(num_workers);
+  def.set_staleness(staleness);
+  return def;
+}
+
+pb::PushRequest SspPush(const pb::CreateVariablesRequest& def, int worker, uint64_t request_id) {
+  pb::PushRequest request =
+      PushOf(def, Filled(def, 1.0f), absl::StrCat("worker:", worker), request_id);
+  request.set_timeout_ms(30000);
+  return request;
+}
+
+TEST_P(PsContractTest, SspDefinitionsAreChecked) {
+  pb::CreateVariablesResponse response;
+  auto def = SspModel(0, 1);
+  absl::Status s = client_->CreateVariables(def, &response, kTimeout);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(), HasSubstr("num_workers=0"));
+  def = SspModel(2, -1);
+  s = client_->CreateVariables(def, &response, kTimeout);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(), HasSubstr("staleness=-1"));
+  Create(SspModel(2, 3));
+  const auto stats = Stats();
+  EXPECT_EQ(stats.mode(), pb::MODE_SSP);
+  EXPECT_EQ(stats.staleness(), 3);
+  EXPECT_THAT(stats.worker_clocks(), ::testing::ElementsAre(0, 0));
+}
+
+// The rule: a worker that pushed its step c gets values back only once every worker
+// has pushed c - staleness. The slow worker pushes by hand while the fast one is held.
+TEST_P(PsContractTest, SspFastWorkerIsHeldUntilTheSlowOneCatchesUp) {
+  const auto def = SspModel(2, 1);
+  Create(def);
+  const Values start = PullAll(def);
+  const int chunks = static_cast<int>(Plan(def).size());
+  pb::PushResponse r;
+  // Step 1: one ahead of worker:1, within the bound.
+  ASSERT_TRUE(client_->PushPull(SspPush(def, 0, 1), &r, kTimeout).ok());
+  EXPECT_EQ(r.values_size(), chunks);
+  EXPECT_EQ(Assemble(def, r.values())[1][0], start[1][0] - 1.0f);
+  // Step 2 (a plain push), then a pull that waits as PushPull does: two ahead, held.
+  EXPECT_EQ(Push(SspPush(def, 0, 2)).applied(), chunks);
+  pb::PullRequest pull;
+  pull.set_task("worker:0");
+  pull.set_ssp_wait(true);
+  pull.set_timeout_ms(200);
+  pb::PullResponse pulled;
+  absl::Status s = client_->Pull(pull, &pulled, kTimeout);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_THAT(s.message(), HasSubstr("ps:0: worker:0 waited"));
+  EXPECT_THAT(s.message(), HasSubstr("behind: worker:1 at step 0 (2 steps behind)"));
+  EXPECT_EQ(Stats().ssp_wait_timeouts(), 1);
+  EXPECT_EQ(Stats().pull_wait_timeouts(), 1);
+
+  // Step 3 as a PushPull in a thread: held until worker:1 has pushed 2 steps.
+  std::atomic<bool> caught_up{false};
+  bool released_after_catch_up = false;
+  pb::PushResponse held;
+  absl::Status held_status;
+  std::thread fast([&] {
+    held_status = client_->PushPull(SspPush(def, 0, 3), &held, kTimeout);
+    released_after_catch_up = caught_up.load();
+  });
+  // Its push is applied (the ps counts it) before it waits.
+  for (int i = 0; i < 3000 && Stats().worker_clocks(0) < 3; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(Stats().worker_clocks(0), 3);
+  Push(SspPush(def, 1, 1));  // worker:1 at 1: not enough
+  caught_up = true;
+  Push(SspPush(def, 1, 2));  // worker:1 at 2 = 3 - 1
+  fast.join();
+  ASSERT_TRUE(held_status.ok()) << held_status;
+  EXPECT_TRUE(released_after_catch_up);
+  EXPECT_GT(held.wait_us(), 0);  // the hold is reported as the step's wait
+  EXPECT_EQ(held.values_size(), chunks);
+  // The values it got hold all five pushes (3 of its own, 2 of worker:1).
+  EXPECT_EQ(Assemble(def, held.values())[1][0], start[1][0] - 5.0f);
+  const auto stats = Stats();
+  EXPECT_THAT(stats.worker_clocks(), ::testing::ElementsAre(3, 2));
+  EXPECT_EQ(stats.pushes_applied(), 5 * chunks);
+  // A retried push (same request id) is answered, not counted as a step.
+  EXPECT_TRUE(Push(SspPush(def, 1, 2)).duplicate());
+  EXPECT_THAT(Stats().worker_clocks(), ::testing::ElementsAre(3, 2));
+}
+
+// Workers running freely: whenever a PushPull returns, every chunk it read already holds the
+// pushes the bound guarantees (its own step plus, from each other worker, step - staleness).
+TEST_P(PsContractTest, SspConcurrentWorkersNeverReadPastTheBound) {
+  constexpr int kWorkers = 3;
+  constexpr int kSteps = 20;
+  for (const int staleness : {0, 2}) {
+    SCOPED_TRACE(absl::StrCat("staleness ", staleness));
+    TearDown();
+    SetUp();
+    const auto def = SspModel(kWorkers, staleness);
+    Create(def);
+    std::vector<std::thread> workers;
+    std::atomic<int> violations{0};
+    for (int w = 0; w < kWorkers; ++w) {
+      workers.emplace_back([&, w] {
+        for (int step = 1; step <= kSteps; ++step) {
+          if (w == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the slow one
+          pb::PushResponse r;
+          const absl::Status s =
+              client_->PushPull(SspPush(def, w, static_cast<uint64_t>(step)), &r, kTimeout);
+          ASSERT_TRUE(s.ok()) << s;
+          const int64_t least = step + (kWorkers - 1) * std::max(0, step - staleness);
+          for (const pb::ChunkData& c : r.values()) {
+            if (c.step() < least) violations.fetch_add(1);
+          }
+        }
+      });
+    }
+    for (auto& t : workers) t.join();
+    EXPECT_EQ(violations.load(), 0);
+    const auto stats = Stats();
+    EXPECT_THAT(stats.worker_clocks(), ::testing::ElementsAre(kSteps, kSteps, kSteps));
+    EXPECT_EQ(stats.global_step(), kWorkers * kSteps);
+  }
+}
+
+// A worker that finished or is gone must not hold the others: the chief releases it.
+TEST_P(PsContractTest, SspReleasedWorkersAreNotWaitedFor) {
+  const auto def = SspModel(3, 0);
+  Create(def);
+  Push(SspPush(def, 1, 1));
+  std::atomic<bool> released{false};
+  bool after_release = false;
+  absl::Status held_status;
+  std::thread fast([&] {
+    pb::PushResponse r;
+    held_status = client_->PushPull(SspPush(def, 0, 1), &r, kTimeout);
+    after_release = released.load();
+  });
+  for (int i = 0; i < 3000 && Stats().worker_clocks(0) < 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  pb::ReleaseWorkersRequest release;
+  release.add_workers(2);
+  release.set_reason("worker:2 finished");
+  released = true;
+  ASSERT_TRUE(client_->ReleaseWorkers(release, kTimeout).ok());
+  fast.join();
+  ASSERT_TRUE(held_status.ok()) << held_status;
+  EXPECT_TRUE(after_release);
+  EXPECT_THAT(Stats().released_workers(), ::testing::ElementsAre(2));
+  ASSERT_TRUE(client_->ReleaseWorkers(release, kTimeout).ok());  // a repeat is harmless
+  pb::ReleaseWorkersRequest bad;
+  bad.add_workers(0);
+  bad.add_workers(3);
+  const absl::Status s = client_->ReleaseWorkers(bad, kTimeout);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(), HasSubstr("worker 3 is not one of the 3 workers"));
+  EXPECT_THAT(Stats().released_workers(), ::testing::ElementsAre(2));  // nothing of it
+}
+
+TEST_P(PsContractTest, SspStopReleasesAHeldWorker) {
+  const auto def = SspModel(2, 0);
+  Create(def);
+  std::atomic<bool> stopped{false};
+  bool after_stop = false;
+  pb::PushResponse r;
+  absl::Status held_status;
+  std::thread fast([&] {
+    held_status = client_->PushPull(SspPush(def, 0, 1), &r, kTimeout);
+    after_stop = stopped.load();
+  });
+  for (int i = 0; i < 3000 && Stats().worker_clocks(0) < 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  stopped = true;
+  ASSERT_TRUE(client_->Stop("test", kTimeout).ok());
+  fast.join();
+  ASSERT_TRUE(held_status.ok()) << held_status;
+  EXPECT_TRUE(after_stop);
+  EXPECT_TRUE(r.stopped());
+}
+
+// In ssp mode only the spec's workers push and wait; the chief still pulls (its evaluations).
+TEST_P(PsContractTest, SspRefusesPushesFromOtherTasks) {
+  const auto def = SspModel(2, 1);
+  Create(def);
+  const Values start = PullAll(def);
+  pb::PushResponse r;
+  for (const char* task : {"chief:0", "worker:2"}) {
+    const absl::Status s = client_->Push(PushOf(def, Filled(def, 1.0f), task, 1), &r, kTimeout);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_THAT(s.message(), HasSubstr("in ssp mode only the workers")) << task;
+  }
+  pb::PullRequest pull;
+  pull.set_task("chief:0");
+  pull.set_ssp_wait(true);
+  pb::PullResponse pulled;
+  EXPECT_EQ(client_->Pull(pull, &pulled, kTimeout).code(), absl::StatusCode::kInvalidArgument);
+  pull.set_ssp_wait(false);
+  ASSERT_TRUE(client_->Pull(pull, &pulled, kTimeout).ok());
+  EXPECT_EQ(Assemble(def, pulled.chunks()), start);
+  EXPECT_EQ(Stats().pushes_received(), 0);
+}
+
+// Outside ssp mode the release is a no-op (the chief sends it only in ssp mode anyway).
+TEST_P(PsContractTest, ReleaseWorkersIsANoOpInAsyncMode) {
+  Create(SmallModel(Sgd(1.0f)));
+  pb::ReleaseWorkersRequest release;
+  release.add_workers(9);
+  EXPECT_TRUE(client_->ReleaseWorkers(release, kTimeout).ok());
+  EXPECT_EQ(Stats().worker_clocks_size(), 0);
 }
 
 // ---- checkpoints

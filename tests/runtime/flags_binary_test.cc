@@ -195,6 +195,25 @@ TEST(FlagsBinaryTest, ValidationErrorsAfterParsingStillExitTwo) {
   ExpectBadInput("ps", RunBinary("ps", {"--batch_size=0"}, 60), {"--batch_size=0"});
 }
 
+// --staleness belongs to --mode=ssp: elsewhere, or negative, every role exits 2 naming it.
+TEST(FlagsBinaryTest, StalenessWithoutSspOrNegativeExitsTwoNamingIt) {
+  const fs::path dir = FreshDir("flags_staleness");
+  const std::string spec = (dir / "spec.json").string();
+  std::ofstream(spec) << R"({"chief": ["127.0.0.1:1"], "ps": ["127.0.0.1:2"],
+                             "worker": ["127.0.0.1:3"]})";
+  for (const char* role : {"ps", "worker", "chief"}) {
+    ExpectBadInput(
+        role,
+        RunBinary(role,
+                  {"--cluster_spec=" + spec, "--train_steps=1", "--mode=async", "--staleness=1"},
+                  60),
+        {"--staleness=1", "--mode=ssp"});
+  }
+  ExpectBadInput("ps",
+                 RunBinary("ps", {"--cluster_spec=" + spec, "--mode=ssp", "--staleness=-2"}, 60),
+                 {"--staleness=-2"});
+}
+
 // A single-mode worker owns its --run_dir: a folder holding a finished run is refused (exit 2,
 // naming the folder, its report.json and --overwrite) and its records stay; --overwrite
 // replaces them.

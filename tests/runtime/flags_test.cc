@@ -24,6 +24,7 @@ ABSL_DECLARE_FLAG(int64_t, train_steps);
 ABSL_DECLARE_FLAG(double, epochs);
 ABSL_DECLARE_FLAG(std::string, model);
 ABSL_DECLARE_FLAG(std::string, mode);
+ABSL_DECLARE_FLAG(std::optional<int64_t>, staleness);
 
 namespace fulcrum::runtime {
 namespace {
@@ -99,6 +100,44 @@ TEST_F(FlagsTest, TheFirstInvalidFlagIsNamed) {
   absl::StatusOr<TaskOptions> options = TaskOptionsFromFlags("chief");
   EXPECT_EQ(options.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(options.status().message(), HasSubstr("--mode=lockstep"));
+}
+
+TEST_F(FlagsTest, SspReadsTheStalenessWithItsDefault) {
+  absl::SetFlag(&FLAGS_train_steps, 7);
+  absl::SetFlag(&FLAGS_mode, "ssp");
+  absl::StatusOr<TaskOptions> options = TaskOptionsFromFlags("worker");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->cluster.mode, SyncMode::kSsp);
+  EXPECT_EQ(options->cluster.staleness, kDefaultStaleness);
+  EXPECT_STREQ(ModeName(options->cluster.mode), "ssp");
+  absl::SetFlag(&FLAGS_staleness, std::optional<int64_t>(0));  // lock-step
+  options = TaskOptionsFromFlags("worker");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->cluster.staleness, 0);
+  // Tasks with another bound are told apart when they register.
+  absl::SetFlag(&FLAGS_staleness, std::optional<int64_t>(2));
+  const absl::StatusOr<TaskOptions> other = TaskOptionsFromFlags("worker");
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_THAT(FingerprintDifference(ConfigFingerprint(options->training, options->cluster),
+                                    ConfigFingerprint(other->training, other->cluster)),
+              HasSubstr("staleness: 0 vs 2"));
+}
+
+TEST_F(FlagsTest, StalenessOutsideSspOrNegativeIsNamed) {
+  absl::SetFlag(&FLAGS_train_steps, 7);
+  absl::SetFlag(&FLAGS_staleness, std::optional<int64_t>(2));
+  for (const char* mode : {"async", "sync"}) {
+    absl::SetFlag(&FLAGS_mode, mode);
+    const absl::StatusOr<TaskOptions> options = TaskOptionsFromFlags("worker");
+    EXPECT_EQ(options.status().code(), absl::StatusCode::kInvalidArgument) << mode;
+    EXPECT_THAT(options.status().message(), HasSubstr("--staleness=2")) << mode;
+    EXPECT_THAT(options.status().message(), HasSubstr("--mode=ssp")) << mode;
+  }
+  absl::SetFlag(&FLAGS_mode, "ssp");
+  absl::SetFlag(&FLAGS_staleness, std::optional<int64_t>(-1));
+  const absl::StatusOr<TaskOptions> options = TaskOptionsFromFlags("ps");
+  EXPECT_EQ(options.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(options.status().message(), HasSubstr("--staleness=-1: must be between 0"));
 }
 
 TEST(ReportBadFlagsTest, ReturnsTheBadInputExitCode) {

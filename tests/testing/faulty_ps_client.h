@@ -106,6 +106,10 @@ class FaultyPsClient final : public runtime::PsClient {
                     absl::Duration timeout) override {
     return inner_->Ping(request, response, timeout);
   }
+  absl::Status ReleaseWorkers(const pb::ReleaseWorkersRequest& request,
+                              absl::Duration timeout) override {
+    return inner_->ReleaseWorkers(request, timeout);
+  }
 
  private:
   static int FirstChunk(const pb::PullRequest& r) { return r.chunks().empty() ? -1 : r.chunks(0); }
