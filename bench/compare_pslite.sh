@@ -11,6 +11,10 @@
 # unreported, then a file barrier, then a --seconds window. Figure = sum over workers of
 # MB/s (10^6 bytes of values pushed + pulled per second) and of rounds/s.
 #
+# Also reported: CPU seconds per GB moved (user + system of every process of the side, the
+# scheduler included, read from /proc over 70% of the window; median of the pairs), a figure
+# less sensitive than MB/s to what other tenants of the machine take.
+#
 # Per (model, W): one unreported warm-up run of each side (Fulcrum first: its RESULT gives the
 # model's bytes, which ps-lite then moves), then --pairs pairs ps-lite, Fulcrum (A B A B ...).
 # Reported: each side's median, the median and min-max of the per-pair ratios Fulcrum/ps-lite,
@@ -83,6 +87,9 @@ done
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/compare_pslite.XXXXXX")"
 pids=()
 cleanup() {
+  # TERM first: timeout(1) passes it on, run.sh's own trap kills its tasks.
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  ((${#pids[@]} == 0)) || sleep 0.5
   for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
   if ((keep == 0)); then rm -rf "$WORK"; else echo "compare_pslite: runs kept in $WORK" >&2; fi
@@ -101,6 +108,47 @@ for _ in range(int(sys.argv[1])):
 for s in socks:
     print(s.getsockname()[1])
 EOF
+}
+
+# CPU seconds (user + system, all threads) of the given processes so far; "nan" when one
+# of them is gone.
+cpu_seconds() {
+  local pid total=0 t
+  for pid in "$@"; do
+    t="$(sed 's/^.*) //' "/proc/${pid}/stat" 2>/dev/null | awk '{print $12 + $13}')" || t=
+    [[ -n "$t" ]] || { echo nan; return 0; }
+    total=$((total + t))
+  done
+  awk -v t="$total" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.4f", t / hz}'
+}
+
+# Cores that a run's processes keep busy inside the measured window, into ${WORK}/last.cpu
+# ("nan" when the run ends first): waits until all `workers` have reached the "measure"
+# barrier, reads the CPU time of every child of the `parents` (the timeout(1) processes
+# around the tasks; `depth` 2 = their children's children, for ps-lite's run.sh), sleeps 70%
+# of the window, reads again.
+sample_window() {  # barrier_dir workers depth parents...
+  local dir="$1" w="$2" depth="$3" p level procs before after t0 t1
+  shift 3
+  local parents=("$@")
+  echo nan >"${WORK}/last.cpu"
+  until (($(find "$dir" -name 'measure.*' ! -name '*.tmp' | wc -l) >= w)); do
+    for p in "${parents[@]}"; do kill -0 "$p" 2>/dev/null || return 0; done
+    sleep 0.01
+  done
+  procs=("${parents[@]}")
+  for ((level = 0; level < depth; ++level)); do
+    mapfile -t procs < <(for p in "${procs[@]}"; do pgrep -P "$p" || true; done)
+  done
+  t0="$(date +%s.%N)"
+  before="$(cpu_seconds "${procs[@]}")"
+  sleep "$(awk -v s="$seconds" 'BEGIN {print 0.7 * s}')"
+  after="$(cpu_seconds "${procs[@]}")"
+  t1="$(date +%s.%N)"
+  if [[ "$before" != nan && "$after" != nan ]]; then
+    awk -v a="$before" -v b="$after" -v t0="$t0" -v t1="$t1" \
+      'BEGIN {printf "%.3f\n", (b - a) / (t1 - t0)}' >"${WORK}/last.cpu"
+  fi
 }
 
 # The run functions run in this shell (not in a pipe or $(...)), so that run_id, keep and
@@ -132,6 +180,7 @@ EOF
       >"${dir}/worker${i}.out" 2>"${dir}/worker${i}.log" &
     pids+=("$!")
   done
+  sample_window "${dir}/barrier" "$w" 1 "${pids[@]}"
   for pid in "${pids[@]}"; do
     status=0
     wait "$pid" || status=$?
@@ -158,7 +207,11 @@ run_pslite() {  # model_bytes workers
     ${PSLITE_ENV:-} "${ROOT}/bench/pslite/run.sh" --servers="$servers" --workers="$w" \
     --timeout="$timeout_s" -- "$PSLITE_BIN" --model_bytes="$bytes" --chunk_bytes="$chunk_bytes" \
     --mode="$pslite_mode" --warmup_s="$warmup_s" --seconds="$seconds" \
-    --barrier_dir="${dir}/barrier" >"${dir}/workers.out" 2>"${dir}/all.log" || rc=$?
+    --barrier_dir="${dir}/barrier" >"${dir}/workers.out" 2>"${dir}/all.log" &
+  pids=("$!")
+  sample_window "${dir}/barrier" "$w" 2 "${pids[0]}"
+  wait "${pids[0]}" || rc=$?
+  pids=()
   if ((rc != 0)); then
     keep=1
     echo "compare_pslite: ps-lite run failed (exit $rc); logs in $dir:" >&2
@@ -168,10 +221,10 @@ run_pslite() {  # model_bytes workers
   cp "${dir}/workers.out" "${WORK}/last.out"
 }
 
-# "mb rounds model_bytes chunks" summed over the RESULT lines of the last run; checks there
-# are w of them.
+# "mb rounds model_bytes chunks cpu_s_per_gb" of the last run: MB/s and rounds/s summed over
+# its RESULT lines (checks there are w of them); CPU seconds per GB moved, all its processes.
 sum_results() {  # workers
-  awk -v w="$1" '
+  awk -v w="$1" -v cores="$(cat "${WORK}/last.cpu")" '
     /^RESULT / {
       for (i = 2; i <= NF; ++i) { split($i, kv, "="); f[kv[1]] = kv[2] }
       mb += f["mb_per_s"]; rounds += f["rounds_per_s"]; n++
@@ -179,15 +232,19 @@ sum_results() {  # workers
     }
     END {
       if (n != w) { print "want " w " RESULT lines, got " n > "/dev/stderr"; exit 1 }
-      printf "%.1f %.2f %s %s\n", mb, rounds, bytes, chunks
+      printf "%.1f %.2f %s %s %s\n", mb, rounds, bytes, chunks,
+             cores == "nan" ? "nan" : sprintf("%.3f", cores / mb * 1000)
     }' "${WORK}/last.out"
 }
 
-median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+median() {  # of the numbers among the arguments ("nan" when none)
+  printf '%s\n' "$@" | grep -v nan | sort -g |
+    awk '{v[NR] = $1} END {print NR == 0 ? "nan" : (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+}
 minmax() { printf '%s\n' "$@" | sort -g | awk 'NR == 1 {lo = $1} {hi = $1} END {printf "%.2f–%.2f", lo, hi}'; }
 
 mkdir -p "$(dirname "$out")"
-header="| model | bytes | W | S | chunks (Fulcrum / ps-lite keys) | ps-lite MB/s | Fulcrum MB/s | ps-lite rounds/s | Fulcrum rounds/s | Fulcrum/ps-lite, median of pairs (min–max) | load before → after |"
+header="| model | bytes | W | S | chunks (Fulcrum / ps-lite keys) | ps-lite MB/s | Fulcrum MB/s | ps-lite rounds/s | Fulcrum rounds/s | Fulcrum/ps-lite, median of pairs (min–max) | ps-lite CPU s/GB | Fulcrum CPU s/GB | load before → after |"
 {
   echo "compare_pslite: $(date -u '+%Y-%m-%d %H:%M:%S UTC'); servers=${servers} pairs=${pairs}" \
     "warmup_s=${warmup_s} seconds=${seconds} chunk_bytes=${chunk_bytes} pslite_mode=${pslite_mode}" \
@@ -195,7 +252,7 @@ header="| model | bytes | W | S | chunks (Fulcrum / ps-lite keys) | ps-lite MB/s
   echo "ps-lite: $(cat "${ROOT}/bench/pslite/third_party/ps-lite/SOURCE.txt" 2>/dev/null || echo unknown)"
   echo
   echo "$header"
-  echo "|---|---:|---:|---:|---|---:|---:|---:|---:|---|---|"
+  echo "|---|---:|---:|---:|---|---:|---:|---:|---:|---|---:|---:|---|"
 } | tee "$out"
 
 IFS=, read -r -a model_list <<<"$models"
@@ -206,27 +263,29 @@ for model in "${model_list[@]}"; do
     # Warm-up, unreported: Fulcrum first (it names the model's bytes), then ps-lite.
     run_fulcrum "$model" "$w"
     res="$(sum_results "$w")"
-    read -r _ _ bytes f_chunks <<<"$res"
+    read -r _ _ bytes f_chunks _ <<<"$res"
     run_pslite "$bytes" "$w"
     res="$(sum_results "$w")"
-    read -r _ _ p_bytes p_chunks <<<"$res"
+    read -r _ _ p_bytes p_chunks _ <<<"$res"
     [[ "$p_bytes" == "$bytes" ]] || { echo "compare_pslite: ps-lite moved $p_bytes bytes, Fulcrum $bytes" >&2; exit 1; }
-    p_mb=() f_mb=() p_rs=() f_rs=() ratio=()
+    p_mb=() f_mb=() p_rs=() f_rs=() p_cpu=() f_cpu=() ratio=()
     for ((k = 0; k < pairs; ++k)); do
       run_pslite "$bytes" "$w"
       res="$(sum_results "$w")"
-      read -r pm pr _ _ <<<"$res"
+      read -r pm pr _ _ pc <<<"$res"
       run_fulcrum "$model" "$w"
       res="$(sum_results "$w")"
-      read -r fm fr _ _ <<<"$res"
-      p_mb+=("$pm") f_mb+=("$fm") p_rs+=("$pr") f_rs+=("$fr")
+      read -r fm fr _ _ fc <<<"$res"
+      p_mb+=("$pm") f_mb+=("$fm") p_rs+=("$pr") f_rs+=("$fr") p_cpu+=("$pc") f_cpu+=("$fc")
       ratio+=("$(awk -v a="$fm" -v b="$pm" 'BEGIN {printf "%.4f", a / b}')")
-      echo "compare_pslite: ${model} W=${w} pair $((k + 1)): ps-lite ${pm} MB/s, Fulcrum ${fm} MB/s" >&2
+      echo "compare_pslite: ${model} W=${w} pair $((k + 1)): ps-lite ${pm} MB/s (${pc} CPU s/GB)," \
+        "Fulcrum ${fm} MB/s (${fc} CPU s/GB)" >&2
     done
     load_after="$(cut -d' ' -f1-3 /proc/loadavg)"
-    printf '| %s | %s | %s | %s | %s / %s | %.0f | %.0f | %.1f | %.1f | %.2f (%s) | %s → %s |\n' \
+    printf '| %s | %s | %s | %s | %s / %s | %.0f | %.0f | %.1f | %.1f | %.2f (%s) | %.2f | %.2f | %s → %s |\n' \
       "$model" "$bytes" "$w" "$servers" "$f_chunks" "$p_chunks" "$(median "${p_mb[@]}")" \
       "$(median "${f_mb[@]}")" "$(median "${p_rs[@]}")" "$(median "${f_rs[@]}")" \
-      "$(median "${ratio[@]}")" "$(minmax "${ratio[@]}")" "$load_before" "$load_after" | tee -a "$out"
+      "$(median "${ratio[@]}")" "$(minmax "${ratio[@]}")" "$(median "${p_cpu[@]}")" \
+      "$(median "${f_cpu[@]}")" "$load_before" "$load_after" | tee -a "$out"
   done
 done

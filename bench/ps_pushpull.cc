@@ -78,9 +78,9 @@ int Run() {
   if (warmup_s < 0) return bad("--warmup_s: must be >= 0");
   if (seconds <= 0) return bad("--seconds: must be > 0");
   absl::StatusOr<std::string> text = ReadFileToString(spec_path);
-  if (!text.ok()) return runtime::ReportBadFlags(text.status());
+  if (!text.ok()) return bad(absl::StrCat("--cluster_spec: ", text.status().message()));
   absl::StatusOr<runtime::ClusterSpec> spec = runtime::ParseClusterSpec(*text, spec_path);
-  if (!spec.ok()) return runtime::ReportBadFlags(spec.status());
+  if (!spec.ok()) return bad(absl::StrCat("--cluster_spec: ", spec.status().message()));
   const int num_ps = spec->num_tasks(runtime::kPsJob);
   const int workers = spec->num_tasks(runtime::kWorkerJob);
   if (rank >= workers) {
