@@ -203,8 +203,10 @@ run_pslite() {  # model_bytes workers
   mkdir -p "${dir}/barrier"
   # PS_VERBOSE=0: no per-message logging (ps-lite's default). The glibc tunables keep big
   # receive buffers in the heap, as Fulcrum's processes do through base/malloc.h.
+  local extra_env=()
+  read -r -a extra_env <<<"${PSLITE_ENV:-}"
   env PS_VERBOSE=0 MALLOC_MMAP_THRESHOLD_=2000000000 MALLOC_TRIM_THRESHOLD_=4000000000 \
-    ${PSLITE_ENV:-} "${ROOT}/bench/pslite/run.sh" --servers="$servers" --workers="$w" \
+    "${extra_env[@]}" "${ROOT}/bench/pslite/run.sh" --servers="$servers" --workers="$w" \
     --timeout="$timeout_s" -- "$PSLITE_BIN" --model_bytes="$bytes" --chunk_bytes="$chunk_bytes" \
     --mode="$pslite_mode" --warmup_s="$warmup_s" --seconds="$seconds" \
     --barrier_dir="${dir}/barrier" >"${dir}/workers.out" 2>"${dir}/all.log" &

@@ -95,8 +95,8 @@ int Run() {
   std::vector<std::unique_ptr<runtime::GrpcPsClient>> clients;
   std::vector<runtime::PsClient*> client_ptrs;
   for (int p = 0; p < num_ps; ++p) {
-    clients.push_back(std::make_unique<runtime::GrpcPsClient>(
-        absl::StrCat("ps:", p), spec->address(runtime::kPsJob, p)));
+    clients.push_back(std::make_unique<runtime::GrpcPsClient>(absl::StrCat("ps:", p),
+                                                              spec->address(runtime::kPsJob, p)));
     client_ptrs.push_back(clients.back().get());
     if (!clients.back()->WaitUntilReady(absl::Seconds(30))) {
       return Fail(absl::StrCat("ps:", p, " at ", spec->address(runtime::kPsJob, p), " not ready"));
@@ -133,13 +133,12 @@ int Run() {
     runtime::TransferResult result;
     failure = vars.PushPullAll(step, 0, grads, values, kCallTimeout, &result);
     if (failure.ok() && (result.duplicates != 0 || result.retries != 0)) {
-      failure = absl::InternalError(absl::StrCat("unexpected duplicates/retries: ",
-                                                 result.duplicates, "/", result.retries));
+      failure = absl::InternalError(
+          absl::StrCat("unexpected duplicates/retries: ", result.duplicates, "/", result.retries));
     }
     if (failure.ok() && result.bytes_sent + result.bytes_received != want_bytes) {
-      failure = absl::InternalError(absl::StrCat("moved ", result.bytes_sent, " + ",
-                                                 result.bytes_received, " bytes, want ",
-                                                 want_bytes));
+      failure = absl::InternalError(absl::StrCat(
+          "moved ", result.bytes_sent, " + ", result.bytes_received, " bytes, want ", want_bytes));
     }
     step = result.global_step;
     return failure.ok();

@@ -183,7 +183,8 @@ std::vector<Chunk> PlanKeys(int64_t elements, int64_t chunk_elems,
   const size_t servers = ranges.size();
   for (int64_t begin = 0, c = 0; begin < elements; begin += chunk_elems, ++c) {
     Chunk chunk;
-    chunk.key = ranges[static_cast<size_t>(c) % servers].begin() + static_cast<ps::Key>(c) / servers;
+    chunk.key =
+        ranges[static_cast<size_t>(c) % servers].begin() + static_cast<ps::Key>(c) / servers;
     chunk.count = static_cast<size_t>(std::min(chunk_elems, elements - begin));
     chunks.push_back(chunk);
   }
@@ -203,8 +204,8 @@ int RunWorker(const Options& o) {
   const int servers = ps::NumServers();
   ps::KVWorker<float> kv(0, 0);
   const int64_t elements = o.model_bytes / 4;
-  const std::vector<Chunk> chunks = PlanKeys(
-      elements, std::max<int64_t>(1, o.chunk_bytes / 4), ps::Postoffice::Get()->GetServerKeyRanges());
+  const std::vector<Chunk> chunks = PlanKeys(elements, std::max<int64_t>(1, o.chunk_bytes / 4),
+                                             ps::Postoffice::Get()->GetServerKeyRanges());
   std::vector<float> grads(static_cast<size_t>(elements), 1e-3f);
   std::vector<float> values(static_cast<size_t>(elements), 0.0f);
 

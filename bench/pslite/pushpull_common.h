@@ -27,9 +27,7 @@ inline bool FileBarrier(const std::string& dir, const std::string& name, int ran
                         double timeout_s) {
   namespace fs = std::filesystem;
   const fs::path mine = fs::path(dir) / (name + "." + std::to_string(rank));
-  {
-    std::ofstream touch(mine.string() + ".tmp");
-  }
+  { std::ofstream touch(mine.string() + ".tmp"); }
   std::error_code ec;
   fs::rename(mine.string() + ".tmp", mine, ec);  // appears whole to the others
   if (ec) return false;
@@ -71,8 +69,8 @@ inline Timed RunFor(double seconds, const std::function<bool()>& round) {
 
 // The line bench/compare_pslite.sh sums over workers. bytes = payload pushed + pulled (the
 // values only, no keys or headers), MB = 10^6 bytes.
-inline void PrintResult(const char* side, int rank, int workers, int servers,
-                        int64_t model_bytes, int chunks, const Timed& t) {
+inline void PrintResult(const char* side, int rank, int workers, int servers, int64_t model_bytes,
+                        int chunks, const Timed& t) {
   const double bytes = 2.0 * static_cast<double>(model_bytes) * static_cast<double>(t.rounds);
   std::printf(
       "RESULT side=%s rank=%d workers=%d servers=%d model_bytes=%lld chunks=%d rounds=%lld "

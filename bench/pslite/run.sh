@@ -35,6 +35,7 @@ export DMLC_NUM_SERVER="$servers" DMLC_NUM_WORKER="$workers"
 export DMLC_PS_ROOT_URI=127.0.0.1 DMLC_PS_ROOT_PORT="$port" DMLC_NODE_HOST=127.0.0.1
 
 pids=()
+# shellcheck disable=SC2317  # reached through the EXIT trap
 cleanup() {
   for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
