@@ -28,6 +28,10 @@
 #           mlp, autoencoder, syn<N>mb (N MiB in 8 equal variables).
 #   --pslite_mode  chunked (default): one ZPushPull per key; single: the whole set in one
 #                  ZPushPull (ps-lite slices it into one message per server).
+#   --servers      S > 1 may give the two sides different layouts: Fulcrum places whole
+#                  variables round-robin and then chunks each ps's share, ps-lite spreads the
+#                  chunk-sized keys round-robin (logreg on 2: Fulcrum 2 chunks, ps-lite 1 key on
+#                  one server); the chunks column shows it. Only S = 1 is in docs/.
 #   --timeout      seconds any one process may live (timeout(1) around each).
 #   --keep         keep the per-run folders (logs, specs) under $TMPDIR.
 # Environment: FULCRUM_BUILD (default build), PSLITE_BUILD (default bench/pslite/build),
