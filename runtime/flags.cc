@@ -130,6 +130,10 @@ ABSL_FLAG(std::string, nonfinite, "error",
           "pusher fails) or skip (apply nothing, count it in pushes_nonfinite).");
 ABSL_FLAG(int64_t, rpc_chunk_bytes, 2 << 20,
           "Largest piece of a shard sent in one RPC (pieces go out in parallel).");
+ABSL_FLAG(bool, overlap, false,
+          "Cluster workers: send each chunk of gradients as soon as the backward pass has made "
+          "it final, and start each layer of the next forward pass as soon as its values are "
+          "in (false: push and pull the whole model between steps).");
 ABSL_FLAG(double, startup_timeout, 120, "Seconds to wait for every task of the cluster.");
 ABSL_FLAG(double, step_timeout, 60,
           "Seconds a worker waits for a PS (e.g. for a sync step to complete) before failing.");
@@ -691,6 +695,7 @@ absl::StatusOr<ClusterOptions> ClusterOptionsFromFlags(absl::string_view default
   o.partition_min_bytes = absl::GetFlag(FLAGS_partition_min_bytes);
   FULCRUM_RETURN_IF_ERROR(
       Positive("partition_min_bytes", static_cast<double>(o.partition_min_bytes)));
+  o.overlap = absl::GetFlag(FLAGS_overlap);
   o.chunk_bytes = absl::GetFlag(FLAGS_rpc_chunk_bytes);
   if (o.chunk_bytes < 4 || o.chunk_bytes > (64 << 20)) {
     return absl::InvalidArgumentError(

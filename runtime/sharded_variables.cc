@@ -13,6 +13,7 @@
 namespace fulcrum::runtime {
 
 struct ShardedVariables::Slot {
+  int index = 0;  // among all chunks (ps-major)
   int ps = 0;
   int chunk = 0;
   pb::PullRequest pull_request;
@@ -37,8 +38,6 @@ void AwaitAll(BlockingCounter& pending, absl::Duration timeout, const std::strin
   }
 }
 
-bool Retryable(const absl::Status& s) { return absl::IsUnavailable(s); }
-
 }  // namespace
 
 // Names the chunk in an error (built only on failure: this is the per-chunk hot path).
@@ -60,6 +59,7 @@ ShardedVariables::ShardedVariables(const Placement& placement, int64_t chunk_byt
     shard.chunks = PlanChunks(elements, chunk_bytes);
     for (size_t c = 0; c < shard.chunks.size(); ++c) {
       auto slot = std::make_unique<Slot>();
+      slot->index = static_cast<int>(slots_.size());
       slot->ps = p;
       slot->chunk = static_cast<int>(c);
       slot->pull_request.set_task(task_);
@@ -134,43 +134,17 @@ absl::Status ShardedVariables::PushPullAll(int64_t step, int64_t min_step,
                                            std::span<ops::Tensor> values, absl::Duration timeout,
                                            TransferResult* result) {
   *result = TransferResult();
-  for (auto& slot : slots_) {
-    pb::PushRequest& req = slot->push_request;
-    if (next_request_ == 0) ++next_request_;  // 0 means "no dedup" to the PS
-    req.set_request_id(next_request_++);
-    req.set_step(step);
-    req.set_min_step(min_step);
-    req.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
-    pb::ChunkData* g = req.mutable_gradients(0);
-    g->set_step(step);
-    const auto spans = Spans<const float>(slot->ps, slot->chunk, grads);
-    EncodeFloats(spans, g->mutable_data());
-    slot->status = absl::OkStatus();
-  }
+  for (auto& slot : slots_) EncodePushPull(*slot, step, min_step, timeout, grads);
   // Up to two rounds: the second re-sends (same request ids) what failed in transport.
   std::vector<Slot*> todo;
   for (auto& slot : slots_) todo.push_back(slot.get());
   for (int round = 0; round < 2 && !todo.empty(); ++round) {
     BlockingCounter pending(static_cast<int>(todo.size()));
     for (Slot* slot : todo) {
-      slot->push_response.Clear();
-      clients_[static_cast<size_t>(slot->ps)]->PushPullAsync(
-          &slot->push_request, &slot->push_response, timeout + kCallSlack,
-          [this, slot, values, &pending](absl::Status s) {
-            if (s.ok()) {
-              if (slot->push_response.values_size() != 1) {
-                s = absl::InternalError(absl::StrCat("ps:", slot->ps, " answered ",
-                                                     slot->push_response.values_size(),
-                                                     " chunks to a push-pull of one"));
-              } else {
-                s = DecodeFloats(slot->push_response.values(0).data(),
-                                 Spans<float>(slot->ps, slot->chunk, values), "returned values");
-                if (!s.ok()) s = InChunk(s, *slot);
-              }
-            }
-            slot->status = std::move(s);
-            pending.DecrementCount();
-          });
+      SendPushPull(slot, values, timeout, [slot, &pending](absl::Status s) {
+        slot->status = std::move(s);
+        pending.DecrementCount();
+      });
     }
     AwaitAll(pending, timeout, task_);
     std::vector<Slot*> retry;
@@ -183,18 +157,94 @@ absl::Status ShardedVariables::PushPullAll(int64_t step, int64_t min_step,
   result->global_step = std::numeric_limits<int64_t>::max();
   for (const auto& slot : slots_) {
     if (!slot->status.ok()) return slot->status;
-    const pb::PushResponse& r = slot->push_response;
-    result->global_step = std::min(result->global_step, r.values(0).step());
-    result->stopped = result->stopped || r.stopped();
-    result->applied += r.applied();
-    result->dropped += r.dropped();
-    result->duplicates += r.duplicate() ? 1 : 0;
-    result->bytes_sent += static_cast<int64_t>(slot->push_request.gradients(0).data().size());
-    result->bytes_received += static_cast<int64_t>(r.values(0).data().size());
-    result->max_wait_us = std::max(result->max_wait_us, r.wait_us());
+    AddChunkResult(slot->index, result);
   }
   if (slots_.empty()) result->global_step = 0;
   return absl::OkStatus();
 }
+
+void ShardedVariables::EncodePushPull(Slot& slot, int64_t step, int64_t min_step,
+                                      absl::Duration timeout,
+                                      std::span<const ops::Tensor> grads) {
+  pb::PushRequest& req = slot.push_request;
+  if (next_request_ == 0) ++next_request_;  // 0 means "no dedup" to the PS
+  req.set_request_id(next_request_++);
+  req.set_step(step);
+  req.set_min_step(min_step);
+  req.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
+  pb::ChunkData* g = req.mutable_gradients(0);
+  g->set_step(step);
+  const auto spans = Spans<const float>(slot.ps, slot.chunk, grads);
+  EncodeFloats(spans, g->mutable_data());
+  slot.status = absl::OkStatus();
+}
+
+void ShardedVariables::SendPushPull(Slot* slot, std::span<ops::Tensor> values,
+                                    absl::Duration timeout, PsClient::Done done) {
+  slot->push_response.Clear();
+  clients_[static_cast<size_t>(slot->ps)]->PushPullAsync(
+      &slot->push_request, &slot->push_response, timeout + kCallSlack,
+      [this, slot, values, done = std::move(done)](absl::Status s) {
+        if (s.ok()) s = DecodePushPullReply(*slot, values);
+        done(std::move(s));
+      });
+}
+
+absl::Status ShardedVariables::DecodePushPullReply(const Slot& slot,
+                                                   std::span<ops::Tensor> values) const {
+  if (slot.push_response.values_size() != 1) {
+    return absl::InternalError(absl::StrCat("ps:", slot.ps, " answered ",
+                                            slot.push_response.values_size(),
+                                            " chunks to a push-pull of one"));
+  }
+  absl::Status s = DecodeFloats(slot.push_response.values(0).data(),
+                                Spans<float>(slot.ps, slot.chunk, values), "returned values");
+  return s.ok() ? s : InChunk(s, slot);
+}
+
+int ShardedVariables::chunk_ps(int index) const {
+  return slots_[static_cast<size_t>(index)]->ps;
+}
+
+std::vector<int> ShardedVariables::ChunkSources(int index) const {
+  const Slot& slot = *slots_[static_cast<size_t>(index)];
+  const Shard& shard = shards_[static_cast<size_t>(slot.ps)];
+  std::vector<int> sources;
+  for (const Segment& seg : shard.chunks[static_cast<size_t>(slot.chunk)].segments) {
+    sources.push_back(shard.variables[static_cast<size_t>(seg.variable)].source);
+  }
+  std::sort(sources.begin(), sources.end());
+  sources.erase(std::unique(sources.begin(), sources.end()), sources.end());
+  return sources;
+}
+
+void ShardedVariables::StartChunkPushPull(int index, int64_t step, int64_t min_step,
+                                          std::span<const ops::Tensor> grads,
+                                          std::span<ops::Tensor> values, absl::Duration timeout,
+                                          PsClient::Done done) {
+  Slot* slot = slots_[static_cast<size_t>(index)].get();
+  EncodePushPull(*slot, step, min_step, timeout, grads);
+  SendPushPull(slot, values, timeout, std::move(done));
+}
+
+void ShardedVariables::ResendChunkPushPull(int index, std::span<ops::Tensor> values,
+                                           absl::Duration timeout, PsClient::Done done) {
+  SendPushPull(slots_[static_cast<size_t>(index)].get(), values, timeout, std::move(done));
+}
+
+void ShardedVariables::AddChunkResult(int index, TransferResult* result) const {
+  const Slot& slot = *slots_[static_cast<size_t>(index)];
+  const pb::PushResponse& r = slot.push_response;
+  result->global_step = std::min(result->global_step, r.values(0).step());
+  result->stopped = result->stopped || r.stopped();
+  result->applied += r.applied();
+  result->dropped += r.dropped();
+  result->duplicates += r.duplicate() ? 1 : 0;
+  result->bytes_sent += static_cast<int64_t>(slot.push_request.gradients(0).data().size());
+  result->bytes_received += static_cast<int64_t>(r.values(0).data().size());
+  result->max_wait_us = std::max(result->max_wait_us, r.wait_us());
+}
+
+bool ShardedVariables::Retryable(const absl::Status& s) { return absl::IsUnavailable(s); }
 
 }  // namespace fulcrum::runtime
