@@ -164,9 +164,9 @@ absl::StatusOr<std::span<const ops::Tensor>> Model::DeviceValues(
   return std::span<const ops::Tensor>(device_values_);
 }
 
-absl::StatusOr<std::span<const ops::Tensor>> Model::LayerInputs(
-    std::span<const ops::Tensor> values, std::span<const ops::Tensor> device, size_t i,
-    const LayerHooks* hooks) {
+absl::StatusOr<std::span<const ops::Tensor>> Model::LayerInputs(std::span<const ops::Tensor> values,
+                                                                std::span<const ops::Tensor> device,
+                                                                size_t i, const LayerHooks* hooks) {
   const size_t first = first_variable_[i];
   const size_t count = layers_[i]->variables().size();
   if (count > 0 && hooks != nullptr && hooks->values_needed) {

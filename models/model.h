@@ -135,8 +135,7 @@ class Model {
                                                            size_t i, const LayerHooks* hooks);
   // Layer i's backward, its weight decay and (off the CPU) its gradients' copy to the host.
   absl::Status BackwardLayer(size_t i, const ops::Tensor& x0, std::span<const ops::Tensor> v,
-                             std::span<ops::Tensor> g, std::span<ops::Tensor> grads,
-                             Workspace& ws);
+                             std::span<ops::Tensor> g, std::span<ops::Tensor> grads, Workspace& ws);
   bool on_cpu() { return backend().device() == ops::Device::kCpu; }
   absl::Status Forward(const ops::Tensor& inputs, std::span<const ops::Tensor> values,
                        std::span<const ops::Tensor> device_values, Workspace& ws, bool training,

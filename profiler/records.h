@@ -58,8 +58,8 @@ struct StepRecord {
   double comm_wait_ms = 0.0;
   double inflight_begin_ms = 0.0;
   double inflight_ms = 0.0;
-  bool overlap = false;             // the step ran the overlapped schedule
-  std::vector<Span> value_waits;    // overlapped: the forward pass's waits (pull_ms in all)
+  bool overlap = false;           // the step ran the overlapped schedule
+  std::vector<Span> value_waits;  // overlapped: the forward pass's waits (pull_ms in all)
 };
 
 // Progress of a ps task so far (cumulative), taken once per sample.

@@ -106,7 +106,8 @@ void AddInflightSpans(const std::vector<StepRecord>& steps, size_t n, ChromeTrac
       named = true;
     }
     const int64_t begin = std::max(r.begin_unix_us + RoundUs(r.inflight_begin_ms), floor);
-    const int64_t end = std::max(begin, r.begin_unix_us + RoundUs(r.inflight_begin_ms + r.inflight_ms));
+    const int64_t end =
+        std::max(begin, r.begin_unix_us + RoundUs(r.inflight_begin_ms + r.inflight_ms));
     if (end == begin) continue;
     trace->Span("push-pull", "comm", kCommTid, begin, end - begin,
                 {{"step", static_cast<double>(r.step)},

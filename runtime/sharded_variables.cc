@@ -164,8 +164,7 @@ absl::Status ShardedVariables::PushPullAll(int64_t step, int64_t min_step,
 }
 
 void ShardedVariables::EncodePushPull(Slot& slot, int64_t step, int64_t min_step,
-                                      absl::Duration timeout,
-                                      std::span<const ops::Tensor> grads) {
+                                      absl::Duration timeout, std::span<const ops::Tensor> grads) {
   pb::PushRequest& req = slot.push_request;
   if (next_request_ == 0) ++next_request_;  // 0 means "no dedup" to the PS
   req.set_request_id(next_request_++);
@@ -202,9 +201,7 @@ absl::Status ShardedVariables::DecodePushPullReply(const Slot& slot,
   return s.ok() ? s : InChunk(s, slot);
 }
 
-int ShardedVariables::chunk_ps(int index) const {
-  return slots_[static_cast<size_t>(index)]->ps;
-}
+int ShardedVariables::chunk_ps(int index) const { return slots_[static_cast<size_t>(index)]->ps; }
 
 std::vector<int> ShardedVariables::ChunkSources(int index) const {
   const Slot& slot = *slots_[static_cast<size_t>(index)];

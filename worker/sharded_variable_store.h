@@ -1,11 +1,12 @@
 // worker: ShardedVariableStore, the variable store of a cluster worker. The variables live on
 // the PS tasks (runtime::ShardedVariables over the PS clients): Start pulls every chunk once,
 // then each Apply pushes the step's gradients and reads the new values back in the same
-// calls; or, overlapped (StepExchange, runtime::ChunkExchange), each chunk goes as soon as its
-// gradients are final and the next step waits for each layer's chunks only. Sync mode asks for the values of the next global step (the PS answers once the
-// step's gradients were aggregated); async mode takes the values as they are. Remote errors
-// come back already mapped by runtime::RemoteFailure, so a PS's answer never reads as this
-// worker's bad input.
+// calls; or, overlapped (StepExchange, runtime::ChunkExchange), each chunk goes as soon as
+// its gradients are final and the next step waits for each layer's chunks only. Sync mode
+// asks for the values of the next global step (the PS answers once the step's gradients
+// were aggregated); async mode takes the values as they are. Remote errors come back
+// already mapped by runtime::RemoteFailure, so a PS's answer never reads as this worker's
+// bad input.
 // Thread-safety: one call at a time (the training loop's thread); the PS clients may be
 // shared.
 #pragma once

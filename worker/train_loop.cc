@@ -128,7 +128,7 @@ absl::Status TrainLoop::RunOverlapped(StepExchange* exchange, double first_pull_
 }
 
 absl::StatusOr<TrainLoop::Outcome> TrainLoop::FinishPending(StepExchange* exchange,
-                                                           TrainLoopResult* result) {
+                                                            TrainLoopResult* result) {
   if (!pending_.has_value()) return Done() ? Outcome::kStop : Outcome::kTaken;
   FULCRUM_ASSIGN_OR_RETURN(const ExchangeResult x, exchange->FinishExchange());
   profiler::StepRecord r = std::move(*pending_);
@@ -145,8 +145,8 @@ absl::StatusOr<TrainLoop::Outcome> TrainLoop::FinishPending(StepExchange* exchan
   return Done() ? Outcome::kStop : Outcome::kTaken;
 }
 
-absl::StatusOr<TrainLoop::Outcome> TrainLoop::OverlappedStep(StepExchange* exchange,
-                                                             int64_t step, double pull_ms,
+absl::StatusOr<TrainLoop::Outcome> TrainLoop::OverlappedStep(StepExchange* exchange, int64_t step,
+                                                             double pull_ms,
                                                              TrainLoopResult* result) {
   // Waits shorter than this are not drawn (the values were in: the call's own cost).
   constexpr double kDrawnWaitMs = 0.005;
@@ -190,11 +190,10 @@ absl::StatusOr<TrainLoop::Outcome> TrainLoop::OverlappedStep(StepExchange* excha
   };
   double forward_ms = 0.0;
   absl::StatusOr<float> loss =
-      replicas_ != nullptr
-          ? replicas_->ComputeGradients(inputs_, labels_, store_->values(), store_->grads(),
-                                        &forward_ms, &hooks)
-          : model_->ComputeGradients(inputs_, labels_, store_->values(), store_->grads(),
-                                     &forward_ms, &hooks);
+      replicas_ != nullptr ? replicas_->ComputeGradients(inputs_, labels_, store_->values(),
+                                                         store_->grads(), &forward_ms, &hooks)
+                           : model_->ComputeGradients(inputs_, labels_, store_->values(),
+                                                      store_->grads(), &forward_ms, &hooks);
   if (!loss.ok()) {
     if (outcome != Outcome::kTaken) return outcome;  // dropped after its forward pass
     if (wait_failed) {

@@ -1,10 +1,11 @@
+#include "models/model.h"
+
 #include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "models/model.h"
 #include "models/registry.h"
 #include "ops/initializer.h"
 #include "tests/testing/gradient_check.h"
@@ -88,8 +89,7 @@ TEST_P(ModelGradientTest, EveryVariableMatchesFiniteDifferences) {
     return e->loss_sum / static_cast<double>(e->examples);
   };
   for (size_t i = 0; i < values.size(); ++i) {
-    ExpectGradientMatches(&values[i], grads[i], loss, model->variables()[i].name, 1e-2, 2e-2,
-                          2e-4);
+    ExpectGradientMatches(&values[i], grads[i], loss, model->variables()[i].name, 1e-2, 2e-2, 2e-4);
   }
 }
 
@@ -121,7 +121,6 @@ TEST(ModelTest, RejectsMismatchedOperands) {
   std::vector<ops::Tensor> one_value = {values[0]};
   EXPECT_FALSE(model->Evaluate(ops::Tensor::Zeros({4, 784}), labels, one_value).ok());
 }
-
 
 // The layer hooks (what --overlap hangs on): each layer with variables asks for its values
 // before its forward in layer order, forward_done comes once with the loss, each layer's
@@ -168,9 +167,9 @@ TEST(ModelTest, LayerHooksComeInOrderAndChangeNothing) {
   ASSERT_TRUE(hooked_loss.ok()) << hooked_loss.status();
   EXPECT_EQ(*hooked_loss, *loss);
   EXPECT_GT(*loss, forward_loss);  // the weight decay comes on top
-  EXPECT_EQ(calls, (std::vector<std::string>{"values 0+2", "values 2+2", "values 4+2",
-                                             "forward done", "grads 4+2", "grads 2+2",
-                                             "grads 0+2"}));
+  EXPECT_EQ(calls,
+            (std::vector<std::string>{"values 0+2", "values 2+2", "values 4+2", "forward done",
+                                      "grads 4+2", "grads 2+2", "grads 0+2"}));
   for (size_t i = 0; i < plain.size(); ++i) {
     EXPECT_TRUE(std::ranges::equal(hooked[i].flat(), plain[i].flat())) << i;
   }

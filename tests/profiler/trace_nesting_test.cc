@@ -196,8 +196,8 @@ TEST(TraceNestingTest, OverlappedStepsDrawTheirWaitsInsideForwardAndTheirPushPul
   EXPECT_EQ(pulls, (std::vector<std::pair<int64_t, int64_t>>{{11'000, 11'500}, {13'500, 14'500}}));
   EXPECT_EQ(at["push"], std::make_pair(int64_t{15'000}, int64_t{15'500}));
   EXPECT_EQ(at["backward"], std::make_pair(int64_t{15'500}, int64_t{20'000}));
-  EXPECT_EQ(inflight, (std::vector<std::pair<int64_t, int64_t>>{{16'000, 23'000},
-                                                                {26'000, 33'000}}));
+  EXPECT_EQ(inflight,
+            (std::vector<std::pair<int64_t, int64_t>>{{16'000, 23'000}, {26'000, 33'000}}));
 }
 
 // Overlapped steps with random waits (some past their forward slice, some overlapping each

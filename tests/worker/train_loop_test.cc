@@ -13,8 +13,8 @@
 #include <condition_variable>
 #include <functional>
 #include <limits>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -408,7 +408,6 @@ TEST_F(TrainLoopTest, TheFirstStepCarriesTheInitialPullAndTheStoreEndsTheLoop) {
   }
 }
 
-
 // The overlapped schedule changes when things are sent, not what: two sync workers with an
 // MLP under weight decay (or a small CNN) end at the same values bit for bit as with the
 // sequential schedule, with the same loss at every step.
@@ -527,12 +526,12 @@ class HoldingPsClient final : public runtime::PsClient {
   }
 
   std::string target() const override { return inner_->target(); }
-  void PullAsync(const pb::PullRequest* request, pb::PullResponse* response,
-                 absl::Duration timeout, Done done) override {
+  void PullAsync(const pb::PullRequest* request, pb::PullResponse* response, absl::Duration timeout,
+                 Done done) override {
     inner_->PullAsync(request, response, timeout, std::move(done));
   }
-  void PushAsync(const pb::PushRequest* request, pb::PushResponse* response,
-                 absl::Duration timeout, Done done) override {
+  void PushAsync(const pb::PushRequest* request, pb::PushResponse* response, absl::Duration timeout,
+                 Done done) override {
     inner_->PushAsync(request, response, timeout, std::move(done));
   }
   void PushPullAsync(const pb::PushRequest* request, pb::PushResponse* response,
@@ -620,8 +619,8 @@ TEST_F(TrainLoopTest, TheNextForwardStartsBeforeTheLastLayersValuesArrive) {
       on_probe();
     }));
     layers.push_back(models::MakeDense("dense_1", 16, 4, models::Activation::kNone));
-    auto model = models::Model::Make("probed", std::move(layers),
-                                     models::LossKind::kSoftmaxCrossEntropy);
+    auto model =
+        models::Model::Make("probed", std::move(layers), models::LossKind::kSoftmaxCrossEntropy);
     EXPECT_TRUE(model.ok()) << model.status();
     return std::move(*model);
   };
