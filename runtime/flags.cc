@@ -130,7 +130,7 @@ ABSL_FLAG(std::string, nonfinite, "error",
           "pusher fails) or skip (apply nothing, count it in pushes_nonfinite).");
 ABSL_FLAG(int64_t, rpc_chunk_bytes, 2 << 20,
           "Largest piece of a shard sent in one RPC (pieces go out in parallel).");
-ABSL_FLAG(bool, overlap, false,
+ABSL_FLAG(bool, overlap, true,
           "Cluster workers: send each chunk of gradients as soon as the backward pass has made "
           "it final, and start each layer of the next forward pass as soon as its values are "
           "in (false: push and pull the whole model between steps).");

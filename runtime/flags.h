@@ -100,7 +100,7 @@ struct ClusterOptions {
   int64_t chunk_bytes = 2 << 20;
   // --overlap: a worker's transfers overlap its backward and forward passes
   // (worker/train_loop.h); a choice of each worker, not checked against the chief's.
-  bool overlap = false;
+  bool overlap = true;
   absl::Duration startup_timeout = absl::Seconds(120);
   absl::Duration step_timeout = absl::Seconds(60);
   absl::Duration heartbeat_timeout = absl::Seconds(60);
