@@ -161,10 +161,23 @@ absl::StatusOr<std::span<const ops::Tensor>> Model::DeviceValues(
       device_grads_.push_back(std::move(g));
     }
   }
-  for (size_t i = 0; i < values.size(); ++i) {
-    FULCRUM_RETURN_IF_ERROR(b.CopyFromHost(values[i], &device_values_[i]));
-  }
   return std::span<const ops::Tensor>(device_values_);
+}
+
+absl::StatusOr<std::span<const ops::Tensor>> Model::LayerInputs(std::span<const ops::Tensor> values,
+                                                                std::span<const ops::Tensor> device,
+                                                                size_t i, const LayerHooks* hooks) {
+  const size_t first = first_variable_[i];
+  const size_t count = layers_[i]->variables().size();
+  if (count > 0 && hooks != nullptr && hooks->values_needed) {
+    FULCRUM_RETURN_IF_ERROR(hooks->values_needed(first, count));
+  }
+  if (on_cpu()) return values.subspan(first, count);
+  // Copied layer by layer, each once the hook let its values be read.
+  for (size_t k = first; k < first + count; ++k) {
+    FULCRUM_RETURN_IF_ERROR(backend().CopyFromHost(values[k], &device_values_[k]));
+  }
+  return device.subspan(first, count);
 }
 
 LayerContext Model::ContextFor(Workspace& ws, size_t layer, bool training) {
@@ -178,33 +191,58 @@ LayerContext Model::ContextFor(Workspace& ws, size_t layer, bool training) {
 }
 
 absl::Status Model::Forward(const ops::Tensor& inputs, std::span<const ops::Tensor> values,
-                            Workspace& ws, bool training) {
+                            std::span<const ops::Tensor> device_values, Workspace& ws,
+                            bool training, const LayerHooks* hooks) {
   const ops::Tensor* x = &inputs;
   for (size_t i = 0; i < layers_.size(); ++i) {
-    FULCRUM_RETURN_IF_ERROR(layers_[i]->Forward(LayerValues(values, i), *x, &ws.activations[i],
-                                                ContextFor(ws, i, training)));
+    FULCRUM_ASSIGN_OR_RETURN(std::span<const ops::Tensor> params,
+                             LayerInputs(values, device_values, i, hooks));
+    FULCRUM_RETURN_IF_ERROR(
+        layers_[i]->Forward(params, *x, &ws.activations[i], ContextFor(ws, i, training)));
     x = &ws.activations[i];
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<double> Model::AddWeightDecay(std::span<const ops::Tensor> values,
-                                             std::span<ops::Tensor> grads) {
-  double loss = 0.0;
-  for (size_t i = 0; i < values.size(); ++i) {
+absl::Status Model::AddWeightDecay(std::span<const ops::Tensor> values,
+                                   std::span<ops::Tensor> grads, size_t first, size_t count) {
+  for (size_t i = first; i < first + count; ++i) {
     const float wd = weight_decay_[i];
+    decay_terms_[i] = 0.0;
     if (wd == 0.0f) continue;
     FULCRUM_ASSIGN_OR_RETURN(const double sum_sq,
                              backend().AddWeightDecay(wd, values[i], &grads[i]));
-    loss += 0.5 * wd * sum_sq;
+    decay_terms_[i] = 0.5 * wd * sum_sq;
   }
-  return loss;
+  return absl::OkStatus();
+}
+
+absl::Status Model::BackwardLayer(size_t i, const ops::Tensor& x0, std::span<const ops::Tensor> v,
+                                  std::span<ops::Tensor> g, std::span<ops::Tensor> grads,
+                                  Workspace& ws) {
+  const size_t first = first_variable_[i];
+  const size_t count = layers_[i]->variables().size();
+  const ops::Tensor& x = i == 0 ? x0 : ws.activations[i - 1];
+  ops::Tensor* dx = i == 0 ? nullptr : &ws.deltas[i - 1];
+  FULCRUM_RETURN_IF_ERROR(layers_[i]->Backward(LayerValues(v, i), x, ws.activations[i],
+                                               &ws.deltas[i], g.subspan(first, count), dx,
+                                               ContextFor(ws, i, /*training=*/true)));
+  // The decay goes in before the layer's gradients are handed over (a pusher sends them
+  // next); each variable's term is its own, so the result is that of decaying all at the end.
+  FULCRUM_RETURN_IF_ERROR(AddWeightDecay(v, g, first, count));
+  if (!on_cpu()) {
+    for (size_t k = first; k < first + count; ++k) {
+      FULCRUM_RETURN_IF_ERROR(backend().CopyToHost(device_grads_[k], &grads[k]));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<float> Model::ComputeGradients(const ops::Tensor& inputs,
                                               std::span<const int32_t> labels,
                                               std::span<const ops::Tensor> values,
-                                              std::span<ops::Tensor> grads, double* forward_ms) {
+                                              std::span<ops::Tensor> grads, double* forward_ms,
+                                              const LayerHooks* hooks) {
   const auto start = std::chrono::steady_clock::now();
   FULCRUM_RETURN_IF_ERROR(CheckOperands(inputs, labels, values));
   if (grads.size() != values.size()) {
@@ -219,7 +257,7 @@ absl::StatusOr<float> Model::ComputeGradients(const ops::Tensor& inputs,
   FULCRUM_ASSIGN_OR_RETURN(const ops::Tensor* x0, DeviceInputs(flat_inputs, *ws));
   FULCRUM_ASSIGN_OR_RETURN(std::span<const ops::Tensor> v, DeviceValues(values));
   std::span<ops::Tensor> g = on_cpu() ? grads : std::span<ops::Tensor>(device_grads_);
-  FULCRUM_RETURN_IF_ERROR(Forward(*x0, v, *ws, /*training=*/true));
+  FULCRUM_RETURN_IF_ERROR(Forward(*x0, values, v, *ws, /*training=*/true, hooks));
   float loss = 0.0f;
   if (loss_ == LossKind::kSoftmaxCrossEntropy) {
     FULCRUM_ASSIGN_OR_RETURN(
@@ -232,20 +270,20 @@ absl::StatusOr<float> Model::ComputeGradients(const ops::Tensor& inputs,
     *forward_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   }
+  if (hooks != nullptr && hooks->forward_done) FULCRUM_RETURN_IF_ERROR(hooks->forward_done(loss));
+  decay_terms_.assign(variables_.size(), 0.0);
   for (size_t i = layers_.size(); i-- > 0;) {
-    const ops::Tensor& x = i == 0 ? *x0 : ws->activations[i - 1];
-    ops::Tensor* dx = i == 0 ? nullptr : &ws->deltas[i - 1];
-    auto dparams = g.subspan(first_variable_[i], layers_[i]->variables().size());
-    FULCRUM_RETURN_IF_ERROR(layers_[i]->Backward(LayerValues(v, i), x, ws->activations[i],
-                                                 &ws->deltas[i], dparams, dx,
-                                                 ContextFor(*ws, i, /*training=*/true)));
+    FULCRUM_RETURN_IF_ERROR(BackwardLayer(i, *x0, v, g, grads, *ws));
+    const size_t count = layers_[i]->variables().size();
+    if (count > 0 && hooks != nullptr && hooks->gradients_ready) {
+      hooks->gradients_ready(first_variable_[i], count);
+    }
   }
   ++steps_;
-  FULCRUM_ASSIGN_OR_RETURN(const double decay, AddWeightDecay(v, g));
-  if (!on_cpu()) {
-    for (size_t i = 0; i < grads.size(); ++i) {
-      FULCRUM_RETURN_IF_ERROR(b.CopyToHost(device_grads_[i], &grads[i]));
-    }
+  // Summed in variable order, as one pass over the variables after the backward pass did.
+  double decay = 0.0;
+  for (size_t i = 0; i < variables_.size(); ++i) {
+    if (weight_decay_[i] != 0.0f) decay += decay_terms_[i];
   }
   return static_cast<float>(loss + decay);
 }
@@ -260,7 +298,7 @@ absl::StatusOr<EvalResult> Model::Evaluate(const ops::Tensor& inputs,
   ops::Backend& b = backend();
   FULCRUM_ASSIGN_OR_RETURN(const ops::Tensor* x0, DeviceInputs(flat_inputs, *ws));
   FULCRUM_ASSIGN_OR_RETURN(std::span<const ops::Tensor> v, DeviceValues(values));
-  FULCRUM_RETURN_IF_ERROR(Forward(*x0, v, *ws, /*training=*/false));
+  FULCRUM_RETURN_IF_ERROR(Forward(*x0, values, v, *ws, /*training=*/false, nullptr));
   EvalResult result;
   result.examples = inputs.rows();
   float mean = 0.0f;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -30,6 +31,23 @@ struct EvalResult {
   double loss_sum = 0.0;  // sum over examples of the per-example mean loss
   int64_t correct = 0;    // classification only
   int64_t examples = 0;
+};
+
+// What ComputeGradients calls between layers, so that a caller can move variables while the
+// layers compute (worker/train_loop.h, --overlap): every member may be empty. Ranges are of
+// variables() indices; each layer's variables are one range.
+struct LayerHooks {
+  // Before a layer's forward reads the values of variables [first, first + count): may block
+  // until they are in. An error ends the call with it.
+  std::function<absl::Status(size_t first, size_t count)> values_needed;
+  // After the forward pass and the loss (given without weight decay), before the backward
+  // pass; not part of forward_ms. An error ends the call with it, before any gradient is
+  // written.
+  std::function<absl::Status(float loss)> forward_done;
+  // During the backward pass, last layer first: the gradients of variables [first,
+  // first + count) are final (weight decay added; on a device, copied to the host) and are
+  // not written again by this call; the backward pass reads those variables' values no more.
+  std::function<void(size_t first, size_t count)> gradients_ready;
 };
 
 class Model {
@@ -75,12 +93,14 @@ class Model {
   // into grads[i]. Random layers are in training mode.
   // inputs: [batch, input_size]; labels: batch entries (ignored for reconstruction);
   // values and grads: one tensor per variables() entry, shaped as declared.
-  // `forward_ms` (optional) receives the time of the forward pass and the loss; the rest of
-  // the call is the backward pass.
+  // `forward_ms` (optional) receives the time of the forward pass and the loss (the hooks'
+  // values_needed included); the rest of the call is the backward pass. `hooks` (optional,
+  // not owned) are called as LayerHooks says; the gradients and the loss are bit for bit the
+  // same with or without them.
   absl::StatusOr<float> ComputeGradients(const ops::Tensor& inputs, std::span<const int32_t> labels,
                                          std::span<const ops::Tensor> values,
-                                         std::span<ops::Tensor> grads,
-                                         double* forward_ms = nullptr);
+                                         std::span<ops::Tensor> grads, double* forward_ms = nullptr,
+                                         const LayerHooks* hooks = nullptr);
 
   // Forward only, random layers in evaluation mode: loss (without weight decay) and
   // (classification) correct predictions over the batch.
@@ -96,19 +116,30 @@ class Model {
     ops::Tensor temp;                      // every layer's LayerContext::temp (may be empty)
   };
   LayerContext ContextFor(Workspace& ws, size_t layer, bool training);
-  // Adds the weight-decay terms to grads; returns what they add to the loss.
-  absl::StatusOr<double> AddWeightDecay(std::span<const ops::Tensor> values,
-                                        std::span<ops::Tensor> grads);
+  // Adds the weight-decay terms of variables [first, first + count) to grads; writes what each
+  // adds to the loss into decay_terms[i].
+  absl::Status AddWeightDecay(std::span<const ops::Tensor> values, std::span<ops::Tensor> grads,
+                              size_t first, size_t count);
   absl::Status CheckOperands(const ops::Tensor& inputs, std::span<const int32_t> labels,
                              std::span<const ops::Tensor> values) const;
   absl::StatusOr<Workspace*> WorkspaceFor(int64_t batch);
   // The batch and the values as the backend sees them: the callers' tensors on the CPU, device
   // copies otherwise (copied in here).
   absl::StatusOr<const ops::Tensor*> DeviceInputs(const ops::Tensor& flat_inputs, Workspace& ws);
+  // Off-CPU backends allocate the device copies here; copying in is per layer (LayerInputs).
   absl::StatusOr<std::span<const ops::Tensor>> DeviceValues(std::span<const ops::Tensor> values);
+  // Layer i's values as the backend sees them, once hooks->values_needed let them be read:
+  // off the CPU, copied to the device here.
+  absl::StatusOr<std::span<const ops::Tensor>> LayerInputs(std::span<const ops::Tensor> values,
+                                                           std::span<const ops::Tensor> device,
+                                                           size_t i, const LayerHooks* hooks);
+  // Layer i's backward, its weight decay and (off the CPU) its gradients' copy to the host.
+  absl::Status BackwardLayer(size_t i, const ops::Tensor& x0, std::span<const ops::Tensor> v,
+                             std::span<ops::Tensor> g, std::span<ops::Tensor> grads, Workspace& ws);
   bool on_cpu() { return backend().device() == ops::Device::kCpu; }
   absl::Status Forward(const ops::Tensor& inputs, std::span<const ops::Tensor> values,
-                       Workspace& ws, bool training);
+                       std::span<const ops::Tensor> device_values, Workspace& ws, bool training,
+                       const LayerHooks* hooks);
   std::span<const ops::Tensor> LayerValues(std::span<const ops::Tensor> values, size_t i) const;
 
   std::string name_;
@@ -125,6 +156,7 @@ class Model {
   uint64_t seed_ = 1;
   uint64_t steps_ = 0;               // ComputeGradients calls so far: the random layers' stream
   std::vector<float> weight_decay_;  // per variable, in force
+  std::vector<double> decay_terms_;  // per variable: its weight decay's part of the loss
 };
 
 }  // namespace fulcrum::models

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace fulcrum::profiler {
 
@@ -26,7 +27,17 @@ inline size_t SteadyStateBegin(size_t num_steps) {
 // reply), forward, backward, push (the push RPCs, including the values coming back with
 // them, less the PS's sync wait) and sync_wait (the longest time a PS held the request
 // waiting for the step's aggregation, as the PS measured it).
+// With the overlapped schedule (--overlap) the step runs data, forward, push, backward: pull
+// is the forward pass's waits for values (between its layers, at the moments in
+// value_waits), forward the forward computation alone, push the wait for the previous
+// step's push-pull to end (its last replies) before the backward pass, backward the backward
+// pass with the sending of each chunk as its gradients become final; sync_wait is 0 (the PS's
+// wait happens while the worker computes).
 struct StepRecord {
+  struct Span {
+    double begin_ms = 0.0;  // after the step's begin
+    double ms = 0.0;
+  };
   int64_t step = 0;         // local step, from 1
   int64_t global_step = 0;  // after the step
   int64_t examples = 0;
@@ -39,6 +50,16 @@ struct StepRecord {
   double backward_ms = 0.0;
   double push_ms = 0.0;
   double sync_wait_ms = 0.0;
+  // Communication as measured (cluster workers; all 0 in single mode). comm_wait: the time
+  // the training thread was blocked on the ps tasks during the step (pull + push +
+  // sync_wait). inflight: the step's push-pull, from its first chunk sent (inflight_begin,
+  // after the step's begin) to its last chunk's values in; sequential, the push phase;
+  // overlapped, from the backward pass into the next step's forward pass.
+  double comm_wait_ms = 0.0;
+  double inflight_begin_ms = 0.0;
+  double inflight_ms = 0.0;
+  bool overlap = false;           // the step ran the overlapped schedule
+  std::vector<Span> value_waits;  // overlapped: the forward pass's waits (pull_ms in all)
 };
 
 // Progress of a ps task so far (cumulative), taken once per sample.

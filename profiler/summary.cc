@@ -349,11 +349,13 @@ json TrafficKeys(absl::Span<const RpcTrafficPoint> traffic) {
 json StepKeys(absl::Span<const StepRecord> steps) {
   json j = json::object();
   if (steps.empty()) return j;
-  std::vector<double> rate;
+  std::vector<double> rate, comm_wait, inflight;
   std::map<std::string, std::vector<double>> phase;
   double examples = 0.0, ms = 0.0;
   for (size_t i = SteadyStateBegin(steps.size()); i < steps.size(); ++i) {
     const StepRecord& r = steps[i];
+    comm_wait.push_back(r.comm_wait_ms);
+    inflight.push_back(r.inflight_ms);
     if (r.wall_ms > 0) rate.push_back(static_cast<double>(r.examples) * 1000.0 / r.wall_ms);
     examples += static_cast<double>(r.examples);
     ms += r.wall_ms;
@@ -374,6 +376,12 @@ json StepKeys(absl::Span<const StepRecord> steps) {
   }
   j["step_phase_p50_ms"] = p50;
   j["step_phase_mean_ms"] = mean;
+  j["comm_wait_p50_ms"] = Percentile(comm_wait, 0.5);
+  j["comm_wait_mean_ms"] = Mean(comm_wait);
+  j["comm_inflight_mean_ms"] = Mean(inflight);
+  // The share of the push-pulls' time in flight the training thread did not wait through.
+  const double waited = Mean(comm_wait), moved = Mean(inflight);
+  j["comm_hidden_fraction"] = moved > 0 ? std::clamp(1.0 - waited / moved, 0.0, 1.0) : 0.0;
   return j;
 }
 

@@ -64,7 +64,10 @@ nlohmann::json TrafficKeys(absl::Span<const RpcTrafficPoint> traffic);
 // steps after the first kWarmupSteps when there are more), examples_per_sec_within_steps
 // (examples over the steps' own wall time), examples_per_sec_of_median_step (batch over the
 // median step time), step_phase_p50_ms and
-// step_phase_mean_ms (data, pull, forward, backward, push, sync_wait). Step-time percentiles
+// step_phase_mean_ms (data, pull, forward, backward, push, sync_wait), comm_wait_p50_ms and
+// comm_wait_mean_ms (the training thread's waits for the ps tasks), comm_inflight_mean_ms (the
+// push-pulls' time in flight) and comm_hidden_fraction (1 - mean wait / mean in flight, in
+// [0, 1]; 0 when nothing was in flight). Step-time percentiles
 // are not here: the worker's run statistics write step_time_p50_ms/p99_ms (one writer per
 // key). An empty object for no steps.
 nlohmann::json StepKeys(absl::Span<const StepRecord> steps);

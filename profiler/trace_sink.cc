@@ -13,6 +13,7 @@ namespace fulcrum::profiler {
 namespace {
 
 constexpr int kTrainTid = 1;
+constexpr int kCommTid = 2;  // the push-pulls in flight, beside the training thread
 
 int64_t RoundUs(double ms) { return std::llround(std::max(ms, 0.0) * 1000.0); }
 
@@ -54,6 +55,68 @@ void AddPhaseSpans(const StepRecord& r, int64_t begin, int64_t end, ChromeTrace*
   }
 }
 
+// The overlapped schedule's phases inside [begin, end), in the order they run: the first
+// step's pull, data, forward (the forward pass with its waits for values, drawn as "pull"
+// slices inside it at their measured moments), push (the previous push-pull's end) and
+// backward. Boundaries as in AddPhaseSpans.
+void AddOverlappedPhaseSpans(const StepRecord& r, int64_t begin, int64_t end, ChromeTrace* trace) {
+  double waits_ms = 0.0;
+  for (const StepRecord::Span& w : r.value_waits) waits_ms += std::max(w.ms, 0.0);
+  const double first_pull_ms = std::max(r.pull_ms - waits_ms, 0.0);
+  const std::pair<const char*, double> phases[] = {{"pull", first_pull_ms},
+                                                   {"data", r.data_ms},
+                                                   {"forward", r.forward_ms + waits_ms},
+                                                   {"push", r.push_ms},
+                                                   {"backward", r.backward_ms}};
+  double since_begin_ms = 0.0;
+  int64_t t = begin;
+  for (const auto& [name, ms] : phases) {
+    since_begin_ms += std::max(ms, 0.0);
+    const int64_t phase_end = std::clamp(begin + RoundUs(since_begin_ms), t, end);
+    if (phase_end == t) continue;
+    if (std::string_view(name) == "forward") {
+      trace->Span(name, "phase", kTrainTid, t, phase_end - t,
+                  {{"forward_ms", r.forward_ms}, {"pull_ms", waits_ms}});
+      // Each wait where it was measured, clamped into the forward slice and after the last.
+      int64_t floor = t;
+      for (const StepRecord::Span& w : r.value_waits) {
+        const int64_t wb = std::clamp(begin + RoundUs(w.begin_ms), floor, phase_end);
+        const int64_t we = std::clamp(begin + RoundUs(w.begin_ms + w.ms), wb, phase_end);
+        if (we > wb) trace->Span("pull", "phase", kTrainTid, wb, we - wb);
+        floor = we;
+      }
+    } else {
+      trace->Span(name, "phase", kTrainTid, t, phase_end - t);
+    }
+    t = phase_end;
+  }
+}
+
+// The steps' push-pulls on their own track, as measured from the first chunk sent to the last
+// chunk's values in: overlapped, they run beside the backward pass and into the next
+// step's forward pass. Kept disjoint after rounding (each begins at or after the last end).
+void AddInflightSpans(const std::vector<StepRecord>& steps, size_t n, ChromeTrace* trace) {
+  int64_t floor = std::numeric_limits<int64_t>::min();
+  bool named = false;
+  for (size_t i = 0; i < n; ++i) {
+    const StepRecord& r = steps[i];
+    if (r.inflight_ms <= 0) continue;
+    if (!named) {
+      trace->NameThread(kCommTid, "push-pull in flight");
+      named = true;
+    }
+    const int64_t begin = std::max(r.begin_unix_us + RoundUs(r.inflight_begin_ms), floor);
+    const int64_t end =
+        std::max(begin, r.begin_unix_us + RoundUs(r.inflight_begin_ms + r.inflight_ms));
+    if (end == begin) continue;
+    trace->Span("push-pull", "comm", kCommTid, begin, end - begin,
+                {{"step", static_cast<double>(r.step)},
+                 {"inflight_ms", r.inflight_ms},
+                 {"comm_wait_ms", r.comm_wait_ms}});
+    floor = end;
+  }
+}
+
 // Draws every step (up to kMaxTraceSteps) with its phases. A step's begin is the system
 // clock's and its length the steady clock's, so after rounding a step could reach past the
 // next one's begin: each step is drawn inside [previous drawn end, next begin], which keeps
@@ -70,9 +133,14 @@ void AddStepSpans(const std::vector<StepRecord>& steps, ChromeTrace* trace) {
                 {{"step", static_cast<double>(r.step)},
                  {"global_step", static_cast<double>(r.global_step)},
                  {"loss", r.loss}});
-    AddPhaseSpans(r, begin, end, trace);
+    if (r.overlap) {
+      AddOverlappedPhaseSpans(r, begin, end, trace);
+    } else {
+      AddPhaseSpans(r, begin, end, trace);
+    }
     floor = end;
   }
+  AddInflightSpans(steps, n, trace);
 }
 
 // RPCs to one peer overlap (a push-pull is one RPC per chunk, all in flight at once), so they

@@ -1,9 +1,11 @@
 // profiler: a task's trace.json (Chrome trace-event format, chrome_trace.h) built from the
 // profiler's records at a flush or the end, never per step: a "step" span per worker step
-// with its phase spans nested inside (whole µs, clamped into the step), the RPCs as async
-// spans grouped by peer ("rpc ps-0"), counters for ps progress, evaluations, CPU, memory and
-// per-interface network. Every task has its own pid (chief 1, ps 100+i, worker 200+i), so the
-// traces of a run merge into one (trace_merge.h).
+// with its phase spans nested inside (whole µs, clamped into the step; an overlapped step's
+// waits for values inside its forward span), each step's push-pull in flight on a track of
+// its own (it outlives its step when overlapped), the RPCs as async spans grouped by peer
+// ("rpc ps-0"), counters for ps progress, evaluations, CPU, memory and per-interface
+// network. Every task has its own pid (chief 1, ps 100+i, worker 200+i), so the traces of a
+// run merge into one (trace_merge.h).
 // Thread-safety: functions without shared state; safe from any thread.
 #pragma once
 

@@ -140,6 +140,10 @@ ABSL_FLAG(std::string, wire_dtype, "f32",
           "How gradients and values travel between workers and ps tasks: f32 (exact, sent from "
           "the tensors without a copy), bf16 or fp16 (16-bit, half the bytes, each value rounded "
           "to nearest even; the ps keeps float32).");
+ABSL_FLAG(bool, overlap, true,
+          "Cluster workers: send each chunk of gradients as soon as the backward pass has made "
+          "it final, and start each layer of the next forward pass as soon as its values are "
+          "in (false: push and pull the whole model between steps).");
 ABSL_FLAG(double, startup_timeout, 120, "Seconds to wait for every task of the cluster.");
 ABSL_FLAG(double, step_timeout, 60,
           "Seconds a worker waits for a PS (e.g. for a sync step to complete) before failing.");
@@ -714,6 +718,7 @@ absl::StatusOr<ClusterOptions> ClusterOptionsFromFlags(absl::string_view default
   o.partition_min_bytes = absl::GetFlag(FLAGS_partition_min_bytes);
   FULCRUM_RETURN_IF_ERROR(
       Positive("partition_min_bytes", static_cast<double>(o.partition_min_bytes)));
+  o.overlap = absl::GetFlag(FLAGS_overlap);
   o.chunk_bytes = absl::GetFlag(FLAGS_rpc_chunk_bytes);
   if (o.chunk_bytes < 4 || o.chunk_bytes > (64 << 20)) {
     return absl::InvalidArgumentError(

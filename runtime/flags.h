@@ -119,6 +119,9 @@ struct ClusterOptions {
   // --wire_dtype: how workers' gradients and the values sent back travel (f32 exact; bf16 and
   // fp16 halve the bytes and round each value).
   pb::WireDtype wire_dtype = pb::WIRE_F32;
+  // --overlap: a worker's transfers overlap its backward and forward passes
+  // (worker/train_loop.h); a choice of each worker, not checked against the chief's.
+  bool overlap = true;
   absl::Duration startup_timeout = absl::Seconds(120);
   absl::Duration step_timeout = absl::Seconds(60);
   absl::Duration heartbeat_timeout = absl::Seconds(60);

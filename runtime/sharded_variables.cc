@@ -14,6 +14,7 @@ namespace fulcrum::runtime {
 // One chunk's calls. The push frame borrows the gradient tensors' memory (float32) or holds
 // their 16-bit encoding; replies are parsed straight into the value tensors by `Expect`'s sink.
 struct ShardedVariables::Slot {
+  int index = 0;  // among all chunks (ps-major)
   int ps = 0;
   int chunk = 0;
   pb::PullRequest pull_request;
@@ -40,8 +41,6 @@ void AwaitAll(BlockingCounter& pending, absl::Duration timeout, const std::strin
     spdlog::error("{}: a PS call is past its deadline and has not reported; still waiting", task);
   }
 }
-
-bool Retryable(const absl::Status& s) { return absl::IsUnavailable(s); }
 
 // A reply sink writing the one chunk a slot asked for into slot->dest.
 template <typename Slot>
@@ -83,6 +82,7 @@ ShardedVariables::ShardedVariables(const Placement& placement, int64_t chunk_byt
     shard.chunks = PlanChunks(elements, chunk_bytes);
     for (size_t c = 0; c < shard.chunks.size(); ++c) {
       auto slot = std::make_unique<Slot>();
+      slot->index = static_cast<int>(slots_.size());
       slot->ps = p;
       slot->chunk = static_cast<int>(c);
       slot->pull_request.set_task(task_);
@@ -160,40 +160,17 @@ absl::Status ShardedVariables::PushPullAll(int64_t step, int64_t min_step,
                                            std::span<ops::Tensor> values, absl::Duration timeout,
                                            TransferResult* result) {
   *result = TransferResult();
-  for (auto& slot : slots_) {
-    pb::PushRequest& req = slot->push.header;
-    if (next_request_ == 0) ++next_request_;  // 0 means "no dedup" to the PS
-    req.set_request_id(next_request_++);
-    req.set_step(step);
-    req.set_min_step(min_step);
-    req.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
-    OutChunk& g = slot->push.chunks[0];
-    g.meta.set_step(step);
-    const auto spans = Spans<const float>(slot->ps, slot->chunk, grads);
-    if (wire_dtype_ == pb::WIRE_F32) {
-      BorrowPayload(spans, &g);  // the tensors stay unchanged until every call has ended
-    } else {
-      CopyPayload(spans, wire_dtype_, &g);
-    }
-    slot->dest = Spans<float>(slot->ps, slot->chunk, values);
-    slot->status = absl::OkStatus();
-  }
+  for (auto& slot : slots_) EncodePushPull(*slot, step, min_step, timeout, grads);
   // Up to two rounds: the second re-sends (same request ids) what failed in transport.
   std::vector<Slot*> todo;
   for (auto& slot : slots_) todo.push_back(slot.get());
   for (int round = 0; round < 2 && !todo.empty(); ++round) {
     BlockingCounter pending(static_cast<int>(todo.size()));
     for (Slot* slot : todo) {
-      slot->push_reply.sink = ExpectChunk(slot, "returned values");
-      clients_[static_cast<size_t>(slot->ps)]->PushPullFrameAsync(
-          &slot->push, &slot->push_reply, timeout + kCallSlack, [slot, &pending](absl::Status s) {
-            if (s.ok() && slot->replies != 1) {
-              s = absl::InternalError(absl::StrCat("ps:", slot->ps, " answered ", slot->replies,
-                                                   " chunks to a push-pull of one"));
-            }
-            slot->status = s.ok() ? std::move(s) : InChunk(s, *slot);
-            pending.DecrementCount();
-          });
+      SendPushPull(slot, values, timeout, [slot, &pending](absl::Status s) {
+        slot->status = std::move(s);
+        pending.DecrementCount();
+      });
     }
     AwaitAll(pending, timeout, task_);
     std::vector<Slot*> retry;
@@ -206,18 +183,87 @@ absl::Status ShardedVariables::PushPullAll(int64_t step, int64_t min_step,
   result->global_step = std::numeric_limits<int64_t>::max();
   for (const auto& slot : slots_) {
     if (!slot->status.ok()) return slot->status;
-    const pb::PushResponse& r = slot->push_reply.header;
-    result->global_step = std::min(result->global_step, r.values(0).step());
-    result->stopped = result->stopped || r.stopped();
-    result->applied += r.applied();
-    result->dropped += r.dropped();
-    result->duplicates += r.duplicate() ? 1 : 0;
-    result->bytes_sent += static_cast<int64_t>(slot->push.chunks[0].bytes);
-    result->bytes_received += slot->reply_bytes;
-    result->max_wait_us = std::max(result->max_wait_us, r.wait_us());
+    AddChunkResult(slot->index, result);
   }
   if (slots_.empty()) result->global_step = 0;
   return absl::OkStatus();
 }
+
+void ShardedVariables::EncodePushPull(Slot& slot, int64_t step, int64_t min_step,
+                                      absl::Duration timeout, std::span<const ops::Tensor> grads) {
+  pb::PushRequest& req = slot.push.header;
+  if (next_request_ == 0) ++next_request_;  // 0 means "no dedup" to the PS
+  req.set_request_id(next_request_++);
+  req.set_step(step);
+  req.set_min_step(min_step);
+  req.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
+  OutChunk& g = slot.push.chunks[0];
+  g.meta.set_step(step);
+  const auto spans = Spans<const float>(slot.ps, slot.chunk, grads);
+  if (wire_dtype_ == pb::WIRE_F32) {
+    BorrowPayload(spans, &g);  // the gradients stay unchanged until the call has ended
+  } else {
+    CopyPayload(spans, wire_dtype_, &g);
+  }
+  slot.status = absl::OkStatus();
+}
+
+void ShardedVariables::SendPushPull(Slot* slot, std::span<ops::Tensor> values,
+                                    absl::Duration timeout, PsClient::Done done) {
+  slot->dest = Spans<float>(slot->ps, slot->chunk, values);
+  slot->push_reply.sink = ExpectChunk(slot, "returned values");
+  clients_[static_cast<size_t>(slot->ps)]->PushPullFrameAsync(
+      &slot->push, &slot->push_reply, timeout + kCallSlack,
+      [slot, done = std::move(done)](absl::Status s) {
+        if (s.ok() && slot->replies != 1) {
+          s = absl::InternalError(absl::StrCat("ps:", slot->ps, " answered ", slot->replies,
+                                               " chunks to a push-pull of one"));
+        }
+        done(s.ok() ? std::move(s) : InChunk(s, *slot));
+      });
+}
+
+int ShardedVariables::chunk_ps(int index) const { return slots_[static_cast<size_t>(index)]->ps; }
+
+std::vector<int> ShardedVariables::ChunkSources(int index) const {
+  const Slot& slot = *slots_[static_cast<size_t>(index)];
+  const Shard& shard = shards_[static_cast<size_t>(slot.ps)];
+  std::vector<int> sources;
+  for (const Segment& seg : shard.chunks[static_cast<size_t>(slot.chunk)].segments) {
+    sources.push_back(shard.variables[static_cast<size_t>(seg.variable)].source);
+  }
+  std::sort(sources.begin(), sources.end());
+  sources.erase(std::unique(sources.begin(), sources.end()), sources.end());
+  return sources;
+}
+
+void ShardedVariables::StartChunkPushPull(int index, int64_t step, int64_t min_step,
+                                          std::span<const ops::Tensor> grads,
+                                          std::span<ops::Tensor> values, absl::Duration timeout,
+                                          PsClient::Done done) {
+  Slot* slot = slots_[static_cast<size_t>(index)].get();
+  EncodePushPull(*slot, step, min_step, timeout, grads);
+  SendPushPull(slot, values, timeout, std::move(done));
+}
+
+void ShardedVariables::ResendChunkPushPull(int index, std::span<ops::Tensor> values,
+                                           absl::Duration timeout, PsClient::Done done) {
+  SendPushPull(slots_[static_cast<size_t>(index)].get(), values, timeout, std::move(done));
+}
+
+void ShardedVariables::AddChunkResult(int index, TransferResult* result) const {
+  const Slot& slot = *slots_[static_cast<size_t>(index)];
+  const pb::PushResponse& r = slot.push_reply.header;
+  result->global_step = std::min(result->global_step, r.values(0).step());
+  result->stopped = result->stopped || r.stopped();
+  result->applied += r.applied();
+  result->dropped += r.dropped();
+  result->duplicates += r.duplicate() ? 1 : 0;
+  result->bytes_sent += static_cast<int64_t>(slot.push.chunks[0].bytes);
+  result->bytes_received += slot.reply_bytes;
+  result->max_wait_us = std::max(result->max_wait_us, r.wait_us());
+}
+
+bool ShardedVariables::Retryable(const absl::Status& s) { return absl::IsUnavailable(s); }
 
 }  // namespace fulcrum::runtime

@@ -3,9 +3,12 @@
 // every chunk of every PS into the model's tensors, PushPullAll sends every chunk's
 // gradients and reads the new values back, with one RPC per chunk, all in flight at once
 // (big variables go out as pieces of at most chunk_bytes in parallel). Slices of a
-// partitioned variable are read and written in place, so reassembly costs nothing.
-// Thread-safety: one call at a time per object (a worker's training loop); the clients
-// may be shared.
+// partitioned variable are read and written in place, so reassembly costs nothing. A
+// schedule that sends chunks one at a time (runtime/chunk_exchange.h, the overlap of
+// communication with backward) uses the per-chunk calls below, which PushPullAll is made of.
+// Thread-safety: one whole-model call at a time per object (a worker's training loop); the
+// per-chunk calls may run for different chunks at once, never for one chunk twice, and never
+// beside a whole-model call. The clients may be shared.
 #pragma once
 
 #include <cstdint>
@@ -71,6 +74,30 @@ class ShardedVariables {
                            std::span<ops::Tensor> values, absl::Duration timeout,
                            TransferResult* result);
 
+  // Chunk by chunk. A chunk is named by its index in [0, num_chunks()): ps-major, then the
+  // chunk's id within its ps.
+  int chunk_ps(int index) const;
+  // The model variables (indices into the model's list) chunk `index` holds a part of, in
+  // ascending order. A variable may be in many chunks (a big one spans several, a partitioned
+  // one lives on several ps).
+  std::vector<int> ChunkSources(int index) const;
+  // Starts the push-pull of chunk `index`: its part of `grads` (computed at `step`) goes out
+  // with a new request id, and once the chunk's step >= min_step its values come back into
+  // its part of `values`. `done` runs once (on any thread, maybe before this returns) with
+  // the outcome, the reply already decoded; `grads` and `values` must stay alive until then.
+  void StartChunkPushPull(int index, int64_t step, int64_t min_step,
+                          std::span<const ops::Tensor> grads, std::span<ops::Tensor> values,
+                          absl::Duration timeout, PsClient::Done done);
+  // Sends chunk `index`'s last push-pull again, with the same request id (the PS applies it
+  // at most once): after a transport failure. As StartChunkPushPull otherwise.
+  void ResendChunkPushPull(int index, std::span<ops::Tensor> values, absl::Duration timeout,
+                           PsClient::Done done);
+  // Adds what chunk `index`'s last push-pull reply says to *result (its step, stopped,
+  // applied, dropped, duplicate, bytes, wait). Only after its `done` reported OK.
+  void AddChunkResult(int index, TransferResult* result) const;
+  // Whether a failed chunk call may be re-sent (a transport failure).
+  static bool Retryable(const absl::Status& s);
+
  private:
   struct Slot;  // one chunk's reusable request and reply
   struct Shard {
@@ -82,6 +109,13 @@ class ShardedVariables {
   std::vector<std::span<T>> Spans(int ps, int chunk, Tensors tensors) const;
 
   static absl::Status InChunk(const absl::Status& s, const Slot& slot);
+  // The per-chunk helpers every push-pull goes through: fill the chunk's request frame (a
+  // new request id, the steps, the gradients' payload borrowed or encoded), and send it with
+  // its reply's payload going straight into `values`.
+  void EncodePushPull(Slot& slot, int64_t step, int64_t min_step, absl::Duration timeout,
+                      std::span<const ops::Tensor> grads);
+  void SendPushPull(Slot* slot, std::span<ops::Tensor> values, absl::Duration timeout,
+                    PsClient::Done done);
 
   std::vector<Shard> shards_;
   std::vector<PsClient*> clients_;

@@ -106,6 +106,7 @@ nlohmann::json SummaryJson(const TrainingOptions& t, const ClusterOptions& c,
   j["wire_dtype"] = runtime::WireDtypeName(c.wire_dtype);
   j["staleness"] =
       c.mode == runtime::SyncMode::kSsp ? nlohmann::json(c.staleness) : nlohmann::json(nullptr);
+  j["overlap"] = c.overlap;
   j["model"] = t.model;
   j["devices"] = DeviceNames(t);
   j["batch_size"] = t.batch_size;
@@ -189,12 +190,14 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c,
                          });
   }
 
-  spdlog::info("training: {} {} to global step {}, batch {}, {} chunk(s) on {} ps",
+  spdlog::info("training: {} {} to global step {}, batch {}, {} chunk(s) on {} ps, {}",
                runtime::ModeName(c.mode), t.model, train_steps, t.batch_size, sharded.num_chunks(),
-               num_ps);
-  TrainLoop loop(
-      {.target_global_steps = train_steps, .log_every = t.log_every, .log_global_step = true},
-      model, std::move(batcher), &store, replicas->pool());
+               num_ps, c.overlap ? "transfers overlapped with compute" : "sequential transfers");
+  TrainLoop loop({.target_global_steps = train_steps,
+                  .log_every = t.log_every,
+                  .log_global_step = true,
+                  .overlap = c.overlap},
+                 model, std::move(batcher), &store, replicas->pool());
   loop.set_replicas(replicas.get());
   loop.set_stop_check(ChiefStopCheck(heartbeat, c));
   loop.set_step_sink([&](const profiler::StepRecord& r) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "base/random.h"
 #include "base/status_macros.h"
 #include "ops/cuda_plugin.h"
@@ -101,15 +102,25 @@ absl::StatusOr<std::unique_ptr<Replicas>> Replicas::Create(const runtime::Traini
 absl::StatusOr<float> Replicas::ComputeGradients(const ops::Tensor& inputs,
                                                  std::span<const int32_t> labels,
                                                  std::span<const ops::Tensor> values,
-                                                 std::span<ops::Tensor> grads, double* forward_ms) {
+                                                 std::span<ops::Tensor> grads, double* forward_ms,
+                                                 const models::LayerHooks* hooks) {
   const int n = static_cast<int>(replicas_.size());
-  if (n == 1)
-    return replicas_[0].model->ComputeGradients(inputs, labels, values, grads, forward_ms);
+  if (n == 1) {
+    return replicas_[0].model->ComputeGradients(inputs, labels, values, grads, forward_ms, hooks);
+  }
   const int64_t batch = inputs.rows();
   if (batch < n) {
     return absl::InvalidArgumentError(
         absl::StrCat("a batch of ", batch, " examples cannot be split over ", n, " devices"));
   }
+  // The wait for the values is part of the forward time, as in one model's forward.
+  const absl::Time wait_start = absl::Now();
+  if (hooks != nullptr && hooks->values_needed && !values.empty()) {
+    FULCRUM_RETURN_IF_ERROR(hooks->values_needed(0, values.size()));
+  }
+  const double wait_ms = absl::ToDoubleMilliseconds(absl::Now() - wait_start);
+  // The loss is not known before the replicas ran: forward_done sees 0.
+  if (hooks != nullptr && hooks->forward_done) FULCRUM_RETURN_IF_ERROR(hooks->forward_done(0.0f));
   const bool labelled = !labels.empty();
   runner_->ParallelFor(n, [&](int r) {
     Replica& replica = replicas_[static_cast<size_t>(r)];
@@ -141,7 +152,7 @@ absl::StatusOr<float> Replicas::ComputeGradients(const ops::Tensor& inputs,
       }
     }
   }
-  if (forward_ms != nullptr) *forward_ms = slowest_forward;
+  if (forward_ms != nullptr) *forward_ms = wait_ms + slowest_forward;
   return static_cast<float>(loss);
 }
 

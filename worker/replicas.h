@@ -54,9 +54,14 @@ class Replicas {
 
   // As models::Model::ComputeGradients for the whole batch: the mean loss (plus weight decay)
   // and its gradient into grads. forward_ms receives the slowest replica's forward time.
+  // `hooks` (may be null): with one device they go to its model; with several, every
+  // variable's values_needed and forward_done (with loss 0: not known yet) come before any
+  // replica starts and gradients_ready is not called (the caller sends every gradient after
+  // the call: no overlap within the pass).
   absl::StatusOr<float> ComputeGradients(const ops::Tensor& inputs, std::span<const int32_t> labels,
                                          std::span<const ops::Tensor> values,
-                                         std::span<ops::Tensor> grads, double* forward_ms);
+                                         std::span<ops::Tensor> grads, double* forward_ms,
+                                         const models::LayerHooks* hooks = nullptr);
 
  private:
   struct Replica {

@@ -12,7 +12,10 @@ namespace fulcrum::worker {
 ShardedVariableStore::ShardedVariableStore(runtime::ShardedVariables* sharded,
                                            std::span<const ops::Shape> shapes,
                                            runtime::SyncMode mode, absl::Duration step_timeout)
-    : sharded_(sharded), mode_(mode), step_timeout_(step_timeout) {
+    : sharded_(sharded),
+      mode_(mode),
+      step_timeout_(step_timeout),
+      chunks_(sharded, static_cast<int>(shapes.size())) {
   for (const ops::Shape& shape : shapes) {
     values_.push_back(ops::Tensor::Zeros(shape));
     grads_.push_back(ops::Tensor::Zeros(shape));
@@ -43,6 +46,11 @@ absl::StatusOr<ApplyResult> ShardedVariableStore::Apply() {
     FULCRUM_RETURN_IF_ERROR(Recover(pushed));
     return ApplyResult{};
   }
+  Took(xfer);
+  return ApplyResult{absl::Microseconds(xfer.max_wait_us)};
+}
+
+void ShardedVariableStore::Took(const runtime::TransferResult& xfer) {
   totals_.pushes += xfer.applied + xfer.dropped;  // what the PS took (none once it stopped)
   totals_.dropped += xfer.dropped;
   totals_.duplicates += xfer.duplicates;
@@ -51,7 +59,49 @@ absl::StatusOr<ApplyResult> ShardedVariableStore::Apply() {
   totals_.bytes_received += xfer.bytes_received;
   global_step_ = xfer.global_step;
   stopped_ = xfer.stopped;
-  return ApplyResult{absl::Microseconds(xfer.max_wait_us)};
+}
+
+void ShardedVariableStore::BeginExchange() {
+  if (chunks_.active()) return;
+  const bool sync = mode_ == runtime::SyncMode::kSync;
+  chunks_.Begin(global_step_, sync ? global_step_ + 1 : 0, grads_, values_, step_timeout_);
+}
+
+void ShardedVariableStore::GradientsReady(size_t first, size_t count) {
+  BeginExchange();
+  chunks_.GradientsReady(static_cast<int>(first), static_cast<int>(count));
+}
+
+void ShardedVariableStore::SendRest() {
+  BeginExchange();
+  chunks_.AllGradientsReady();
+}
+
+absl::Status ShardedVariableStore::WaitForValues(size_t first, size_t count) {
+  return chunks_.WaitForValues(static_cast<int>(first), static_cast<int>(count));
+}
+
+absl::StatusOr<ExchangeResult> ShardedVariableStore::FinishExchange() {
+  ExchangeResult result;
+  if (!chunks_.active()) return result;
+  runtime::ChunkExchange::Report report;
+  const absl::Status pushed = chunks_.Finish(&report);
+  result.first_sent = report.first_sent;
+  result.last_done = report.last_done;
+  totals_.retries += report.transfer.retries;
+  if (!pushed.ok()) {
+    const bool recoverable = absl::IsUnavailable(pushed) || absl::IsAborted(pushed);
+    if (!recoverable || recovery_timeout_ <= absl::ZeroDuration()) {
+      return runtime::RemoteFailure(pushed);
+    }
+    FULCRUM_RETURN_IF_ERROR(Recover(pushed));
+    result.recovered = true;
+    return result;
+  }
+  report.transfer.retries = 0;  // counted above
+  Took(report.transfer);
+  result.applied.sync_wait = absl::Microseconds(report.transfer.max_wait_us);
+  return result;
 }
 
 absl::Status ShardedVariableStore::Recover(const absl::Status& cause) {

@@ -1,12 +1,14 @@
 // worker: ShardedVariableStore, the variable store of a cluster worker. The variables live on
 // the PS tasks (runtime::ShardedVariables over the PS clients): Start pulls every chunk once,
 // then each Apply pushes the step's gradients and reads the new values back in the same
-// calls. Sync mode asks for the values of the next global step (the PS answers once the
-// step's gradients were aggregated); async mode takes the values as they are, and so does ssp
-// mode once the PS lets this worker go on (it holds the reply while this worker is more than
-// --staleness steps ahead of the slowest; the hold is the step's sync wait). Remote errors
-// come back already mapped by runtime::RemoteFailure, so a PS's answer never reads as this
-// worker's bad input.
+// calls; or, overlapped (StepExchange, runtime::ChunkExchange), each chunk goes as soon as
+// its gradients are final and the next step waits for each layer's chunks only. Sync mode
+// asks for the values of the next global step (the PS answers once the step's gradients
+// were aggregated); async mode takes the values as they are, and so does ssp mode once
+// the PS lets this worker go on (it holds the reply while this worker is more than
+// --staleness steps ahead of the slowest; the hold is the step's sync wait). Remote errors come back
+// already mapped by runtime::RemoteFailure, so a PS's answer never reads as this worker's
+// bad input.
 // Thread-safety: one call at a time (the training loop's thread); the PS clients may be
 // shared.
 #pragma once
@@ -20,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "ops/tensor.h"
+#include "runtime/chunk_exchange.h"
 #include "runtime/flags.h"
 #include "runtime/sharded_variables.h"
 #include "worker/variable_store.h"
@@ -38,7 +41,7 @@ struct TransferTotals {
   int64_t pushes_at_recovery = 0;  // `pushes` when the last recovery ended (0: none)
 };
 
-class ShardedVariableStore final : public VariableStore {
+class ShardedVariableStore final : public VariableStore, public StepExchange {
  public:
   // `sharded` (not owned) must outlive the store; `shapes` are the model's variables' shapes
   // in model order. Every call waits at most `step_timeout`.
@@ -57,6 +60,15 @@ class ShardedVariableStore final : public VariableStore {
   // The lowest step any chunk's reply carried.
   int64_t global_step() const override { return global_step_; }
   std::string StopReason() const override;
+  StepExchange* exchange() override { return this; }
+
+  // StepExchange: the step's push-pull chunk by chunk, pushed at global_step() and (sync)
+  // answered once each chunk reached global_step() + 1, as Apply's; its failures are handled
+  // as Apply's (retried once, recovered when enabled, else RemoteFailure).
+  void GradientsReady(size_t first, size_t count) override;
+  void SendRest() override;
+  absl::Status WaitForValues(size_t first, size_t count) override;
+  absl::StatusOr<ExchangeResult> FinishExchange() override;
 
   // Recovery (--recovery_timeout with --checkpoint_dir): an Apply whose ps is unreachable or
   // was restored (Unavailable, Aborted) discards the step's gradients, then pulls every
@@ -79,7 +91,12 @@ class ShardedVariableStore final : public VariableStore {
   std::vector<ops::Tensor> grads_;
   // Waits for the ps tasks after `cause` (see EnableRecovery).
   absl::Status Recover(const absl::Status& cause);
+  // Counts a finished push-pull's result into the totals and the store's step.
+  void Took(const runtime::TransferResult& xfer);
+  // Begins the step's chunk exchange unless it is under way.
+  void BeginExchange();
 
+  runtime::ChunkExchange chunks_;
   absl::Duration recovery_timeout_ = absl::ZeroDuration();
   RecoveryCheck recovery_check_;
   std::string stop_reason_;  // set when the chief asked to stop during a recovery

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "base/signals.h"
 #include "base/status_macros.h"
 #include "profiler/rpc_observer.h"
@@ -43,9 +44,13 @@ absl::StatusOr<TrainLoopResult> TrainLoop::Run() {
     spdlog::info("starting at global step {} of {}", store_->global_step(),
                  options_.target_global_steps);
   }
-  auto window_start = Clock::now();
-  int64_t window_steps = 0;
-  while (store_->StopReason().empty() && store_->global_step() < options_.target_global_steps) {
+  window_start_ = Clock::now();
+  window_steps_ = 0;
+  StepExchange* const exchange = options_.overlap ? store_->exchange() : nullptr;
+  if (exchange != nullptr) {
+    FULCRUM_RETURN_IF_ERROR(RunOverlapped(exchange, pending_pull_ms, &result));
+  }
+  while (exchange == nullptr && !Done()) {
     const auto local_steps = static_cast<int64_t>(result.steps.size());
     if (const int signal = StopSignal(); signal != 0) {
       result.stop_reason = absl::StrCat("interrupted by ", SignalName(signal));
@@ -63,22 +68,160 @@ absl::StatusOr<TrainLoopResult> TrainLoop::Run() {
     }
     FULCRUM_ASSIGN_OR_RETURN(profiler::StepRecord r, Step(local_steps + 1, pending_pull_ms));
     pending_pull_ms = 0.0;
-    result.steps.push_back(r);
-    if (step_sink_) step_sink_(r);
-    ++window_steps;
-    const bool last =
-        !store_->StopReason().empty() || store_->global_step() >= options_.target_global_steps;
-    if (r.step % options_.log_every == 0 || last) {
-      const auto now = Clock::now();
-      LogProgress(r, Seconds(now - window_start).count(), window_steps);
-      window_start = now;
-      window_steps = 0;
-    }
+    Record(std::move(r), &result);
   }
   if (const std::string reason = store_->StopReason(); !reason.empty()) result.stop_reason = reason;
   result.wall_seconds = Seconds(Clock::now() - start).count();
   result.global_step = store_->global_step();
   return result;
+}
+
+bool TrainLoop::Done() const {
+  return !store_->StopReason().empty() || store_->global_step() >= options_.target_global_steps;
+}
+
+void TrainLoop::Record(profiler::StepRecord r, TrainLoopResult* result) {
+  result->steps.push_back(std::move(r));
+  const profiler::StepRecord& kept = result->steps.back();
+  if (step_sink_) step_sink_(kept);
+  ++window_steps_;
+  if (kept.step % options_.log_every == 0 || Done()) {
+    const auto now = Clock::now();
+    LogProgress(kept, Seconds(now - window_start_).count(), window_steps_);
+    window_start_ = now;
+    window_steps_ = 0;
+  }
+}
+
+absl::Status TrainLoop::RunOverlapped(StepExchange* exchange, double first_pull_ms,
+                                      TrainLoopResult* result) {
+  double pull_ms = first_pull_ms;
+  while (true) {
+    // A push-pull that will reach the target anyway (every chunk's step grows by at least
+    // this push) is waited for here rather than under a step that would be dropped.
+    if (pending_.has_value() && store_->global_step() + 1 >= options_.target_global_steps) {
+      FULCRUM_RETURN_IF_ERROR(FinishPending(exchange, result).status());
+    }
+    if (!pending_.has_value() && Done()) break;
+    const auto local_steps = static_cast<int64_t>(result->steps.size() + (pending_ ? 1 : 0));
+    if (const int signal = StopSignal(); signal != 0) {
+      result->stop_reason = absl::StrCat("interrupted by ", SignalName(signal));
+      spdlog::warn("{}: stopping after step {}, writing what was recorded", result->stop_reason,
+                   local_steps);
+      break;
+    }
+    if (stop_check_) {
+      std::string reason;
+      FULCRUM_RETURN_IF_ERROR(stop_check_(local_steps, &reason));
+      if (!reason.empty()) {
+        result->stop_reason = std::move(reason);
+        break;
+      }
+    }
+    FULCRUM_ASSIGN_OR_RETURN(const Outcome outcome,
+                             OverlappedStep(exchange, local_steps + 1, pull_ms, result));
+    pull_ms = 0.0;
+    if (outcome == Outcome::kStop) break;
+  }
+  // A step whose push-pull is still in flight is finished and recorded.
+  return FinishPending(exchange, result).status();
+}
+
+absl::StatusOr<TrainLoop::Outcome> TrainLoop::FinishPending(StepExchange* exchange,
+                                                            TrainLoopResult* result) {
+  if (!pending_.has_value()) return Done() ? Outcome::kStop : Outcome::kTaken;
+  FULCRUM_ASSIGN_OR_RETURN(const ExchangeResult x, exchange->FinishExchange());
+  profiler::StepRecord r = std::move(*pending_);
+  pending_.reset();
+  r.global_step = store_->global_step();
+  if (x.first_sent != absl::InfinitePast() && x.first_sent != absl::InfiniteFuture() &&
+      x.last_done >= x.first_sent) {
+    const absl::Time begin = absl::FromUnixMicros(r.begin_unix_us);
+    r.inflight_begin_ms = absl::ToDoubleMilliseconds(x.first_sent - begin);
+    r.inflight_ms = absl::ToDoubleMilliseconds(x.last_done - x.first_sent);
+  }
+  Record(std::move(r), result);
+  if (x.recovered) return Outcome::kRetry;
+  return Done() ? Outcome::kStop : Outcome::kTaken;
+}
+
+absl::StatusOr<TrainLoop::Outcome> TrainLoop::OverlappedStep(StepExchange* exchange, int64_t step,
+                                                             double pull_ms,
+                                                             TrainLoopResult* result) {
+  // Waits shorter than this are not drawn (the values were in: the call's own cost).
+  constexpr double kDrawnWaitMs = 0.005;
+  profiler::StepRecord r;
+  r.step = step;
+  r.examples = batcher_.batch_size();
+  r.overlap = true;
+  r.begin_unix_us = profiler::NowUnixMicros();
+  const int64_t global_before = store_->global_step();
+  const auto t0 = Clock::now();
+  batcher_.Next(&inputs_, labels_, pool_);
+  const auto t_data = Clock::now();
+  double waits_ms = 0.0, finish_ms = 0.0;
+  bool wait_failed = false;
+  Outcome outcome = Outcome::kTaken;
+  models::LayerHooks hooks;
+  hooks.values_needed = [&](size_t first, size_t count) {
+    const auto w0 = Clock::now();
+    absl::Status s = exchange->WaitForValues(first, count);
+    const double ms = Ms(Clock::now() - w0).count();
+    waits_ms += ms;
+    if (ms >= kDrawnWaitMs) r.value_waits.push_back({pull_ms + Ms(w0 - t0).count(), ms});
+    wait_failed = wait_failed || !s.ok();
+    return s;
+  };
+  hooks.forward_done = [&](float forward_loss) -> absl::Status {
+    // Nothing of a diverged step is sent (its gradients go out during the backward pass).
+    if (!std::isfinite(forward_loss)) {
+      return absl::InternalError(absl::StrCat("loss became ", forward_loss, " at step ", step,
+                                              " (global step ", global_before,
+                                              "): the learning rate is probably too high"));
+    }
+    const auto f0 = Clock::now();
+    FULCRUM_ASSIGN_OR_RETURN(outcome, FinishPending(exchange, result));
+    finish_ms = Ms(Clock::now() - f0).count();
+    if (outcome != Outcome::kTaken) return absl::CancelledError("the step is dropped");
+    return absl::OkStatus();
+  };
+  hooks.gradients_ready = [exchange](size_t first, size_t count) {
+    exchange->GradientsReady(first, count);
+  };
+  double forward_ms = 0.0;
+  absl::StatusOr<float> loss =
+      replicas_ != nullptr ? replicas_->ComputeGradients(inputs_, labels_, store_->values(),
+                                                         store_->grads(), &forward_ms, &hooks)
+                           : model_->ComputeGradients(inputs_, labels_, store_->values(),
+                                                      store_->grads(), &forward_ms, &hooks);
+  if (!loss.ok()) {
+    if (outcome != Outcome::kTaken) return outcome;  // dropped after its forward pass
+    if (wait_failed) {
+      // The previous push-pull failed: its end says whether the run goes on (a recovery, and
+      // this step, computed on values that were not all in, is dropped).
+      FULCRUM_ASSIGN_OR_RETURN(const Outcome after, FinishPending(exchange, result));
+      return after == Outcome::kTaken ? Outcome::kRetry : after;
+    }
+    return loss.status();
+  }
+  if (!std::isfinite(*loss)) {
+    return absl::InternalError(absl::StrCat("loss became ", *loss, " at step ", step,
+                                            " (global step ", global_before,
+                                            "): the learning rate is probably too high"));
+  }
+  exchange->SendRest();
+  const auto t1 = Clock::now();
+  r.loss = *loss;
+  r.data_ms = Ms(t_data - t0).count();
+  r.pull_ms = pull_ms + waits_ms;
+  r.forward_ms = std::max(0.0, forward_ms - waits_ms);
+  r.push_ms = finish_ms;
+  r.backward_ms = std::max(0.0, Ms(t1 - t_data).count() - forward_ms - finish_ms);
+  r.comm_wait_ms = r.pull_ms + r.push_ms;
+  r.wall_ms = Ms(t1 - t0).count() + pull_ms;
+  if (pull_ms > 0) r.begin_unix_us -= std::llround(pull_ms * 1000.0);
+  pending_ = std::move(r);
+  return Outcome::kTaken;
 }
 
 absl::StatusOr<profiler::StepRecord> TrainLoop::Step(int64_t step, double pull_ms) {
@@ -116,6 +259,11 @@ absl::StatusOr<profiler::StepRecord> TrainLoop::Step(int64_t step, double pull_m
   const double apply_ms = Ms(t1 - t_grad).count();
   r.sync_wait_ms = std::min(apply_ms, absl::ToDoubleMilliseconds(applied.sync_wait));
   r.push_ms = apply_ms - r.sync_wait_ms;
+  if (store_->exchange() != nullptr) {  // a store that moves variables: all of it waited for
+    r.comm_wait_ms = r.pull_ms + r.push_ms + r.sync_wait_ms;
+    r.inflight_begin_ms = pull_ms + Ms(t_grad - t0).count();
+    r.inflight_ms = apply_ms;
+  }
   // A step that carries a pull began before t0.
   r.wall_ms = Ms(t1 - t0).count() + pull_ms;
   if (pull_ms > 0) r.begin_unix_us -= std::llround(pull_ms * 1000.0);

@@ -6,11 +6,20 @@
 // until the store's global step reaches the target, the store says training ended, or the
 // stop check (e.g. the chief's heartbeat) says stop. Progress is logged every log_every
 // local steps and at the last one.
+// Overlapped (options.overlap, with a store that has a StepExchange): each step is
+//   next batch -> forward, each layer once its values are in -> the previous step's
+//   push-pull ends -> backward, each layer's gradients handed over as they are final
+// so the store's transfers run under the computation; a step's record is taken once its
+// push-pull ended (during the next step), so the step sink hears of it one step late. A
+// step begun when the previous step's push-pull turns out to end training (a ps stopped, or
+// recovered from a failure) is dropped after its forward pass, nothing of it sent.
 // Thread-safety: Run is called once, from one thread; the callbacks run on that thread.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +41,8 @@ struct TrainLoopOptions {
   // Progress lines: "step 7 (global 13/100) loss ..." (cluster) rather than
   // "step 7/100 loss ..." (single mode, where local and global steps are the same).
   bool log_global_step = false;
+  // --overlap: the overlapped schedule, when the store has one (else sequential).
+  bool overlap = false;
 };
 
 struct TrainLoopResult {
@@ -66,8 +77,21 @@ class TrainLoop {
   absl::StatusOr<TrainLoopResult> Run();
 
  private:
+  // What became of an overlapped step.
+  enum class Outcome { kTaken, kStop, kRetry };
+
   // One step, local step `step`; `pull_ms` is time spent reading its values before it began.
   absl::StatusOr<profiler::StepRecord> Step(int64_t step, double pull_ms);
+  // The overlapped schedule's loop and step (kTaken: in flight as pending_).
+  absl::Status RunOverlapped(StepExchange* exchange, double first_pull_ms, TrainLoopResult* result);
+  absl::StatusOr<Outcome> OverlappedStep(StepExchange* exchange, int64_t step, double pull_ms,
+                                         TrainLoopResult* result);
+  // Ends the pending step's push-pull and records the step: kStop when training ends there,
+  // kRetry when the store recovered (the step in progress must be dropped), else kTaken.
+  absl::StatusOr<Outcome> FinishPending(StepExchange* exchange, TrainLoopResult* result);
+  // Keeps a finished step's record: the result, the sink, the progress line.
+  void Record(profiler::StepRecord r, TrainLoopResult* result);
+  bool Done() const;
   void LogProgress(const profiler::StepRecord& r, double window_seconds, int64_t window_steps);
 
   TrainLoopOptions options_;
@@ -80,6 +104,11 @@ class TrainLoop {
   Replicas* replicas_ = nullptr;
   StopCheck stop_check_;
   StepSink step_sink_;
+  // The progress line's window.
+  std::chrono::steady_clock::time_point window_start_;
+  int64_t window_steps_ = 0;
+  // Overlapped: the step whose push-pull is in flight, its record still open.
+  std::optional<profiler::StepRecord> pending_;
 };
 
 }  // namespace fulcrum::worker

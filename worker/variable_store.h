@@ -23,6 +23,40 @@ struct ApplyResult {
   absl::Duration sync_wait = absl::ZeroDuration();
 };
 
+// What a StepExchange's finished push-pull did.
+struct ExchangeResult {
+  ApplyResult applied;
+  absl::Time first_sent = absl::InfinitePast();  // the first chunk went out
+  absl::Time last_done = absl::InfinitePast();   // the last chunk's values were in
+  // The push-pull failed and the store went back to the ps tasks' values (recovery): the
+  // step's gradients are lost, and values() hold what the ps tasks hold now.
+  bool recovered = false;
+};
+
+// The overlapped schedule's side of a store that moves variables (--overlap): the loop hands
+// over each layer's gradients as the backward pass makes them final, and waits for each
+// layer's values of the next step just before the forward pass reads them, so that the
+// transfers run while it computes.
+class StepExchange {
+ public:
+  virtual ~StepExchange() = default;
+
+  // The gradients of variables [first, first + count) (computed at values(), model order)
+  // are final: what holds only final gradients goes out now. The first call of a step begins
+  // its push-pull.
+  virtual void GradientsReady(size_t first, size_t count) = 0;
+  // Every gradient of the step is final: the rest goes out. Does not wait for replies.
+  virtual void SendRest() = 0;
+  // Blocks until variables [first, first + count) hold the next step's values (at once when
+  // no push-pull is in flight). An error means the push-pull failed: FinishExchange says
+  // whether the run goes on.
+  virtual absl::Status WaitForValues(size_t first, size_t count) = 0;
+  // Waits for the push-pull in flight, if any, and takes its result: global_step() and
+  // StopReason() reflect it afterwards. A failure the store recovered from is OK with
+  // `recovered`; any other is the run's error.
+  virtual absl::StatusOr<ExchangeResult> FinishExchange() = 0;
+};
+
 class VariableStore {
  public:
   virtual ~VariableStore() = default;
@@ -44,6 +78,9 @@ class VariableStore {
   virtual int64_t global_step() const = 0;
   // Why the store ended training (e.g. a PS said the run is over); "" while it goes on.
   virtual std::string StopReason() const = 0;
+
+  // The store's overlapped schedule; null for a store that moves nothing (single mode).
+  virtual StepExchange* exchange() { return nullptr; }
 };
 
 }  // namespace fulcrum::worker

@@ -51,6 +51,9 @@ std::vector<std::string> SspFlags(const std::string& spec, const fs::path& run_d
           "--eval_every=0",
           "--threads=1",
           "--log_every=200",
+          // The sequential schedule, where the gate's hold is the step's sync_wait phase
+          // (overlapped, it shows as the forward pass's waits for values: `pull`).
+          "--overlap=false",
           "--startup_timeout=60",
           absl::StrCat("--run_dir=", run_dir.string())};
 }

@@ -1,3 +1,6 @@
+#include "models/model.h"
+
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -86,8 +89,7 @@ TEST_P(ModelGradientTest, EveryVariableMatchesFiniteDifferences) {
     return e->loss_sum / static_cast<double>(e->examples);
   };
   for (size_t i = 0; i < values.size(); ++i) {
-    ExpectGradientMatches(&values[i], grads[i], loss, model->variables()[i].name, 1e-2, 2e-2,
-                          2e-4);
+    ExpectGradientMatches(&values[i], grads[i], loss, model->variables()[i].name, 1e-2, 2e-2, 2e-4);
   }
 }
 
@@ -118,6 +120,85 @@ TEST(ModelTest, RejectsMismatchedOperands) {
   EXPECT_NE(s.status().message().find("784"), std::string::npos);
   std::vector<ops::Tensor> one_value = {values[0]};
   EXPECT_FALSE(model->Evaluate(ops::Tensor::Zeros({4, 784}), labels, one_value).ok());
+}
+
+// The layer hooks (what --overlap hangs on): each layer with variables asks for its values
+// before its forward in layer order, forward_done comes once with the loss, each layer's
+// gradients are handed over after its backward, last layer first, and everything computed
+// is bit for bit what the call computes without hooks (weight decay included).
+TEST(ModelTest, LayerHooksComeInOrderAndChangeNothing) {
+  auto model = Build("mlp", {.input_size = 13, .num_classes = 5, .width = 0.05});
+  model->set_weight_decay_override(0.05);
+  const auto values = InitValues(*model, 11);
+  const ops::Tensor inputs = Random({6, 13}, 5, 0.0f, 1.0f);
+  const std::vector<int32_t> labels = {0, 1, 2, 3, 4, 1};
+  const auto zeros = [&] {
+    std::vector<ops::Tensor> g;
+    for (const auto& spec : model->variables()) g.push_back(ops::Tensor::Zeros(spec.shape));
+    return g;
+  };
+  std::vector<ops::Tensor> plain = zeros(), hooked = zeros();
+  model->set_seed(3);
+  auto loss = model->ComputeGradients(inputs, labels, values, plain);
+  ASSERT_TRUE(loss.ok()) << loss.status();
+
+  std::vector<std::string> calls;
+  float forward_loss = 0.0f;
+  LayerHooks hooks;
+  hooks.values_needed = [&](size_t first, size_t count) {
+    calls.push_back("values " + std::to_string(first) + "+" + std::to_string(count));
+    return absl::OkStatus();
+  };
+  hooks.forward_done = [&](float l) {
+    forward_loss = l;
+    calls.push_back("forward done");
+    return absl::OkStatus();
+  };
+  hooks.gradients_ready = [&](size_t first, size_t count) {
+    calls.push_back("grads " + std::to_string(first) + "+" + std::to_string(count));
+    // Final when handed over: what the call without hooks ends with.
+    for (size_t i = first; i < first + count; ++i) {
+      EXPECT_TRUE(std::ranges::equal(hooked[i].flat(), plain[i].flat()))
+          << model->variables()[i].name;
+    }
+  };
+  model->set_seed(3);
+  auto hooked_loss = model->ComputeGradients(inputs, labels, values, hooked, nullptr, &hooks);
+  ASSERT_TRUE(hooked_loss.ok()) << hooked_loss.status();
+  EXPECT_EQ(*hooked_loss, *loss);
+  EXPECT_GT(*loss, forward_loss);  // the weight decay comes on top
+  EXPECT_EQ(calls,
+            (std::vector<std::string>{"values 0+2", "values 2+2", "values 4+2", "forward done",
+                                      "grads 4+2", "grads 2+2", "grads 0+2"}));
+  for (size_t i = 0; i < plain.size(); ++i) {
+    EXPECT_TRUE(std::ranges::equal(hooked[i].flat(), plain[i].flat())) << i;
+  }
+}
+
+// A hook's error ends the call with it; one from forward_done leaves the gradients unwritten.
+TEST(ModelTest, AHookErrorEndsTheCall) {
+  auto model = Build("mlp", {.input_size = 13, .num_classes = 5, .width = 0.05});
+  const auto values = InitValues(*model, 11);
+  const ops::Tensor inputs = Random({6, 13}, 5, 0.0f, 1.0f);
+  const std::vector<int32_t> labels = {0, 1, 2, 3, 4, 1};
+  std::vector<ops::Tensor> grads;
+  for (const auto& spec : model->variables()) grads.push_back(ops::Tensor::Filled(spec.shape, 7));
+  LayerHooks hooks;
+  int ready = 0;
+  hooks.forward_done = [](float) { return absl::CancelledError("dropped"); };
+  hooks.gradients_ready = [&](size_t, size_t) { ++ready; };
+  auto r = model->ComputeGradients(inputs, labels, values, grads, nullptr, &hooks);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(ready, 0);
+  for (const ops::Tensor& g : grads) {
+    for (const float x : g.flat()) ASSERT_EQ(x, 7.0f);
+  }
+  hooks.forward_done = nullptr;
+  hooks.values_needed = [](size_t first, size_t) {
+    return first == 2 ? absl::UnavailableError("ps:0 gone") : absl::OkStatus();
+  };
+  r = model->ComputeGradients(inputs, labels, values, grads, nullptr, &hooks);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
 }
 
 }  // namespace

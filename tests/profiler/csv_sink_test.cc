@@ -111,6 +111,9 @@ TEST_F(CsvSinkTest, WorkerFiles) {
   r.backward_ms = 1.5;
   r.push_ms = 0.5;
   r.sync_wait_ms = 0.25;
+  r.comm_wait_ms = 1.25;
+  r.inflight_begin_ms = 3.25;
+  r.inflight_ms = 0.75;
   StepRecord zero = r;
   zero.step = 2;
   zero.wall_ms = 0.0;
@@ -128,9 +131,12 @@ TEST_F(CsvSinkTest, WorkerFiles) {
             "1000,100,10,1,500.0,50.0\n");
   EXPECT_EQ(ReadAll(dir_ / "steps.csv"),
             "step,global_step,examples,loss,begin_unix_us,wall_ms,data_ms,pull_ms,forward_ms,"
-            "backward_ms,push_ms,sync_wait_ms,examples_per_sec\n"
-            "1,7,64,0.500000,1700000000000000,4.000,0.250,0.500,1.000,1.500,0.500,0.250,16000.0\n"
-            "2,7,64,0.500000,1700000000000000,0.000,0.250,0.500,1.000,1.500,0.500,0.250,0.0\n");
+            "backward_ms,push_ms,sync_wait_ms,examples_per_sec,comm_wait_ms,inflight_begin_ms,"
+            "inflight_ms\n"
+            "1,7,64,0.500000,1700000000000000,4.000,0.250,0.500,1.000,1.500,0.500,0.250,16000.0,"
+            "1.250,3.250,0.750\n"
+            "2,7,64,0.500000,1700000000000000,0.000,0.250,0.500,1.000,1.500,0.500,0.250,0.0,"
+            "1.250,3.250,0.750\n");
 }
 
 TEST(SamplesCsvTest, WiderFiguresByColumnName) {

@@ -166,6 +166,29 @@ TEST(StepKeysTest, SteadyStateLeavesOutTheWarmUpSteps) {
   EXPECT_FALSE(j.contains("step_time_p99_ms"));
 }
 
+// The communication keys: the waits and the time in flight over the steady state, and the
+// share of the time in flight that was not waited through.
+TEST(StepKeysTest, CommunicationWaitsAgainstTheTimeInFlight) {
+  std::vector<StepRecord> steps;
+  for (int i = 1; i <= 4; ++i) {
+    StepRecord r = Step(i, 10.0);
+    r.comm_wait_ms = i == 4 ? 5.0 : 1.0;  // mean 2, median 1
+    r.inflight_ms = 8.0;
+    steps.push_back(r);
+  }
+  const json j = StepKeys(steps);
+  EXPECT_DOUBLE_EQ(j["comm_wait_p50_ms"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(j["comm_wait_mean_ms"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(j["comm_inflight_mean_ms"].get<double>(), 8.0);
+  EXPECT_DOUBLE_EQ(j["comm_hidden_fraction"].get<double>(), 0.75);
+  // Waiting longer than the transfers were in flight hides nothing; nothing in flight is 0.
+  for (StepRecord& r : steps) r.comm_wait_ms = 20.0;
+  EXPECT_DOUBLE_EQ(StepKeys(steps)["comm_hidden_fraction"].get<double>(), 0.0);
+  const json single = StepKeys({Step(1, 10.0)});
+  EXPECT_DOUBLE_EQ(single["comm_hidden_fraction"].get<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(single["comm_inflight_mean_ms"].get<double>(), 0.0);
+}
+
 TEST(StepKeysTest, ShortRunsKeepEveryStep) {
   std::vector<StepRecord> steps = {Step(1, 100.0), Step(2, 10.0), Step(3, 10.0)};
   const json j = StepKeys(steps);
@@ -288,6 +311,10 @@ TEST(SummaryKeysTest, EveryDocumentedKeyAndNoOther) {
                                             "examples_per_sec_of_median_step",
                                             "step_phase_p50_ms",
                                             "step_phase_mean_ms",
+                                            "comm_wait_p50_ms",
+                                            "comm_wait_mean_ms",
+                                            "comm_inflight_mean_ms",
+                                            "comm_hidden_fraction",
                                             "apply_ms_total",
                                             "request_wait_ms_total",
                                             "trace_steps_dropped",

@@ -153,6 +153,89 @@ TEST(TraceNestingTest, RandomRecordsAlwaysNest) {
   EXPECT_GE(slices, 2000 * 2);  // a step and at least one phase each
 }
 
+// An overlapped step runs data, forward (with its waits for values inside, where they were
+// measured), push (the previous push-pull's end), backward; its push-pull is drawn on its own
+// track from the first chunk sent to the last values in, reaching into the next step.
+TEST(TraceNestingTest, OverlappedStepsDrawTheirWaitsInsideForwardAndTheirPushPullBeside) {
+  TraceInput in;
+  in.job = "worker";
+  for (int i = 0; i < 2; ++i) {
+    // 10 ms steps: data 1, forward 4 of which 1.5 waited (0.5 at 1.0, 1.0 at 3.5), push 0.5,
+    // backward 4.5; chunks in flight from 6.0 to 13.0 (3 ms into the next step).
+    StepRecord r = Step(10'000 + 10'000 * i, 10.0, 1.0, 2.5, 4.5, 0.5, 0.0, 1.5);
+    r.step = i + 1;
+    r.overlap = true;
+    r.value_waits = {{1.0, 0.5}, {3.5, 1.0}};
+    r.comm_wait_ms = 2.0;
+    r.inflight_begin_ms = 6.0;
+    r.inflight_ms = 7.0;
+    in.steps.push_back(r);
+  }
+  const nlohmann::json trace = Build(in);
+  const std::vector<std::string> v = NestingViolations(trace);
+  EXPECT_TRUE(v.empty()) << ::testing::PrintToString(v);
+  std::vector<std::string> names;
+  std::vector<std::pair<int64_t, int64_t>> pulls, inflight;
+  std::map<std::string, std::pair<int64_t, int64_t>> at;
+  for (const auto& e : Slices(trace)) {
+    const int64_t b = e["ts"].get<int64_t>(), end = b + e["dur"].get<int64_t>();
+    if (e["tid"] == 2) {
+      inflight.emplace_back(b, end);
+      EXPECT_EQ(e["name"], "push-pull");
+      continue;
+    }
+    if (b >= 20'000) continue;  // the first step only
+    names.push_back(e["name"]);
+    if (e["name"] == "pull") pulls.emplace_back(b, end);
+    at[e["name"]] = {b, end};
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"step", "data", "forward", "pull", "pull", "push",
+                                             "backward"}));
+  EXPECT_EQ(at["data"], std::make_pair(int64_t{10'000}, int64_t{11'000}));
+  EXPECT_EQ(at["forward"], std::make_pair(int64_t{11'000}, int64_t{15'000}));
+  EXPECT_EQ(pulls, (std::vector<std::pair<int64_t, int64_t>>{{11'000, 11'500}, {13'500, 14'500}}));
+  EXPECT_EQ(at["push"], std::make_pair(int64_t{15'000}, int64_t{15'500}));
+  EXPECT_EQ(at["backward"], std::make_pair(int64_t{15'500}, int64_t{20'000}));
+  EXPECT_EQ(inflight,
+            (std::vector<std::pair<int64_t, int64_t>>{{16'000, 23'000}, {26'000, 33'000}}));
+}
+
+// Overlapped steps with random waits (some past their forward slice, some overlapping each
+// other after rounding) and push-pulls reaching past the next one's begin still nest.
+TEST(TraceNestingTest, RandomOverlappedRecordsAlwaysNest) {
+  std::mt19937 rng(17);
+  std::uniform_int_distribution<int> tenths(0, 30);
+  TraceInput in;
+  in.job = "worker";
+  int64_t t = 1'700'000'000'000'000;
+  for (int i = 0; i < 2000; ++i) {
+    StepRecord r;
+    r.step = i + 1;
+    r.overlap = true;
+    r.begin_unix_us = t;
+    r.data_ms = tenths(rng) * 0.0001;
+    r.forward_ms = tenths(rng) * 0.001;
+    r.push_ms = tenths(rng) * 0.0001;
+    r.backward_ms = tenths(rng) * 0.001;
+    double at = r.data_ms + tenths(rng) * 0.0001;
+    for (int k = 0; k < 3; ++k) {
+      const double w = tenths(rng) * 0.0003;
+      r.value_waits.push_back({at, w});
+      r.pull_ms += w;
+      at += w + (tenths(rng) - 10) * 0.0001;  // sometimes before the last one's end
+    }
+    r.wall_ms = r.data_ms + r.forward_ms + r.pull_ms + r.push_ms + r.backward_ms +
+                (tenths(rng) - 15) * 0.0001;
+    r.inflight_begin_ms = r.wall_ms * tenths(rng) / 30.0;
+    r.inflight_ms = tenths(rng) * 0.002;
+    in.steps.push_back(r);
+    t += std::llround(std::max(r.wall_ms, 0.0) * 1000) + tenths(rng) % 3 - 1;
+  }
+  const nlohmann::json trace = Build(in);
+  const std::vector<std::string> v = NestingViolations(trace);
+  EXPECT_TRUE(v.empty()) << v.size() << " violations, first: " << v.front();
+}
+
 class TraceMergeTest : public ::testing::Test {
  protected:
   void SetUp() override {

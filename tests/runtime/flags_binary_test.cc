@@ -170,6 +170,8 @@ TEST(FlagsBinaryTest, ValueThatDoesNotParseExitsTwoNamingTheFlag) {
   ExpectBadInput("worker", RunBinary("worker", {"--eval=maybe", "--train_steps=1"}, 60),
                  {"eval", "maybe"});
   ExpectBadInput("ps", RunBinary("ps", {"--task_index"}, 60), {"task_index"});
+  ExpectBadInput("worker", RunBinary("worker", {"--overlap=maybe", "--train_steps=1"}, 60),
+                 {"overlap", "maybe"});
 }
 
 TEST(FlagsBinaryTest, StrayPositionalArgumentExitsTwoNamingIt) {

@@ -2,17 +2,27 @@
 // store (single mode) and the sharded store over real ps::Shard objects in this process,
 // reached through the in-process PS client (sync and async). Also the loop's stop
 // conditions and its step records' phase split, with a small fake store where a real one
-// cannot be made to misbehave on purpose. No timing assertions.
+// cannot be made to misbehave on purpose; and the overlapped schedule (--overlap): the same
+// values bit for bit as the sequential one, and a next forward pass that starts while the
+// last layer's values are still held back by a PS client that delays them. No timing
+// assertions.
 #include "worker/train_loop.h"
 
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <functional>
 #include <limits>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "models/layer.h"
+#include "models/model.h"
 #include "ops/tensor.h"
 #include "ps/in_process_client.h"
 #include "ps/shard.h"
@@ -44,6 +54,12 @@ runtime::TrainingOptions Options() {
   t.optimizer.learning_rate = 0.1f;
   t.seed = 7;
   return t;
+}
+
+std::vector<float> Flat(std::span<const ops::Tensor> tensors) {
+  std::vector<float> out;
+  for (const ops::Tensor& t : tensors) out.insert(out.end(), t.flat().begin(), t.flat().end());
+  return out;
 }
 
 class TrainLoopTest : public ::testing::Test {
@@ -111,6 +127,64 @@ class TrainLoopTest : public ::testing::Test {
     return std::make_unique<runtime::ShardedVariables>(placement_, kChunkBytes, clients, task);
   }
 
+  // Rebuilds the model from t_ (after a test changed it) and forgets the PS shards.
+  void Rebuild() {
+    auto train = data::LoadSplit(runtime::DataSource(t_), data::Split::kTrain);
+    ASSERT_TRUE(train.ok()) << train.status();
+    train_ = std::move(*train);
+    auto model = BuildModel(t_, train_, nullptr);
+    ASSERT_TRUE(model.ok()) << model.status();
+    model_ = std::move(*model);
+    clients_.clear();
+    shards_.clear();
+  }
+
+  // What a run of two sync workers on fresh PS shards ended with.
+  struct SyncPairRun {
+    std::vector<float> values[2];
+    std::vector<profiler::StepRecord> steps[2];
+    int64_t pushes[2] = {0, 0};
+  };
+  // Two sync workers (each its own model and thread) for `steps` global steps, overlapped or
+  // sequential.
+  SyncPairRun RunSyncPair(int64_t steps, bool overlap) {
+    SyncPairRun out;
+    clients_.clear();
+    shards_.clear();
+    StartPs(SyncMode::kSync, 2);
+    std::unique_ptr<runtime::ShardedVariables> sharded[2];
+    std::unique_ptr<ShardedVariableStore> stores[2];
+    std::unique_ptr<models::Model> models[2];
+    absl::StatusOr<TrainLoopResult> results[2];
+    for (int w = 0; w < 2; ++w) {
+      sharded[w] = Sharded("worker:" + std::to_string(w));
+      stores[w] = std::make_unique<ShardedVariableStore>(sharded[w].get(), Shapes(),
+                                                         SyncMode::kSync, kTimeout);
+      models[w] = *BuildModel(t_, train_, nullptr, w);
+    }
+    std::vector<std::thread> threads;
+    for (int w = 0; w < 2; ++w) {
+      threads.emplace_back([&, w] {
+        TrainLoop loop({.target_global_steps = steps,
+                        .log_every = 1000,
+                        .log_global_step = true,
+                        .overlap = overlap},
+                       models[w].get(), MakeBatcher(w, 2), stores[w].get(), nullptr);
+        results[w] = loop.Run();
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (int w = 0; w < 2; ++w) {
+      EXPECT_TRUE(results[w].ok()) << results[w].status();
+      if (!results[w].ok()) continue;
+      out.values[w] = Flat(stores[w]->values());
+      out.steps[w] = results[w]->steps;
+      out.pushes[w] = stores[w]->totals().pushes;
+      EXPECT_EQ(results[w]->global_step, steps);
+    }
+    return out;
+  }
+
   runtime::TrainingOptions t_ = Options();
   data::Dataset train_;
   std::unique_ptr<models::Model> model_;
@@ -123,12 +197,6 @@ double MeanLoss(const std::vector<profiler::StepRecord>& steps, size_t begin, si
   double sum = 0.0;
   for (size_t i = begin; i < end; ++i) sum += steps[i].loss;
   return sum / static_cast<double>(end - begin);
-}
-
-std::vector<float> Flat(std::span<const ops::Tensor> tensors) {
-  std::vector<float> out;
-  for (const ops::Tensor& t : tensors) out.insert(out.end(), t.flat().begin(), t.flat().end());
-  return out;
 }
 
 TEST_F(TrainLoopTest, LocalStoreLearnsAndStopsAtTheTargetStep) {
@@ -337,6 +405,292 @@ TEST_F(TrainLoopTest, TheFirstStepCarriesTheInitialPullAndTheStoreEndsTheLoop) {
     EXPECT_NEAR(r.wall_ms,
                 r.data_ms + r.pull_ms + r.forward_ms + r.backward_ms + r.push_ms + r.sync_wait_ms,
                 1e-6 + 1e-3 * r.wall_ms);
+  }
+}
+
+// The overlapped schedule changes when things are sent, not what: two sync workers with an
+// MLP under weight decay (or a small CNN) end at the same values bit for bit as with the
+// sequential schedule, with the same loss at every step.
+class OverlapEquivalenceTest : public TrainLoopTest,
+                               public ::testing::WithParamInterface<std::string> {};
+
+TEST_P(OverlapEquivalenceTest, SyncValuesAreBitForBitThoseOfTheSequentialSchedule) {
+  t_.model = GetParam();
+  t_.model_width = 0.25;
+  t_.weight_decay = 0.01;
+  if (t_.model == "mnist_cnn") {
+    t_.synthetic_shape = {28, 28, 1};
+    t_.synthetic_examples = 512;
+    t_.batch_size = 16;
+  }
+  Rebuild();
+  constexpr int64_t kSteps = 12;
+  const SyncPairRun sequential = RunSyncPair(kSteps, /*overlap=*/false);
+  const SyncPairRun overlapped = RunSyncPair(kSteps, /*overlap=*/true);
+  for (int w = 0; w < 2; ++w) {
+    ASSERT_EQ(sequential.steps[w].size(), static_cast<size_t>(kSteps));
+    ASSERT_EQ(overlapped.steps[w].size(), static_cast<size_t>(kSteps));
+    ASSERT_FALSE(overlapped.values[w].empty());
+    EXPECT_TRUE(overlapped.values[w] == sequential.values[w]) << "worker " << w;
+    EXPECT_EQ(overlapped.pushes[w], sequential.pushes[w]);
+    for (int64_t i = 0; i < kSteps; ++i) {
+      const profiler::StepRecord& a = sequential.steps[w][i];
+      const profiler::StepRecord& b = overlapped.steps[w][i];
+      EXPECT_EQ(a.loss, b.loss) << "worker " << w << " step " << i + 1;
+      EXPECT_EQ(b.step, i + 1);
+      EXPECT_EQ(b.global_step, i + 1);
+      EXPECT_FALSE(a.overlap);
+      EXPECT_TRUE(b.overlap);
+      // Measured, not reconstructed: the push-pull was in flight, and what the thread waited
+      // for is the pull and push phases.
+      EXPECT_GT(b.inflight_ms, 0.0);
+      EXPECT_GE(b.inflight_begin_ms, 0.0);
+      EXPECT_DOUBLE_EQ(b.comm_wait_ms, b.pull_ms + b.push_ms);
+      EXPECT_EQ(b.sync_wait_ms, 0.0);
+      EXPECT_DOUBLE_EQ(a.comm_wait_ms, a.pull_ms + a.push_ms + a.sync_wait_ms);
+      EXPECT_NEAR(b.wall_ms, b.data_ms + b.pull_ms + b.forward_ms + b.backward_ms + b.push_ms,
+                  1e-6 + 1e-3 * b.wall_ms);
+    }
+  }
+  EXPECT_TRUE(overlapped.values[0] == overlapped.values[1]);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, OverlapEquivalenceTest, ::testing::Values("mlp", "mnist_cnn"));
+
+// An identity layer without variables that tells the test each time its forward runs: placed
+// between two dense layers, it shows how far a forward pass got.
+class ProbeLayer final : public models::Layer {
+ public:
+  ProbeLayer(int64_t size, std::function<void()> on_forward)
+      : size_(size), on_forward_(std::move(on_forward)) {}
+  const std::string& name() const override { return name_; }
+  const std::vector<models::VariableSpec>& variables() const override { return variables_; }
+  int64_t input_size() const override { return size_; }
+  int64_t output_size() const override { return size_; }
+  absl::Status Forward(std::span<const ops::Tensor>, const ops::Tensor& x, ops::Tensor* y,
+                       const models::LayerContext&) const override {
+    std::copy(x.data(), x.data() + x.num_elements(), y->data());
+    on_forward_();
+    return absl::OkStatus();
+  }
+  absl::Status Backward(std::span<const ops::Tensor>, const ops::Tensor&, const ops::Tensor&,
+                        ops::Tensor* dy, std::span<ops::Tensor>, ops::Tensor* dx,
+                        const models::LayerContext&) const override {
+    if (dx != nullptr) std::copy(dy->data(), dy->data() + dy->num_elements(), dx->data());
+    return absl::OkStatus();
+  }
+
+ private:
+  std::string name_ = "probe";
+  std::vector<models::VariableSpec> variables_;
+  int64_t size_;
+  std::function<void()> on_forward_;
+};
+
+// A real PS client (in-process) whose first push-pull of some chunks answers only once
+// `release` is called (or a deadline long past any step passes, so that a schedule that
+// waits for them cannot hang the test): the replies of those chunks arrive late.
+class HoldingPsClient final : public runtime::PsClient {
+ public:
+  HoldingPsClient(runtime::PsClient* inner, std::set<int> held_chunks)
+      : inner_(inner), held_chunks_(std::move(held_chunks)) {
+    releaser_ = std::thread([this] {
+      std::unique_lock<std::mutex> lock(mu_);
+      released_by_call_ =
+          cv_.wait_for(lock, std::chrono::seconds(30), [this] { return release_asked_; });
+      std::vector<std::function<void()>> held = std::move(held_);
+      held_.clear();
+      done_releasing_ = true;
+      lock.unlock();
+      for (auto& answer : held) answer();
+    });
+  }
+  ~HoldingPsClient() override {
+    Release();
+    releaser_.join();
+  }
+  // Lets the held replies go (from any thread).
+  void Release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    release_asked_ = true;
+    cv_.notify_all();
+  }
+  // How many replies were held, and whether Release (not the deadline) let them go.
+  int held() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return held_count_;
+  }
+  bool released_by_call() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return done_releasing_ && released_by_call_;
+  }
+
+  std::string target() const override { return inner_->target(); }
+  void PullAsync(const pb::PullRequest* request, pb::PullResponse* response, absl::Duration timeout,
+                 Done done) override {
+    inner_->PullAsync(request, response, timeout, std::move(done));
+  }
+  void PushAsync(const pb::PushRequest* request, pb::PushResponse* response, absl::Duration timeout,
+                 Done done) override {
+    inner_->PushAsync(request, response, timeout, std::move(done));
+  }
+  void PushPullAsync(const pb::PushRequest* request, pb::PushResponse* response,
+                     absl::Duration timeout, Done done) override {
+    const int chunk = request->gradients(0).chunk();
+    bool hold = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      hold = !done_releasing_ && held_chunks_.count(chunk) > 0 && seen_.insert(chunk).second;
+      if (hold) ++held_count_;
+    }
+    if (!hold) return inner_->PushPullAsync(request, response, timeout, std::move(done));
+    inner_->PushPullAsync(request, response, timeout, [this, done](absl::Status s) {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (done_releasing_) {
+        lock.unlock();
+        done(s);
+        return;
+      }
+      held_.push_back([done, s] { done(s); });
+    });
+  }
+  absl::Status CreateVariables(const pb::CreateVariablesRequest& request,
+                               pb::CreateVariablesResponse* response,
+                               absl::Duration timeout) override {
+    return inner_->CreateVariables(request, response, timeout);
+  }
+  absl::Status SaveShard(const pb::SaveShardRequest& request, pb::SaveShardResponse* response,
+                         absl::Duration timeout) override {
+    return inner_->SaveShard(request, response, timeout);
+  }
+  absl::Status RestoreShard(const pb::RestoreShardRequest& request,
+                            pb::RestoreShardResponse* response, absl::Duration timeout) override {
+    return inner_->RestoreShard(request, response, timeout);
+  }
+  absl::Status Stats(pb::StatsResponse* response, absl::Duration timeout) override {
+    return inner_->Stats(response, timeout);
+  }
+  absl::Status Stop(const std::string& reason, absl::Duration timeout) override {
+    return inner_->Stop(reason, timeout);
+  }
+  using PsClient::Shutdown;
+  absl::Status Shutdown(const std::string& reason, absl::Duration timeout,
+                        std::string* summary_json) override {
+    return inner_->Shutdown(reason, timeout, summary_json);
+  }
+  absl::Status Ping(const pb::PingRequest& request, pb::PingResponse* response,
+                    absl::Duration timeout) override {
+    return inner_->Ping(request, response, timeout);
+  }
+  absl::Status ReleaseWorkers(const pb::ReleaseWorkersRequest& request,
+                              absl::Duration timeout) override {
+    return inner_->ReleaseWorkers(request, timeout);
+  }
+
+ private:
+  runtime::PsClient* const inner_;
+  const std::set<int> held_chunks_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::set<int> seen_;
+  std::vector<std::function<void()>> held_;
+  int held_count_ = 0;
+  bool release_asked_ = false;
+  bool released_by_call_ = false;
+  bool done_releasing_ = false;
+  std::thread releaser_;
+};
+
+// The next forward pass starts layer by layer: with the replies of the chunks that hold only
+// the last layer's variables held back by the PS client until the next step's forward pass
+// has run its first layer (the probe behind it), training goes on. A schedule that waited
+// for the whole model before the next forward pass could not release them (the clients
+// would answer only at their deadline, and the test would fail). The values end as with the
+// sequential schedule, bit for bit (one async worker: each chunk applied as it comes).
+TEST_F(TrainLoopTest, TheNextForwardStartsBeforeTheLastLayersValuesArrive) {
+  t_.synthetic_shape = {32};
+  Rebuild();
+  std::mutex probe_mu;
+  int forwards = 0;
+  std::function<void()> on_probe = [] {};
+  const auto make_model = [&](bool probed) {
+    std::vector<std::unique_ptr<models::Layer>> layers;
+    layers.push_back(models::MakeDense("dense_0", 32, 16, models::Activation::kRelu));
+    layers.push_back(std::make_unique<ProbeLayer>(16, [&, probed] {
+      if (!probed) return;
+      std::lock_guard<std::mutex> lock(probe_mu);
+      ++forwards;
+      on_probe();
+    }));
+    layers.push_back(models::MakeDense("dense_1", 16, 4, models::Activation::kNone));
+    auto model =
+        models::Model::Make("probed", std::move(layers), models::LossKind::kSoftmaxCrossEntropy);
+    EXPECT_TRUE(model.ok()) << model.status();
+    return std::move(*model);
+  };
+  model_ = make_model(false);  // the variables the PS shards hold
+  constexpr int64_t kSteps = 6;
+
+  // Sequential, unheld: the reference.
+  StartPs(SyncMode::kAsync, 0);
+  std::vector<float> reference;
+  {
+    auto sharded = Sharded("worker:0");
+    ShardedVariableStore store(sharded.get(), Shapes(), SyncMode::kAsync, kTimeout);
+    auto model = make_model(false);
+    TrainLoop loop({.target_global_steps = kSteps}, model.get(), MakeBatcher(), &store, nullptr);
+    auto result = loop.Run();
+    ASSERT_TRUE(result.ok()) << result.status();
+    reference = Flat(store.values());
+  }
+
+  // Overlapped, with the last layer's own chunks held until the second forward pass passed
+  // the probe.
+  clients_.clear();
+  shards_.clear();
+  StartPs(SyncMode::kAsync, 0);
+  auto plan = Sharded("plan");
+  const std::set<int> last_layer = {2, 3};  // dense_1/kernel, dense_1/bias
+  std::vector<std::unique_ptr<HoldingPsClient>> holding;
+  std::vector<runtime::PsClient*> clients;
+  int index = 0;
+  for (int p = 0; p < plan->num_ps(); ++p) {
+    std::set<int> held;
+    for (int c = 0; c < static_cast<int>(plan->chunks(p).size()); ++c, ++index) {
+      const std::vector<int> sources = plan->ChunkSources(index);
+      if (std::all_of(sources.begin(), sources.end(),
+                      [&](int v) { return last_layer.count(v) > 0; })) {
+        held.insert(c);
+      }
+    }
+    holding.push_back(std::make_unique<HoldingPsClient>(clients_[p].get(), held));
+    clients.push_back(holding.back().get());
+  }
+  on_probe = [&] {
+    if (forwards == 2) {
+      for (auto& h : holding) h->Release();
+    }
+  };
+  runtime::ShardedVariables sharded(placement_, kChunkBytes, clients, "worker:0");
+  ShardedVariableStore store(&sharded, Shapes(), SyncMode::kAsync, kTimeout);
+  auto model = make_model(true);
+  TrainLoop loop({.target_global_steps = kSteps, .overlap = true}, model.get(), MakeBatcher(),
+                 &store, nullptr);
+  auto result = loop.Run();
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->steps.size(), static_cast<size_t>(kSteps));
+  int held = 0;
+  for (auto& h : holding) {
+    held += h->held();
+    EXPECT_TRUE(h->held() == 0 || h->released_by_call())
+        << "the held replies went at their deadline: the forward pass waited for them";
+  }
+  EXPECT_GT(held, 0) << "no chunk holds only the last layer's variables";
+  EXPECT_EQ(forwards, kSteps);
+  EXPECT_TRUE(Flat(store.values()) == reference);
+  for (const profiler::StepRecord& r : result->steps) {
+    EXPECT_TRUE(r.overlap);
+    EXPECT_GT(r.inflight_ms, 0.0);
   }
 }
 
