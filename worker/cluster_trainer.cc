@@ -102,6 +102,7 @@ nlohmann::json SummaryJson(const TrainingOptions& t, const ClusterOptions& c,
   j["job"] = c.task.job_name;
   j["task_index"] = c.task.task_index;
   j["mode"] = runtime::ModeName(c.mode);
+  j["async_pull"] = runtime::AsyncPullName(c);
   j["model"] = t.model;
   j["devices"] = DeviceNames(t);
   j["batch_size"] = t.batch_size;
@@ -172,6 +173,7 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c,
   runtime::ShardedVariables sharded(placement, c.chunk_bytes, clients, c.task.task_name());
   Heartbeat heartbeat(&chief, c.heartbeat_timeout);
   ShardedVariableStore store(&sharded, shapes, c.mode, c.step_timeout);
+  store.set_pull_before_step(c.pull_before_step);
   if (c.recovers()) {
     // While a dead ps is restarted and restored, the chief's word still ends the wait.
     store.EnableRecovery(c.recovery_timeout,

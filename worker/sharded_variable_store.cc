@@ -19,14 +19,29 @@ ShardedVariableStore::ShardedVariableStore(runtime::ShardedVariables* sharded,
   }
 }
 
-absl::StatusOr<absl::Duration> ShardedVariableStore::Start() {
-  const absl::Time begin = absl::Now();
+absl::StatusOr<absl::Duration> ShardedVariableStore::PullValues(absl::Time begin) {
   runtime::TransferResult xfer;
   FULCRUM_RETURN_IF_ERROR(
       runtime::RemoteFailure(sharded_->PullAll(0, step_timeout_, values_, &xfer)));
   totals_.bytes_received += xfer.bytes_received;
   global_step_ = xfer.global_step;
   stopped_ = xfer.stopped;
+  values_fresh_ = true;
+  return absl::Now() - begin;
+}
+
+absl::StatusOr<absl::Duration> ShardedVariableStore::Start() { return PullValues(absl::Now()); }
+
+absl::StatusOr<absl::Duration> ShardedVariableStore::Refresh() {
+  if (!pull_before_step_ || mode_ == runtime::SyncMode::kSync || values_fresh_) {
+    return absl::ZeroDuration();
+  }
+  const absl::Time begin = absl::Now();
+  absl::StatusOr<absl::Duration> pulled = PullValues(begin);
+  const bool recoverable =
+      !pulled.ok() && (absl::IsUnavailable(pulled.status()) || absl::IsAborted(pulled.status()));
+  if (!recoverable || recovery_timeout_ <= absl::ZeroDuration()) return pulled;
+  FULCRUM_RETURN_IF_ERROR(Recover(pulled.status()));
   return absl::Now() - begin;
 }
 
@@ -51,6 +66,7 @@ absl::StatusOr<ApplyResult> ShardedVariableStore::Apply() {
   totals_.bytes_received += xfer.bytes_received;
   global_step_ = xfer.global_step;
   stopped_ = xfer.stopped;
+  values_fresh_ = false;
   return ApplyResult{absl::Microseconds(xfer.max_wait_us)};
 }
 
@@ -83,6 +99,7 @@ absl::Status ShardedVariableStore::Recover(const absl::Status& cause) {
                    xfer.global_step, global_step_);
       global_step_ = xfer.global_step;
       stopped_ = xfer.stopped;
+      values_fresh_ = true;
       return absl::OkStatus();
     }
     if (!absl::IsUnavailable(last) && !absl::IsAborted(last) && !absl::IsDeadlineExceeded(last)) {

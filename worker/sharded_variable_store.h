@@ -2,7 +2,8 @@
 // the PS tasks (runtime::ShardedVariables over the PS clients): Start pulls every chunk once,
 // then each Apply pushes the step's gradients and reads the new values back in the same
 // calls. Sync mode asks for the values of the next global step (the PS answers once the
-// step's gradients were aggregated); async mode takes the values as they are. Remote errors
+// step's gradients were aggregated); async mode takes the values as they are, or (with
+// set_pull_before_step) reads them again in Refresh, at the start of the next step. Remote errors
 // come back already mapped by runtime::RemoteFailure, so a PS's answer never reads as this
 // worker's bad input.
 // Thread-safety: one call at a time (the training loop's thread); the PS clients may be
@@ -49,6 +50,12 @@ class ShardedVariableStore final : public VariableStore {
   // PS reached global_step() + 1). A transport failure is retried once with the same request
   // id (ShardedVariables), so the PS never applies a step twice.
   absl::StatusOr<ApplyResult> Apply() override;
+  // With set_pull_before_step(true), after an Apply: pulls every variable (no wait for a
+  // step), so the next gradients are computed at values read now rather than at those the
+  // Apply returned; a no-op otherwise.
+  absl::StatusOr<absl::Duration> Refresh() override;
+  // Async mode only (--async_pull=before_step); call before Start.
+  void set_pull_before_step(bool on) { pull_before_step_ = on; }
 
   std::span<const ops::Tensor> values() const override { return values_; }
   std::span<ops::Tensor> grads() override { return grads_; }
@@ -77,12 +84,16 @@ class ShardedVariableStore final : public VariableStore {
   std::vector<ops::Tensor> grads_;
   // Waits for the ps tasks after `cause` (see EnableRecovery).
   absl::Status Recover(const absl::Status& cause);
+  // Pulls every variable into values_ (no wait for a step); `begin` is when the caller began.
+  absl::StatusOr<absl::Duration> PullValues(absl::Time begin);
 
   absl::Duration recovery_timeout_ = absl::ZeroDuration();
   RecoveryCheck recovery_check_;
   std::string stop_reason_;  // set when the chief asked to stop during a recovery
   int64_t global_step_ = 0;
   bool stopped_ = false;
+  bool pull_before_step_ = false;
+  bool values_fresh_ = false;  // values_ were read since the last Apply
   TransferTotals totals_;
 };
 
