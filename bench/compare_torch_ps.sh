@@ -11,8 +11,8 @@
 # Reported per side: the sum over workers of steady-state examples/sec (each worker's local
 # steps after its first 20), the final test accuracy, and the mean staleness of the applied
 # gradients in async mode (updates applied between the read of the values a gradient was
-# computed at and its own apply: PyTorch's ps logs it per push; for Fulcrum it is the mean
-# over the workers' steps.csv of global_step[k] - global_step[k-1] - 1).
+# computed at and its own apply: PyTorch's ps logs it per push; Fulcrum's workers count it,
+# staleness_mean in their summary.json).
 #
 # Per (model, mode): one unreported warm-up run of each side, then N pairs (PyTorch, Fulcrum,
 # thread counts interleaved inside a pair); pair p runs both sides with seed --seed + p - 1
@@ -172,15 +172,13 @@ run_fulcrum() {
     tail -n 5 "$dir/cluster.log" >&2
     keep=1; exit 1
   fi
-  result=$(python3 - "$dir/run" "$workers" <<'EOF'
-import csv, json, sys
-run, workers = sys.argv[1], int(sys.argv[2])
-r = json.load(open(run + "/report.json"))
-gaps = []  # updates by others between a worker's read and its own apply, per step
-for w in range(workers):
-    gs = [int(row["global_step"]) for row in csv.DictReader(open("%s/worker-%d/steps.csv" % (run, w)))]
-    gaps += [b - a - 1 for a, b in zip(gs, gs[1:])]
-stale = sum(gaps) / len(gaps) if gaps and r.get("mode") == "async" else 0.0
+  result=$(python3 - "$dir/run/report.json" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+# Each worker's mean staleness (its summary; null in sync), weighted by its steps.
+w = [(s["staleness_mean"], s["local_steps"]) for s in r["workers"]
+     if s.get("staleness_mean") is not None]
+stale = sum(m * n for m, n in w) / sum(n for _, n in w) if w else 0.0
 print(r["workers_examples_per_sec"], r["final_test_accuracy"], stale)
 EOF
 ) || die "no report.json in $dir/run"

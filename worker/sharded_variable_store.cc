@@ -1,5 +1,7 @@
 #include "worker/sharded_variable_store.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/signals.h"
@@ -57,6 +59,10 @@ absl::StatusOr<ApplyResult> ShardedVariableStore::Apply() {
     }
     FULCRUM_RETURN_IF_ERROR(Recover(pushed));
     return ApplyResult{};
+  }
+  if (!sync && xfer.applied > 0) {
+    totals_.staleness_sum += std::max<int64_t>(0, xfer.global_step - 1 - global_step_);
+    ++totals_.staleness_steps;
   }
   totals_.pushes += xfer.applied + xfer.dropped;  // what the PS took (none once it stopped)
   totals_.dropped += xfer.dropped;

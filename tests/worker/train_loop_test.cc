@@ -282,6 +282,16 @@ TEST_F(TrainLoopTest, RefreshBeforeAStepReadsTheOtherWorkersUpdates) {
   EXPECT_EQ(a.totals().bytes_received, 3 * model_bytes);
   ASSERT_TRUE(a.Refresh().ok());  // fresh again: no second read
   EXPECT_EQ(a.totals().bytes_received, 3 * model_bytes);
+
+  // Staleness: b's first gradient (read at step 0) was applied after a's: 1. a's second,
+  // read after b's update, is applied next: 0. b's second, computed at the values its
+  // PushPull returned (step 2), lands after a's second: 1.
+  ASSERT_TRUE(a.Apply().ok());
+  ASSERT_TRUE(b.Apply().ok());
+  EXPECT_EQ(a.totals().staleness_sum, 0);
+  EXPECT_EQ(a.totals().staleness_steps, 2);
+  EXPECT_EQ(b.totals().staleness_sum, 2);
+  EXPECT_EQ(b.totals().staleness_steps, 2);
 }
 
 // One worker pulling before each step trains exactly as with the PushPull's values (nobody
