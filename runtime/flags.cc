@@ -799,9 +799,9 @@ std::string ConfigFingerprint(const TrainingOptions& t, const ClusterOptions& c)
       "\ntrain_steps=", t.train_steps, "\nepochs=", t.epochs, "\ndataset=", t.dataset,
       "\ntrain_subset=", t.train_subset, "\ndataset_repeat=", t.dataset_repeat, "\nseed=", t.seed,
       "\nmode=", ModeName(c.mode), "\nreplicas_to_aggregate=", c.replicas_to_aggregate,
-      "\nasync_pull=", AsyncPullName(c),
-      "\nplacement=", PlacementName(c.placement), "\npartition_min_bytes=", c.partition_min_bytes,
-      "\nrpc_chunk_bytes=", c.chunk_bytes, "\ncheckpoint_dir=", c.checkpoint_dir,
+      "\nasync_pull=", AsyncPullName(c), "\nplacement=", PlacementName(c.placement),
+      "\npartition_min_bytes=", c.partition_min_bytes, "\nrpc_chunk_bytes=", c.chunk_bytes,
+      "\ncheckpoint_dir=", c.checkpoint_dir,
       "\nrecovery_timeout=", absl::FormatDuration(c.recovery_timeout),
       "\ncluster=", c.task.cluster.ToJson());
 }

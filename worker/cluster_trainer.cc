@@ -119,8 +119,8 @@ nlohmann::json SummaryJson(const TrainingOptions& t, const ClusterOptions& c,
   j["pushes_since_recovery"] = moved.pushes - moved.pushes_at_recovery;
   j["staleness_mean"] = nullptr;  // sync, or no step applied
   if (moved.staleness_steps > 0) {
-    j["staleness_mean"] = static_cast<double>(moved.staleness_sum) /
-                          static_cast<double>(moved.staleness_steps);
+    j["staleness_mean"] =
+        static_cast<double>(moved.staleness_sum) / static_cast<double>(moved.staleness_steps);
   }
   j["bytes_pushed"] = moved.bytes_sent;
   j["bytes_pulled"] = moved.bytes_received;

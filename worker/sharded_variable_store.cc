@@ -21,7 +21,7 @@ ShardedVariableStore::ShardedVariableStore(runtime::ShardedVariables* sharded,
   }
 }
 
-absl::StatusOr<absl::Duration> ShardedVariableStore::PullValues(absl::Time begin) {
+absl::Status ShardedVariableStore::PullValues() {
   runtime::TransferResult xfer;
   FULCRUM_RETURN_IF_ERROR(
       runtime::RemoteFailure(sharded_->PullAll(0, step_timeout_, values_, &xfer)));
@@ -29,21 +29,26 @@ absl::StatusOr<absl::Duration> ShardedVariableStore::PullValues(absl::Time begin
   global_step_ = xfer.global_step;
   stopped_ = xfer.stopped;
   values_fresh_ = true;
-  return absl::Now() - begin;
+  return absl::OkStatus();
 }
 
-absl::StatusOr<absl::Duration> ShardedVariableStore::Start() { return PullValues(absl::Now()); }
+absl::StatusOr<absl::Duration> ShardedVariableStore::Start() {
+  const absl::Time begin = absl::Now();
+  FULCRUM_RETURN_IF_ERROR(PullValues());
+  return absl::Now() - begin;
+}
 
 absl::StatusOr<absl::Duration> ShardedVariableStore::Refresh() {
   if (!pull_before_step_ || mode_ == runtime::SyncMode::kSync || values_fresh_) {
     return absl::ZeroDuration();
   }
   const absl::Time begin = absl::Now();
-  absl::StatusOr<absl::Duration> pulled = PullValues(begin);
-  const bool recoverable =
-      !pulled.ok() && (absl::IsUnavailable(pulled.status()) || absl::IsAborted(pulled.status()));
-  if (!recoverable || recovery_timeout_ <= absl::ZeroDuration()) return pulled;
-  FULCRUM_RETURN_IF_ERROR(Recover(pulled.status()));
+  if (const absl::Status pulled = PullValues(); !pulled.ok()) {
+    // As in Apply: a ps that went away or back to a checkpoint is waited for.
+    const bool recoverable = absl::IsUnavailable(pulled) || absl::IsAborted(pulled);
+    if (!recoverable || recovery_timeout_ <= absl::ZeroDuration()) return pulled;
+    FULCRUM_RETURN_IF_ERROR(Recover(pulled));
+  }
   return absl::Now() - begin;
 }
 

@@ -90,8 +90,8 @@ class ShardedVariableStore final : public VariableStore {
   std::vector<ops::Tensor> grads_;
   // Waits for the ps tasks after `cause` (see EnableRecovery).
   absl::Status Recover(const absl::Status& cause);
-  // Pulls every variable into values_ (no wait for a step); `begin` is when the caller began.
-  absl::StatusOr<absl::Duration> PullValues(absl::Time begin);
+  // Pulls every variable into values_ (no wait for a step).
+  absl::Status PullValues();
 
   absl::Duration recovery_timeout_ = absl::ZeroDuration();
   RecoveryCheck recovery_check_;

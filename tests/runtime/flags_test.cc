@@ -123,7 +123,8 @@ TEST_F(FlagsTest, AsyncPullIsWithPushUnlessToldAndOnlyForAsync) {
   absl::SetFlag(&FLAGS_mode, "sync");
   options = TaskOptionsFromFlags("chief");
   EXPECT_EQ(options.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(options.status().message(), HasSubstr("--async_pull=before_step is for --mode=async"));
+  EXPECT_THAT(options.status().message(),
+              HasSubstr("--async_pull=before_step is for --mode=async"));
 
   absl::SetFlag(&FLAGS_mode, "async");
   absl::SetFlag(&FLAGS_async_pull, "later");
