@@ -23,13 +23,16 @@
 #
 # Usage: bench/compare_torch_ps.sh [--models=logreg,mlp] [--modes=sync,async] [--threads=1]
 #          [--pairs=3] [--workers=2] [--batch_size=128] [--logreg_steps=2000] [--mlp_steps=0]
-#          [--exchange=fetch_push|push_fetch] [--fulcrum_flags='...'] [--seed=1]
+#          [--exchange=auto|fetch_push|push_fetch] [--fulcrum_flags='...'] [--seed=1]
 #          [--out=build/compare_torch_ps.md] [--keep] [--setup_only]
 #   logreg: 784->10, SGD lr 0.03.   mlp: 784-256-128-10 ReLU, momentum 0.9, lr 0.05.
 #   --mlp_steps=0 (default): one epoch of pushes (--epochs=1: 469 global steps async, 235 sync
 #                 at batch 128 and 2 workers), the setting of issue 14.
-#   --exchange    the PyTorch trainers' loop: fetch_push (default: get_params RPC, compute, push
-#                 RPC) or push_fetch (one RPC: the push answers with the new parameters).
+#   --exchange    the PyTorch trainers' loop: fetch_push (get_params RPC, compute, push RPC),
+#                 push_fetch (one RPC: the push answers with the new parameters), or auto
+#                 (default): push_fetch in sync mode (the same step, one RPC less: the peer's
+#                 faster loop) and fetch_push in async mode (the plain loop; push_fetch is
+#                 faster there too but its gradients are staler: docs/distributed.md).
 #   --fulcrum_flags  extra flags for every Fulcrum task (e.g. --async_pull=before_step).
 #   --keep        keep the per-run folders (logs, summaries, report.json) under $TMPDIR.
 #   --setup_only  only create the PyTorch virtual environment.
@@ -46,7 +49,7 @@ RUN_TIMEOUT="${RUN_TIMEOUT:-300}"
 DATA_DIR=/usr/share/datasets/fashion-mnist
 
 models=logreg,mlp modes=sync,async threads_list=1 pairs=3 workers=2 batch=128
-logreg_steps=2000 mlp_steps=0 exchange=fetch_push fulcrum_flags="" seed=1
+logreg_steps=2000 mlp_steps=0 exchange=auto fulcrum_flags="" seed=1
 out="${ROOT}/build/compare_torch_ps.md" keep=0 setup_only=0
 die() { echo "compare_torch_ps: error: $*" >&2; exit 2; }
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
@@ -73,7 +76,8 @@ done
 for m in ${models//,/ }; do [[ "$m" =~ ^(logreg|mlp)$ ]] || die "unknown model '$m'"; done
 for m in ${modes//,/ }; do [[ "$m" =~ ^(sync|async)$ ]] || die "unknown mode '$m'"; done
 [[ -n "${models//,/}" && -n "${modes//,/}" ]] || die "--models and --modes must not be empty"
-[[ "$exchange" =~ ^(fetch_push|push_fetch)$ ]] || die "--exchange must be fetch_push or push_fetch"
+[[ "$exchange" =~ ^(auto|fetch_push|push_fetch)$ ]] ||
+  die "--exchange must be auto, fetch_push or push_fetch"
 for v in $pairs $workers $batch $logreg_steps ${threads_list//,/ }; do
   [[ "$v" =~ ^[1-9][0-9]*$ ]] || die "expected a positive integer, got '$v'"
 done
@@ -135,16 +139,23 @@ model_flags() {  # model -> flags shared by both sides
   esac
 }
 
+exchange_for() {  # mode -> the PyTorch trainers' loop
+  if [[ "$exchange" != auto ]]; then echo "$exchange"
+  elif [[ "$1" == sync ]]; then echo push_fetch
+  else echo fetch_push; fi
+}
+
 # run_torch MODEL MODE THREADS DIR SEED: sets result="ex_per_sec accuracy staleness"
 run_torch() {
   local model=$1 mode=$2 t=$3 dir=$4 s=$5
   mkdir -p "$dir"
   # docs/benchmarking.md: matched threads, glibc kept from returning buffers every step.
+  # shellcheck disable=SC2046  # model_flags is a list of flags
   if ! OMP_NUM_THREADS=$t MKL_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t \
       MALLOC_MMAP_THRESHOLD_=2000000000 MALLOC_TRIM_THRESHOLD_=4000000000 \
       timeout "$RUN_TIMEOUT" "$VENV/bin/python" "$TORCH_SCRIPT" $(model_flags "$model") \
       --batch_size="$batch" --mode="$mode" --workers="$workers" --threads="$t" \
-      --exchange="$exchange" --seed="$s" --timeout="$RUN_TIMEOUT" --run_dir="$dir/run" \
+      --exchange="$(exchange_for "$mode")" --seed="$s" --timeout="$RUN_TIMEOUT" --run_dir="$dir/run" \
       > "$dir/launcher.log" 2>&1; then
     echo "compare_torch_ps: PyTorch run failed; logs in $dir:" >&2
     tail -n 5 "$dir/launcher.log" "$dir"/run/*.log >&2 || true
@@ -163,7 +174,7 @@ run_fulcrum() {
   local model=$1 mode=$2 t=$3 dir=$4 s=$5
   mkdir -p "$dir"
   python3 "$ROOT/bench/free_spec.py" "$dir/spec.json" 1 "$workers"
-  # shellcheck disable=SC2086  # fulcrum_flags is a list of flags
+  # shellcheck disable=SC2046,SC2086  # model_flags and fulcrum_flags are lists of flags
   if ! BIN_DIR="$work/bin" timeout "$RUN_TIMEOUT" "$ROOT/scripts/local_cluster.sh" "$dir/spec.json" \
       $(model_flags "$model") --batch_size="$batch" --mode="$mode" --threads="$t" \
       --seed="$s" --eval_every=0 --log_every=100000 $fulcrum_flags --run_dir="$dir/run" \
@@ -233,12 +244,13 @@ desc = {"logreg": "logreg 784-10, SGD lr 0.03, %s steps" % lsteps,
         "mlp": "mlp 784-256-128-10, momentum 0.9 lr 0.05, %s" %
                ("%s steps" % msteps if msteps != "0" else "1 epoch of pushes")}
 print("Parameter-server job, 1 ps + %s workers, batch %s per worker, Fashion-MNIST; PyTorch %s "
-      "(torch.distributed.rpc, TensorPipe, --exchange=%s) vs Fulcrum%s; %s pairs after a warm-up; "
+      "(torch.distributed.rpc, TensorPipe, --exchange=%s%s) vs Fulcrum%s; %s pairs after a warm-up; "
       "examples/sec = sum of the workers' steady-state rates (first 20 steps dropped), median at "
       "each side's best thread count (t=N). Ratio = Fulcrum/PyTorch, median [min-max] of the "
       "pairwise ratios. Accuracy and staleness (async: mean updates by others between a "
       "gradient's read and its apply): medians, with [min-max] for accuracy. Bench time %d s.\n"
-      % (W, B, tv, exchange, (" " + fflags) if fflags else "", P, int(elapsed)))
+      % (W, B, tv, exchange, ": push_fetch in sync, fetch_push in async" if exchange == "auto"
+         else "", (" " + fflags) if fflags else "", P, int(elapsed)))
 print("| config | mode | PyTorch ex/s | Fulcrum ex/s | Fulcrum/PyTorch | PyTorch acc | Fulcrum acc "
       "| PyTorch staleness | Fulcrum staleness | load before -> after |")
 print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
