@@ -566,6 +566,7 @@ nlohmann::json Chief::RunJson(const std::string& stop_reason) const {
   const bool sync = c_.mode == runtime::SyncMode::kSync;
   j["run_id"] = run_id_;
   j["mode"] = runtime::ModeName(c_.mode);
+  j["async_pull"] = runtime::AsyncPullName(c_);
   j["model"] = t_.model;
   j["dataset"] = t_.dataset;
   j["optimizer"] = ops::OptimizerName(t_.optimizer.kind);

@@ -110,6 +110,11 @@ ABSL_FLAG(std::optional<int64_t>, staleness, std::nullopt,
 ABSL_FLAG(int32_t, replicas_to_aggregate, 0,
           "Sync mode: gradients aggregated per step (default: the number of workers; fewer "
           "makes the rest backup workers).");
+ABSL_FLAG(std::string, async_pull, "with_push",
+          "Async mode: where a worker's values for a step come from: with_push (the values its "
+          "PushPull returns right after its own gradient was applied; one RPC per chunk and "
+          "step) or before_step (a Pull of its own at the start of each step: fewer updates of "
+          "other workers between a gradient's read and its apply, one more RPC per step).");
 ABSL_FLAG(std::string, placement, "round_robin",
           "Variable placement over PS tasks: round_robin, greedy (byte-balanced) or partition.");
 ABSL_FLAG(int64_t, partition_min_bytes, 256 << 10,
@@ -714,6 +719,16 @@ absl::StatusOr<ClusterOptions> ClusterOptionsFromFlags(absl::string_view default
         absl::StrCat("--replicas_to_aggregate=", o.replicas_to_aggregate,
                      ": must be between 1 and the ", workers, " worker(s) of the cluster spec"));
   }
+  const std::string async_pull = absl::GetFlag(FLAGS_async_pull);
+  if (async_pull != "with_push" && async_pull != "before_step") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--async_pull=", async_pull, ": expected with_push or before_step"));
+  }
+  o.pull_before_step = async_pull == "before_step";
+  if (o.pull_before_step && o.mode == SyncMode::kSync) {
+    return absl::InvalidArgumentError(
+        "--async_pull=before_step is for --mode=async (a sync step's values come with its push)");
+  }
   FULCRUM_ASSIGN_OR_RETURN(o.placement, ParsePlacementStrategy(absl::GetFlag(FLAGS_placement)));
   o.partition_min_bytes = absl::GetFlag(FLAGS_partition_min_bytes);
   FULCRUM_RETURN_IF_ERROR(
@@ -803,6 +818,10 @@ absl::StatusOr<TaskOptions> TaskOptionsFromFlags(absl::string_view default_job) 
   return o;
 }
 
+const char* AsyncPullName(const ClusterOptions& c) {
+  return c.pull_before_step ? "before_step" : "with_push";
+}
+
 std::string ConfigFingerprint(const TrainingOptions& t, const ClusterOptions& c) {
   return absl::StrCat(
       "model=", t.model, "\nmodel_width=", t.model_width, "\nbatch_size=", t.batch_size,
@@ -817,6 +836,7 @@ std::string ConfigFingerprint(const TrainingOptions& t, const ClusterOptions& c)
       "\ntrain_subset=", t.train_subset, "\ndataset_repeat=", t.dataset_repeat, "\nseed=", t.seed,
       "\nmode=", ModeName(c.mode), "\nstaleness=", c.staleness,
       "\nreplicas_to_aggregate=", c.replicas_to_aggregate,
+      "\nasync_pull=", AsyncPullName(c),
       "\nplacement=", PlacementName(c.placement), "\npartition_min_bytes=", c.partition_min_bytes,
       "\nrpc_chunk_bytes=", c.chunk_bytes, "\nwire_dtype=", WireDtypeName(c.wire_dtype),
       "\ncheckpoint_dir=", c.checkpoint_dir,

@@ -107,12 +107,21 @@ inline const char* ModeName(SyncMode mode) {
 inline constexpr int64_t kDefaultStaleness = 3;
 inline constexpr int64_t kMaxStaleness = 1000000;
 
+struct ClusterOptions;
+// "with_push" or "before_step": --async_pull as given, for logs, summaries and reports.
+const char* AsyncPullName(const ClusterOptions& c);
+
 // Options of a distributed run (ps, worker and chief read the same ones), validated.
 struct ClusterOptions {
   TaskConfig task;
   SyncMode mode = SyncMode::kAsync;
   int replicas_to_aggregate = 0;  // resolved: --replicas_to_aggregate or the worker count
   int64_t staleness = 0;          // ssp: --staleness (kDefaultStaleness when not given); else 0
+  // --async_pull=before_step (async only): a worker reads the values with a Pull of its own
+  // at the start of each step instead of taking those its PushPull returned right after its
+  // own gradient was applied (fewer updates by others land between a gradient's read and
+  // its apply, at the cost of one more RPC per chunk and step; docs/distributed.md).
+  bool pull_before_step = false;
   PlacementStrategy placement = PlacementStrategy::kRoundRobin;
   int64_t partition_min_bytes = 256 << 10;
   int64_t chunk_bytes = 2 << 20;

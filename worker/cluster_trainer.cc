@@ -106,7 +106,8 @@ nlohmann::json SummaryJson(const TrainingOptions& t, const ClusterOptions& c,
   j["wire_dtype"] = runtime::WireDtypeName(c.wire_dtype);
   j["staleness"] =
       c.mode == runtime::SyncMode::kSsp ? nlohmann::json(c.staleness) : nlohmann::json(nullptr);
-  j["overlap"] = c.overlap;
+  j["overlap"] = c.overlap && !c.pull_before_step;  // the schedule it ran
+  j["async_pull"] = runtime::AsyncPullName(c);
   j["model"] = t.model;
   j["devices"] = DeviceNames(t);
   j["batch_size"] = t.batch_size;
@@ -121,6 +122,11 @@ nlohmann::json SummaryJson(const TrainingOptions& t, const ClusterOptions& c,
   // The pushes the ps tasks acknowledged since they were last restored (all when never): the
   // restored ps tasks' pushes_applied is the sum of these over the workers.
   j["pushes_since_recovery"] = moved.pushes - moved.pushes_at_recovery;
+  j["staleness_mean"] = nullptr;  // sync, or no step applied
+  if (moved.staleness_steps > 0) {
+    j["staleness_mean"] =
+        static_cast<double>(moved.staleness_sum) / static_cast<double>(moved.staleness_steps);
+  }
   j["bytes_pushed"] = moved.bytes_sent;
   j["bytes_pulled"] = moved.bytes_received;
   return j;
@@ -182,6 +188,7 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c,
   const absl::Duration step_wait =
       c.mode == runtime::SyncMode::kSsp ? c.step_timeout + c.heartbeat_timeout : c.step_timeout;
   ShardedVariableStore store(&sharded, shapes, c.mode, step_wait);
+  store.set_pull_before_step(c.pull_before_step);
   if (c.recovers()) {
     // While a dead ps is restarted and restored, the chief's word still ends the wait.
     store.EnableRecovery(c.recovery_timeout,
@@ -190,13 +197,19 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c,
                          });
   }
 
+  // --async_pull=before_step reads every value before the step begins: nothing is left for
+  // the next forward pass to overlap, so it runs the sequential schedule.
+  const bool overlap = c.overlap && !c.pull_before_step;
   spdlog::info("training: {} {} to global step {}, batch {}, {} chunk(s) on {} ps, {}",
                runtime::ModeName(c.mode), t.model, train_steps, t.batch_size, sharded.num_chunks(),
-               num_ps, c.overlap ? "transfers overlapped with compute" : "sequential transfers");
+               num_ps,
+               overlap         ? "transfers overlapped with compute"
+               : c.overlap     ? "sequential transfers (--async_pull=before_step)"
+                               : "sequential transfers");
   TrainLoop loop({.target_global_steps = train_steps,
                   .log_every = t.log_every,
                   .log_global_step = true,
-                  .overlap = c.overlap},
+                  .overlap = overlap},
                  model, std::move(batcher), &store, replicas->pool());
   loop.set_replicas(replicas.get());
   loop.set_stop_check(ChiefStopCheck(heartbeat, c));

@@ -1,5 +1,7 @@
 #include "worker/sharded_variable_store.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/signals.h"
@@ -22,14 +24,34 @@ ShardedVariableStore::ShardedVariableStore(runtime::ShardedVariables* sharded,
   }
 }
 
-absl::StatusOr<absl::Duration> ShardedVariableStore::Start() {
-  const absl::Time begin = absl::Now();
+absl::Status ShardedVariableStore::PullValues() {
   runtime::TransferResult xfer;
   FULCRUM_RETURN_IF_ERROR(
       runtime::RemoteFailure(sharded_->PullAll(0, step_timeout_, values_, &xfer)));
   totals_.bytes_received += xfer.bytes_received;
   global_step_ = xfer.global_step;
   stopped_ = xfer.stopped;
+  values_fresh_ = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<absl::Duration> ShardedVariableStore::Start() {
+  const absl::Time begin = absl::Now();
+  FULCRUM_RETURN_IF_ERROR(PullValues());
+  return absl::Now() - begin;
+}
+
+absl::StatusOr<absl::Duration> ShardedVariableStore::Refresh() {
+  if (!pull_before_step_ || mode_ == runtime::SyncMode::kSync || values_fresh_) {
+    return absl::ZeroDuration();
+  }
+  const absl::Time begin = absl::Now();
+  if (const absl::Status pulled = PullValues(); !pulled.ok()) {
+    // As in Apply: a ps that went away or back to a checkpoint is waited for.
+    const bool recoverable = absl::IsUnavailable(pulled) || absl::IsAborted(pulled);
+    if (!recoverable || recovery_timeout_ <= absl::ZeroDuration()) return pulled;
+    FULCRUM_RETURN_IF_ERROR(Recover(pulled));
+  }
   return absl::Now() - begin;
 }
 
@@ -51,6 +73,11 @@ absl::StatusOr<ApplyResult> ShardedVariableStore::Apply() {
 }
 
 void ShardedVariableStore::Took(const runtime::TransferResult& xfer) {
+  const bool sync = mode_ == runtime::SyncMode::kSync;
+  if (!sync && xfer.applied > 0) {
+    totals_.staleness_sum += std::max<int64_t>(0, xfer.global_step - 1 - global_step_);
+    ++totals_.staleness_steps;
+  }
   totals_.pushes += xfer.applied + xfer.dropped;  // what the PS took (none once it stopped)
   totals_.dropped += xfer.dropped;
   totals_.duplicates += xfer.duplicates;
@@ -59,6 +86,7 @@ void ShardedVariableStore::Took(const runtime::TransferResult& xfer) {
   totals_.bytes_received += xfer.bytes_received;
   global_step_ = xfer.global_step;
   stopped_ = xfer.stopped;
+  values_fresh_ = false;
 }
 
 void ShardedVariableStore::BeginExchange() {
@@ -133,6 +161,7 @@ absl::Status ShardedVariableStore::Recover(const absl::Status& cause) {
                    xfer.global_step, global_step_);
       global_step_ = xfer.global_step;
       stopped_ = xfer.stopped;
+      values_fresh_ = true;
       return absl::OkStatus();
     }
     if (!absl::IsUnavailable(last) && !absl::IsAborted(last) && !absl::IsDeadlineExceeded(last)) {

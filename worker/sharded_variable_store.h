@@ -6,7 +6,9 @@
 // asks for the values of the next global step (the PS answers once the step's gradients
 // were aggregated); async mode takes the values as they are, and so does ssp mode once
 // the PS lets this worker go on (it holds the reply while this worker is more than
-// --staleness steps ahead of the slowest; the hold is the step's sync wait). Remote errors come back
+// --staleness steps ahead of the slowest; the hold is the step's sync wait), or, async with
+// set_pull_before_step, reads them again in Refresh at the start of the next step. Remote
+// errors come back
 // already mapped by runtime::RemoteFailure, so a PS's answer never reads as this worker's
 // bad input.
 // Thread-safety: one call at a time (the training loop's thread); the PS clients may be
@@ -39,6 +41,12 @@ struct TransferTotals {
   int64_t bytes_received = 0;
   int64_t recoveries = 0;          // times the ps tasks went back to a checkpoint under this worker
   int64_t pushes_at_recovery = 0;  // `pushes` when the last recovery ended (0: none)
+  // Async: over the steps the ps applied, the updates of others applied between the read of
+  // the values a step's gradients were computed at and the step's own apply (its global step
+  // when read back, less one, less the global step of those values: exact with one chunk
+  // unless another push lands between this worker's apply and its read back).
+  int64_t staleness_sum = 0;
+  int64_t staleness_steps = 0;
 };
 
 class ShardedVariableStore final : public VariableStore, public StepExchange {
@@ -54,6 +62,12 @@ class ShardedVariableStore final : public VariableStore, public StepExchange {
   // PS reached global_step() + 1). A transport failure is retried once with the same request
   // id (ShardedVariables), so the PS never applies a step twice.
   absl::StatusOr<ApplyResult> Apply() override;
+  // With set_pull_before_step(true), after an Apply: pulls every variable (no wait for a
+  // step), so the next gradients are computed at values read now rather than at those the
+  // Apply returned; a no-op otherwise.
+  absl::StatusOr<absl::Duration> Refresh() override;
+  // Async mode only (--async_pull=before_step); call before Start.
+  void set_pull_before_step(bool on) { pull_before_step_ = on; }
 
   std::span<const ops::Tensor> values() const override { return values_; }
   std::span<ops::Tensor> grads() override { return grads_; }
@@ -95,6 +109,8 @@ class ShardedVariableStore final : public VariableStore, public StepExchange {
   void Took(const runtime::TransferResult& xfer);
   // Begins the step's chunk exchange unless it is under way.
   void BeginExchange();
+  // Pulls every variable into values_ (no wait for a step).
+  absl::Status PullValues();
 
   runtime::ChunkExchange chunks_;
   absl::Duration recovery_timeout_ = absl::ZeroDuration();
@@ -102,6 +118,8 @@ class ShardedVariableStore final : public VariableStore, public StepExchange {
   std::string stop_reason_;  // set when the chief asked to stop during a recovery
   int64_t global_step_ = 0;
   bool stopped_ = false;
+  bool pull_before_step_ = false;
+  bool values_fresh_ = false;  // values_ were read since the last Apply
   TransferTotals totals_;
 };
 

@@ -66,6 +66,12 @@ absl::StatusOr<TrainLoopResult> TrainLoop::Run() {
         break;
       }
     }
+    if (local_steps > 0) {  // the first step's values came with Start
+      FULCRUM_ASSIGN_OR_RETURN(const absl::Duration refreshed, store_->Refresh());
+      pending_pull_ms = absl::ToDoubleMilliseconds(refreshed);
+      // A refresh can learn that training ended (the ps stopped, or a recovery was told to).
+      if (!store_->StopReason().empty()) break;
+    }
     FULCRUM_ASSIGN_OR_RETURN(profiler::StepRecord r, Step(local_steps + 1, pending_pull_ms));
     pending_pull_ms = 0.0;
     Record(std::move(r), &result);

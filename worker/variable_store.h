@@ -65,6 +65,11 @@ class VariableStore {
   // elsewhere (the first step's pull, recorded as part of it); zero when they were at hand.
   virtual absl::StatusOr<absl::Duration> Start() = 0;
 
+  // Before each step after the first: brings values() up to date where the store reads them
+  // per step (ShardedVariableStore with --async_pull=before_step). Returns the time spent
+  // reading them (recorded as the step's pull); zero when nothing was read.
+  virtual absl::StatusOr<absl::Duration> Refresh() { return absl::ZeroDuration(); }
+
   // Applies grads() (computed at values()) as one step; afterwards values() hold the values
   // of the next step and global_step() the step reached. An error ends the run.
   virtual absl::StatusOr<ApplyResult> Apply() = 0;

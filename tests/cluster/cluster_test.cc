@@ -151,17 +151,20 @@ struct Layout {
   int num_ps;
   int num_workers;
   std::string mode;
-  int replicas = 0;  // sync: 0 = every worker
+  int replicas = 0;             // sync: 0 = every worker
+  std::string async_pull = "";  // --async_pull; empty = the default (with_push)
 };
 
 void PrintTo(const Layout& l, std::ostream* os) {
   *os << l.num_ps << " ps, " << l.num_workers << " workers, " << l.mode;
+  if (!l.async_pull.empty()) *os << ", --async_pull=" << l.async_pull;
 }
 
 std::string LayoutName(const ::testing::TestParamInfo<Layout>& info) {
   std::string name =
       absl::StrCat(info.param.num_ps, "ps_", info.param.num_workers, "w_", info.param.mode);
   if (info.param.replicas > 0) name += absl::StrCat("_aggregate", info.param.replicas);
+  if (!info.param.async_pull.empty()) name += "_pull_" + info.param.async_pull;
   return name;
 }
 
@@ -194,6 +197,7 @@ TEST_P(ClusterTrainingTest, TrainsLikeSingleModeAndEveryTaskExitsCleanly) {
                                     "--heartbeat_timeout=60",
                                     absl::StrCat("--run_dir=", run_dir.string())};
   if (p.replicas > 0) flags.push_back(absl::StrCat("--replicas_to_aggregate=", p.replicas));
+  if (!p.async_pull.empty()) flags.push_back(absl::StrCat("--async_pull=", p.async_pull));
 
   LocalCluster cluster(dir);
   cluster.StartAll(p.num_ps, p.num_workers, flags);
@@ -250,13 +254,28 @@ TEST_P(ClusterTrainingTest, TrainsLikeSingleModeAndEveryTaskExitsCleanly) {
   if (sync) {
     EXPECT_EQ(report["global_step"], kSteps);
   }
+  const bool before_step = p.async_pull == "before_step";
+  EXPECT_EQ(report["async_pull"], before_step ? "before_step" : "with_push");
+  for (const auto& w : report["workers"]) {
+    // Async workers count how stale their gradients were; sync ones have nothing to count.
+    EXPECT_EQ(w["staleness_mean"].is_number(), !sync) << w.dump();
+    if (before_step) {
+      // A pull before every step but the first, besides the values each PushPull returns
+      // (and one more when a pull finds that training ended before the next step).
+      const int64_t pushed = w["bytes_pushed"].get<int64_t>();
+      const int64_t model_bytes = report["num_parameters"].get<int64_t>() * 4;
+      EXPECT_GE(w["bytes_pulled"].get<int64_t>(), 2 * pushed) << w.dump();
+      EXPECT_LE(w["bytes_pulled"].get<int64_t>(), 2 * pushed + model_bytes) << w.dump();
+    }
+  }
   ExpectProfiled(run_dir, report, p.num_ps, p.num_workers);
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, ClusterTrainingTest,
                          ::testing::Values(Layout{1, 2, "sync"}, Layout{2, 2, "sync"},
                                            Layout{1, 2, "async"}, Layout{2, 2, "async"},
-                                           Layout{1, 3, "sync", 2}),
+                                           Layout{1, 3, "sync", 2},
+                                           Layout{2, 2, "async", 0, "before_step"}),
                          LayoutName);
 
 // TensorFlow's way to name the cluster and the task: TF_CONFIG only, no spec file and no

@@ -25,6 +25,7 @@ ABSL_DECLARE_FLAG(double, epochs);
 ABSL_DECLARE_FLAG(std::string, model);
 ABSL_DECLARE_FLAG(std::string, mode);
 ABSL_DECLARE_FLAG(std::optional<int64_t>, staleness);
+ABSL_DECLARE_FLAG(std::string, async_pull);
 
 namespace fulcrum::runtime {
 namespace {
@@ -138,6 +139,37 @@ TEST_F(FlagsTest, StalenessOutsideSspOrNegativeIsNamed) {
   const absl::StatusOr<TaskOptions> options = TaskOptionsFromFlags("ps");
   EXPECT_EQ(options.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(options.status().message(), HasSubstr("--staleness=-1: must be between 0"));
+}
+
+TEST_F(FlagsTest, AsyncPullIsWithPushUnlessToldAndOnlyForAsync) {
+  absl::SetFlag(&FLAGS_train_steps, 7);
+  absl::StatusOr<TaskOptions> options = TaskOptionsFromFlags("worker");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_FALSE(options->cluster.pull_before_step);
+  EXPECT_STREQ(AsyncPullName(options->cluster), "with_push");
+
+  absl::SetFlag(&FLAGS_async_pull, "before_step");
+  options = TaskOptionsFromFlags("worker");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_TRUE(options->cluster.pull_before_step);
+  EXPECT_STREQ(AsyncPullName(options->cluster), "before_step");
+  // The chief checks every worker's flags against its own: a worker that differs is named.
+  const std::string before = ConfigFingerprint(options->training, options->cluster);
+  options->cluster.pull_before_step = false;
+  EXPECT_EQ(FingerprintDifference(before, ConfigFingerprint(options->training, options->cluster)),
+            "async_pull: before_step vs with_push");
+
+  absl::SetFlag(&FLAGS_mode, "sync");
+  options = TaskOptionsFromFlags("chief");
+  EXPECT_EQ(options.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(options.status().message(),
+              HasSubstr("--async_pull=before_step is for --mode=async"));
+
+  absl::SetFlag(&FLAGS_mode, "async");
+  absl::SetFlag(&FLAGS_async_pull, "later");
+  options = TaskOptionsFromFlags("ps");
+  EXPECT_EQ(options.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(options.status().message(), HasSubstr("--async_pull=later"));
 }
 
 TEST(ReportBadFlagsTest, ReturnsTheBadInputExitCode) {

@@ -8,6 +8,7 @@
 // assertions.
 #include "worker/train_loop.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -306,6 +307,85 @@ TEST_F(TrainLoopTest, SyncShardedStoreAdvancesTheGlobalStepWithTwoWorkers) {
   }
   EXPECT_EQ(Flat(workers[0].store->values()), Flat(workers[1].store->values()));
   EXPECT_NE(Flat(workers[0].store->values()), Flat(MakeLocalStore().values()));
+}
+
+// --async_pull=before_step: Refresh reads what other workers applied after this worker's
+// PushPull returned; without it (and right after a read) Refresh reads nothing.
+TEST_F(TrainLoopTest, RefreshBeforeAStepReadsTheOtherWorkersUpdates) {
+  StartPs(SyncMode::kAsync, 0);
+  auto sharded_a = Sharded("worker:0");
+  auto sharded_b = Sharded("worker:1");
+  ShardedVariableStore a(sharded_a.get(), Shapes(), SyncMode::kAsync, kTimeout);
+  ShardedVariableStore b(sharded_b.get(), Shapes(), SyncMode::kAsync, kTimeout);
+  a.set_pull_before_step(true);
+  ASSERT_TRUE(a.Start().ok());
+  ASSERT_TRUE(b.Start().ok());
+  const std::vector<float> initial = Flat(a.values());
+  const int64_t model_bytes = static_cast<int64_t>(initial.size() * sizeof(float));
+  // Right after Start the values are fresh: nothing to read.
+  auto refreshed = a.Refresh();
+  ASSERT_TRUE(refreshed.ok()) << refreshed.status();
+  EXPECT_EQ(*refreshed, absl::ZeroDuration());
+  EXPECT_EQ(a.totals().bytes_received, model_bytes);
+
+  for (ops::Tensor& g : a.grads()) std::ranges::fill(g.flat(), 1.0f);  // SGD lr 0.1: - 0.1
+  for (ops::Tensor& g : b.grads()) std::ranges::fill(g.flat(), 2.0f);  // then - 0.2
+  ASSERT_TRUE(a.Apply().ok());
+  ASSERT_TRUE(b.Apply().ok());
+  EXPECT_EQ(a.global_step(), 1);
+  EXPECT_EQ(b.global_step(), 2);
+  const std::vector<float> after_a = Flat(a.values());
+  const std::vector<float> after_both = Flat(b.values());
+  for (size_t i = 0; i < initial.size(); ++i) {
+    EXPECT_NEAR(after_a[i], initial[i] - 0.1f, 1e-5) << i;
+    EXPECT_NEAR(after_both[i], initial[i] - 0.3f, 1e-5) << i;
+  }
+  // b reads nothing more (it takes the values its PushPull returned); a reads b's update.
+  ASSERT_TRUE(b.Refresh().ok());
+  EXPECT_EQ(Flat(b.values()), after_both);
+  EXPECT_EQ(b.totals().bytes_received, 2 * model_bytes);
+  ASSERT_TRUE(a.Refresh().ok());
+  EXPECT_EQ(Flat(a.values()), after_both);
+  EXPECT_EQ(a.global_step(), 2);
+  EXPECT_EQ(a.totals().bytes_received, 3 * model_bytes);
+  ASSERT_TRUE(a.Refresh().ok());  // fresh again: no second read
+  EXPECT_EQ(a.totals().bytes_received, 3 * model_bytes);
+
+  // Staleness: b's first gradient (read at step 0) was applied after a's: 1. a's second,
+  // read after b's update, is applied next: 0. b's second, computed at the values its
+  // PushPull returned (step 2), lands after a's second: 1.
+  ASSERT_TRUE(a.Apply().ok());
+  ASSERT_TRUE(b.Apply().ok());
+  EXPECT_EQ(a.totals().staleness_sum, 0);
+  EXPECT_EQ(a.totals().staleness_steps, 2);
+  EXPECT_EQ(b.totals().staleness_sum, 2);
+  EXPECT_EQ(b.totals().staleness_steps, 2);
+}
+
+// One worker pulling before each step trains exactly as with the PushPull's values (nobody
+// else writes in between), with one more read per step after the first.
+TEST_F(TrainLoopTest, AnAsyncWorkerPullingBeforeEachStepTrainsTheSame) {
+  std::vector<std::vector<float>> finals;
+  std::vector<int64_t> received;
+  for (const bool before_step : {false, true}) {
+    clients_.clear();
+    shards_.clear();
+    StartPs(SyncMode::kAsync, 0);
+    auto sharded = Sharded("worker:0");
+    ShardedVariableStore store(sharded.get(), Shapes(), SyncMode::kAsync, kTimeout);
+    store.set_pull_before_step(before_step);
+    TrainLoop loop({.target_global_steps = 20}, model_.get(), MakeBatcher(), &store, nullptr);
+    auto result = loop.Run();
+    ASSERT_TRUE(result.ok()) << result.status();
+    ASSERT_EQ(result->steps.size(), 20u);
+    EXPECT_EQ(result->global_step, 20);
+    finals.push_back(Flat(store.values()));
+    received.push_back(store.totals().bytes_received);
+  }
+  EXPECT_EQ(finals[0], finals[1]);
+  const auto model_bytes = static_cast<int64_t>(finals[0].size() * sizeof(float));
+  EXPECT_EQ(received[0], (1 + 20) * model_bytes);       // Start + 20 PushPulls
+  EXPECT_EQ(received[1], (1 + 20 + 19) * model_bytes);  // + a Pull before steps 2..20
 }
 
 TEST_F(TrainLoopTest, APsThatStoppedEndsTheLoopBeforeAnyStep) {
