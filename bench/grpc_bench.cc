@@ -35,6 +35,7 @@
 #include "base/exit_code.h"
 #include "base/signals.h"
 #include "bench/grpc_bench_options.h"
+#include "bench/grpc_bench_payload.h"
 #include "bench/grpc_bench_roles.h"
 #include "bench/grpc_bench_suites.h"
 #include "bench/ps_bench_process.h"
@@ -71,6 +72,13 @@ RunInfo StartInfo(const GrpcBenchOptions& o) {
   info.cpus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
   info.pairs = o.pairs;
   info.round_ms = static_cast<int>(absl::ToInt64Milliseconds(o.round));
+  std::vector<std::string> schemes = o.schemes;
+  if (Wants(o, "ps_throughput"))
+    schemes.insert(schemes.end(), o.ps_schemes.begin(), o.ps_schemes.end());
+  for (const std::string& scheme : schemes) {
+    auto spec = SchemePayload(scheme, o.payload);
+    if (spec.ok()) info.schemes[scheme] = spec->sizes;
+  }
   return info;
 }
 

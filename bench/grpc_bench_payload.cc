@@ -32,6 +32,28 @@ int PickClass(std::mt19937_64& rng, const std::array<double, 3>& weights) {
   return 2;
 }
 
+// Class of each of n buffers in proportion to `weights` (largest remainders), in class order.
+std::vector<int> Apportion(const std::array<double, 3>& weights, size_t n) {
+  std::array<size_t, 3> count{};
+  std::array<double, 3> rest{};
+  size_t given = 0;
+  for (size_t c = 0; c < 3; ++c) {
+    const double exact = weights[c] * static_cast<double>(n);
+    count[c] = static_cast<size_t>(exact);
+    rest[c] = exact - static_cast<double>(count[c]);
+    given += count[c];
+  }
+  while (given < n) {
+    const auto c = static_cast<size_t>(std::max_element(rest.begin(), rest.end()) - rest.begin());
+    ++count[c];
+    rest[c] = -1;
+    ++given;
+  }
+  std::vector<int> out;
+  for (size_t c = 0; c < 3; ++c) out.insert(out.end(), count[c], static_cast<int>(c));
+  return out;
+}
+
 }  // namespace
 
 int64_t PayloadSpec::bytes() const {
@@ -65,13 +87,17 @@ absl::StatusOr<PayloadSpec> SchemePayload(const std::string& scheme,
   if (scheme != "random" && scheme != "skew") {
     return absl::InvalidArgumentError(absl::StrCat("unknown payload scheme '", scheme, "'"));
   }
-  const std::array<double, 3> equal = {1.0 / 3, 1.0 / 3, 1.0 / 3};
-  const auto& weights = scheme == "random" ? equal : options.skew_weights;
   std::mt19937_64 rng(options.seed);
-  for (size_t i = 0; i < n; ++i) {
-    const int c = PickClass(rng, weights);
-    spec.sizes.push_back(LogUniform(rng, options.classes[static_cast<size_t>(c)]));
+  std::vector<int> classes;
+  if (scheme == "random") {
+    for (size_t i = 0; i < n; ++i) classes.push_back(PickClass(rng, {1.0 / 3, 1.0 / 3, 1.0 / 3}));
+  } else {
+    classes = Apportion(options.skew_weights, n);
+    // Shuffle (Fisher-Yates on the engine's bits, the same everywhere).
+    for (size_t i = classes.size(); i > 1; --i) std::swap(classes[i - 1], classes[rng() % i]);
   }
+  for (int c : classes)
+    spec.sizes.push_back(LogUniform(rng, options.classes[static_cast<size_t>(c)]));
   return spec;
 }
 

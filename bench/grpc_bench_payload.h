@@ -7,9 +7,11 @@
 //   schemes     TF-gRPC-Bench's payload generation over three buffer classes (small: bytes,
 //               medium: KiB, large: MiB; PayloadOptions::classes): uniform-<class> gives every
 //               buffer the class's uniform size; random draws each buffer's class with equal
-//               chances; skew draws it with PayloadOptions::skew_weights (mostly small buffers
-//               by default). Random and skew sizes are log-uniform inside the class, from a
-//               fixed seed, so every mode and every process of a run moves the same layout.
+//               chances; skew gives the classes buffers in proportion to
+//               PayloadOptions::skew_weights (largest remainders; mostly small buffers by
+//               default) in shuffled order. Random and skew sizes are log-uniform inside the
+//               class, from a fixed seed, so every mode and every process of a run moves the
+//               same layout.
 // Thread-safety: immutable after construction.
 #pragma once
 

@@ -141,6 +141,9 @@ void PrintTables(const std::vector<Row>& rows, const RunInfo& info) {
       "warm-up round\nloadavg before: %s\nloadavg after:  %s\n",
       info.date.c_str(), info.network.c_str(), info.cpu.c_str(), info.cpus, info.pairs,
       info.round_ms, info.loadavg_before.c_str(), info.loadavg_after.c_str());
+  for (const auto& [name, sizes] : info.schemes) {
+    std::printf("scheme %s: %s\n", name.c_str(), absl::StrJoin(sizes, " ").c_str());
+  }
   std::set<std::string> present;
   for (const Row& r : rows) present.insert(r.benchmark);
   if (present.count("latency")) PrintLatency(rows);
@@ -160,7 +163,8 @@ absl::Status WriteJson(const std::string& path, const std::vector<Row>& rows, co
                {"cpu", info.cpu},
                {"cpus", info.cpus},
                {"pairs", info.pairs},
-               {"round_ms", info.round_ms}};
+               {"round_ms", info.round_ms},
+               {"schemes", info.schemes}};
   j["rows"] = nlohmann::json::array();
   for (const Row& r : rows) j["rows"].push_back(RowJson(r));
   std::ofstream out(path);

@@ -51,6 +51,8 @@ struct RunInfo {
   int cpus = 0;
   int pairs = 0;
   int round_ms = 0;
+  // The payload schemes' buffer sizes in this run (fixed by --payload_seed and the classes).
+  std::map<std::string, std::vector<int64_t>> schemes;
 };
 
 // The tables, one per benchmark present in `rows`.

@@ -37,9 +37,10 @@ std::string HostPort(const std::string& host, int port) {
                                              : absl::StrCat(host, ":", port);
 }
 
-// The steps of one mode for `ms` milliseconds (at least one), as the reply line's JSON.
+// One untimed step whose echoes are checked, then the steps of one mode for `ms` milliseconds
+// (at least one), as the reply line's JSON.
 nlohmann::json RunFor(EchoStep& step, int ms) {
-  nlohmann::json reply;
+  if (absl::Status s = step.Run(true); !s.ok()) return {{"error", s.ToString()}};
   std::vector<double> us;
   int64_t sent = 0, received = 0;
   const auto begin = std::chrono::steady_clock::now();
@@ -47,7 +48,7 @@ nlohmann::json RunFor(EchoStep& step, int ms) {
   auto now = begin;
   do {
     const auto t0 = now;
-    if (absl::Status s = step.Run(us.empty()); !s.ok()) return {{"error", s.ToString()}};
+    if (absl::Status s = step.Run(false); !s.ok()) return {{"error", s.ToString()}};
     now = std::chrono::steady_clock::now();
     us.push_back(std::chrono::duration<double, std::micro>(now - t0).count());
     sent += step.bytes_sent();
