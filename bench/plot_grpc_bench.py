@@ -2,6 +2,7 @@
 """Plots a grpc_bench run (its --json file) with the project's one chart renderer.
 
   bench/plot_grpc_bench.py RUN.json --out=DIR [--title="loopback, 2 cores"]
+  bench/plot_grpc_bench.py RUN.json --markdown      # the run as compact markdown tables
 
 Writes DIR/NN-<name>.svg per chart and DIR/index.html (the charts inline), drawn by
 scripts/fulcrum_report (matplotlib, Agg/SVG; the renderer of report.html and bench/sweep.py's
@@ -9,7 +10,9 @@ pages). Charts: small-message latency (p50) and echo throughput against message 
 mode, single-buffer and multi-buffer; one-way bandwidth against size; latency of the payload
 schemes; ps_throughput's aggregate MB/s per layout; the PS path's MB/s against model size
 beside raw TCP and raw gRPC. Message size is drawn on a log2 axis (ticks are sizes). Needs
-Debian's /usr/bin/python3 with python3-matplotlib. Exit code 2 on bad input.
+Debian's /usr/bin/python3 with python3-matplotlib (not for --markdown, which prints one row per
+payload or layout with the modes side by side, as docs/transport.md shows them). Exit code 2
+on bad input.
 """
 import argparse
 import json
@@ -24,6 +27,7 @@ try:
 except ImportError as error:  # python3-matplotlib missing
     charts = None
     IMPORT_ERROR = error
+    from fulcrum_report import values  # noqa: E402  (plain Python, no matplotlib)
 
 MODES = ("tcp", "serialized", "bytebuffer", "fulcrum_ps")
 MODE_NAMES = {"tcp": "raw TCP", "serialized": "gRPC serialized", "bytebuffer": "gRPC ByteBuffer",
@@ -130,13 +134,76 @@ def all_charts(run):
     return [(name, chart) for name, chart in out if chart is not None]
 
 
+def _ratio(r, name):
+    v = values.dict_at(values.dict_at(r, "ratios"), name)
+    if not v:
+        return ""
+    return "%.2f (%.2f–%.2f)" % (v["median"], v["min"], v["max"])
+
+
+def _us(v):
+    return "%.0f" % v if v >= 100 else "%.1f" % v
+
+
+def _pivot(rows, key):
+    """{item key: {mode: row}} in first-seen order."""
+    out = {}
+    for r in rows:
+        out.setdefault(key(r), {})[r.get("mode")] = r
+    return out
+
+
+def markdown(run):
+    lines = []
+    lat = _pivot(rows_of(run, "latency"), lambda r: (r["payload"], r["buffers"], r["message_bytes"]))
+    lines += ["| payload | buffers | bytes | TCP p50 µs | gRPC p50 µs | gRPC-BB p50 µs | TCP p99 µs "
+              "| gRPC p99 µs | gRPC-BB p99 µs | gRPC ×TCP | gRPC-BB ×TCP |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
+    for (payload, buffers, size), m in lat.items():
+        cells = [_us(m[k]["p50_us"]) if k in m else "" for k in ("tcp", "serialized", "bytebuffer")]
+        cells += [_us(m[k]["p99_us"]) if k in m else "" for k in ("tcp", "serialized", "bytebuffer")]
+        cells += [_ratio(m.get("serialized"), "time_vs_tcp"), _ratio(m.get("bytebuffer"), "time_vs_tcp")]
+        lines.append("| %s | %d | %d | %s |" % (payload, buffers, size, " | ".join(cells)))
+    bw = _pivot(rows_of(run, "bandwidth"), lambda r: (r["payload"], r["buffers"], r["message_bytes"], r["window"]))
+    lines += ["", "| payload | buffers | bytes | window | TCP MB/s | gRPC MB/s | gRPC-BB MB/s | gRPC ×TCP "
+              "| gRPC-BB ×TCP |", "|---|---:|---:|---:|---:|---:|---:|---|---|"]
+    for (payload, buffers, size, window), m in bw.items():
+        cells = ["%.0f" % m[k]["mb_per_s"] if k in m else "" for k in ("tcp", "serialized", "bytebuffer")]
+        cells += [_ratio(m.get("serialized"), "speed_vs_tcp"), _ratio(m.get("bytebuffer"), "speed_vs_tcp")]
+        lines.append("| %s | %d | %d | %d | %s |" % (payload, buffers, size, window, " | ".join(cells)))
+    pt = _pivot(rows_of(run, "ps_throughput"), lambda r: (r["payload"], r["servers"], r["clients"], r["buffers"], r["message_bytes"]))
+    lines += ["", "| scheme | M | N | buffers | set bytes | TCP MB/s | gRPC MB/s | gRPC-BB MB/s | TCP calls/s "
+              "| gRPC calls/s | gRPC-BB calls/s | gRPC ×TCP | gRPC-BB ×TCP |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
+    for (scheme, m_, n, buffers, size), m in pt.items():
+        cells = ["%.0f" % m[k]["mb_per_s"] if k in m else "" for k in ("tcp", "serialized", "bytebuffer")]
+        cells += ["%.0f" % m[k]["calls_per_s"] if k in m else "" for k in ("tcp", "serialized", "bytebuffer")]
+        cells += [_ratio(m.get("serialized"), "speed_vs_tcp"), _ratio(m.get("bytebuffer"), "speed_vs_tcp")]
+        lines.append("| %s | %d | %d | %d | %d | %s |" % (scheme, m_, n, buffers, size, " | ".join(cells)))
+    pp = _pivot(rows_of(run, "ps_path"), lambda r: (r["payload"], r["message_bytes"]))
+    lines += ["", "| model | bytes | PS p50 µs | TCP p50 µs | gRPC p50 µs | gRPC-BB p50 µs | PS MB/s "
+              "| TCP MB/s | gRPC MB/s | gRPC-BB MB/s | PS/TCP speed (≥ 0.7) | PS/gRPC time (≤ 1.3) "
+              "| PS/gRPC-BB time |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|"]
+    modes = ("fulcrum_ps", "tcp", "serialized", "bytebuffer")
+    for (model, size), m in pp.items():
+        cells = [_us(m[k]["p50_us"]) if k in m else "" for k in modes]
+        cells += ["%.0f" % m[k]["mb_per_s"] if k in m else "" for k in modes]
+        ps = m.get("fulcrum_ps")
+        cells += [_ratio(ps, "speed_vs_tcp"), _ratio(ps, "time_vs_serialized"), _ratio(ps, "time_vs_bytebuffer")]
+        lines.append("| %s | %d | %s |" % (model, size, " | ".join(cells)))
+    return "\n".join(lines)
+
+
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("json", help="a grpc_bench --json file")
-    parser.add_argument("--out", required=True, help="folder for the SVGs and index.html")
+    parser.add_argument("--out", help="folder for the SVGs and index.html")
+    parser.add_argument("--markdown", action="store_true", help="print markdown tables instead")
     parser.add_argument("--title", default="", help="a note under the page title")
     args = parser.parse_args(argv)
-    if charts is None:
+    if not args.markdown and not args.out:
+        parser.error("--out or --markdown is needed")
+    if charts is None and not args.markdown:
         print("plot_grpc_bench: needs python3-matplotlib (%s)" % IMPORT_ERROR, file=sys.stderr)
         return 2
     try:
@@ -148,6 +215,9 @@ def main(argv):
     if not isinstance(run, dict) or not isinstance(run.get("rows"), list):
         print("plot_grpc_bench: %s has no rows (a skipped run?)" % args.json, file=sys.stderr)
         return 2
+    if args.markdown:
+        print(markdown(run))
+        return 0
     os.makedirs(args.out, exist_ok=True)
     drawn = all_charts(run)
     for i, (name, chart) in enumerate(drawn):
