@@ -33,6 +33,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "base/exit_code.h"
+#include "base/malloc.h"
 #include "base/signals.h"
 #include "bench/grpc_bench_options.h"
 #include "bench/grpc_bench_payload.h"
@@ -180,7 +181,9 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);  // a dead child's pipe is an error to report, not a reason to die
   const fulcrum::bench::GrpcBenchOptions options =
       fulcrum::bench::ParseGrpcBenchOptions(argc, argv);
-  if (options.role == "server") return fulcrum::bench::RunServerRole(options);
+  if (options.role == "server") return fulcrum::bench::RunServerRole(options);  // as bin/ps
+  // The worker side keeps freed buffers as bin/worker does (base/malloc.h), for every mode.
+  fulcrum::TuneMallocForTraining();
   if (options.role == "client") return fulcrum::bench::RunClientRole(options);
   return fulcrum::bench::RunDriver(options);
 }
