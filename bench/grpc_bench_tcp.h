@@ -45,7 +45,8 @@ static_assert(sizeof(FrameHeader) == 16);
 
 class TcpServer {
  public:
-  // Listens on `host`, port chosen by the kernel; `idle_timeout` bounds a frame's arrival.
+  // Listens on `host`, port chosen by the kernel. A connection waits for its next frame as
+  // long as the server lives; once a frame has begun, `io_timeout` without progress drops it.
   static absl::StatusOr<std::unique_ptr<TcpServer>> Start(const std::string& host,
                                                           absl::Duration io_timeout);
   // Stops accepting, shuts every connection down and joins every thread.
