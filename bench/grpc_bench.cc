@@ -181,9 +181,9 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);  // a dead child's pipe is an error to report, not a reason to die
   const fulcrum::bench::GrpcBenchOptions options =
       fulcrum::bench::ParseGrpcBenchOptions(argc, argv);
-  if (options.role == "server") return fulcrum::bench::RunServerRole(options);  // as bin/ps
-  // The worker side keeps freed buffers as bin/worker does (base/malloc.h), for every mode.
+  // Every role keeps freed buffers as bin/worker and bin/ps do (base/malloc.h), for every mode.
   fulcrum::TuneMallocForTraining();
+  if (options.role == "server") return fulcrum::bench::RunServerRole(options);
   if (options.role == "client") return fulcrum::bench::RunClientRole(options);
   return fulcrum::bench::RunDriver(options);
 }
