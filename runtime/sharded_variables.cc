@@ -12,7 +12,7 @@
 namespace fulcrum::runtime {
 
 // One chunk's calls. The push frame borrows the gradient tensors' memory (float32) or holds
-// their 16-bit encoding; replies are parsed straight into the value tensors by `Expect`'s sink.
+// their 16-bit encoding; replies are parsed straight into the value tensors by ExpectChunk's sink.
 struct ShardedVariables::Slot {
   int index = 0;  // among all chunks (ps-major)
   int ps = 0;
