@@ -186,6 +186,7 @@ absl::StatusOr<Transfer> StreamGrpc(Mode mode, Peer* peer, const PayloadData& da
   }
   Transfer t;
   absl::Status error;
+  int64_t started = 0;
   const absl::Time begin = absl::Now();
   const absl::Time end = begin + duration;
   for (;;) {
@@ -196,9 +197,10 @@ absl::StatusOr<Transfer> StreamGrpc(Mode mode, Peer* peer, const PayloadData& da
         if (!cv.WaitFor(&mu, timeout + kReportSlack))
           return absl::InternalError("a Sink never reported");
       }
-      if (!error.ok() || absl::Now() >= end) break;
+      if (!error.ok() || (absl::Now() >= end && started > 0)) break;  // at least one a round
       slot = idle.back();
       idle.pop_back();
+      ++started;
     }
     GrpcCall* call = &calls[slot];
     peer->grpc->Start(mode, false, call, timeout, [&, call, slot](absl::Status s) {

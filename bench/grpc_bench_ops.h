@@ -88,7 +88,7 @@ struct Transfer {
 };
 
 // Bandwidth of `mode` to `peer`: the whole payload as one message, repeated for `duration`
-// with `window` in flight, until the last one is acknowledged.
+// (at least once) with `window` in flight, until the last one is acknowledged.
 absl::StatusOr<Transfer> Stream(Mode mode, Peer* peer, const PayloadData& data, int window,
                                 absl::Duration duration, absl::Duration timeout);
 

@@ -357,7 +357,7 @@ absl::StatusOr<int64_t> StreamFrames(TcpConnection* conn,
   size_t ack_bytes = 0;
   std::vector<pollfd> p = {{conn->fd(), 0, 0}};
   for (;;) {
-    const bool time_left = absl::Now() < end;
+    const bool time_left = absl::Now() < end || started == 0;  // at least one frame a round
     bool progress = true;
     while (progress && (in_frame || (time_left && started - acked < window))) {
       if (!in_frame) {

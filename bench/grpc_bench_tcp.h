@@ -123,8 +123,9 @@ class TcpExchange {
 // their connections); DeadlineExceeded at `deadline`, Cancelled on a stop signal.
 absl::Status RunExchanges(std::span<TcpExchange* const> exchanges, absl::Time deadline);
 
-// Bandwidth: streams sink_ack frames of `buffers` on `conn` for `duration`, keeping at most
-// `window` frames unacknowledged, then waits for the last ack. Returns the frames acked.
+// Bandwidth: streams sink_ack frames of `buffers` on `conn` for `duration` (at least one
+// frame), keeping at most `window` frames unacknowledged, then waits for the last ack.
+// Returns the frames acked.
 absl::StatusOr<int64_t> StreamFrames(TcpConnection* conn,
                                      const std::vector<std::span<const char>>& buffers, int window,
                                      absl::Duration duration, absl::Time deadline);
