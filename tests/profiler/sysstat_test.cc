@@ -541,8 +541,11 @@ TEST_F(SysstatTest, DiskWriteBytesMatchSarD) {
   for (const DiskCounters& d : names) {
     if (IsWholeDisk(d.name, names)) sar_read += SarRate("rkB/s", "DEV", d.name) * 1024;
   }
-  // Reads come from others on the machine (the load only writes): 2 % or one 4 KiB page/s.
-  EXPECT_NEAR(Csv("host_disk_read_bytes_per_s"), sar_read, sar_read * 0.02 + 4096);
+  // Reads come from others on the machine (the load only writes) and in bursts: on these VMs
+  // the kernel's DAMON reclaim keeps the page cache small, so programs and libraries are read
+  // again from disk now and then, and a burst can fall in one tool's window and not the other's
+  // (63 KB/s apart seen on an idle machine). The writes below are the strict comparison.
+  EXPECT_NEAR(Csv("host_disk_read_bytes_per_s"), sar_read, sar_read * 0.02 + (256 << 10));
   EXPECT_GT(Csv("host_disk_write_bytes_per_s"), 1e6);
   ExpectWithin(Csv("host_disk_write_bytes_per_s"), sar_written, 0.02, "host disk write bytes/s");
 }
