@@ -27,6 +27,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::fulcrum::testing::FreshDir;
+using ::fulcrum::testing::HaveData;
+using ::fulcrum::testing::kFashionMnist;
 using ::fulcrum::testing::LocalCluster;
 using ::fulcrum::testing::ReadFile;
 using ::fulcrum::testing::ReadJson;
@@ -35,11 +37,9 @@ using ::fulcrum::testing::RunResult;
 using ::fulcrum::testing::RunShell;
 using ::fulcrum::testing::WriteLocalSpec;
 
-constexpr char kFashionMnist[] = "/usr/share/datasets/fashion-mnist";
 constexpr int kSteps = 1000;
 constexpr double kLearningRate = 0.03;
 
-bool HaveData() { return fs::exists(fs::path(kFashionMnist) / "train-images-idx3-ubyte.gz"); }
 
 // The single-process figure the cluster runs are held to: one batch of 256 per update,
 // kSteps updates (a sync step of 2 x 128 and an async step of 256 consume the same).

@@ -20,13 +20,13 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::fulcrum::testing::FreshDir;
+using ::fulcrum::testing::HaveData;
+using ::fulcrum::testing::kFashionMnist;
 using ::fulcrum::testing::LocalCluster;
 using ::fulcrum::testing::ReadFile;
 using ::fulcrum::testing::WriteLocalSpec;
 
-constexpr char kFashionMnist[] = "/usr/share/datasets/fashion-mnist";
 
-bool HaveData() { return fs::exists(fs::path(kFashionMnist) / "train-images-idx3-ubyte.gz"); }
 
 struct CnnLayout {
   int num_ps;

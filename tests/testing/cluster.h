@@ -27,6 +27,14 @@
 
 namespace fulcrum::testing {
 
+// Where Debian's dataset-fashion-mnist puts the data the cluster tests train on.
+inline constexpr char kFashionMnist[] = "/usr/share/datasets/fashion-mnist";
+// Whether it is installed (scripts/setup.sh does it); tests skip naming it otherwise.
+inline bool HaveData() {
+  return std::filesystem::exists(std::filesystem::path(kFashionMnist) /
+                                 "train-images-idx3-ubyte.gz");
+}
+
 // A TCP port on 127.0.0.1 that was free a moment ago (base/net.h PickFreePort: below the
 // ephemeral range, random, never the same twice in one process); 0 and a test failure when
 // none is free.
