@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <span>
 #include <string_view>
 #include <utility>
 
@@ -32,18 +33,30 @@ void AddSyncWait(const StepRecord& r, int64_t push_begin, int64_t push_end, Chro
 // PS's sync wait inside them (drawn at their end, see AddSyncWait). Every boundary is rounded
 // from the time since the step's begin, one base for all, and clamped into the step, so no
 // phase overhangs its step or its neighbour after rounding.
-void AddPhaseSpans(const StepRecord& r, int64_t begin, int64_t end, ChromeTrace* trace) {
-  const std::pair<const char*, double> phases[] = {{"pull", r.pull_ms},
-                                                   {"data", r.data_ms},
-                                                   {"forward", r.forward_ms},
-                                                   {"backward", r.backward_ms},
-                                                   {"push", r.push_ms + r.sync_wait_ms}};
+// Calls draw(name, phase begin, phase end) for each phase of `phases` (name, length in ms)
+// that is not empty once its boundaries are rounded from the time since `begin` and clamped
+// into [begin, end).
+template <typename Draw>
+void ForEachPhase(std::span<const std::pair<const char*, double>> phases, int64_t begin,
+                  int64_t end, Draw draw) {
   double since_begin_ms = 0.0;
   int64_t t = begin;
   for (const auto& [name, ms] : phases) {
     since_begin_ms += std::max(ms, 0.0);
     const int64_t phase_end = std::clamp(begin + RoundUs(since_begin_ms), t, end);
     if (phase_end == t) continue;
+    draw(name, t, phase_end);
+    t = phase_end;
+  }
+}
+
+void AddPhaseSpans(const StepRecord& r, int64_t begin, int64_t end, ChromeTrace* trace) {
+  const std::pair<const char*, double> phases[] = {{"pull", r.pull_ms},
+                                                   {"data", r.data_ms},
+                                                   {"forward", r.forward_ms},
+                                                   {"backward", r.backward_ms},
+                                                   {"push", r.push_ms + r.sync_wait_ms}};
+  ForEachPhase(phases, begin, end, [&](const char* name, int64_t t, int64_t phase_end) {
     if (std::string_view(name) == "push") {
       trace->Span(name, "phase", kTrainTid, t, phase_end - t,
                   {{"push_ms", r.push_ms}, {"sync_wait_ms", r.sync_wait_ms}});
@@ -51,8 +64,7 @@ void AddPhaseSpans(const StepRecord& r, int64_t begin, int64_t end, ChromeTrace*
     } else {
       trace->Span(name, "phase", kTrainTid, t, phase_end - t);
     }
-    t = phase_end;
-  }
+  });
 }
 
 // The overlapped schedule's phases inside [begin, end), in the order they run: the first
@@ -68,12 +80,7 @@ void AddOverlappedPhaseSpans(const StepRecord& r, int64_t begin, int64_t end, Ch
                                                    {"forward", r.forward_ms + waits_ms},
                                                    {"push", r.push_ms},
                                                    {"backward", r.backward_ms}};
-  double since_begin_ms = 0.0;
-  int64_t t = begin;
-  for (const auto& [name, ms] : phases) {
-    since_begin_ms += std::max(ms, 0.0);
-    const int64_t phase_end = std::clamp(begin + RoundUs(since_begin_ms), t, end);
-    if (phase_end == t) continue;
+  ForEachPhase(phases, begin, end, [&](const char* name, int64_t t, int64_t phase_end) {
     if (std::string_view(name) == "forward") {
       trace->Span(name, "phase", kTrainTid, t, phase_end - t,
                   {{"forward_ms", r.forward_ms}, {"pull_ms", waits_ms}});
@@ -88,8 +95,7 @@ void AddOverlappedPhaseSpans(const StepRecord& r, int64_t begin, int64_t end, Ch
     } else {
       trace->Span(name, "phase", kTrainTid, t, phase_end - t);
     }
-    t = phase_end;
-  }
+  });
 }
 
 // The steps' push-pulls on their own track, as measured from the first chunk sent to the last
