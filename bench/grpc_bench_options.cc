@@ -347,6 +347,8 @@ const char* ModeName(Mode mode) {
       return "bytebuffer";
     case Mode::kFulcrumPs:
       return "fulcrum_ps";
+    case Mode::kFulcrumPsTcp:
+      return "fulcrum_ps_tcp";
   }
   return "?";
 }

@@ -14,8 +14,9 @@
 
 namespace fulcrum::bench {
 
-// The transports a micro-benchmark compares (the PS path adds kFulcrumPs).
-enum class Mode { kTcp, kSerialized, kByteBuffer, kFulcrumPs };
+// The transports a micro-benchmark compares (the PS path adds kFulcrumPs, the Fulcrum PS on
+// its gRPC data path, and kFulcrumPsTcp, on its tcp data plane: --data_plane=tcp).
+enum class Mode { kTcp, kSerialized, kByteBuffer, kFulcrumPs, kFulcrumPsTcp };
 const char* ModeName(Mode mode);
 
 // One buffer size class of the payload schemes: sizes drawn in [min, max]; the uniform

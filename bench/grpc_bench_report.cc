@@ -70,11 +70,13 @@ void PrintPsThroughput(const std::vector<Row>& rows) {
 
 void PrintPsPath(const std::vector<Row>& rows) {
   std::printf(
-      "\n### ps_path: one push+pull of a model through the Fulcrum PS beside raw round trips "
-      "of the same bytes (p50 µs per round trip; ratios per round)\n\n"
-      "| model | bytes | PS µs | TCP µs | gRPC µs | gRPC-BB µs | PS MB/s | TCP MB/s | PS/TCP "
-      "speed (≥ 0.7) | PS/gRPC time (≤ 1.3) | PS/gRPC-BB time |\n"
-      "|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|\n");
+      "\n### ps_path: one push+pull of a model through the Fulcrum PS (its gRPC data path, and "
+      "its tcp data plane) beside raw round trips of the same bytes (p50 µs per round trip; "
+      "ratios per round)\n\n"
+      "| model | bytes | PS µs | PS-tcp µs | TCP µs | gRPC µs | gRPC-BB µs | PS MB/s | PS-tcp "
+      "MB/s | TCP MB/s | PS/TCP speed | PS-tcp/TCP speed (≥ 0.7) | PS/gRPC time (≤ 1.3) | "
+      "PS-tcp/gRPC time | PS/gRPC-BB time |\n"
+      "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|---|\n");
   std::map<std::string, std::map<std::string, const Row*>> by_model;
   std::vector<std::string> order;
   for (const Row& r : rows) {
@@ -90,14 +92,20 @@ void PrintPsPath(const std::vector<Row>& rows) {
     auto mb = [&](const char* mode) {
       return m.count(mode) ? absl::StrFormat("%.0f", m[mode]->mb_per_s) : std::string("—");
     };
+    auto ratio = [&](const char* mode, const char* what) {
+      return m.count(mode) ? Ratio(*m[mode], what) : std::string();
+    };
     const Row* ps = m.count("fulcrum_ps") ? m["fulcrum_ps"] : nullptr;
-    std::printf("| %s | %lld | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", model.c_str(),
-                static_cast<long long>(ps != nullptr ? ps->message_bytes : 0),
-                us("fulcrum_ps").c_str(), us("tcp").c_str(), us("serialized").c_str(),
-                us("bytebuffer").c_str(), mb("fulcrum_ps").c_str(), mb("tcp").c_str(),
-                ps ? Ratio(*ps, "speed_vs_tcp").c_str() : "",
-                ps ? Ratio(*ps, "time_vs_serialized").c_str() : "",
-                ps ? Ratio(*ps, "time_vs_bytebuffer").c_str() : "");
+    std::printf("| %s | %lld | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+                model.c_str(), static_cast<long long>(ps != nullptr ? ps->message_bytes : 0),
+                us("fulcrum_ps").c_str(), us("fulcrum_ps_tcp").c_str(), us("tcp").c_str(),
+                us("serialized").c_str(), us("bytebuffer").c_str(), mb("fulcrum_ps").c_str(),
+                mb("fulcrum_ps_tcp").c_str(), mb("tcp").c_str(),
+                ratio("fulcrum_ps", "speed_vs_tcp").c_str(),
+                ratio("fulcrum_ps_tcp", "speed_vs_tcp").c_str(),
+                ratio("fulcrum_ps", "time_vs_serialized").c_str(),
+                ratio("fulcrum_ps_tcp", "time_vs_serialized").c_str(),
+                ratio("fulcrum_ps", "time_vs_bytebuffer").c_str());
   }
 }
 

@@ -17,6 +17,7 @@
 #include "bench/grpc_bench_tcp.h"
 #include "nlohmann/json.hpp"
 #include "ps/service.h"
+#include "ps/tcp_data_server.h"
 #include "ps/shard.h"
 #include "runtime/grpc_server.h"
 #include "spdlog/spdlog.h"
@@ -79,6 +80,14 @@ int RunServerRole(const GrpcBenchOptions& o) {
   if (!bench.ok()) return Fail(bench.status());
   ps::Shard shard(0);
   ps::PsService service(&shard);
+  auto data_plane = ps::TcpDataServer::Start(
+      "ps:0", o.bind_host,
+      [&service](runtime::DataMethod method, const std::string& task, grpc::ByteBuffer* body,
+                 absl::Time deadline, std::vector<grpc::Slice>* reply) {
+        return service.ServeData(method, task, body, deadline, reply);
+      });
+  if (!data_plane.ok()) return Fail(data_plane.status());
+  service.set_data_plane(data_plane->get());
   auto ps = runtime::StartGrpcServer("ps:0", HostPort(o.bind_host, 0), {&service});
   if (!ps.ok()) return Fail(ps.status());
   std::printf("READY %d %d %d\n", (*tcp)->port(), grpc_port, ps->port);
@@ -89,6 +98,7 @@ int RunServerRole(const GrpcBenchOptions& o) {
   const auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(2);
   (*bench)->Shutdown(deadline);
   ps->server->Shutdown(deadline);
+  (*data_plane)->Shutdown();
   return 0;
 }
 

@@ -57,7 +57,7 @@ def check_run(rows):
     for bench in ("latency", "bandwidth", "ps_throughput"):
         if by.get(bench) != set(RAW):
             fail("%s has modes %s, wanted %s" % (bench, sorted(by.get(bench, [])), RAW))
-    if by.get("ps_path") != set(RAW + ["fulcrum_ps"]):
+    if by.get("ps_path") != set(RAW + ["fulcrum_ps", "fulcrum_ps_tcp"]):
         fail("ps_path has modes %s" % sorted(by.get("ps_path", [])))
     payloads = {(r["payload"], r["buffers"]) for r in rows if r["benchmark"] == "latency"}
     for want in (("32 B", 1), ("256 KiB x3", 3), ("skew", 5), ("uniform-small", 5)):
@@ -67,7 +67,7 @@ def check_run(rows):
     if layouts != {(2, 1), (2, 2)}:
         fail("ps_throughput layouts %s" % sorted(layouts))
     for r in rows:
-        if r["benchmark"] == "ps_path" and r["mode"] == "fulcrum_ps":
+        if r["benchmark"] == "ps_path" and r["mode"] in ("fulcrum_ps", "fulcrum_ps_tcp"):
             if set(r["ratios"]) != {"speed_vs_tcp", "time_vs_serialized", "time_vs_bytebuffer"}:
                 fail("ps_path %s ratios %s" % (r["payload"], sorted(r["ratios"])))
             want = 31400 if r["payload"] == "logreg" else 1 << 20

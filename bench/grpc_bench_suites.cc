@@ -295,10 +295,12 @@ struct PsSide {
   int64_t step = 0;
 };
 
-// Creates the model's variables on the server's PS as a chief does, and a worker for it.
+// A worker for the model on the server's PS, on its gRPC data path or (tcp) its tcp data
+// plane; with `create`, it first creates the variables there as a chief does.
 absl::StatusOr<std::unique_ptr<PsSide>> ConnectPs(const BenchModel& model,
                                                   const ServerAddress& address,
-                                                  const GrpcBenchOptions& o) {
+                                                  const GrpcBenchOptions& o, bool tcp,
+                                                  bool create) {
   auto ps = std::make_unique<PsSide>();
   ps->model = model;
   auto placement = Place(model, 1, runtime::PlacementStrategy::kRoundRobin);
@@ -307,11 +309,17 @@ absl::StatusOr<std::unique_ptr<PsSide>> ConnectPs(const BenchModel& model,
   ps->client = std::make_unique<runtime::GrpcPsClient>("ps:0", address.GrpcTarget(address.ps_port));
   if (!ps->client->WaitUntilReady(o.rpc_timeout)) return absl::UnavailableError("ps:0 not ready");
   pb::CreateVariablesResponse response;
-  if (absl::Status s = ps->client->CreateVariables(
-          Definition(model, ps->placement, 0, ops::OptimizerKind::kSgd, o.chunk_bytes), &response,
-          o.rpc_timeout);
+  if (absl::Status s = create ? ps->client->CreateVariables(
+                                    Definition(model, ps->placement, 0, ops::OptimizerKind::kSgd,
+                                               o.chunk_bytes),
+                                    &response, o.rpc_timeout)
+                              : absl::OkStatus();
       !s.ok()) {
     return s;
+  }
+  if (tcp) {
+    ps->client->set_tcp_data_plane(true);
+    if (absl::Status s = ps->client->OpenDataPlane("worker:0", o.rpc_timeout); !s.ok()) return s;
   }
   ps->vars = std::make_unique<runtime::ShardedVariables>(
       ps->placement, o.chunk_bytes, std::vector<runtime::PsClient*>{ps->client.get()}, "worker:0");
@@ -342,10 +350,9 @@ absl::Status PsStep(PsSide& ps, absl::Duration timeout, RoundResult* r) {
   return absl::OkStatus();
 }
 
-// The fulcrum_ps row's ratios against the raw modes of the same round.
+// A PS row's ratios against the raw modes of the same round (`mine`: its rounds).
 void PsRatios(const std::vector<Mode>& modes, const std::vector<std::vector<RoundResult>>& rounds,
-              Row* ps) {
-  const auto& mine = rounds.back();  // fulcrum_ps runs last in each cycle
+              const std::vector<RoundResult>& mine, Row* ps) {
   const std::vector<std::pair<Mode, std::pair<const char*, bool>>> wanted = {
       {Mode::kTcp, {"speed_vs_tcp", true}},
       {Mode::kSerialized, {"time_vs_serialized", false}},
@@ -370,8 +377,10 @@ absl::Status RunPsPath(DriverContext& ctx, std::vector<Row>* rows) {
     if (!server.ok()) return server.status();
     auto peer = ConnectPeer(server->address, o.rpc_timeout);
     if (!peer.ok()) return peer.status();
-    auto ps = ConnectPs(*model, server->address, o);
+    auto ps = ConnectPs(*model, server->address, o, /*tcp=*/false, /*create=*/true);
     if (!ps.ok()) return ps.status();
+    auto ps_tcp = ConnectPs(*model, server->address, o, /*tcp=*/true, /*create=*/false);
+    if (!ps_tcp.ok()) return ps_tcp.status();
     PayloadSpec spec = SizePayload(model->bytes(), 1);
     spec.name = name;
     spec.scheme = "model";
@@ -383,25 +392,31 @@ absl::Status RunPsPath(DriverContext& ctx, std::vector<Row>* rows) {
                                                  OneMessage(data), o.rpc_timeout));
       fns.push_back(EchoRound(o, steps.back().get()));
     }
-    PsSide* side = ps->get();
-    fns.push_back([&o, side]() -> absl::StatusOr<RoundResult> {
-      RoundResult untimed;  // one step first, as the raw modes' checked round trip
-      if (absl::Status s = PsStep(*side, o.rpc_timeout, &untimed); !s.ok()) return s;
-      return TimedSteps(o.round, o.min_iters,
-                        [&o, side](RoundResult* r) { return PsStep(*side, o.rpc_timeout, r); });
-    });
+    for (PsSide* side : {ps->get(), ps_tcp->get()}) {
+      fns.push_back([&o, side]() -> absl::StatusOr<RoundResult> {
+        RoundResult untimed;  // one step first, as the raw modes' checked round trip
+        if (absl::Status s = PsStep(*side, o.rpc_timeout, &untimed); !s.ok()) return s;
+        return TimedSteps(o.round, o.min_iters,
+                          [&o, side](RoundResult* r) { return PsStep(*side, o.rpc_timeout, r); });
+      });
+    }
     auto rounds = AlternateRounds(o.pairs, fns);
     if (!rounds.ok()) return rounds.status();
     const size_t first = rows->size();
     std::vector<Mode> modes = o.modes;
     AddRows("ps_path", modes, spec,
-            std::vector<std::vector<RoundResult>>(rounds->begin(), rounds->end() - 1),
+            std::vector<std::vector<RoundResult>>(rounds->begin(), rounds->end() - 2),
             "time_vs_tcp", Row{}, rows);
-    Row ps_row = BaseRow("ps_path", Mode::kFulcrumPs, spec);
-    ps_row.buffers = (*ps)->vars->num_chunks();
-    Summarize(rounds->back(), &ps_row);
-    PsRatios(modes, *rounds, &ps_row);
-    rows->push_back(std::move(ps_row));
+    // The two PS rows run last in each cycle: gRPC data path, then tcp data plane.
+    const std::pair<Mode, size_t> ps_modes[] = {{Mode::kFulcrumPs, rounds->size() - 2},
+                                                {Mode::kFulcrumPsTcp, rounds->size() - 1}};
+    for (const auto& [mode, index] : ps_modes) {
+      Row ps_row = BaseRow("ps_path", mode, spec);
+      ps_row.buffers = (*ps)->vars->num_chunks();
+      Summarize((*rounds)[index], &ps_row);
+      PsRatios(modes, *rounds, (*rounds)[index], &ps_row);
+      rows->push_back(std::move(ps_row));
+    }
     for (size_t i = first; i < rows->size(); ++i) {
       (*rows)[i].bytes_expected = 2 * (*rows)[i].steps * spec.bytes();
     }

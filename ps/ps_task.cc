@@ -15,6 +15,7 @@
 #include "profiler/profiler.h"
 #include "ps/service.h"
 #include "ps/shard.h"
+#include "ps/tcp_data_server.h"
 #include "runtime/grpc_server.h"
 #include "runtime/shard_defs.h"
 #include "spdlog/spdlog.h"
@@ -197,6 +198,20 @@ absl::Status RunPsTask(const runtime::ClusterOptions& cluster,
                                                     : NonFinitePolicy::kError);
   PsService service(&shard, prof.get(), runtime::CallGuard(cluster.security));
   const std::string& address = task.address();
+  std::unique_ptr<TcpDataServer> data_plane;
+  if (cluster.tcp_data_plane) {
+    FULCRUM_ASSIGN_OR_RETURN(
+        data_plane,
+        TcpDataServer::Start(shard.name(), runtime::HostOf(address),
+                             [&service](runtime::DataMethod method, const std::string& from,
+                                        grpc::ByteBuffer* body, absl::Time deadline,
+                                        std::vector<grpc::Slice>* reply) {
+                               return service.ServeData(method, from, body, deadline, reply);
+                             }));
+    service.set_data_plane(data_plane.get());
+    spdlog::info("{}: tcp data plane on {}:{}", shard.name(), runtime::HostOf(address),
+                 data_plane->port());
+  }
   // A sync server takes a thread per running call, and in sync mode every worker may have a
   // Pull per chunk blocked until its step completes: gRPC grows the pool on demand up to the
   // resource quota's thread limit, which stays at its default (unbounded).
@@ -225,6 +240,7 @@ absl::Status RunPsTask(const runtime::ClusterOptions& cluster,
   shard.Stop(status.ok() ? "shutdown" : std::string(status.message()));
   server->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(kShutdownGrace));
   server->Wait();
+  if (data_plane != nullptr) data_plane->Shutdown();
   return status;
 }
 

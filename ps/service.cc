@@ -9,6 +9,7 @@
 #include "grpcpp/impl/rpc_service_method.h"
 #include "grpcpp/support/method_handler.h"
 #include "runtime/grpc_util.h"
+#include "ps/tcp_data_server.h"
 
 namespace fulcrum::ps {
 namespace {
@@ -63,6 +64,8 @@ PsService::PsService(Shard* shard, profiler::RpcObserver* observer, runtime::Cal
   Add<pb::PingRequest, pb::PingResponse>("Ping", &PsService::Ping);
   Add<pb::ReleaseWorkersRequest, pb::ReleaseWorkersResponse>("ReleaseWorkers",
                                                              &PsService::ReleaseWorkers);
+  Add<pb::OpenDataPlaneRequest, pb::OpenDataPlaneResponse>("OpenDataPlane",
+                                                           &PsService::OpenDataPlane);
 }
 
 template <typename Request, typename Response>
@@ -105,36 +108,107 @@ grpc::Status PsService::CreateVariables(grpc::ServerContext* context,
   return runtime::ToGrpc(shard_->CreateVariables(*request, response));
 }
 
+absl::Status PsService::DoPull(const pb::PullRequest& request, PullReply* response,
+                              absl::Time deadline) {
+  const int64_t begin = profiler::NowUnixMicros();
+  FrameSink sink(&response->chunks);
+  absl::Status s = shard_->Pull(request, sink, &response->header, deadline);
+  Observe("Pull", request.task(), response->ByteSize(), request.ByteSizeLong(), begin);
+  return s;
+}
+
+absl::Status PsService::DoPush(const PushFrame& request, pb::PushResponse* response) {
+  const int64_t begin = profiler::NowUnixMicros();
+  absl::Status s = shard_->Push(request.header, Gradients(request), response);
+  Observe("Push", request.header.task(), response->ByteSizeLong(), request.bytes, begin);
+  return s;
+}
+
+absl::Status PsService::DoPushPull(const PushFrame& request, PushReply* response,
+                                   absl::Time deadline) {
+  const int64_t begin = profiler::NowUnixMicros();
+  FrameSink sink(&response->chunks);
+  absl::Status s =
+      shard_->PushPull(request.header, Gradients(request), sink, &response->header, deadline);
+  Observe("PushPull", request.header.task(), response->ByteSize(), request.bytes, begin);
+  return s;
+}
+
 grpc::Status PsService::ServePull(grpc::ServerContext* context, const pb::PullRequest* request,
                                   PullReply* response) {
   if (grpc::Status s = CheckData(context, "Pull", request->task()); !s.ok()) return s;
-  const int64_t begin = profiler::NowUnixMicros();
-  FrameSink sink(&response->chunks);
-  grpc::Status s = runtime::ToGrpc(
-      shard_->Pull(*request, sink, &response->header, runtime::CallDeadline(*context)));
-  Observe("Pull", request->task(), response->ByteSize(), request->ByteSizeLong(), begin);
-  return s;
+  return runtime::ToGrpc(DoPull(*request, response, runtime::CallDeadline(*context)));
 }
 
 grpc::Status PsService::ServePush(grpc::ServerContext* context, const PushFrame* request,
                                   pb::PushResponse* response) {
   if (grpc::Status s = CheckData(context, "Push", request->header.task()); !s.ok()) return s;
-  const int64_t begin = profiler::NowUnixMicros();
-  grpc::Status s = runtime::ToGrpc(shard_->Push(request->header, Gradients(*request), response));
-  Observe("Push", request->header.task(), response->ByteSizeLong(), request->bytes, begin);
-  return s;
+  return runtime::ToGrpc(DoPush(*request, response));
 }
 
 grpc::Status PsService::ServePushPull(grpc::ServerContext* context, const PushFrame* request,
                                       PushReply* response) {
   if (grpc::Status s = CheckData(context, "PushPull", request->header.task()); !s.ok()) return s;
-  const int64_t begin = profiler::NowUnixMicros();
-  FrameSink sink(&response->chunks);
-  grpc::Status s = runtime::ToGrpc(shard_->PushPull(request->header, Gradients(*request), sink,
-                                                    &response->header,
-                                                    runtime::CallDeadline(*context)));
-  Observe("PushPull", request->header.task(), response->ByteSize(), request->bytes, begin);
-  return s;
+  return runtime::ToGrpc(DoPushPull(*request, response, runtime::CallDeadline(*context)));
+}
+
+grpc::Status PsService::OpenDataPlane(grpc::ServerContext* context,
+                                      const pb::OpenDataPlaneRequest* request,
+                                      pb::OpenDataPlaneResponse* response) {
+  if (grpc::Status s = CheckData(context, "OpenDataPlane", request->task()); !s.ok()) return s;
+  if (data_plane_ == nullptr) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        absl::StrCat(shard_->name(),
+                                     " serves no tcp data plane (it runs with --data_plane=grpc)"));
+  }
+  response->set_port(data_plane_->port());
+  response->set_ticket(data_plane_->IssueTicket(request->task()));
+  return grpc::Status::OK;
+}
+
+absl::Status PsService::ServeData(runtime::DataMethod method, const std::string& task,
+                                  grpc::ByteBuffer* body, absl::Time deadline,
+                                  std::vector<grpc::Slice>* reply) {
+  const std::string name = runtime::DataMethodName(static_cast<uint32_t>(method));
+  const auto check = [&](const std::string& claimed) -> absl::Status {
+    if (claimed != task) {
+      return absl::PermissionDeniedError(absl::StrCat(name, " as \"", claimed,
+                                                      "\" on a data connection opened for ",
+                                                      task));
+    }
+    return shard_->CheckTask(task, name.c_str());
+  };
+  grpc::ByteBuffer out;
+  if (method == runtime::DataMethod::kPull) {
+    pb::PullRequest request;
+    grpc::Slice whole;
+    if (!body->DumpToSingleSlice(&whole).ok() ||
+        !request.ParseFromArray(whole.begin(), static_cast<int>(whole.size()))) {
+      return absl::InvalidArgumentError("Pull request does not parse as protobuf");
+    }
+    FULCRUM_RETURN_IF_ERROR(check(request.task()));
+    PullReply response;
+    FULCRUM_RETURN_IF_ERROR(DoPull(request, &response, deadline));
+    runtime::SerializeFrame(response, &out);
+  } else {
+    PushFrame request;
+    if (absl::Status s = request.Parse(body); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(name, " request: ", s.message()));
+    }
+    FULCRUM_RETURN_IF_ERROR(check(request.header.task()));
+    if (method == runtime::DataMethod::kPush) {
+      pb::PushResponse response;
+      FULCRUM_RETURN_IF_ERROR(DoPush(request, &response));
+      const std::string bytes = response.SerializeAsString();
+      reply->emplace_back(bytes.data(), bytes.size());
+      return absl::OkStatus();
+    }
+    PushReply response;
+    FULCRUM_RETURN_IF_ERROR(DoPushPull(request, &response, deadline));
+    runtime::SerializeFrame(response, &out);
+  }
+  if (!out.Dump(reply).ok()) return absl::InternalError(absl::StrCat(name, ": reply not built"));
+  return absl::OkStatus();
 }
 
 grpc::Status PsService::SaveShard(grpc::ServerContext* context, const pb::SaveShardRequest* request,

@@ -26,9 +26,12 @@
 #include "proto/ps.grpc.pb.h"
 #include "ps/shard.h"
 #include "runtime/security.h"
+#include "runtime/tcp_wire.h"
 #include "runtime/wire_frame.h"
 
 namespace fulcrum::ps {
+
+class TcpDataServer;
 
 class PsService final : public grpc::Service {
  public:
@@ -66,6 +69,19 @@ class PsService final : public grpc::Service {
   grpc::Status ReleaseWorkers(grpc::ServerContext* context,
                               const pb::ReleaseWorkersRequest* request,
                               pb::ReleaseWorkersResponse* response);
+  // The tcp data plane's port and a one-use ticket for the caller's task, checked as a data
+  // RPC of that task is; FailedPrecondition when this ps serves no tcp data plane.
+  grpc::Status OpenDataPlane(grpc::ServerContext* context, const pb::OpenDataPlaneRequest* request,
+                             pb::OpenDataPlaneResponse* response);
+
+  // The tcp data plane (not owned; null: none). Set before the server starts.
+  void set_data_plane(TcpDataServer* server) { data_plane_ = server; }
+  // Serves one data-plane request on a connection opened for `task`: the body is the same
+  // protobuf bytes as the gRPC method's request, the reply's slices the same as its reply.
+  // PermissionDenied when the request names another task; otherwise as the gRPC method.
+  absl::Status ServeData(runtime::DataMethod method, const std::string& task,
+                         grpc::ByteBuffer* body, absl::Time deadline,
+                         std::vector<grpc::Slice>* reply);
 
   // Waits up to `timeout` for a Shutdown RPC; true (and its reason in *reason) once one came.
   bool WaitForShutdown(absl::Duration timeout, std::string* reason);
@@ -87,10 +103,15 @@ class PsService final : public grpc::Service {
   // Checks the caller may send a data RPC as `task` (the guard, then the cluster's tasks).
   grpc::Status CheckData(grpc::ServerContext* context, const char* method,
                          const std::string& task) const;
+  // The data RPCs once the caller was checked (both transports).
+  absl::Status DoPull(const pb::PullRequest& request, PullReply* response, absl::Time deadline);
+  absl::Status DoPush(const PushFrame& request, pb::PushResponse* response);
+  absl::Status DoPushPull(const PushFrame& request, PushReply* response, absl::Time deadline);
 
   Shard* const shard_;
   profiler::RpcObserver* const observer_;
   const runtime::CallGuard guard_;
+  TcpDataServer* data_plane_ = nullptr;
   Mutex mu_;
   CondVar shutdown_cv_;  // signalled when a Shutdown arrives or the summary is set
   bool shutdown_requested_ ABSL_GUARDED_BY(mu_) = false;

@@ -145,6 +145,12 @@ ABSL_FLAG(std::string, wire_dtype, "f32",
           "How gradients and values travel between workers and ps tasks: f32 (exact, sent from "
           "the tensors without a copy), bf16 or fp16 (16-bit, half the bytes, each value rounded "
           "to nearest even; the ps keeps float32).");
+ABSL_FLAG(std::string, data_plane, "grpc",
+          "How Pull, Push and PushPull travel between workers and ps tasks: grpc (on the task's "
+          "gRPC channel) or tcp (one plain TCP connection per worker and ps beside it, opened "
+          "with a ticket from the ps's gRPC service; no HTTP/2, unencrypted, so not with "
+          "--tls_cert). A ps with tcp listens for it on a port the kernel picks; a worker with "
+          "tcp needs its ps tasks to run with tcp.");
 ABSL_FLAG(bool, overlap, true,
           "Cluster workers: send each chunk of gradients as soon as the backward pass has made "
           "it final, and start each layer of the next forward pass as soon as its values are "
@@ -747,6 +753,12 @@ absl::StatusOr<ClusterOptions> ClusterOptionsFromFlags(absl::string_view default
         absl::StrCat("--wire_dtype=", absl::GetFlag(FLAGS_wire_dtype), ": ",
                      dtype.status().message()));
   }
+  const std::string data_plane = absl::GetFlag(FLAGS_data_plane);
+  if (data_plane != "grpc" && data_plane != "tcp") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--data_plane=", data_plane, ": expected grpc or tcp"));
+  }
+  o.tcp_data_plane = data_plane == "tcp";
   FULCRUM_ASSIGN_OR_RETURN(o.startup_timeout,
                            Seconds("startup_timeout", absl::GetFlag(FLAGS_startup_timeout)));
   FULCRUM_ASSIGN_OR_RETURN(o.step_timeout,
@@ -796,6 +808,11 @@ absl::StatusOr<ClusterOptions> ClusterOptionsFromFlags(absl::string_view default
                                absl::GetFlag(FLAGS_tls_ca), absl::GetFlag(FLAGS_auth_token_file)};
   FULCRUM_ASSIGN_OR_RETURN(
       o.security, TransportSecurity::Load(security, o.task.task_name(), o.task.dir_name()));
+  if (o.tcp_data_plane && o.security.tls()) {
+    return absl::InvalidArgumentError(
+        "--data_plane=tcp with --tls_cert: the tcp data plane sends tensors unencrypted; use "
+        "--data_plane=grpc (TLS) or drop the TLS flags on a trusted network");
+  }
   return o;
 }
 

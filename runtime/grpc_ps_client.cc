@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "absl/time/clock.h"
 #include "grpcpp/support/client_callback.h"
 #include "runtime/grpc_util.h"
@@ -57,6 +58,12 @@ struct FrameCall {
   int64_t begin_unix_us;
 
   void Finish(const char* method, const grpc::Status& status, const absl::Status& parse) {
+    Finish(method,
+           absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message()),
+           parse);
+  }
+  // The same for a call's end as an absl::Status (the tcp data plane's).
+  void Finish(const char* method, const absl::Status& status, const absl::Status& parse) {
     PsClient::Done d = std::move(done);
     absl::Status s;
     // The parse's reason first: it names the chunk (the call's status may only say INTERNAL).
@@ -64,7 +71,8 @@ struct FrameCall {
       s = absl::Status(parse.code(), absl::StrCat(method, " on ", client->name(), " (",
                                                   client->target(), "): reply: ", parse.message()));
     } else if (!status.ok()) {
-      s = FromGrpc(status, absl::StrCat(method, " on ", client->name(), " (", client->target(), ")"));
+      s = absl::Status(status.code(), absl::StrCat(method, " on ", client->name(), " (",
+                                                   client->target(), "): ", status.message()));
     }
     delete this;
     d(std::move(s));
@@ -85,11 +93,55 @@ GrpcPsClient::GrpcPsClient(std::string name, const std::string& address,
       push_pull_method_("/fulcrum.pb.ParameterServer/PushPull",
                         grpc::internal::RpcMethod::NORMAL_RPC, channel_) {}
 
+absl::StatusOr<std::shared_ptr<TcpDataChannel>> GrpcPsClient::DataChannel(
+    const std::string& task, absl::Duration timeout) {
+  MutexLock lock(&data_mu_);
+  std::shared_ptr<TcpDataChannel>& data = data_[task];
+  if (data != nullptr && data->healthy()) return data;
+  if (data != nullptr) retired_.push_back(std::move(data));
+  const absl::Time deadline = absl::Now() + timeout;
+  pb::OpenDataPlaneRequest request;
+  request.set_task(task);
+  pb::OpenDataPlaneResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(DeadlineIn(timeout));
+  const int64_t begin = NowUnixMicros();
+  const grpc::Status status = stub_->OpenDataPlane(&context, request, &response);
+  Report(this, "OpenDataPlane", begin, request, response);
+  if (!status.ok()) {
+    return FromGrpc(status, absl::StrCat("OpenDataPlane on ", name_, " (", target_, ")"));
+  }
+  FULCRUM_ASSIGN_OR_RETURN(
+      data, TcpDataChannel::Connect(HostOf(target_), response.port(), response.ticket(), deadline,
+                                     absl::StrCat(name_, " data plane (", HostOf(target_), ":",
+                                                  response.port(), ")")));
+  return data;
+}
+
 void GrpcPsClient::PullFrameAsync(const pb::PullRequest* request, PullReply* response,
                                   absl::Duration timeout, Done done) {
   response->error = absl::OkStatus();
   response->bytes = 0;
   auto* call = new FrameCall{{}, std::move(done), this, NowUnixMicros()};
+  if (tcp_data_plane_) {
+    absl::StatusOr<std::shared_ptr<TcpDataChannel>> channel = DataChannel(request->task(), timeout);
+    if (!channel.ok()) return call->Finish("Pull", channel.status(), absl::OkStatus());
+    const std::string bytes = request->SerializeAsString();
+    std::vector<grpc::Slice> body;
+    body.emplace_back(bytes.data(), bytes.size());
+    (*channel)->Call(
+        DataMethod::kPull, std::move(body), timeout,
+        [response](grpc::ByteBuffer* reply) {
+          (void)response->Parse(reply);  // its error is response->error
+          return absl::OkStatus();
+        },
+        [call, request, response](absl::Status status) {
+          profiler::ReportRpcBytes(call->client->observer(), call->client->peer(), "Pull",
+                                   call->begin_unix_us, request->ByteSizeLong(), response->bytes);
+          call->Finish("Pull", status, response->error);
+        });
+    return;
+  }
   call->context.set_deadline(DeadlineIn(timeout));
   grpc::internal::CallbackUnaryCall<pb::PullRequest, PullReply>(
       channel_.get(), pull_method_, &call->context, request, response,
@@ -105,6 +157,26 @@ void GrpcPsClient::PushPullFrameAsync(const PushFrame* request, PushReply* respo
   response->error = absl::OkStatus();
   response->bytes = 0;
   auto* call = new FrameCall{{}, std::move(done), this, NowUnixMicros()};
+  if (tcp_data_plane_) {
+    absl::StatusOr<std::shared_ptr<TcpDataChannel>> channel = DataChannel(request->header.task(), timeout);
+    if (!channel.ok()) return call->Finish("PushPull", channel.status(), absl::OkStatus());
+    grpc::ByteBuffer buffer;
+    SerializeFrame(*request, &buffer);
+    std::vector<grpc::Slice> body;
+    (void)buffer.Dump(&body);  // references the frame's slices (no copy)
+    (*channel)->Call(
+        DataMethod::kPushPull, std::move(body), timeout,
+        [response](grpc::ByteBuffer* reply) {
+          (void)response->Parse(reply);  // its error is response->error
+          return absl::OkStatus();
+        },
+        [call, request, response](absl::Status status) {
+          profiler::ReportRpcBytes(call->client->observer(), call->client->peer(), "PushPull",
+                                   call->begin_unix_us, request->ByteSize(), response->bytes);
+          call->Finish("PushPull", status, response->error);
+        });
+    return;
+  }
   call->context.set_deadline(DeadlineIn(timeout));
   grpc::internal::CallbackUnaryCall<PushFrame, PushReply>(
       channel_.get(), push_pull_method_, &call->context, request, response,

@@ -4,14 +4,18 @@
 // Thread-safety: all methods are thread-safe; set_observer before the first call.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "profiler/rpc_observer.h"
 #include "grpcpp/impl/rpc_method.h"
 #include "proto/ps.grpc.pb.h"
 #include "runtime/ps_client.h"
 #include "runtime/security.h"
+#include "runtime/tcp_data_channel.h"
+#include "base/mutex.h"
 
 namespace fulcrum::runtime {
 
@@ -63,6 +67,19 @@ class GrpcPsClient final : public PsClient {
   absl::Status ReleaseWorkers(const pb::ReleaseWorkersRequest& request,
                               absl::Duration timeout) override;
 
+  // --data_plane=tcp: PullFrameAsync and PushPullFrameAsync go over a tcp data-plane
+  // connection (runtime/tcp_data_channel.h) instead of this channel. It is opened through
+  // OpenDataPlane on the first such call and again on the first call after it failed (a ps
+  // restarted); that call waits for it, within its own timeout. Set before the first call.
+  void set_tcp_data_plane(bool on) { tcp_data_plane_ = on; }
+  bool tcp_data_plane() const { return tcp_data_plane_; }
+  // Opens the data-plane connection of `task` now (a worker does at start-up, so a ps without
+  // the plane is found at once): FailedPrecondition when the ps serves none, Unavailable when
+  // it cannot be reached.
+  absl::Status OpenDataPlane(const std::string& task, absl::Duration timeout) {
+    return DataChannel(task, timeout).status();
+  }
+
   // Waits until the PS answers a Ping (the channel retries connecting meanwhile); false
   // after `timeout`, or at once (logging why) when the PS refuses this client's credentials.
   bool WaitUntilReady(absl::Duration timeout);
@@ -79,6 +96,17 @@ class GrpcPsClient final : public PsClient {
   std::unique_ptr<pb::ParameterServer::Stub> stub_;
   grpc::internal::RpcMethod pull_method_;
   grpc::internal::RpcMethod push_pull_method_;
+  bool tcp_data_plane_ = false;
+
+  // The live data-plane connection of `task` (a connection serves the task its ticket was
+  // issued to), opened (again) when there is none or it failed.
+  absl::StatusOr<std::shared_ptr<TcpDataChannel>> DataChannel(const std::string& task,
+                                                              absl::Duration timeout);
+  Mutex data_mu_;
+  std::map<std::string, std::shared_ptr<TcpDataChannel>> data_ ABSL_GUARDED_BY(data_mu_);
+  // Failed connections, kept until this client goes: one may still be completing a call on
+  // its own thread when it is replaced.
+  std::vector<std::shared_ptr<TcpDataChannel>> retired_ ABSL_GUARDED_BY(data_mu_);
 };
 
 }  // namespace fulcrum::runtime

@@ -78,6 +78,11 @@ absl::StatusOr<std::vector<std::unique_ptr<runtime::GrpcPsClient>>> ConnectPs(
     }
     FULCRUM_RETURN_IF_ERROR(
         runtime::RemoteFailure(ps.back()->Warm(c.chunk_bytes, 2, c.step_timeout)));
+    if (c.tcp_data_plane) {
+      ps.back()->set_tcp_data_plane(true);
+      // FailedPrecondition (exit 2) when that ps runs with --data_plane=grpc.
+      FULCRUM_RETURN_IF_ERROR(ps.back()->OpenDataPlane(c.task.task_name(), c.step_timeout));
+    }
   }
   return ps;
 }
@@ -104,6 +109,7 @@ nlohmann::json SummaryJson(const TrainingOptions& t, const ClusterOptions& c,
   j["task_index"] = c.task.task_index;
   j["mode"] = runtime::ModeName(c.mode);
   j["wire_dtype"] = runtime::WireDtypeName(c.wire_dtype);
+  j["data_plane"] = c.tcp_data_plane ? "tcp" : "grpc";
   j["staleness"] =
       c.mode == runtime::SyncMode::kSsp ? nlohmann::json(c.staleness) : nlohmann::json(nullptr);
   j["overlap"] = c.overlap && !c.pull_before_step;  // the schedule it ran

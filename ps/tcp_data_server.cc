@@ -1,0 +1,336 @@
+#include "ps/tcp_data_server.h"
+
+#include <netinet/in.h>
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <poll.h>
+#include <arpa/inet.h>
+
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "base/thread_name.h"
+#include "runtime/limits.h"
+#include "runtime/security.h"
+#include "spdlog/spdlog.h"
+
+namespace fulcrum::ps {
+namespace {
+
+// How long the rest of a request may take once its first byte arrived, and how long a reply
+// may wait for a peer that does not read.
+constexpr absl::Duration kFrameTime = absl::Seconds(30);
+// The most threads the pool grows to (each a running request).
+constexpr int kMaxPoolThreads = 1024;
+
+std::string PeerAddress(int fd) {
+  sockaddr_storage peer{};
+  socklen_t len = sizeof(peer);
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) return "unknown peer";
+  char host[INET6_ADDRSTRLEN] = {};
+  int port = 0;
+  if (peer.ss_family == AF_INET6) {
+    const auto* a = reinterpret_cast<const sockaddr_in6*>(&peer);
+    inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
+    port = ntohs(a->sin6_port);
+    return absl::StrCat("[", host, "]:", port);
+  }
+  const auto* a = reinterpret_cast<const sockaddr_in*>(&peer);
+  inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
+  port = ntohs(a->sin_port);
+  return absl::StrCat(host, ":", port);
+}
+
+}  // namespace
+
+struct TcpDataServer::Connection {
+  Connection(int fd, std::string peer) : fd(fd), peer(std::move(peer)) {}
+  ~Connection() { close(fd); }
+  const int fd;
+  const std::string peer;
+  std::string task;  // the ticket's, once the hello passed
+  Mutex write_mu;    // one reply at a time
+};
+
+// Runs requests on threads that are added while all are busy.
+class TcpDataServer::Pool {
+ public:
+  ~Pool() { Stop(); }
+  void Run(std::function<void()> task) {
+    std::unique_lock<std::mutex> lock(mu_);
+    queue_.push_back(std::move(task));
+    // A thread for every queued or running request: one that blocks (a sync pull waiting for
+    // the other workers) never holds up the request that would release it.
+    ++work_;
+    if (work_ > static_cast<int>(threads_.size()) &&
+        static_cast<int>(threads_.size()) < kMaxPoolThreads) {
+      threads_.emplace_back([this] { Work(); });
+    } else {
+      cv_.notify_one();
+    }
+  }
+  void Stop() {
+    std::vector<std::thread> threads;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      stop_ = true;
+      threads.swap(threads_);
+    }
+    cv_.notify_all();
+    for (std::thread& t : threads) t.join();
+  }
+
+ private:
+  void Work() {
+    SetCurrentThreadName("tcp-data-serve");
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      while (queue_.empty() && !stop_) cv_.wait_for(lock, std::chrono::seconds(1));
+      if (queue_.empty()) return;  // stopping, nothing left
+      std::function<void()> task = std::move(queue_.front());
+      queue_.pop_front();
+      lock.unlock();
+      task();
+      lock.lock();
+      --work_;
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  std::vector<std::thread> threads_;
+  int work_ = 0;  // requests queued or running
+  bool stop_ = false;
+};
+
+absl::StatusOr<std::unique_ptr<TcpDataServer>> TcpDataServer::Start(std::string name,
+                                                                     const std::string& host,
+                                                                     Handler handler) {
+  int port = 0;
+  absl::StatusOr<int> fd = runtime::ListenTcp(host, &port);
+  if (!fd.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat(name, " data plane: ", fd.status().message()));
+  }
+  return std::unique_ptr<TcpDataServer>(
+      new TcpDataServer(std::move(name), *fd, port, std::move(handler)));
+}
+
+TcpDataServer::TcpDataServer(std::string name, int listen_fd, int port, Handler handler)
+    : name_(std::move(name)),
+      listen_fd_(listen_fd),
+      port_(port),
+      handler_(std::move(handler)),
+      pool_(std::make_unique<Pool>()) {
+  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  acceptor_ = std::thread([this] {
+    SetCurrentThreadName("tcp-data-accept");
+    AcceptLoop();
+  });
+}
+
+TcpDataServer::~TcpDataServer() { Shutdown(); }
+
+void TcpDataServer::Shutdown() {
+  std::vector<std::thread> readers;
+  {
+    MutexLock lock(&mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    for (const auto& c : connections_) shutdown(c->fd, SHUT_RDWR);
+  }
+  const uint64_t one = 1;
+  if (write(wake_fd_, &one, sizeof(one)) < 0) {
+    // the accept loop also wakes on its poll interval
+  }
+  acceptor_.join();
+  {
+    MutexLock lock(&mu_);
+    for (const auto& c : connections_) shutdown(c->fd, SHUT_RDWR);  // accepted meanwhile
+    readers.swap(readers_);
+  }
+  for (std::thread& t : readers) t.join();
+  pool_->Stop();
+  {
+    MutexLock lock(&mu_);
+    connections_.clear();
+  }
+  close(listen_fd_);
+  close(wake_fd_);
+}
+
+std::string TcpDataServer::IssueTicket(const std::string& task) {
+  std::string secret(runtime::kTicketBytes, '\0');
+  size_t got = 0;
+  while (got < secret.size()) {
+    const ssize_t n = getrandom(secret.data() + got, secret.size() - got, 0);
+    if (n > 0) got += static_cast<size_t>(n);
+  }
+  MutexLock lock(&mu_);
+  const absl::Time now = absl::Now();
+  std::erase_if(tickets_, [&](const Ticket& t) { return t.expires <= now; });
+  tickets_.push_back(Ticket{secret, task, now + kTicketLifetime});
+  return secret;
+}
+
+std::string TcpDataServer::RedeemTicket(const std::string& ticket) {
+  MutexLock lock(&mu_);
+  const absl::Time now = absl::Now();
+  std::string task;
+  // Every live ticket is compared, in constant time each, whichever matches.
+  auto match = tickets_.end();
+  for (auto it = tickets_.begin(); it != tickets_.end(); ++it) {
+    if (runtime::ConstantTimeEquals(it->secret, ticket) && it->expires > now) match = it;
+  }
+  if (match != tickets_.end()) {
+    task = match->task;
+    tickets_.erase(match);
+  }
+  return task;
+}
+
+int64_t TcpDataServer::connections_refused() const {
+  MutexLock lock(&mu_);
+  return refused_;
+}
+
+void TcpDataServer::AcceptLoop() {
+  for (;;) {
+    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    const int rc = poll(fds, 2, 1000);
+    {
+      MutexLock lock(&mu_);
+      if (stopping_) return;
+    }
+    if (rc <= 0 || (fds[0].revents & POLLIN) == 0) continue;
+    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    if (!runtime::PrepareSocket(fd).ok()) {
+      close(fd);
+      continue;
+    }
+    auto conn = std::make_shared<Connection>(fd, PeerAddress(fd));
+    MutexLock lock(&mu_);
+    if (stopping_) return;  // conn closes the socket
+    connections_.push_back(conn);
+    readers_.emplace_back([this, conn] {
+      SetCurrentThreadName("tcp-data-conn");
+      Serve(conn);
+    });
+  }
+}
+
+void TcpDataServer::Serve(std::shared_ptr<Connection> conn) {
+  const auto refuse = [&](const std::string& why) {
+    spdlog::warn("{} data plane: closed the connection from {}: {}", name_, conn->peer, why);
+    MutexLock lock(&mu_);
+    ++refused_;
+  };
+  const auto forget = [&] {
+    shutdown(conn->fd, SHUT_RDWR);
+    MutexLock lock(&mu_);
+    std::erase(connections_, conn);
+  };
+  // The hello: a live ticket within kHelloTimeout, or the connection is closed.
+  char hello[runtime::kHelloBytes];
+  absl::Status s = runtime::ReadFull(conn->fd, hello, absl::Now() + kHelloTimeout);
+  absl::StatusOr<std::string> ticket =
+      s.ok() ? runtime::DecodeHello(hello) : absl::StatusOr<std::string>(s);
+  if (ticket.ok()) conn->task = RedeemTicket(*ticket);
+  {
+    char answer[runtime::kHelloAnswerBytes] = {};
+    std::memcpy(answer, runtime::kHelloMagic, 8);
+    answer[8] = conn->task.empty() ? 1 : 0;
+    iovec iov{answer, sizeof(answer)};
+    if (ticket.ok()) {
+      (void)runtime::WriteFull(conn->fd, std::span<iovec>(&iov, 1), absl::Now() + kHelloTimeout);
+    }
+  }
+  if (conn->task.empty()) {
+    refuse(ticket.ok() ? "no live ticket matches its hello"
+                       : absl::StrCat("hello: ", ticket.status().message()));
+    forget();
+    return;
+  }
+  for (;;) {
+    {
+      MutexLock lock(&mu_);
+      if (stopping_) break;
+    }
+    if (!runtime::WaitReadable(conn->fd, absl::Now() + absl::Seconds(1))) continue;
+    char header[runtime::kRequestHeaderBytes];
+    const absl::Time deadline = absl::Now() + kFrameTime;
+    if (s = runtime::ReadFull(conn->fd, header, deadline); !s.ok()) {
+      // The worker closed its end (it finished, or died): not an error of the peer.
+      if (!absl::IsUnavailable(s)) refuse(absl::StrCat("reading a request: ", s.message()));
+      break;
+    }
+    absl::StatusOr<runtime::RequestHeader> h =
+        runtime::DecodeRequestHeader(header, runtime::kMaxMessageBytes);
+    if (!h.ok()) {
+      refuse(std::string(h.status().message()));
+      break;
+    }
+    auto body = std::make_shared<std::string>();
+    body->resize(h->length);
+    if (s = runtime::ReadFull(conn->fd, *body, deadline + absl::Seconds(h->length >> 20));
+        !s.ok()) {
+      refuse(absl::StrCat("request ", h->id, ": ", s.message()));
+      break;
+    }
+    pool_->Run([this, conn, h = *h, body] {
+      absl::Status status;
+      std::vector<grpc::Slice> reply;
+      const auto method = static_cast<runtime::DataMethod>(h.method);
+      if (method != runtime::DataMethod::kPull && method != runtime::DataMethod::kPush &&
+          method != runtime::DataMethod::kPushPull) {
+        status = absl::InvalidArgumentError(
+            absl::StrCat("unknown data-plane method ", h.method));
+      } else if (h.timeout_us <= 0) {
+        status = absl::DeadlineExceededError(
+            absl::StrCat(runtime::DataMethodName(h.method), ": no time left"));
+      } else {
+        grpc::Slice slice(body->data(), body->size(), grpc::Slice::STATIC_SLICE);
+        grpc::ByteBuffer buffer(&slice, 1);
+        status = handler_(method, conn->task, &buffer,
+                          absl::Now() + absl::Microseconds(h.timeout_us), &reply);
+      }
+      if (!status.ok()) reply.clear();
+      Respond(conn, h.id, status, std::move(reply));
+    });
+  }
+  forget();
+}
+
+void TcpDataServer::Respond(const std::shared_ptr<Connection>& conn, uint64_t id,
+                            const absl::Status& status, std::vector<grpc::Slice> body) {
+  runtime::ReplyHeader h;
+  h.code = static_cast<uint32_t>(status.code());
+  h.id = id;
+  for (const grpc::Slice& s : body) h.length += s.size();
+  const std::string message(status.message().substr(
+      0, std::min<size_t>(status.message().size(), runtime::kMaxStatusMessageBytes)));
+  h.message_length = static_cast<uint32_t>(message.size());
+  char header[runtime::kReplyHeaderBytes];
+  runtime::EncodeReplyHeader(h, header);
+  std::vector<iovec> iov;
+  iov.reserve(body.size() + 2);
+  iov.push_back({header, sizeof(header)});
+  iov.push_back({const_cast<char*>(message.data()), message.size()});
+  for (const grpc::Slice& s : body) iov.push_back({const_cast<uint8_t*>(s.begin()), s.size()});
+  MutexLock lock(&conn->write_mu);
+  if (absl::Status s = runtime::WriteFull(conn->fd, iov, absl::Now() + kFrameTime); !s.ok()) {
+    spdlog::warn("{} data plane: reply to {} failed: {}; closing the connection", name_,
+                 conn->peer, std::string(s.message()));
+    shutdown(conn->fd, SHUT_RDWR);
+  }
+}
+
+}  // namespace fulcrum::ps

@@ -1,0 +1,95 @@
+// ps: the server end of the tcp data plane (runtime/tcp_wire.h). It listens on the ps's own
+// host at a port the kernel picks; a worker learns the port, and a one-use ticket bound to
+// its task name, from the OpenDataPlane RPC on the ps's gRPC service, which checks the
+// caller as every data RPC is checked (token; with mTLS its certificate's name). A connection
+// that does not present a live ticket within kHelloTimeout is answered "refused" and closed;
+// every request on an accepted connection is served as the ticket's task.
+//
+// Each connection has a reader thread; requests run on a pool that grows while all its
+// threads are busy (a sync-mode pull blocks until its step completes, as a gRPC sync server's
+// handler does), so replies go back in the order they finish. A malformed header, a body over
+// the message limit or a peer that stalls mid-frame closes that connection (logged with the
+// peer's address); a request the handler refuses gets its status back and changes nothing.
+// Thread-safety: IssueTicket and port may be called from any thread; Shutdown once.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "base/mutex.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/slice.h"
+#include "runtime/tcp_wire.h"
+
+namespace fulcrum::ps {
+
+class TcpDataServer {
+ public:
+  // Serves one request of `task` (the connection's ticket's): parses `body` (valid only during
+  // the call), runs it, and leaves the reply's body in *reply. May block until `deadline`.
+  using Handler =
+      std::function<absl::Status(runtime::DataMethod method, const std::string& task,
+                                 grpc::ByteBuffer* body, absl::Time deadline,
+                                 std::vector<grpc::Slice>* reply)>;
+
+  static constexpr absl::Duration kHelloTimeout = absl::Seconds(5);
+  static constexpr absl::Duration kTicketLifetime = absl::Seconds(60);
+
+  // Listens on `host` (port picked by the kernel). `name` ("ps:0") labels logs and errors.
+  static absl::StatusOr<std::unique_ptr<TcpDataServer>> Start(std::string name,
+                                                              const std::string& host,
+                                                              Handler handler);
+  ~TcpDataServer();
+  TcpDataServer(const TcpDataServer&) = delete;
+  TcpDataServer& operator=(const TcpDataServer&) = delete;
+
+  int port() const { return port_; }
+  // A fresh ticket: the next connection presenting it within kTicketLifetime serves `task`.
+  std::string IssueTicket(const std::string& task);
+  // Stops accepting, closes every connection and waits for the threads (a handler still
+  // blocked must be woken by its owner first: the ps stops its shard).
+  void Shutdown();
+
+  // Connections closed for a bad hello, a bad ticket or a malformed frame (for tests).
+  int64_t connections_refused() const;
+
+ private:
+  struct Connection;
+  class Pool;
+
+  TcpDataServer(std::string name, int listen_fd, int port, Handler handler);
+  void AcceptLoop();
+  void Serve(std::shared_ptr<Connection> conn);
+  // The task of a live ticket, which is used up; empty when none matches.
+  std::string RedeemTicket(const std::string& ticket);
+  void Respond(const std::shared_ptr<Connection>& conn, uint64_t id, const absl::Status& status,
+               std::vector<grpc::Slice> body);
+
+  const std::string name_;
+  const int listen_fd_;
+  const int port_;
+  const Handler handler_;
+  std::unique_ptr<Pool> pool_;
+  mutable Mutex mu_;
+  struct Ticket {
+    std::string secret;
+    std::string task;
+    absl::Time expires;
+  };
+  std::vector<Ticket> tickets_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<Connection>> connections_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::thread> readers_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t refused_ ABSL_GUARDED_BY(mu_) = 0;
+  int wake_fd_ = -1;  // an eventfd that wakes the accept loop on Shutdown
+  std::thread acceptor_;
+};
+
+}  // namespace fulcrum::ps

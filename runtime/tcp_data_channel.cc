@@ -1,0 +1,227 @@
+#include "runtime/tcp_data_channel.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <optional>
+#include <string_view>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "base/thread_name.h"
+#include "runtime/limits.h"
+
+namespace fulcrum::runtime {
+namespace {
+
+// How long the rest of a reply may take once its first byte arrived.
+constexpr absl::Duration kFrameTime = absl::Seconds(30);
+// How often an idle reader or writer looks at the channel's state.
+constexpr absl::Duration kIdlePoll = absl::Seconds(1);
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TcpDataChannel>> TcpDataChannel::Connect(
+    const std::string& host, int port, const std::string& ticket, absl::Time deadline,
+    std::string label) {
+  absl::StatusOr<int> fd = ConnectTcp(host, port, deadline);
+  if (!fd.ok()) return absl::UnavailableError(absl::StrCat(label, ": ", fd.status().message()));
+  char hello[kHelloBytes];
+  EncodeHello(ticket, hello);
+  iovec iov{hello, sizeof(hello)};
+  absl::Status s = WriteFull(*fd, std::span<iovec>(&iov, 1), deadline);
+  char answer[kHelloAnswerBytes];
+  if (s.ok()) s = ReadFull(*fd, answer, deadline);
+  if (s.ok() && (std::string_view(answer, 8) != std::string_view(kHelloMagic, 8) ||
+                 answer[8] != 0 || answer[9] != 0 || answer[10] != 0 || answer[11] != 0)) {
+    s = absl::UnavailableError("the server refused the ticket");
+  }
+  if (!s.ok()) {
+    close(*fd);
+    return absl::Status(s.code(), absl::StrCat(label, ": hello: ", s.message()));
+  }
+  return std::unique_ptr<TcpDataChannel>(new TcpDataChannel(*fd, std::move(label)));
+}
+
+TcpDataChannel::TcpDataChannel(int fd, std::string label) : fd_(fd), label_(std::move(label)) {
+  reader_ = std::thread([this] {
+    SetCurrentThreadName("tcp-data-read");
+    ReadLoop();
+  });
+  writer_ = std::thread([this] {
+    SetCurrentThreadName("tcp-data-write");
+    WriteLoop();
+  });
+}
+
+TcpDataChannel::~TcpDataChannel() {
+  {
+    MutexLock lock(&mu_);
+    closing_ = true;
+    write_cv_.SignalAll();
+  }
+  Fail(absl::CancelledError("the channel was closed"));
+  reader_.join();
+  writer_.join();
+  close(fd_);
+}
+
+bool TcpDataChannel::healthy() const {
+  MutexLock lock(&mu_);
+  return !failed_;
+}
+
+void TcpDataChannel::Call(DataMethod method, std::vector<grpc::Slice> body,
+                          absl::Duration timeout, ParseReply parse, Done done) {
+  const absl::Time deadline = absl::Now() + timeout;
+  absl::Status refused;
+  {
+    MutexLock lock(&mu_);
+    if (failed_) {
+      refused = failure_;
+    } else {
+      const uint64_t id = next_id_++;
+      pending_.emplace(id, Pending{std::move(parse), std::move(done), deadline});
+      queue_.push_back(Outgoing{id, method, std::move(body), deadline});
+      write_cv_.Signal();
+      return;
+    }
+  }
+  done(std::move(refused));
+}
+
+void TcpDataChannel::WriteLoop() {
+  std::vector<iovec> iov;
+  char header[kRequestHeaderBytes];
+  for (;;) {
+    Outgoing out;
+    {
+      MutexLock lock(&mu_);
+      while (queue_.empty() && !closing_ && !failed_) {
+        write_cv_.WaitUntil(&mu_, absl::Now() + kIdlePoll);
+      }
+      if (closing_ || failed_) return;
+      out = std::move(queue_.front());
+      queue_.pop_front();
+      if (!pending_.contains(out.id)) continue;  // it timed out while queued
+    }
+    RequestHeader h;
+    h.method = static_cast<uint32_t>(out.method);
+    h.id = out.id;
+    for (const grpc::Slice& s : out.body) h.length += s.size();
+    h.timeout_us = std::max<int64_t>(0, absl::ToInt64Microseconds(out.deadline - absl::Now()));
+    EncodeRequestHeader(h, header);
+    iov.clear();
+    iov.push_back({header, sizeof(header)});
+    for (const grpc::Slice& s : out.body) {
+      iov.push_back({const_cast<uint8_t*>(s.begin()), s.size()});
+    }
+    // A request half written cannot be taken back: the connection is failed on any error.
+    if (absl::Status s = WriteFull(fd_, iov, out.deadline); !s.ok()) {
+      Fail(absl::Status(s.code(), absl::StrCat("sending ", DataMethodName(h.method), ": ",
+                                               s.message())));
+      return;
+    }
+  }
+}
+
+void TcpDataChannel::ReadLoop() {
+  for (;;) {
+    absl::Time wake = absl::Now() + kIdlePoll;
+    {
+      MutexLock lock(&mu_);
+      if (closing_ || failed_) return;
+      for (const auto& [id, p] : pending_) wake = std::min(wake, p.deadline);
+    }
+    if (!WaitReadable(fd_, wake)) {
+      ExpireCalls();
+      continue;
+    }
+    if (absl::Status s = ReadReply(); !s.ok()) {
+      Fail(s);
+      return;
+    }
+    ExpireCalls();
+  }
+}
+
+void TcpDataChannel::ExpireCalls() {
+  std::vector<Done> expired;
+  {
+    MutexLock lock(&mu_);
+    const absl::Time now = absl::Now();
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (it->second.deadline <= now) {
+        expired.push_back(std::move(it->second.done));
+        it = pending_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (Done& d : expired) {
+    d(absl::DeadlineExceededError(absl::StrCat(label_, ": deadline passed before the reply")));
+  }
+}
+
+absl::Status TcpDataChannel::ReadReply() {
+  char header[kReplyHeaderBytes];
+  absl::Time deadline = absl::Now() + kFrameTime;
+  if (absl::Status s = ReadFull(fd_, header, deadline); !s.ok()) return s;
+  absl::StatusOr<ReplyHeader> h = DecodeReplyHeader(header, kMaxMessageBytes);
+  if (!h.ok()) return absl::UnavailableError(h.status().message());
+  std::string message(h->message_length, '\0');
+  if (absl::Status s = ReadFull(fd_, message, deadline); !s.ok()) return s;
+  std::optional<Pending> call;
+  {
+    MutexLock lock(&mu_);
+    if (auto it = pending_.find(h->id); it != pending_.end()) {
+      call = std::move(it->second);
+      pending_.erase(it);
+    }
+  }
+  // A big reply at a slow link: the frame's time, and the call's own deadline, whichever is later.
+  if (call) deadline = std::max(deadline, call->deadline);
+  if (buffer_.size() < h->length) buffer_.resize(h->length);
+  if (absl::Status s = ReadFull(fd_, std::span<char>(buffer_.data(), h->length), deadline);
+      !s.ok()) {
+    if (call) call->done(absl::Status(s.code(), absl::StrCat(label_, ": reply: ", s.message())));
+    return s;
+  }
+  if (!call) return absl::OkStatus();  // its caller gave up on it (deadline)
+  absl::Status result;
+  if (h->code != 0) {
+    result = absl::Status(static_cast<absl::StatusCode>(h->code), message);
+  } else {
+    grpc::Slice slice(buffer_.data(), h->length, grpc::Slice::STATIC_SLICE);
+    grpc::ByteBuffer body(&slice, 1);
+    result = call->parse(&body);
+  }
+  call->done(std::move(result));
+  return absl::OkStatus();
+}
+
+void TcpDataChannel::Fail(const absl::Status& why) {
+  std::vector<Done> pending;
+  absl::Status status;
+  {
+    MutexLock lock(&mu_);
+    if (!failed_) {
+      failed_ = true;
+      failure_ = why.code() == absl::StatusCode::kCancelled
+                     ? why
+                     : absl::UnavailableError(absl::StrCat(label_, ": ", why.message()));
+      shutdown(fd_, SHUT_RDWR);  // wakes the other thread
+      write_cv_.SignalAll();
+    }
+    status = failure_;
+    for (auto& [id, p] : pending_) pending.push_back(std::move(p.done));
+    pending_.clear();
+    queue_.clear();
+  }
+  for (Done& d : pending) d(status);
+}
+
+}  // namespace fulcrum::runtime

@@ -1,0 +1,100 @@
+// runtime: the client end of one tcp data-plane connection (runtime/tcp_wire.h) to a ps:
+// calls are queued to a writer thread, which sends each request's slices straight from the
+// memory they reference (writev, no copy in user space), and a reader thread parses each
+// reply from one receive buffer and completes its call. Many calls may be in flight; replies
+// come in any order.
+//
+// Every call ends exactly once: with its reply, at its deadline (DeadlineExceeded; a reply
+// that comes later is read and dropped), or with Unavailable naming the connection when it
+// fails (the peer closed it, a write or read failed). A failed channel stays failed: the
+// owner opens a new one (GrpcPsClient does, through OpenDataPlane).
+// Thread-safety: Call and healthy may be called from many threads at once.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "base/mutex.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/slice.h"
+#include "runtime/tcp_wire.h"
+
+namespace fulcrum::runtime {
+
+class TcpDataChannel {
+ public:
+  using Done = std::function<void(absl::Status)>;
+  // Parses a reply's body; the buffer is valid only during the call.
+  using ParseReply = std::function<absl::Status(grpc::ByteBuffer* body)>;
+
+  // Connects to host:port before `deadline` and presents `ticket`. `label` names the peer in
+  // errors ("ps:0 data plane (127.0.0.1:40123)"). Unavailable when it cannot connect or the
+  // server refuses the ticket; DeadlineExceeded when the server does not answer in time.
+  static absl::StatusOr<std::unique_ptr<TcpDataChannel>> Connect(const std::string& host, int port,
+                                                                 const std::string& ticket,
+                                                                 absl::Time deadline,
+                                                                 std::string label);
+  // Closes the connection; calls still pending end with Cancelled.
+  ~TcpDataChannel();
+  TcpDataChannel(const TcpDataChannel&) = delete;
+  TcpDataChannel& operator=(const TcpDataChannel&) = delete;
+
+  // Sends `body` (its slices are referenced until `done` runs) as a request of `method`;
+  // `parse` runs on the reader thread with the reply's body, then `done` with the call's end.
+  void Call(DataMethod method, std::vector<grpc::Slice> body, absl::Duration timeout,
+            ParseReply parse, Done done);
+
+  // False once the connection failed.
+  bool healthy() const;
+  const std::string& label() const { return label_; }
+
+ private:
+  struct Pending {
+    ParseReply parse;
+    Done done;
+    absl::Time deadline;
+  };
+  struct Outgoing {
+    uint64_t id;
+    DataMethod method;
+    std::vector<grpc::Slice> body;
+    absl::Time deadline;
+  };
+
+  TcpDataChannel(int fd, std::string label);
+  void ReadLoop();
+  void WriteLoop();
+  // Reads one reply and completes its call; an error breaks the connection.
+  absl::Status ReadReply();
+  // Ends every call past its deadline.
+  void ExpireCalls();
+  // Marks the connection failed, shuts the socket and ends every pending call with `why`.
+  void Fail(const absl::Status& why);
+
+  const int fd_;
+  const std::string label_;
+  mutable Mutex mu_;
+  CondVar write_cv_;  // signalled when a request is queued or the channel closes
+  std::deque<Outgoing> queue_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, Pending> pending_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  bool failed_ ABSL_GUARDED_BY(mu_) = false;
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status failure_ ABSL_GUARDED_BY(mu_);
+  std::vector<char> buffer_;  // the reader's receive buffer, reused
+  std::thread reader_;
+  std::thread writer_;
+};
+
+}  // namespace fulcrum::runtime
