@@ -23,7 +23,7 @@
 # Usage: bench/compare_pslite.sh [--models=logreg,syn1mb,syn4mb,syn16mb,syn64mb]
 #          [--workers=1,2] [--servers=1] [--pairs=3] [--warmup_s=1] [--seconds=3]
 #          [--chunk_bytes=2097152] [--pslite_mode=chunked|single] [--timeout=120]
-#          [--out=build/compare_pslite.md] [--keep]
+#          [--data_plane=tcp|grpc] [--out=build/compare_pslite.md] [--keep]
 #   models: Fulcrum's names (bench/ps_bench_model.h): logreg (784x10 + 10 floats, 31400 B),
 #           mlp, autoencoder, syn<N>mb (N MiB in 8 equal variables).
 #   --pslite_mode  chunked (default): one ZPushPull per key; single: the whole set in one
@@ -32,6 +32,8 @@
 #                  variables round-robin and then chunks each ps's share, ps-lite spreads the
 #                  chunk-sized keys round-robin (logreg on 2: Fulcrum 2 chunks, ps-lite 1 key on
 #                  one server); the chunks column shows it. Only S = 1 is in docs/.
+#   --data_plane   Fulcrum's transport for Pull/PushPull (its --data_plane): tcp (default here,
+#                  its fastest, as ps-lite runs on raw ZeroMQ/TCP) or grpc.
 #   --timeout      seconds any one process may live (timeout(1) around each).
 #   --keep         keep the per-run folders (logs, specs) under $TMPDIR.
 # Environment: FULCRUM_BUILD (default build), PSLITE_BUILD (default bench/pslite/build),
@@ -44,7 +46,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 FULCRUM_BUILD="${FULCRUM_BUILD:-${ROOT}/build}"
 PSLITE_BUILD="${PSLITE_BUILD:-${ROOT}/bench/pslite/build}"
 models=logreg,syn1mb,syn4mb,syn16mb,syn64mb workers_list=1,2 servers=1 pairs=3
-warmup_s=1 seconds=3 chunk_bytes=2097152 pslite_mode=chunked timeout_s=120
+warmup_s=1 seconds=3 chunk_bytes=2097152 pslite_mode=chunked timeout_s=120 data_plane=tcp
 out="${ROOT}/build/compare_pslite.md" keep=0
 die() { echo "compare_pslite: $*" >&2; exit 2; }
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
@@ -59,6 +61,7 @@ for arg in "$@"; do
     --chunk_bytes=*) chunk_bytes="${arg#*=}" ;;
     --pslite_mode=*) pslite_mode="${arg#*=}" ;;
     --timeout=*) timeout_s="${arg#*=}" ;;
+    --data_plane=*) data_plane="${arg#*=}" ;;
     --out=*) out="${arg#*=}" ;;
     --keep) keep=1 ;;
     -h|--help) usage; exit 0 ;;
@@ -78,6 +81,8 @@ done
 [[ "$pslite_mode" == chunked || "$pslite_mode" == single ]] ||
   die "--pslite_mode: chunked or single, not '$pslite_mode'"
 [[ "$timeout_s" =~ ^[1-9][0-9]*$ ]] || die "--timeout: whole seconds > 0, not '$timeout_s'"
+[[ "$data_plane" == tcp || "$data_plane" == grpc ]] ||
+  die "--data_plane: tcp or grpc, not '$data_plane'"
 
 PS_BIN="${FULCRUM_BUILD}/bin/ps"
 PUSHPULL_BIN="${FULCRUM_BUILD}/bin/ps_pushpull"
@@ -174,13 +179,14 @@ EOF
   local p i status rc=0
   for ((p = 0; p < servers; ++p)); do
     timeout -k 5 "$timeout_s" "$PS_BIN" --cluster_spec="${dir}/spec.json" --task_index="$p" \
-      --profile=off --startup_timeout=60 --heartbeat_timeout=60 >"${dir}/ps${p}.log" 2>&1 &
+      --profile=off --startup_timeout=60 --heartbeat_timeout=60 --data_plane="$data_plane" \
+      >"${dir}/ps${p}.log" 2>&1 &
     pids+=("$!")
   done
   for ((i = 0; i < w; ++i)); do
     timeout -k 5 "$timeout_s" "$PUSHPULL_BIN" --cluster_spec="${dir}/spec.json" \
       --task_index="$i" --model="$model" --rpc_chunk_bytes="$chunk_bytes" \
-      --warmup_s="$warmup_s" --seconds="$seconds" --barrier_dir="${dir}/barrier" \
+      --data_plane="$data_plane" --warmup_s="$warmup_s" --seconds="$seconds" --barrier_dir="${dir}/barrier" \
       >"${dir}/worker${i}.out" 2>"${dir}/worker${i}.log" &
     pids+=("$!")
   done

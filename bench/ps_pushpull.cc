@@ -14,7 +14,8 @@
 // pulled, as TransferResult counts them; checked against 2 x the model's bytes every round).
 //
 // Flags: Fulcrum's own --cluster_spec (required), --task_index, --model (logreg, mlp, ... or
-// syn<N>mb: 8 equal float variables, N MiB in all), --rpc_chunk_bytes; and --warmup_s=1
+// syn<N>mb: 8 equal float variables, N MiB in all), --rpc_chunk_bytes, --data_plane (the ps
+// tasks must run with the same); and --warmup_s=1
 // --seconds=3 --barrier_dir (required) --shutdown_ps=true. A bad flag exits 2 naming it.
 #include <algorithm>
 #include <cstdio>
@@ -45,6 +46,7 @@ ABSL_DECLARE_FLAG(std::string, cluster_spec);
 ABSL_DECLARE_FLAG(int32_t, task_index);
 ABSL_DECLARE_FLAG(std::string, model);
 ABSL_DECLARE_FLAG(int64_t, rpc_chunk_bytes);
+ABSL_DECLARE_FLAG(std::string, data_plane);
 ABSL_FLAG(double, warmup_s, 1, "Seconds of unreported push+pull rounds before the window.");
 ABSL_FLAG(double, seconds, 3, "Seconds of the measured window.");
 ABSL_FLAG(std::string, barrier_dir, "",
@@ -75,6 +77,10 @@ int Run() {
   if (spec_path.empty()) return bad("--cluster_spec: required");
   if (barrier_dir.empty()) return bad("--barrier_dir: required");
   if (chunk_bytes < 4) return bad("--rpc_chunk_bytes: must be at least 4");
+  const std::string data_plane = absl::GetFlag(FLAGS_data_plane);
+  if (data_plane != "grpc" && data_plane != "tcp") {
+    return bad(absl::StrCat("--data_plane=", data_plane, ": expected grpc or tcp"));
+  }
   if (warmup_s < 0) return bad("--warmup_s: must be >= 0");
   if (seconds <= 0) return bad("--seconds: must be > 0");
   absl::StatusOr<std::string> text = ReadFileToString(spec_path);
@@ -119,6 +125,13 @@ int Run() {
   for (auto& client : clients) {  // grow the HTTP/2 windows first, as the worker does
     if (absl::Status s = client->Warm(chunk_bytes, 3, kCallTimeout); !s.ok()) {
       return Fail(s.ToString());
+    }
+    if (data_plane == "tcp") {
+      client->set_tcp_data_plane(true);
+      if (absl::Status s = client->OpenDataPlane(absl::StrCat("worker:", rank), kCallTimeout);
+          !s.ok()) {
+        return Fail(s.ToString());
+      }
     }
   }
   std::vector<ops::Tensor> grads, values;

@@ -233,11 +233,6 @@ void TcpDataServer::Serve(std::shared_ptr<Connection> conn) {
     MutexLock lock(&mu_);
     ++refused_;
   };
-  const auto forget = [&] {
-    shutdown(conn->fd, SHUT_RDWR);
-    MutexLock lock(&mu_);
-    std::erase(connections_, conn);
-  };
   // The hello: a live ticket within kHelloTimeout, or the connection is closed.
   char hello[runtime::kHelloBytes];
   absl::Status s = runtime::ReadFull(conn->fd, hello, absl::Now() + kHelloTimeout);
@@ -256,9 +251,20 @@ void TcpDataServer::Serve(std::shared_ptr<Connection> conn) {
   if (conn->task.empty()) {
     refuse(ticket.ok() ? "no live ticket matches its hello"
                        : absl::StrCat("hello: ", ticket.status().message()));
-    forget();
+    shutdown(conn->fd, SHUT_RDWR);
+    MutexLock lock(&mu_);
+    std::erase(connections_, conn);
     return;
   }
+  ReadNext(std::move(conn));
+}
+
+void TcpDataServer::ReadNext(std::shared_ptr<Connection> conn) {
+  const auto refuse = [&](const std::string& why) {
+    spdlog::warn("{} data plane: closed the connection from {}: {}", name_, conn->peer, why);
+    MutexLock lock(&mu_);
+    ++refused_;
+  };
   for (;;) {
     {
       MutexLock lock(&mu_);
@@ -267,7 +273,7 @@ void TcpDataServer::Serve(std::shared_ptr<Connection> conn) {
     if (!runtime::WaitReadable(conn->fd, absl::Now() + absl::Seconds(1))) continue;
     char header[runtime::kRequestHeaderBytes];
     const absl::Time deadline = absl::Now() + kFrameTime;
-    if (s = runtime::ReadFull(conn->fd, header, deadline); !s.ok()) {
+    if (absl::Status s = runtime::ReadFull(conn->fd, header, deadline); !s.ok()) {
       // The worker closed its end (it finished, or died): not an error of the peer.
       if (!absl::IsUnavailable(s)) refuse(absl::StrCat("reading a request: ", s.message()));
       break;
@@ -278,35 +284,46 @@ void TcpDataServer::Serve(std::shared_ptr<Connection> conn) {
       refuse(std::string(h.status().message()));
       break;
     }
-    auto body = std::make_shared<std::string>();
-    body->resize(h->length);
-    if (s = runtime::ReadFull(conn->fd, *body, deadline + absl::Seconds(h->length >> 20));
+    // Not zero-filled: every byte is read into it.
+    std::unique_ptr<char[]> storage(new char[std::max<uint64_t>(h->length, 1)]);
+    const std::span<char> body(storage.get(), h->length);
+    if (absl::Status s =
+            runtime::ReadFull(conn->fd, body, deadline + absl::Seconds(h->length >> 20));
         !s.ok()) {
       refuse(absl::StrCat("request ", h->id, ": ", s.message()));
       break;
     }
-    pool_->Run([this, conn, h = *h, body] {
-      absl::Status status;
-      std::vector<grpc::Slice> reply;
-      const auto method = static_cast<runtime::DataMethod>(h.method);
-      if (method != runtime::DataMethod::kPull && method != runtime::DataMethod::kPush &&
-          method != runtime::DataMethod::kPushPull) {
-        status = absl::InvalidArgumentError(
-            absl::StrCat("unknown data-plane method ", h.method));
-      } else if (h.timeout_us <= 0) {
-        status = absl::DeadlineExceededError(
-            absl::StrCat(runtime::DataMethodName(h.method), ": no time left"));
-      } else {
-        grpc::Slice slice(body->data(), body->size(), grpc::Slice::STATIC_SLICE);
-        grpc::ByteBuffer buffer(&slice, 1);
-        status = handler_(method, conn->task, &buffer,
-                          absl::Now() + absl::Microseconds(h.timeout_us), &reply);
-      }
-      if (!status.ok()) reply.clear();
-      Respond(conn, h.id, status, std::move(reply));
-    });
+    // Another thread reads the next request while this one serves the one just read (which
+    // may block: a sync pull), so the hand-over's wake-up overlaps the work.
+    if (getenv("EXP_INLINE")) { Handle(conn, *h, body); continue; }
+    pool_->Run([this, conn] { ReadNext(conn); });
+    Handle(conn, *h, body);
+    return;
   }
-  forget();
+  shutdown(conn->fd, SHUT_RDWR);
+  MutexLock lock(&mu_);
+  std::erase(connections_, conn);
+}
+
+void TcpDataServer::Handle(const std::shared_ptr<Connection>& conn,
+                           const runtime::RequestHeader& h, std::span<char> body) {
+  absl::Status status;
+  std::vector<grpc::Slice> reply;
+  const auto method = static_cast<runtime::DataMethod>(h.method);
+  if (method != runtime::DataMethod::kPull && method != runtime::DataMethod::kPush &&
+      method != runtime::DataMethod::kPushPull) {
+    status = absl::InvalidArgumentError(absl::StrCat("unknown data-plane method ", h.method));
+  } else if (h.timeout_us <= 0) {
+    status = absl::DeadlineExceededError(
+        absl::StrCat(runtime::DataMethodName(h.method), ": no time left"));
+  } else {
+    grpc::Slice slice(body.data(), body.size(), grpc::Slice::STATIC_SLICE);
+    grpc::ByteBuffer buffer(&slice, 1);
+    status = handler_(method, conn->task, &buffer, absl::Now() + absl::Microseconds(h.timeout_us),
+                      &reply);
+  }
+  if (!status.ok()) reply.clear();
+  Respond(conn, h.id, status, std::move(reply));
 }
 
 void TcpDataServer::Respond(const std::shared_ptr<Connection>& conn, uint64_t id,

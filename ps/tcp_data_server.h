@@ -5,9 +5,10 @@
 // that does not present a live ticket within kHelloTimeout is answered "refused" and closed;
 // every request on an accepted connection is served as the ticket's task.
 //
-// Each connection has a reader thread; requests run on a pool that grows while all its
-// threads are busy (a sync-mode pull blocks until its step completes, as a gRPC sync server's
-// handler does), so replies go back in the order they finish. A malformed header, a body over
+// A connection's hello is read on a thread of its own; then the thread that read a request
+// hands the reading of the next to a pool and serves the request itself. The pool grows
+// while all its threads are busy (a sync-mode pull blocks until its step completes, as a gRPC
+// sync server's handler does), so replies go back in the order they finish. A malformed header, a body over
 // the message limit or a peer that stalls mid-frame closes that connection (logged with the
 // peer's address); a request the handler refuses gets its status back and changes nothing.
 // Thread-safety: IssueTicket and port may be called from any thread; Shutdown once.
@@ -16,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -66,7 +68,13 @@ class TcpDataServer {
 
   TcpDataServer(std::string name, int listen_fd, int port, Handler handler);
   void AcceptLoop();
+  // The hello, then ReadNext.
   void Serve(std::shared_ptr<Connection> conn);
+  // Reads one request, hands the reading of the next to the pool and serves this one; closes
+  // the connection on a malformed frame or when the peer goes.
+  void ReadNext(std::shared_ptr<Connection> conn);
+  void Handle(const std::shared_ptr<Connection>& conn, const runtime::RequestHeader& h,
+              std::span<char> body);
   // The task of a live ticket, which is used up; empty when none matches.
   std::string RedeemTicket(const std::string& ticket);
   void Respond(const std::shared_ptr<Connection>& conn, uint64_t id, const absl::Status& status,

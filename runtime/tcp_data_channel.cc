@@ -73,57 +73,93 @@ bool TcpDataChannel::healthy() const {
   return !failed_;
 }
 
+void TcpDataChannel::Outgoing::Unsent(std::vector<iovec>* iov) {
+  iov->clear();
+  iov->push_back({header.data(), header.size()});
+  for (const grpc::Slice& s : body) iov->push_back({const_cast<uint8_t*>(s.begin()), s.size()});
+  SkipBytes(*iov, sent);
+}
+
 void TcpDataChannel::Call(DataMethod method, std::vector<grpc::Slice> body,
                           absl::Duration timeout, ParseReply parse, Done done) {
   const absl::Time deadline = absl::Now() + timeout;
+  Outgoing out;
+  RequestHeader h;
+  h.method = static_cast<uint32_t>(method);
+  for (const grpc::Slice& s : body) h.length += s.size();
+  h.timeout_us = absl::ToInt64Microseconds(timeout);
+  out.body = std::move(body);
+  out.deadline = deadline;
   absl::Status refused;
   {
     MutexLock lock(&mu_);
     if (failed_) {
       refused = failure_;
     } else {
-      const uint64_t id = next_id_++;
-      pending_.emplace(id, Pending{std::move(parse), std::move(done), deadline});
-      queue_.push_back(Outgoing{id, method, std::move(body), deadline});
-      write_cv_.Signal();
-      return;
+      out.id = h.id = next_id_++;
+      EncodeRequestHeader(h, out.header.data());
+      pending_.emplace(out.id, Pending{std::move(parse), std::move(done), deadline});
+      if (writing_ || !queue_.empty()) {  // behind others: the writer thread sends it
+        queue_.push_back(std::move(out));
+        write_cv_.Signal();
+        return;
+      }
+      writing_ = true;
     }
   }
-  done(std::move(refused));
+  if (!refused.ok()) {
+    done(std::move(refused));
+    return;
+  }
+  // The socket free: write what it takes now, here; the writer thread sends any rest.
+  std::vector<iovec> iov;
+  out.Unsent(&iov);
+  absl::StatusOr<size_t> n = WriteNow(fd_, iov);
+  if (!n.ok()) {
+    Fail(absl::Status(n.status().code(), absl::StrCat("sending ", DataMethodName(h.method), ": ",
+                                                      n.status().message())));
+    MutexLock lock(&mu_);
+    writing_ = false;
+    return;
+  }
+  out.sent += *n;
+  MutexLock lock(&mu_);
+  writing_ = false;
+  const size_t total = kRequestHeaderBytes + h.length;
+  if (out.sent < total) queue_.push_front(std::move(out));
+  if (!queue_.empty()) write_cv_.Signal();
+}
+
+bool TcpDataChannel::WriteAll(Outgoing& out) {
+  std::vector<iovec> iov;
+  out.Unsent(&iov);
+  // A request half written cannot be taken back: the connection is failed on any error.
+  if (absl::Status s = WriteFull(fd_, iov, out.deadline); !s.ok()) {
+    Fail(absl::Status(s.code(), absl::StrCat("sending a request: ", s.message())));
+    return false;
+  }
+  return true;
 }
 
 void TcpDataChannel::WriteLoop() {
-  std::vector<iovec> iov;
-  char header[kRequestHeaderBytes];
   for (;;) {
     Outgoing out;
     {
       MutexLock lock(&mu_);
-      while (queue_.empty() && !closing_ && !failed_) {
+      while ((queue_.empty() || writing_) && !closing_ && !failed_) {
         write_cv_.WaitUntil(&mu_, absl::Now() + kIdlePoll);
       }
       if (closing_ || failed_) return;
       out = std::move(queue_.front());
       queue_.pop_front();
-      if (!pending_.contains(out.id)) continue;  // it timed out while queued
+      // A request that timed out while queued is dropped, unless a part of it is out already.
+      if (out.sent == 0 && !pending_.contains(out.id)) continue;
+      writing_ = true;
     }
-    RequestHeader h;
-    h.method = static_cast<uint32_t>(out.method);
-    h.id = out.id;
-    for (const grpc::Slice& s : out.body) h.length += s.size();
-    h.timeout_us = std::max<int64_t>(0, absl::ToInt64Microseconds(out.deadline - absl::Now()));
-    EncodeRequestHeader(h, header);
-    iov.clear();
-    iov.push_back({header, sizeof(header)});
-    for (const grpc::Slice& s : out.body) {
-      iov.push_back({const_cast<uint8_t*>(s.begin()), s.size()});
-    }
-    // A request half written cannot be taken back: the connection is failed on any error.
-    if (absl::Status s = WriteFull(fd_, iov, out.deadline); !s.ok()) {
-      Fail(absl::Status(s.code(), absl::StrCat("sending ", DataMethodName(h.method), ": ",
-                                               s.message())));
-      return;
-    }
+    const bool ok = WriteAll(out);
+    MutexLock lock(&mu_);
+    writing_ = false;
+    if (!ok) return;
   }
 }
 

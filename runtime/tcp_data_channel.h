@@ -1,6 +1,7 @@
 // runtime: the client end of one tcp data-plane connection (runtime/tcp_wire.h) to a ps:
-// calls are queued to a writer thread, which sends each request's slices straight from the
-// memory they reference (writev, no copy in user space), and a reader thread parses each
+// a request's slices are written straight from the memory they reference (writev, no copy in
+// user space): by the caller as far as the socket takes them at once, the rest by a writer
+// thread (so a call never blocks its caller on a slow link); a reader thread parses each
 // reply from one receive buffer and completes its call. Many calls may be in flight; replies
 // come in any order.
 //
@@ -13,6 +14,7 @@
 
 #include <sys/types.h>
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -66,15 +68,20 @@ class TcpDataChannel {
     absl::Time deadline;
   };
   struct Outgoing {
-    uint64_t id;
-    DataMethod method;
+    uint64_t id = 0;
+    std::array<char, kRequestHeaderBytes> header;
     std::vector<grpc::Slice> body;
     absl::Time deadline;
+    size_t sent = 0;  // bytes of header and body already written
+    // The unsent bytes as iovecs (into *iov).
+    void Unsent(std::vector<iovec>* iov);
   };
 
   TcpDataChannel(int fd, std::string label);
   void ReadLoop();
   void WriteLoop();
+  // Writes (the rest of) `out`, waiting up to its deadline; an error fails the connection.
+  bool WriteAll(Outgoing& out);
   // Reads one reply and completes its call; an error breaks the connection.
   absl::Status ReadReply();
   // Ends every call past its deadline.
@@ -91,6 +98,8 @@ class TcpDataChannel {
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   bool failed_ ABSL_GUARDED_BY(mu_) = false;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  // A thread is writing to the socket (the caller of Call, or the writer thread).
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
   std::vector<char> buffer_;  // the reader's receive buffer, reused
   std::thread reader_;

@@ -271,35 +271,45 @@ absl::Status ReadFull(int fd, std::span<char> out, absl::Time deadline) {
   return absl::OkStatus();
 }
 
-absl::Status WriteFull(int fd, std::span<iovec> iov, absl::Time deadline) {
+void SkipBytes(std::span<iovec> iov, size_t n) {
+  for (iovec& v : iov) {
+    if (n == 0) return;
+    const size_t take = std::min(n, v.iov_len);
+    v.iov_base = static_cast<char*>(v.iov_base) + take;
+    v.iov_len -= take;
+    n -= take;
+  }
+}
+
+absl::StatusOr<size_t> WriteNow(int fd, std::span<iovec> iov) {
+  size_t total = 0;
   size_t first = 0;
-  while (first < iov.size()) {
-    if (iov[first].iov_len == 0) {
-      ++first;
-      continue;
-    }
+  for (;;) {
+    while (first < iov.size() && iov[first].iov_len == 0) ++first;
+    if (first == iov.size()) return total;
     msghdr msg{};
     msg.msg_iov = &iov[first];
     msg.msg_iovlen = std::min<size_t>(iov.size() - first, IOV_MAX);
-    const ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL);
+    const ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0) {
       if (errno == EINTR) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) {
-        return absl::UnavailableError(absl::StrCat("send: ", std::strerror(errno)));
-      }
-      if (absl::Status s = WaitFor(fd, POLLOUT, deadline); !s.ok()) return s;
-      continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return total;
+      return absl::UnavailableError(absl::StrCat("send: ", std::strerror(errno)));
     }
-    size_t left = static_cast<size_t>(n);
-    while (left > 0 && first < iov.size()) {
-      const size_t take = std::min(left, iov[first].iov_len);
-      iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + take;
-      iov[first].iov_len -= take;
-      left -= take;
-      if (iov[first].iov_len == 0) ++first;
-    }
+    SkipBytes(iov.subspan(first), static_cast<size_t>(n));
+    total += static_cast<size_t>(n);
   }
-  return absl::OkStatus();
+}
+
+absl::Status WriteFull(int fd, std::span<iovec> iov, absl::Time deadline) {
+  for (;;) {
+    absl::StatusOr<size_t> n = WriteNow(fd, iov);
+    if (!n.ok()) return n.status();
+    if (std::all_of(iov.begin(), iov.end(), [](const iovec& v) { return v.iov_len == 0; })) {
+      return absl::OkStatus();
+    }
+    if (absl::Status s = WaitFor(fd, POLLOUT, deadline); !s.ok()) return s;
+  }
 }
 
 bool WaitReadable(int fd, absl::Time deadline) { return WaitFor(fd, POLLIN, deadline).ok(); }

@@ -85,6 +85,11 @@ absl::StatusOr<int> ListenTcp(const std::string& host, int* port);
 absl::Status ReadFull(int fd, std::span<char> out, absl::Time deadline);
 // Writes all of `iov` (modified as it goes) before `deadline`; same errors as ReadFull.
 absl::Status WriteFull(int fd, std::span<iovec> iov, absl::Time deadline);
+// Writes what the socket takes now without waiting; the bytes written (`iov` advanced past
+// them). Unavailable as ReadFull.
+absl::StatusOr<size_t> WriteNow(int fd, std::span<iovec> iov);
+// Advances `iov` past its first `n` bytes.
+void SkipBytes(std::span<iovec> iov, size_t n);
 // Waits until `fd` is readable or `deadline` passes (false then, or on a poll error).
 bool WaitReadable(int fd, absl::Time deadline);
 
