@@ -12,6 +12,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -180,10 +181,10 @@ std::string TcpDataServer::IssueTicket(const std::string& task) {
   return secret;
 }
 
-std::string TcpDataServer::RedeemTicket(const std::string& ticket) {
+std::optional<std::string> TcpDataServer::RedeemTicket(const std::string& ticket) {
   MutexLock lock(&mu_);
   const absl::Time now = absl::Now();
-  std::string task;
+  std::optional<std::string> task;
   // Every live ticket is compared, in constant time each, whichever matches.
   auto match = tickets_.end();
   for (auto it = tickets_.begin(); it != tickets_.end(); ++it) {
@@ -238,17 +239,19 @@ void TcpDataServer::Serve(std::shared_ptr<Connection> conn) {
   absl::Status s = runtime::ReadFull(conn->fd, hello, absl::Now() + kHelloTimeout);
   absl::StatusOr<std::string> ticket =
       s.ok() ? runtime::DecodeHello(hello) : absl::StatusOr<std::string>(s);
-  if (ticket.ok()) conn->task = RedeemTicket(*ticket);
+  std::optional<std::string> task;
+  if (ticket.ok()) task = RedeemTicket(*ticket);
+  if (task) conn->task = *task;
   {
     char answer[runtime::kHelloAnswerBytes] = {};
     std::memcpy(answer, runtime::kHelloMagic, 8);
-    answer[8] = conn->task.empty() ? 1 : 0;
+    answer[8] = task ? 0 : 1;
     iovec iov{answer, sizeof(answer)};
     if (ticket.ok()) {
       (void)runtime::WriteFull(conn->fd, std::span<iovec>(&iov, 1), absl::Now() + kHelloTimeout);
     }
   }
-  if (conn->task.empty()) {
+  if (!task) {
     refuse(ticket.ok() ? "no live ticket matches its hello"
                        : absl::StrCat("hello: ", ticket.status().message()));
     shutdown(conn->fd, SHUT_RDWR);

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -75,8 +76,8 @@ class TcpDataServer {
   void ReadNext(std::shared_ptr<Connection> conn);
   void Handle(const std::shared_ptr<Connection>& conn, const runtime::RequestHeader& h,
               std::span<char> body);
-  // The task of a live ticket, which is used up; empty when none matches.
-  std::string RedeemTicket(const std::string& ticket);
+  // The task of a live ticket, which is used up; nullopt when none matches.
+  std::optional<std::string> RedeemTicket(const std::string& ticket);
   void Respond(const std::shared_ptr<Connection>& conn, uint64_t id, const absl::Status& status,
                std::vector<grpc::Slice> body);
 

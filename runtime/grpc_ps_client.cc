@@ -187,8 +187,42 @@ void GrpcPsClient::PushPullFrameAsync(const PushFrame* request, PushReply* respo
       });
 }
 
+void GrpcPsClient::MessageOverTcp(DataMethod method, const std::string& task,
+                                  const google::protobuf::Message* request,
+                                  google::protobuf::Message* response, absl::Duration timeout,
+                                  Done done) {
+  const char* name = method == DataMethod::kPull   ? "Pull"
+                     : method == DataMethod::kPush ? "Push"
+                                                   : "PushPull";
+  auto* call = new FrameCall{{}, std::move(done), this, NowUnixMicros()};
+  absl::StatusOr<std::shared_ptr<TcpDataChannel>> channel = DataChannel(task, timeout);
+  if (!channel.ok()) return call->Finish(name, channel.status(), absl::OkStatus());
+  const std::string bytes = request->SerializeAsString();
+  std::vector<grpc::Slice> body;
+  body.emplace_back(bytes.data(), bytes.size());
+  auto parse_error = std::make_shared<absl::Status>();
+  (*channel)->Call(
+      method, std::move(body), timeout,
+      [response, parse_error](grpc::ByteBuffer* reply) {
+        grpc::Slice whole;
+        if (!reply->DumpToSingleSlice(&whole).ok() ||
+            !response->ParseFromArray(whole.begin(), static_cast<int>(whole.size()))) {
+          *parse_error = absl::InvalidArgumentError("the reply does not parse as protobuf");
+        }
+        return absl::OkStatus();
+      },
+      [call, name, request, response, parse_error](absl::Status status) {
+        Report(call->client, name, call->begin_unix_us, *request, *response);
+        call->Finish(name, status, *parse_error);
+      });
+}
+
 void GrpcPsClient::PullAsync(const pb::PullRequest* request, pb::PullResponse* response,
                              absl::Duration timeout, Done done) {
+  if (tcp_data_plane_) {
+    return MessageOverTcp(DataMethod::kPull, request->task(), request, response, timeout,
+                          std::move(done));
+  }
   StartCall("Pull", this, timeout, request, response, std::move(done),
             [&](grpc::ClientContext* ctx, std::function<void(grpc::Status)> cb) {
               stub_->async()->Pull(ctx, request, response, std::move(cb));
@@ -197,6 +231,10 @@ void GrpcPsClient::PullAsync(const pb::PullRequest* request, pb::PullResponse* r
 
 void GrpcPsClient::PushAsync(const pb::PushRequest* request, pb::PushResponse* response,
                              absl::Duration timeout, Done done) {
+  if (tcp_data_plane_) {
+    return MessageOverTcp(DataMethod::kPush, request->task(), request, response, timeout,
+                          std::move(done));
+  }
   StartCall("Push", this, timeout, request, response, std::move(done),
             [&](grpc::ClientContext* ctx, std::function<void(grpc::Status)> cb) {
               stub_->async()->Push(ctx, request, response, std::move(cb));
@@ -205,6 +243,10 @@ void GrpcPsClient::PushAsync(const pb::PushRequest* request, pb::PushResponse* r
 
 void GrpcPsClient::PushPullAsync(const pb::PushRequest* request, pb::PushResponse* response,
                                  absl::Duration timeout, Done done) {
+  if (tcp_data_plane_) {
+    return MessageOverTcp(DataMethod::kPushPull, request->task(), request, response, timeout,
+                          std::move(done));
+  }
   StartCall("PushPull", this, timeout, request, response, std::move(done),
             [&](grpc::ClientContext* ctx, std::function<void(grpc::Status)> cb) {
               stub_->async()->PushPull(ctx, request, response, std::move(cb));

@@ -67,8 +67,8 @@ class GrpcPsClient final : public PsClient {
   absl::Status ReleaseWorkers(const pb::ReleaseWorkersRequest& request,
                               absl::Duration timeout) override;
 
-  // --data_plane=tcp: PullFrameAsync and PushPullFrameAsync go over a tcp data-plane
-  // connection (runtime/tcp_data_channel.h) instead of this channel. It is opened through
+  // --data_plane=tcp: the data calls (Pull, Push, PushPull, as messages and as frames) go
+  // over a tcp data-plane connection (runtime/tcp_data_channel.h) instead of this channel. It is opened through
   // OpenDataPlane on the first such call and again on the first call after it failed (a ps
   // restarted); that call waits for it, within its own timeout. Set before the first call.
   void set_tcp_data_plane(bool on) { tcp_data_plane_ = on; }
@@ -98,6 +98,10 @@ class GrpcPsClient final : public PsClient {
   grpc::internal::RpcMethod push_pull_method_;
   bool tcp_data_plane_ = false;
 
+  // A generated-message data call over the tcp data plane.
+  void MessageOverTcp(DataMethod method, const std::string& task,
+                      const google::protobuf::Message* request,
+                      google::protobuf::Message* response, absl::Duration timeout, Done done);
   // The live data-plane connection of `task` (a connection serves the task its ticket was
   // issued to), opened (again) when there is none or it failed.
   absl::StatusOr<std::shared_ptr<TcpDataChannel>> DataChannel(const std::string& task,

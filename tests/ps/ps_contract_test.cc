@@ -29,6 +29,7 @@
 #include "ops/tensor.h"
 #include "ps/in_process_client.h"
 #include "ps/service.h"
+#include "ps/tcp_data_server.h"
 #include "ps/shard.h"
 #include "runtime/chunk_plan.h"
 #include "runtime/grpc_ps_client.h"
@@ -42,11 +43,23 @@ using ::testing::HasSubstr;
 
 constexpr absl::Duration kTimeout = absl::Seconds(30);
 
-enum class Transport { kInProcess, kGrpc };
+// kTcp: a GrpcPsClient whose data calls go over the ps's tcp data plane (--data_plane=tcp),
+// the control calls over gRPC.
+enum class Transport { kInProcess, kGrpc, kTcp };
 
-void PrintTo(Transport t, std::ostream* os) {
-  *os << (t == Transport::kGrpc ? "gRPC on 127.0.0.1" : "in-process");
+const char* TransportName(Transport t) {
+  switch (t) {
+    case Transport::kGrpc:
+      return "Grpc";
+    case Transport::kTcp:
+      return "Tcp";
+    case Transport::kInProcess:
+      break;
+  }
+  return "InProcess";
 }
+
+void PrintTo(Transport t, std::ostream* os) { *os << TransportName(t); }
 
 // ---- definitions -----------------------------------------------------------------------
 
@@ -197,6 +210,17 @@ class PsContractTest : public ::testing::TestWithParam<Transport> {
       return;
     }
     service_ = std::make_unique<PsService>(shard_.get());
+    if (GetParam() == Transport::kTcp) {
+      auto data_plane = TcpDataServer::Start(
+          "ps:0", "127.0.0.1",
+          [this](runtime::DataMethod method, const std::string& task, grpc::ByteBuffer* body,
+                 absl::Time deadline, std::vector<grpc::Slice>* reply) {
+            return service_->ServeData(method, task, body, deadline, reply);
+          });
+      ASSERT_TRUE(data_plane.ok()) << data_plane.status();
+      data_plane_ = std::move(*data_plane);
+      service_->set_data_plane(data_plane_.get());
+    }
     int port = 0;
     auto server = StartServer(service_.get(), "ps:0", "127.0.0.1:0", &port);
     ASSERT_TRUE(server.ok()) << server.status();
@@ -204,6 +228,7 @@ class PsContractTest : public ::testing::TestWithParam<Transport> {
     auto grpc_client =
         std::make_unique<runtime::GrpcPsClient>("ps:0", absl::StrCat("127.0.0.1:", port));
     ASSERT_TRUE(grpc_client->WaitUntilReady(kTimeout));
+    grpc_client->set_tcp_data_plane(GetParam() == Transport::kTcp);
     client_ = std::move(grpc_client);
   }
 
@@ -215,6 +240,7 @@ class PsContractTest : public ::testing::TestWithParam<Transport> {
       server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
       server_->Wait();
     }
+    if (data_plane_ != nullptr) data_plane_->Shutdown();
   }
 
   void Create(const pb::CreateVariablesRequest& def) {
@@ -262,13 +288,15 @@ class PsContractTest : public ::testing::TestWithParam<Transport> {
   std::unique_ptr<Shard> shard_;
   std::unique_ptr<PsService> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<TcpDataServer> data_plane_;
   std::unique_ptr<runtime::PsClient> client_;
 };
 
 INSTANTIATE_TEST_SUITE_P(Transports, PsContractTest,
-                         ::testing::Values(Transport::kInProcess, Transport::kGrpc),
+                         ::testing::Values(Transport::kInProcess, Transport::kGrpc,
+                                           Transport::kTcp),
                          [](const ::testing::TestParamInfo<Transport>& info) {
-                           return info.param == Transport::kGrpc ? "Grpc" : "InProcess";
+                           return TransportName(info.param);
                          });
 
 // ---- creation and initial values ----------------------------------------------------------
