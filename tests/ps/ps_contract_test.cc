@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -35,6 +36,8 @@
 #include "runtime/grpc_ps_client.h"
 #include "runtime/proto_convert.h"
 #include "runtime/tensor_coding.h"
+#include "runtime/limits.h"
+#include "runtime/tcp_wire.h"
 
 namespace fulcrum::ps {
 namespace {
@@ -1691,6 +1694,262 @@ TEST(PsFrameTest, MalformedFramesFromARawClientAreRefusedAndApplyNothing) {
   shard.Stop("test over");
   (*server)->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   (*server)->Wait();
+}
+
+
+// ---- the tcp data plane itself ------------------------------------------------------------
+
+// A ps with a tcp data plane on 127.0.0.1, a client using it, and raw sockets to it.
+class TcpDataPlaneTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    shard_ = std::make_unique<Shard>(0);
+    service_ = std::make_unique<PsService>(shard_.get());
+    StartDataPlane();
+    int port = 0;
+    auto server = StartServer(service_.get(), "ps:0", "127.0.0.1:0", &port);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    client_ = std::make_unique<runtime::GrpcPsClient>("ps:0", absl::StrCat("127.0.0.1:", port));
+    ASSERT_TRUE(client_->WaitUntilReady(kTimeout));
+    client_->set_tcp_data_plane(true);
+    stub_ = pb::ParameterServer::NewStub(client_->channel());
+  }
+
+  void TearDown() override {
+    client_.reset();
+    shard_->Stop("test over");
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    server_->Wait();
+    data_plane_->Shutdown();
+  }
+
+  void StartDataPlane() {
+    auto data_plane = TcpDataServer::Start(
+        "ps:0", "127.0.0.1",
+        [this](runtime::DataMethod method, const std::string& task, grpc::ByteBuffer* body,
+               absl::Time deadline, std::vector<grpc::Slice>* reply) {
+          return service_->ServeData(method, task, body, deadline, reply);
+        });
+    ASSERT_TRUE(data_plane.ok()) << data_plane.status();
+    if (data_plane_ != nullptr) retired_.push_back(std::move(data_plane_));
+    data_plane_ = std::move(*data_plane);
+    service_->set_data_plane(data_plane_.get());
+  }
+
+  // A ticket for `task` from OpenDataPlane, as a worker gets one.
+  std::string Ticket(const std::string& task) {
+    pb::OpenDataPlaneRequest request;
+    request.set_task(task);
+    pb::OpenDataPlaneResponse response;
+    grpc::ClientContext context;
+    const grpc::Status s = stub_->OpenDataPlane(&context, request, &response);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(response.port(), data_plane_->port());
+    return response.ticket();
+  }
+
+  // A raw connection to the data plane that sent `hello` (the whole kHelloBytes).
+  int Connect(const char* hello) {
+    absl::StatusOr<int> fd =
+        runtime::ConnectTcp("127.0.0.1", data_plane_->port(), absl::Now() + kTimeout);
+    EXPECT_TRUE(fd.ok()) << fd.status();
+    if (!fd.ok()) return -1;
+    iovec iov{const_cast<char*>(hello), runtime::kHelloBytes};
+    EXPECT_TRUE(runtime::WriteFull(*fd, std::span<iovec>(&iov, 1), absl::Now() + kTimeout).ok());
+    fds_.push_back(*fd);
+    return *fd;
+  }
+  // The server's answer to a hello: true when accepted.
+  bool Accepted(int fd) {
+    char answer[runtime::kHelloAnswerBytes];
+    const absl::Status s = runtime::ReadFull(fd, answer, absl::Now() + kTimeout);
+    return s.ok() && answer[8] == 0;
+  }
+  int ConnectWithTicket(const std::string& task) {
+    char hello[runtime::kHelloBytes];
+    runtime::EncodeHello(Ticket(task), hello);
+    const int fd = Connect(hello);
+    EXPECT_TRUE(Accepted(fd));
+    return fd;
+  }
+  // Sends a request of `method` with `body`.
+  void Send(int fd, runtime::DataMethod method, uint64_t id, const std::string& body,
+            uint64_t claimed_length) {
+    runtime::RequestHeader h;
+    h.method = static_cast<uint32_t>(method);
+    h.id = id;
+    h.length = claimed_length;
+    h.timeout_us = absl::ToInt64Microseconds(kTimeout);
+    char header[runtime::kRequestHeaderBytes];
+    runtime::EncodeRequestHeader(h, header);
+    iovec iov[2] = {{header, sizeof(header)}, {const_cast<char*>(body.data()), body.size()}};
+    ASSERT_TRUE(runtime::WriteFull(fd, iov, absl::Now() + kTimeout).ok());
+  }
+  // Reads one reply: its status (the body is dropped).
+  absl::Status Reply(int fd, uint64_t want_id) {
+    char header[runtime::kReplyHeaderBytes];
+    if (absl::Status s = runtime::ReadFull(fd, header, absl::Now() + kTimeout); !s.ok()) return s;
+    absl::StatusOr<runtime::ReplyHeader> h =
+        runtime::DecodeReplyHeader(header, runtime::kMaxMessageBytes);
+    if (!h.ok()) return h.status();
+    EXPECT_EQ(h->id, want_id);
+    std::string rest(h->message_length + h->length, '\0');
+    if (absl::Status s = runtime::ReadFull(fd, rest, absl::Now() + kTimeout); !s.ok()) return s;
+    return absl::Status(static_cast<absl::StatusCode>(h->code), rest.substr(0, h->message_length));
+  }
+  // True when the server closed `fd` (a read sees the end).
+  static bool Closed(int fd) {
+    char byte;
+    return absl::IsUnavailable(runtime::ReadFull(fd, std::span<char>(&byte, 1),
+                                                 absl::Now() + kTimeout));
+  }
+
+  pb::StatsResponse Stats(runtime::PsClient& client) {
+    pb::StatsResponse stats;
+    EXPECT_TRUE(client.Stats(&stats, kTimeout).ok());
+    return stats;
+  }
+
+  ~TcpDataPlaneTest() override {
+    for (int fd : fds_) close(fd);
+  }
+
+  std::unique_ptr<Shard> shard_;
+  std::unique_ptr<PsService> service_;
+  std::unique_ptr<TcpDataServer> data_plane_;
+  std::vector<std::unique_ptr<TcpDataServer>> retired_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<runtime::GrpcPsClient> client_;
+  std::unique_ptr<pb::ParameterServer::Stub> stub_;
+  std::vector<int> fds_;
+};
+
+TEST_F(TcpDataPlaneTest, ConnectionsWithoutALiveTicketAreRefused) {
+  const auto def = SmallModel(Sgd(1.0f));
+  pb::CreateVariablesResponse created;
+  ASSERT_TRUE(client_->CreateVariables(def, &created, kTimeout).ok());
+
+  char hello[runtime::kHelloBytes];
+  runtime::EncodeHello(std::string(runtime::kTicketBytes, 'x'), hello);  // made up
+  int fd = Connect(hello);
+  EXPECT_FALSE(Accepted(fd));
+  EXPECT_TRUE(Closed(fd));
+
+  std::memset(hello, 'G', sizeof(hello));  // not a hello at all: closed without an answer
+  EXPECT_TRUE(Closed(Connect(hello)));
+
+  const std::string ticket = Ticket("worker:0");
+  runtime::EncodeHello(ticket, hello);
+  EXPECT_TRUE(Accepted(Connect(hello)));
+  fd = Connect(hello);  // the same ticket again: used up
+  EXPECT_FALSE(Accepted(fd));
+  EXPECT_EQ(data_plane_->connections_refused(), 3);
+
+  // A ticket is only handed out as a data RPC of that task would be allowed.
+  shard_->set_known_tasks({"worker:0"});
+  pb::OpenDataPlaneRequest request;
+  request.set_task("intruder:7");
+  pb::OpenDataPlaneResponse response;
+  grpc::ClientContext context;
+  const grpc::Status s = stub_->OpenDataPlane(&context, request, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("intruder:7"));
+  EXPECT_TRUE(response.ticket().empty());
+  EXPECT_EQ(Stats(*client_).pushes_received(), 0);
+}
+
+TEST_F(TcpDataPlaneTest, BadFramesAreRefusedNamingWhyAndApplyNothing) {
+  const auto def = SmallModel(Sgd(1.0f));
+  pb::CreateVariablesResponse created;
+  ASSERT_TRUE(client_->CreateVariables(def, &created, kTimeout).ok());
+  const std::string push = PushOf(def, Filled(def, 1.0f), "worker:0", 1).SerializeAsString();
+
+  // A truncated body (the header's length is honest): refused, the connection stays.
+  int fd = ConnectWithTicket("worker:0");
+  Send(fd, runtime::DataMethod::kPushPull, 1, push.substr(0, push.size() - 3), push.size() - 3);
+  absl::Status s = Reply(fd, 1);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(), HasSubstr("PushPull request"));
+  // A request in another task's name: refused.
+  Send(fd, runtime::DataMethod::kPushPull, 2,
+       PushOf(def, Filled(def, 1.0f), "worker:1", 2).SerializeAsString(), push.size());
+  s = Reply(fd, 2);
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+  EXPECT_THAT(s.message(), HasSubstr("opened for worker:0"));
+  // An unknown method: refused by name.
+  Send(fd, static_cast<runtime::DataMethod>(9), 3, push, push.size());
+  s = Reply(fd, 3);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(), HasSubstr("unknown data-plane method 9"));
+
+  // A frame cut off by the peer closing: nothing of it is applied.
+  Send(fd, runtime::DataMethod::kPushPull, 4, push.substr(0, 10), push.size());
+  close(fd);
+  fds_.pop_back();
+  // A body over the message limit: the connection is closed.
+  fd = ConnectWithTicket("worker:0");
+  Send(fd, runtime::DataMethod::kPushPull, 5, "", uint64_t{1} << 40);
+  EXPECT_TRUE(Closed(fd));
+  // Not a request header at all: closed.
+  fd = ConnectWithTicket("worker:0");
+  const std::string junk(runtime::kRequestHeaderBytes, 'J');
+  iovec iov{const_cast<char*>(junk.data()), junk.size()};
+  ASSERT_TRUE(runtime::WriteFull(fd, std::span<iovec>(&iov, 1), absl::Now() + kTimeout).ok());
+  EXPECT_TRUE(Closed(fd));
+
+  // Nothing was applied; a well-formed push on a new connection still is.
+  pb::StatsResponse stats = Stats(*client_);
+  EXPECT_EQ(stats.pushes_received(), 0);
+  EXPECT_EQ(stats.global_step(), 0);
+  fd = ConnectWithTicket("worker:0");
+  Send(fd, runtime::DataMethod::kPushPull, 6, push, push.size());
+  EXPECT_TRUE(Reply(fd, 6).ok());
+  EXPECT_EQ(Stats(*client_).pushes_received(), static_cast<int64_t>(Plan(def).size()));
+}
+
+TEST_F(TcpDataPlaneTest, ACallEndsAtItsDeadlineAndTheConnectionGoesOn) {
+  const auto def = SmallModel(Sgd(1.0f), pb::MODE_SYNC, 2);
+  pb::CreateVariablesResponse created;
+  ASSERT_TRUE(client_->CreateVariables(def, &created, kTimeout).ok());
+  pb::PullRequest waiting;
+  waiting.set_task("worker:0");
+  waiting.set_min_step(100);  // never comes
+  waiting.set_timeout_ms(60000);
+  pb::PullResponse response;
+  const absl::Status s = client_->Pull(waiting, &response, absl::Milliseconds(300));
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_THAT(s.message(), HasSubstr("Pull on ps:0"));
+  pb::PullRequest now;
+  now.set_task("worker:0");
+  EXPECT_TRUE(client_->Pull(now, &response, kTimeout).ok());
+  EXPECT_EQ(response.chunks_size(), static_cast<int>(Plan(def).size()));
+}
+
+TEST_F(TcpDataPlaneTest, ALostConnectionEndsItsCallsUnavailableAndTheNextCallReconnects) {
+  const auto def = SmallModel(Sgd(1.0f), pb::MODE_SYNC, 2);
+  pb::CreateVariablesResponse created;
+  ASSERT_TRUE(client_->CreateVariables(def, &created, kTimeout).ok());
+  pb::PullRequest waiting;
+  waiting.set_task("worker:0");
+  waiting.set_min_step(100);
+  waiting.set_timeout_ms(3000);  // the ps's own wait ends DeadlineExceeded, not Unavailable
+  pb::PullResponse response;
+  absl::Status s;
+  std::thread puller([&] { s = client_->Pull(waiting, &response, kTimeout); });
+  // The ps's data plane goes (its connections with it) while the pull waits.
+  // (Had it not reached the ps yet, the call would fail to connect: Unavailable all the same.)
+  absl::SleepFor(absl::Milliseconds(300));
+  data_plane_->Shutdown();
+  puller.join();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_THAT(s.message(), HasSubstr("ps:0 data plane"));
+  // A new one (a restarted ps): the next call opens a connection to it.
+  StartDataPlane();
+  pb::PullRequest now;
+  now.set_task("worker:0");
+  s = client_->Pull(now, &response, kTimeout);
+  EXPECT_TRUE(s.ok()) << s;
 }
 
 }  // namespace
