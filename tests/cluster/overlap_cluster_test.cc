@@ -2,7 +2,8 @@
 // chief processes on loopback, a small CNN under weight decay on synthetic data, 1 ps x 2
 // workers in sync mode, with chunks small enough that every layer has its own. The final
 // checkpoint holds the same values bit for bit with --overlap on every worker, on none, or
-// on one of the two (sync mode's step values do not depend on when chunks were sent); the
+// on one of the two (sync mode's step values do not depend on when chunks were sent), and
+// with the data RPCs on the tcp data plane (--data_plane=tcp) instead of gRPC; the
 // overlapped workers' traces keep the nesting rule and show the push-pulls on their own track,
 // reaching past the end of the step that sent them.
 #include <filesystem>
@@ -32,7 +33,8 @@ constexpr int kSteps = 30;
 // One sync run into dir/<run>; `overlap[i]` is worker i's --overlap. Returns the values of
 // the final checkpoint's ps:0 shard (empty, with a test failure, if any task failed).
 std::vector<std::string> TrainAndReadValues(const fs::path& dir, const std::string& run,
-                                            const std::vector<bool>& overlap) {
+                                            const std::vector<bool>& overlap,
+                                            const std::string& data_plane = "grpc") {
   const std::string spec = WriteLocalSpec(dir / (run + "-spec.json"), 1, 2);
   const fs::path ckpt = dir / (run + "-ckpt");
   const std::vector<std::string> flags = {absl::StrCat("--cluster_spec=", spec),
@@ -53,6 +55,7 @@ std::vector<std::string> TrainAndReadValues(const fs::path& dir, const std::stri
                                           "--log_every=10",
                                           "--startup_timeout=60",
                                           "--checkpoint_every_secs=0",
+                                          absl::StrCat("--data_plane=", data_plane),
                                           absl::StrCat("--checkpoint_dir=", ckpt.string()),
                                           absl::StrCat("--run_dir=", (dir / run).string())};
   fs::create_directories(dir / (run + "-logs"));
@@ -80,9 +83,15 @@ TEST(OverlapClusterTest, SyncValuesDoNotDependOnTheScheduleAndTheTraceShowsTheOv
   const std::vector<std::string> sequential = TrainAndReadValues(dir, "off", {false, false});
   const std::vector<std::string> overlapped = TrainAndReadValues(dir, "on", {true, true});
   const std::vector<std::string> mixed = TrainAndReadValues(dir, "mixed", {true, false});
+  // The same run with Pull/PushPull on the tcp data plane instead of gRPC.
+  const std::vector<std::string> tcp = TrainAndReadValues(dir, "tcp", {true, false}, "tcp");
   ASSERT_FALSE(sequential.empty());
   EXPECT_TRUE(overlapped == sequential) << "the overlapped run ended at other values";
   EXPECT_TRUE(mixed == sequential) << "the mixed run ended at other values";
+  EXPECT_TRUE(tcp == sequential) << "the tcp data plane's run ended at other values";
+  const nlohmann::json tcp_report = ReadJson(dir / "tcp" / "report.json");
+  ASSERT_TRUE(tcp_report.is_object());
+  for (const auto& w : tcp_report["workers"]) EXPECT_EQ(w["data_plane"], "tcp") << w.dump();
 
   const nlohmann::json report = ReadJson(dir / "on" / "report.json");
   ASSERT_TRUE(report.is_object());

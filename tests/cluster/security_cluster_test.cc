@@ -403,6 +403,11 @@ TEST_F(SecurityClusterTest, BadSecurityFlagsExitTwoNamingTheFlag) {
       {{"--auth_token_file=" + (dir / "empty_token").string()}, "empty_token: empty"},
       {{"--auth_token_file=" + (dir / "short_token").string()}, "at least 16 are needed"},
       {{"--auth_token_file=" + (dir / "open_token").string()}, "readable by group or others"},
+      // The tcp data plane is unencrypted: never beside TLS.
+      {{"--tls_cert=" + c + "/ps-0.pem", "--tls_key=" + c + "/ps-0.key",
+        "--tls_ca=" + c + "/ca.pem", "--data_plane=tcp"},
+       "--data_plane=tcp with --tls_cert: the tcp data plane sends tensors unencrypted"},
+      {{"--data_plane=udp"}, "--data_plane=udp: expected grpc or tcp"},
   };
   for (const Case& k : cases) {
     std::vector<std::string> flags = {absl::StrCat("--cluster_spec=", spec), "--profile=off"};
