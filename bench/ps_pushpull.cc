@@ -78,8 +78,8 @@ int Run() {
   if (barrier_dir.empty()) return bad("--barrier_dir: required");
   if (chunk_bytes < 4) return bad("--rpc_chunk_bytes: must be at least 4");
   const std::string data_plane = absl::GetFlag(FLAGS_data_plane);
-  if (data_plane != "grpc" && data_plane != "tcp") {
-    return bad(absl::StrCat("--data_plane=", data_plane, ": expected grpc or tcp"));
+  if (data_plane != "grpc" && data_plane != "tcp" && data_plane != "auto") {
+    return bad(absl::StrCat("--data_plane=", data_plane, ": expected auto, grpc or tcp"));
   }
   if (warmup_s < 0) return bad("--warmup_s: must be >= 0");
   if (seconds <= 0) return bad("--seconds: must be > 0");
@@ -126,7 +126,7 @@ int Run() {
     if (absl::Status s = client->Warm(chunk_bytes, 3, kCallTimeout); !s.ok()) {
       return Fail(s.ToString());
     }
-    if (data_plane == "tcp") {
+    if (data_plane != "grpc") {  // auto: tcp (this benchmark runs without TLS)
       client->set_tcp_data_plane(true);
       if (absl::Status s = client->OpenDataPlane(absl::StrCat("worker:", rank), kCallTimeout);
           !s.ok()) {

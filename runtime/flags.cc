@@ -145,10 +145,11 @@ ABSL_FLAG(std::string, wire_dtype, "f32",
           "How gradients and values travel between workers and ps tasks: f32 (exact, sent from "
           "the tensors without a copy), bf16 or fp16 (16-bit, half the bytes, each value rounded "
           "to nearest even; the ps keeps float32).");
-ABSL_FLAG(std::string, data_plane, "grpc",
-          "How Pull, Push and PushPull travel between workers and ps tasks: grpc (on the task's "
-          "gRPC channel) or tcp (one plain TCP connection per worker and ps beside it, opened "
-          "with a ticket from the ps's gRPC service; no HTTP/2, unencrypted, so not with "
+ABSL_FLAG(std::string, data_plane, "auto",
+          "How Pull, Push and PushPull travel between workers and ps tasks: tcp (one plain TCP "
+          "connection per worker and ps beside the gRPC channel, opened with a one-use ticket "
+          "from the ps's gRPC service; no HTTP/2, faster, unencrypted), grpc (on the task's gRPC "
+          "channel, TLS when the TLS flags are given), or auto (the default: tcp, or grpc with "
           "--tls_cert). A ps with tcp listens for it on a port the kernel picks; a worker with "
           "tcp needs its ps tasks to run with tcp.");
 ABSL_FLAG(bool, overlap, true,
@@ -754,11 +755,11 @@ absl::StatusOr<ClusterOptions> ClusterOptionsFromFlags(absl::string_view default
                      dtype.status().message()));
   }
   const std::string data_plane = absl::GetFlag(FLAGS_data_plane);
-  if (data_plane != "grpc" && data_plane != "tcp") {
+  if (data_plane != "grpc" && data_plane != "tcp" && data_plane != "auto") {
     return absl::InvalidArgumentError(
-        absl::StrCat("--data_plane=", data_plane, ": expected grpc or tcp"));
+        absl::StrCat("--data_plane=", data_plane, ": expected auto, grpc or tcp"));
   }
-  o.tcp_data_plane = data_plane == "tcp";
+  o.tcp_data_plane = data_plane == "tcp";  // auto: decided with the security flags below
   FULCRUM_ASSIGN_OR_RETURN(o.startup_timeout,
                            Seconds("startup_timeout", absl::GetFlag(FLAGS_startup_timeout)));
   FULCRUM_ASSIGN_OR_RETURN(o.step_timeout,
@@ -808,6 +809,7 @@ absl::StatusOr<ClusterOptions> ClusterOptionsFromFlags(absl::string_view default
                                absl::GetFlag(FLAGS_tls_ca), absl::GetFlag(FLAGS_auth_token_file)};
   FULCRUM_ASSIGN_OR_RETURN(
       o.security, TransportSecurity::Load(security, o.task.task_name(), o.task.dir_name()));
+  if (data_plane == "auto") o.tcp_data_plane = !o.security.tls();
   if (o.tcp_data_plane && o.security.tls()) {
     return absl::InvalidArgumentError(
         "--data_plane=tcp with --tls_cert: the tcp data plane sends tensors unencrypted; use "

@@ -128,8 +128,9 @@ struct ClusterOptions {
   // --wire_dtype: how workers' gradients and the values sent back travel (f32 exact; bf16 and
   // fp16 halve the bytes and round each value).
   pb::WireDtype wire_dtype = pb::WIRE_F32;
-  // --data_plane=tcp: Pull, Push and PushPull go over a plain TCP connection per worker and ps
-  // (runtime/tcp_wire.h) instead of gRPC; a ps then serves that plane. Never with TLS.
+  // --data_plane=tcp (and auto without TLS): Pull, Push and PushPull go over a plain TCP
+  // connection per worker and ps (runtime/tcp_wire.h) instead of gRPC; a ps then serves that
+  // plane. Never with TLS.
   bool tcp_data_plane = false;
   // --overlap: a worker's transfers overlap its backward and forward passes
   // (worker/train_loop.h); a choice of each worker, not checked against the chief's.

@@ -407,7 +407,7 @@ TEST_F(SecurityClusterTest, BadSecurityFlagsExitTwoNamingTheFlag) {
       {{"--tls_cert=" + c + "/ps-0.pem", "--tls_key=" + c + "/ps-0.key",
         "--tls_ca=" + c + "/ca.pem", "--data_plane=tcp"},
        "--data_plane=tcp with --tls_cert: the tcp data plane sends tensors unencrypted"},
-      {{"--data_plane=udp"}, "--data_plane=udp: expected grpc or tcp"},
+      {{"--data_plane=udp"}, "--data_plane=udp: expected auto, grpc or tcp"},
   };
   for (const Case& k : cases) {
     std::vector<std::string> flags = {absl::StrCat("--cluster_spec=", spec), "--profile=off"};
