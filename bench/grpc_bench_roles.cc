@@ -80,14 +80,8 @@ int RunServerRole(const GrpcBenchOptions& o) {
   if (!bench.ok()) return Fail(bench.status());
   ps::Shard shard(0);
   ps::PsService service(&shard);
-  auto data_plane = ps::TcpDataServer::Start(
-      "ps:0", o.bind_host,
-      [&service](runtime::DataMethod method, const std::string& task, grpc::ByteBuffer* body,
-                 absl::Time deadline, std::vector<grpc::Slice>* reply) {
-        return service.ServeData(method, task, body, deadline, reply);
-      });
+  auto data_plane = ps::StartDataPlane(&service, "ps:0", o.bind_host);
   if (!data_plane.ok()) return Fail(data_plane.status());
-  service.set_data_plane(data_plane->get());
   auto ps = runtime::StartGrpcServer("ps:0", HostPort(o.bind_host, 0), {&service});
   if (!ps.ok()) return Fail(ps.status());
   std::printf("READY %d %d %d\n", (*tcp)->port(), grpc_port, ps->port);

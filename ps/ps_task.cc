@@ -200,15 +200,8 @@ absl::Status RunPsTask(const runtime::ClusterOptions& cluster,
   const std::string& address = task.address();
   std::unique_ptr<TcpDataServer> data_plane;
   if (cluster.tcp_data_plane) {
-    FULCRUM_ASSIGN_OR_RETURN(
-        data_plane,
-        TcpDataServer::Start(shard.name(), runtime::HostOf(address),
-                             [&service](runtime::DataMethod method, const std::string& from,
-                                        grpc::ByteBuffer* body, absl::Time deadline,
-                                        std::vector<grpc::Slice>* reply) {
-                               return service.ServeData(method, from, body, deadline, reply);
-                             }));
-    service.set_data_plane(data_plane.get());
+    FULCRUM_ASSIGN_OR_RETURN(data_plane,
+                             StartDataPlane(&service, shard.name(), runtime::HostOf(address)));
     spdlog::info("{}: tcp data plane on {}:{}", shard.name(), runtime::HostOf(address),
                  data_plane->port());
   }

@@ -286,6 +286,21 @@ bool PsService::WaitForShutdown(absl::Duration timeout, std::string* reason) {
   return true;
 }
 
+absl::StatusOr<std::unique_ptr<TcpDataServer>> StartDataPlane(PsService* service,
+                                                             const std::string& name,
+                                                             const std::string& host) {
+  FULCRUM_ASSIGN_OR_RETURN(
+      std::unique_ptr<TcpDataServer> server,
+      TcpDataServer::Start(name, host,
+                           [service](runtime::DataMethod method, const std::string& task,
+                                     grpc::ByteBuffer* body, absl::Time deadline,
+                                     std::vector<grpc::Slice>* reply) {
+                             return service->ServeData(method, task, body, deadline, reply);
+                           }));
+  service->set_data_plane(server.get());
+  return server;
+}
+
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(PsService* service,
                                                           const std::string& task_name,
                                                           const std::string& address, int* port) {

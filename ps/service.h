@@ -123,6 +123,13 @@ class PsService final : public grpc::Service {
   std::map<std::string, std::string, std::less<>> peers_ ABSL_GUARDED_BY(peers_mu_);
 };
 
+// Starts the tcp data plane of `service` on `host` (a TcpDataServer serving
+// PsService::ServeData; the kernel picks the port) and sets it as the service's. `name`
+// ("ps:0") labels its logs and errors. Unavailable when it cannot listen there.
+absl::StatusOr<std::unique_ptr<TcpDataServer>> StartDataPlane(PsService* service,
+                                                             const std::string& name,
+                                                             const std::string& host);
+
 // Starts a gRPC server for `service` on `address` ("host:port"; port 0 picks a free one,
 // returned in *port) through runtime::StartGrpcServer. Unavailable naming the task and
 // address when it cannot listen there.

@@ -242,6 +242,11 @@ void TcpDataServer::Serve(std::shared_ptr<Connection> conn) {
   std::optional<std::string> task;
   if (ticket.ok()) task = RedeemTicket(*ticket);
   if (task) conn->task = *task;
+  // Counted (and logged) before the answer goes out: whoever reads the answer sees the count.
+  if (!task) {
+    refuse(ticket.ok() ? "no live ticket matches its hello"
+                       : absl::StrCat("hello: ", ticket.status().message()));
+  }
   {
     char answer[runtime::kHelloAnswerBytes] = {};
     std::memcpy(answer, runtime::kHelloMagic, 8);
@@ -252,8 +257,6 @@ void TcpDataServer::Serve(std::shared_ptr<Connection> conn) {
     }
   }
   if (!task) {
-    refuse(ticket.ok() ? "no live ticket matches its hello"
-                       : absl::StrCat("hello: ", ticket.status().message()));
     shutdown(conn->fd, SHUT_RDWR);
     MutexLock lock(&mu_);
     std::erase(connections_, conn);

@@ -214,15 +214,9 @@ class PsContractTest : public ::testing::TestWithParam<Transport> {
     }
     service_ = std::make_unique<PsService>(shard_.get());
     if (GetParam() == Transport::kTcp) {
-      auto data_plane = TcpDataServer::Start(
-          "ps:0", "127.0.0.1",
-          [this](runtime::DataMethod method, const std::string& task, grpc::ByteBuffer* body,
-                 absl::Time deadline, std::vector<grpc::Slice>* reply) {
-            return service_->ServeData(method, task, body, deadline, reply);
-          });
+      auto data_plane = StartDataPlane(service_.get(), "ps:0", "127.0.0.1");
       ASSERT_TRUE(data_plane.ok()) << data_plane.status();
       data_plane_ = std::move(*data_plane);
-      service_->set_data_plane(data_plane_.get());
     }
     int port = 0;
     auto server = StartServer(service_.get(), "ps:0", "127.0.0.1:0", &port);
@@ -1725,16 +1719,10 @@ class TcpDataPlaneTest : public ::testing::Test {
   }
 
   void StartDataPlane() {
-    auto data_plane = TcpDataServer::Start(
-        "ps:0", "127.0.0.1",
-        [this](runtime::DataMethod method, const std::string& task, grpc::ByteBuffer* body,
-               absl::Time deadline, std::vector<grpc::Slice>* reply) {
-          return service_->ServeData(method, task, body, deadline, reply);
-        });
+    auto data_plane = ::fulcrum::ps::StartDataPlane(service_.get(), "ps:0", "127.0.0.1");
     ASSERT_TRUE(data_plane.ok()) << data_plane.status();
     if (data_plane_ != nullptr) retired_.push_back(std::move(data_plane_));
     data_plane_ = std::move(*data_plane);
-    service_->set_data_plane(data_plane_.get());
   }
 
   // A ticket for `task` from OpenDataPlane, as a worker gets one.
