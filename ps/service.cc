@@ -37,11 +37,8 @@ class FrameSink final : public ValueSink {
 };
 
 // The floats of a parsed push, as the shard takes them.
-std::vector<std::span<const float>> Gradients(const PsService::PushFrame& frame) {
-  std::vector<std::span<const float>> grads;
-  grads.reserve(frame.floats.size());
-  for (const auto& f : frame.floats) grads.push_back(f.span());
-  return grads;
+const std::vector<std::span<const float>>& Gradients(const PsService::PushFrame& frame) {
+  return frame.values;
 }
 
 }  // namespace
@@ -192,6 +189,8 @@ absl::Status PsService::ServeData(runtime::DataMethod method, const std::string&
     runtime::SerializeFrame(response, &out);
   } else {
     PushFrame request;
+    // The body outlives the request here: aligned float32 gradients are applied in place.
+    request.borrow_aligned_f32 = true;
     if (absl::Status s = request.Parse(body); !s.ok()) {
       return absl::Status(s.code(), absl::StrCat(name, " request: ", s.message()));
     }

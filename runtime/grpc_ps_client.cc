@@ -161,18 +161,20 @@ void GrpcPsClient::PushPullFrameAsync(const PushFrame* request, PushReply* respo
     absl::StatusOr<std::shared_ptr<TcpDataChannel>> channel = DataChannel(request->header.task(), timeout);
     if (!channel.ok()) return call->Finish("PushPull", channel.status(), absl::OkStatus());
     grpc::ByteBuffer buffer;
-    SerializeFrame(*request, &buffer);
+    // Payloads at 4-byte offsets: the ps applies the gradients in place.
+    SerializeFrame(*request, &buffer, /*align_payloads=*/true);
     std::vector<grpc::Slice> body;
     (void)buffer.Dump(&body);  // references the frame's slices (no copy)
+    const size_t sent = buffer.Length();  // with the alignment pads
     (*channel)->Call(
         DataMethod::kPushPull, std::move(body), timeout,
         [response](grpc::ByteBuffer* reply) {
           (void)response->Parse(reply);  // its error is response->error
           return absl::OkStatus();
         },
-        [call, request, response](absl::Status status) {
+        [call, sent, response](absl::Status status) {
           profiler::ReportRpcBytes(call->client->observer(), call->client->peer(), "PushPull",
-                                   call->begin_unix_us, request->ByteSize(), response->bytes);
+                                   call->begin_unix_us, sent, response->bytes);
           call->Finish("PushPull", status, response->error);
         });
     return;

@@ -381,21 +381,59 @@ size_t ChunkEntrySize(const pb::ChunkData& meta, size_t payload_bytes) {
   return 1 + VarintSize(inner) + inner;  // field numbers < 16: one-byte tags
 }
 
+std::optional<std::span<const float>> BorrowFloats(const pb::ChunkData& meta,
+                                                   const Pieces& pieces) {
+  if (meta.wire_dtype() != pb::WIRE_F32 || pieces.size() > 1) return std::nullopt;
+  if (pieces.empty()) return std::span<const float>();  // no payload: no floats
+  const std::span<const char> p = pieces.front();
+  if (p.size() % sizeof(float) != 0 ||
+      reinterpret_cast<uintptr_t>(p.data()) % alignof(float) != 0) {
+    return std::nullopt;
+  }
+  return std::span<const float>(reinterpret_cast<const float*>(p.data()), p.size() / sizeof(float));
+}
+
 void SerializeChunks(const std::string& header_bytes, int chunk_field,
-                     const std::vector<OutChunk>& chunks, grpc::ByteBuffer* buffer) {
+                     const std::vector<OutChunk>& chunks, grpc::ByteBuffer* buffer,
+                     bool align_payloads) {
   std::vector<grpc::Slice> slices;
   slices.reserve(2 * chunks.size() + 1);
   std::string pending = header_bytes;  // small bytes not yet in a slice
+  size_t sent = 0;                     // bytes already in `slices`
+  constexpr uint64_t kPadTag = (uint64_t{pb::ChunkData::kPadFieldNumber} << 3) | kLengthDelimited;
   for (const OutChunk& c : chunks) {
     const std::string meta = c.meta.SerializeAsString();
-    size_t inner = meta.size();
-    if (c.bytes > 0) inner += 1 + VarintSize(c.bytes) + c.bytes;
+    const size_t data = c.bytes > 0 ? 1 + VarintSize(c.bytes) + c.bytes : 0;
+    // The entry's bytes before its payload with a pad field of `pad` bytes (-1: none).
+    const auto prefix = [&](int pad) {
+      const size_t pad_bytes = pad < 0 ? 0 : 2 + static_cast<size_t>(pad);
+      const size_t inner = meta.size() + pad_bytes + data;
+      return std::pair<size_t, size_t>(
+          1 + VarintSize(inner) + meta.size() + pad_bytes + 1 + VarintSize(c.bytes), inner);
+    };
+    int pad = -1;
+    if (align_payloads && c.bytes > 0) {
+      const size_t at = sent + pending.size();
+      for (int p = -1; p <= 3; ++p) {
+        if ((at + prefix(p).first) % 4 == 0) {
+          pad = p;
+          break;
+        }
+      }
+    }
+    const size_t inner = prefix(pad).second;
     AppendVarint((static_cast<uint64_t>(chunk_field) << 3) | kLengthDelimited, &pending);
     AppendVarint(inner, &pending);
     pending += meta;
+    if (pad >= 0) {
+      AppendVarint(kPadTag, &pending);
+      AppendVarint(static_cast<uint64_t>(pad), &pending);
+      pending.append(static_cast<size_t>(pad), '\0');
+    }
     if (c.bytes == 0) continue;
     AppendVarint((uint64_t{pb::ChunkData::kDataFieldNumber} << 3) | kLengthDelimited, &pending);
     AppendVarint(c.bytes, &pending);
+    sent += pending.size() + c.bytes;
     slices.emplace_back(pending);
     pending.clear();
     for (const grpc::Slice& s : c.slices) slices.push_back(s);

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -139,6 +140,11 @@ struct InFrame {
   // payload is decoded into `floats`, in the header's chunk order.
   Sink sink;
   std::vector<PooledFloats> floats;
+  // Without a sink: each chunk's floats in header order (into `floats`, or, with
+  // borrow_aligned_f32, straight into the parsed buffer for a float32 payload that lies in one
+  // piece at a 4-byte aligned address: that buffer must then outlive the use of `values`).
+  bool borrow_aligned_f32 = false;
+  std::vector<std::span<const float>> values;
   absl::Status error;  // the parse's first problem (OK when the frame was whole)
   size_t bytes = 0;    // the serialized size
 
@@ -148,6 +154,10 @@ struct InFrame {
 
 // Decodes a payload into pooled floats (the ps's gradients): element count from its length.
 absl::StatusOr<PooledFloats> DecodeToFloats(const pb::ChunkData& meta, const Pieces& pieces);
+// The payload's floats in place: a float32 payload in one piece, at a 4-byte aligned address,
+// of a whole number of floats (or none at all); nullopt otherwise (DecodeToFloats then).
+std::optional<std::span<const float>> BorrowFloats(const pb::ChunkData& meta,
+                                                   const Pieces& pieces);
 
 template <typename Header>
 size_t OutFrame<Header>::ByteSize() const {
@@ -160,6 +170,7 @@ template <typename Header>
 absl::Status InFrame<Header>::Parse(grpc::ByteBuffer* buffer) {
   header.Clear();
   floats.clear();
+  values.clear();
   bytes = buffer->Length();
   std::string rest;
   auto* list = ChunkList(&header);
@@ -168,9 +179,16 @@ absl::Status InFrame<Header>::Parse(grpc::ByteBuffer* buffer) {
                           [&](const pb::ChunkData& meta, const Pieces& pieces) -> absl::Status {
                             metas.push_back(meta);
                             if (sink) return sink(meta, pieces);
+                            if (borrow_aligned_f32) {
+                              if (auto borrowed = BorrowFloats(meta, pieces)) {
+                                values.push_back(*borrowed);
+                                return absl::OkStatus();
+                              }
+                            }
                             absl::StatusOr<PooledFloats> f = DecodeToFloats(meta, pieces);
                             if (!f.ok()) return f.status();
                             floats.push_back(std::move(*f));
+                            values.push_back(floats.back().span());
                             return absl::OkStatus();
                           });
   if (error.ok() && !header.ParseFromString(rest)) {
@@ -181,17 +199,19 @@ absl::Status InFrame<Header>::Parse(grpc::ByteBuffer* buffer) {
   return error;
 }
 
-// Serializes a frame into `buffer`: the header's bytes, then per chunk a small prefix and
-// its payload slices (referenced, not copied).
-template <typename Header>
-void SerializeFrame(const OutFrame<Header>& frame, grpc::ByteBuffer* buffer);
+// Serializes a frame's parts into `buffer`: the header's bytes, then per chunk a small prefix
+// and its payload slices (referenced, not copied). With `align_payloads`, each chunk entry gets a ChunkData.pad field of 2–5 bytes where needed
+// so that its payload starts at a multiple of 4 bytes from the message's start.
 void SerializeChunks(const std::string& header_bytes, int chunk_field,
-                     const std::vector<OutChunk>& chunks, grpc::ByteBuffer* buffer);
+                     const std::vector<OutChunk>& chunks, grpc::ByteBuffer* buffer,
+                     bool align_payloads = false);
 
+// The same for a whole frame.
 template <typename Header>
-void SerializeFrame(const OutFrame<Header>& frame, grpc::ByteBuffer* buffer) {
+void SerializeFrame(const OutFrame<Header>& frame, grpc::ByteBuffer* buffer,
+                    bool align_payloads = false) {
   SerializeChunks(frame.header.SerializeAsString(), ChunkField(&frame.header), frame.chunks,
-                  buffer);
+                  buffer, align_payloads);
 }
 
 // absl::Status -> grpc::Status for the traits below (same code and message).

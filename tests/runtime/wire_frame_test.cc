@@ -4,6 +4,7 @@
 // every truncation, a wrong length and an unknown dtype with a clear error naming the chunk.
 #include "runtime/wire_frame.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -95,6 +96,61 @@ TEST(WireFrameTest, AFloatFrameIsTheGeneratedMessageAndReferencesTheTensors) {
   }
   // Same size as the generated encoding of the same content.
   EXPECT_EQ(generated.ByteSizeLong(), bytes.size());
+}
+
+TEST(WireFrameTest, AlignedPayloadsStartAtMultiplesOfFourAndAreReadInPlace) {
+  // Chunk sizes and header lengths that put unpadded payloads at every offset mod 4.
+  const std::vector<std::vector<float>> chunks = {Ramp(33, 0.5f), Ramp(1, 1.0f), Ramp(200, 2.0f),
+                                                  Ramp(7, -1.0f), {}, Ramp(5000, 0.25f)};
+  for (const std::string task : {"w", "worker:3", "worker:12345"}) {
+    auto frame = PushFrameOf(chunks, pb::WIRE_F32);
+    frame.header.set_task(task);
+    grpc::ByteBuffer buffer;
+    SerializeFrame(frame, &buffer, /*align_payloads=*/true);
+    // One aligned copy of the message, as the tcp data plane's receive buffer is.
+    const std::string bytes = Bytes(buffer);
+    std::vector<float> storage(bytes.size() / 4 + 1);
+    std::memcpy(storage.data(), bytes.data(), bytes.size());
+    const char* base = reinterpret_cast<const char*>(storage.data());
+    // The generated parser reads the same content (the pads are ignored).
+    pb::PushRequest generated;
+    ASSERT_TRUE(generated.ParseFromString(bytes));
+    ASSERT_EQ(generated.gradients_size(), static_cast<int>(chunks.size()));
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      const std::string& data = generated.gradients(static_cast<int>(c)).data();
+      ASSERT_EQ(data.size(), chunks[c].size() * 4);
+      EXPECT_EQ(std::memcmp(data.data(), chunks[c].data(), data.size()), 0);
+    }
+    grpc::Slice slice(base, bytes.size(), grpc::Slice::STATIC_SLICE);
+    grpc::ByteBuffer aligned(&slice, 1);
+    InFrame<pb::PushRequest> in;
+    in.borrow_aligned_f32 = true;
+    ASSERT_TRUE(in.Parse(&aligned).ok()) << in.error;
+    ASSERT_EQ(in.values.size(), chunks.size());
+    EXPECT_TRUE(in.floats.empty()) << "a payload was copied: not aligned";
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      const auto got = in.values[c];
+      ASSERT_EQ(got.size(), chunks[c].size());
+      if (!got.empty()) {
+        const char* at = reinterpret_cast<const char*>(got.data());
+        EXPECT_TRUE(at >= base && at < base + bytes.size()) << "chunk " << c << " not in place";
+        EXPECT_EQ((at - base) % 4, 0) << task << " chunk " << c;
+      }
+      EXPECT_TRUE(std::equal(got.begin(), got.end(), chunks[c].begin())) << "chunk " << c;
+    }
+    // Unaligned (one byte further on) or split, the same frame is decoded into copies.
+    std::vector<char> shifted(bytes.size() + 1);
+    std::memcpy(shifted.data() + 1, bytes.data(), bytes.size());
+    grpc::Slice off(shifted.data() + 1, bytes.size(), grpc::Slice::STATIC_SLICE);
+    grpc::ByteBuffer unaligned(&off, 1);
+    InFrame<pb::PushRequest> copied;
+    copied.borrow_aligned_f32 = true;
+    ASSERT_TRUE(copied.Parse(&unaligned).ok()) << copied.error;
+    EXPECT_EQ(copied.floats.size(), chunks.size() - 1);  // all but the empty one
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      EXPECT_TRUE(std::equal(copied.values[c].begin(), copied.values[c].end(), chunks[c].begin()));
+    }
+  }
 }
 
 TEST(WireFrameTest, GeneratedBytesParseUnderEverySplitOfTheBuffer) {
