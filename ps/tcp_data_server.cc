@@ -8,10 +8,8 @@
 #include <poll.h>
 #include <arpa/inet.h>
 
-#include <condition_variable>
 #include <cstring>
 #include <deque>
-#include <mutex>
 #include <optional>
 #include <utility>
 
@@ -65,7 +63,8 @@ class TcpDataServer::Pool {
  public:
   ~Pool() { Stop(); }
   void Run(std::function<void()> task) {
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
+    if (stop_) return;  // shutting down: the connection's next read is not wanted
     queue_.push_back(std::move(task));
     // A thread for every queued or running request: one that blocks (a sync pull waiting for
     // the other workers) never holds up the request that would release it.
@@ -74,41 +73,43 @@ class TcpDataServer::Pool {
         static_cast<int>(threads_.size()) < kMaxPoolThreads) {
       threads_.emplace_back([this] { Work(); });
     } else {
-      cv_.notify_one();
+      cv_.Signal();
     }
   }
   void Stop() {
     std::vector<std::thread> threads;
     {
-      std::unique_lock<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       stop_ = true;
       threads.swap(threads_);
+      cv_.SignalAll();
     }
-    cv_.notify_all();
     for (std::thread& t : threads) t.join();
   }
 
  private:
   void Work() {
     SetCurrentThreadName("tcp-data-serve");
-    std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
-      while (queue_.empty() && !stop_) cv_.wait_for(lock, std::chrono::seconds(1));
-      if (queue_.empty()) return;  // stopping, nothing left
-      std::function<void()> task = std::move(queue_.front());
-      queue_.pop_front();
-      lock.unlock();
+      std::function<void()> task;
+      {
+        MutexLock lock(&mu_);
+        while (queue_.empty() && !stop_) cv_.WaitUntil(&mu_, absl::Now() + absl::Seconds(1));
+        if (queue_.empty()) return;  // stopping, nothing left
+        task = std::move(queue_.front());
+        queue_.pop_front();
+      }
       task();
-      lock.lock();
+      MutexLock lock(&mu_);
       --work_;
     }
   }
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;
-  std::vector<std::thread> threads_;
-  int work_ = 0;  // requests queued or running
-  bool stop_ = false;
+  Mutex mu_;
+  CondVar cv_;  // signalled when a task is queued or the pool stops
+  std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
+  int work_ ABSL_GUARDED_BY(mu_) = 0;  // requests queued or running
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 absl::StatusOr<std::unique_ptr<TcpDataServer>> TcpDataServer::Start(std::string name,
