@@ -302,7 +302,6 @@ void TcpDataServer::ReadNext(std::shared_ptr<Connection> conn) {
     }
     // Another thread reads the next request while this one serves the one just read (which
     // may block: a sync pull), so the hand-over's wake-up overlaps the work.
-    if (getenv("EXP_INLINE")) { Handle(conn, *h, body); continue; }
     pool_->Run([this, conn] { ReadNext(conn); });
     Handle(conn, *h, body);
     return;
