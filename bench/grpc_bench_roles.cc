@@ -17,8 +17,8 @@
 #include "bench/grpc_bench_tcp.h"
 #include "nlohmann/json.hpp"
 #include "ps/service.h"
-#include "ps/tcp_data_server.h"
 #include "ps/shard.h"
+#include "ps/tcp_data_server.h"
 #include "runtime/grpc_server.h"
 #include "spdlog/spdlog.h"
 

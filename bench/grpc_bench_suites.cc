@@ -309,11 +309,11 @@ absl::StatusOr<std::unique_ptr<PsSide>> ConnectPs(const BenchModel& model,
   ps->client = std::make_unique<runtime::GrpcPsClient>("ps:0", address.GrpcTarget(address.ps_port));
   if (!ps->client->WaitUntilReady(o.rpc_timeout)) return absl::UnavailableError("ps:0 not ready");
   pb::CreateVariablesResponse response;
-  if (absl::Status s = create ? ps->client->CreateVariables(
-                                    Definition(model, ps->placement, 0, ops::OptimizerKind::kSgd,
-                                               o.chunk_bytes),
-                                    &response, o.rpc_timeout)
-                              : absl::OkStatus();
+  if (absl::Status s =
+          create ? ps->client->CreateVariables(
+                       Definition(model, ps->placement, 0, ops::OptimizerKind::kSgd, o.chunk_bytes),
+                       &response, o.rpc_timeout)
+                 : absl::OkStatus();
       !s.ok()) {
     return s;
   }

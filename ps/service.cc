@@ -5,11 +5,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/status_macros.h"
-#include "runtime/grpc_server.h"
 #include "grpcpp/impl/rpc_service_method.h"
 #include "grpcpp/support/method_handler.h"
-#include "runtime/grpc_util.h"
 #include "ps/tcp_data_server.h"
+#include "runtime/grpc_server.h"
+#include "runtime/grpc_util.h"
 
 namespace fulcrum::ps {
 namespace {
@@ -106,7 +106,7 @@ grpc::Status PsService::CreateVariables(grpc::ServerContext* context,
 }
 
 absl::Status PsService::DoPull(const pb::PullRequest& request, PullReply* response,
-                              absl::Time deadline) {
+                               absl::Time deadline) {
   const int64_t begin = profiler::NowUnixMicros();
   FrameSink sink(&response->chunks);
   absl::Status s = shard_->Pull(request, sink, &response->header, deadline);
@@ -154,9 +154,9 @@ grpc::Status PsService::OpenDataPlane(grpc::ServerContext* context,
                                       pb::OpenDataPlaneResponse* response) {
   if (grpc::Status s = CheckData(context, "OpenDataPlane", request->task()); !s.ok()) return s;
   if (data_plane_ == nullptr) {
-    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                        absl::StrCat(shard_->name(),
-                                     " serves no tcp data plane (it runs with --data_plane=grpc)"));
+    return grpc::Status(
+        grpc::StatusCode::FAILED_PRECONDITION,
+        absl::StrCat(shard_->name(), " serves no tcp data plane (it runs with --data_plane=grpc)"));
   }
   response->set_port(data_plane_->port());
   response->set_ticket(data_plane_->IssueTicket(request->task()));
@@ -169,9 +169,8 @@ absl::Status PsService::ServeData(runtime::DataMethod method, const std::string&
   const std::string name = runtime::DataMethodName(static_cast<uint32_t>(method));
   const auto check = [&](const std::string& claimed) -> absl::Status {
     if (claimed != task) {
-      return absl::PermissionDeniedError(absl::StrCat(name, " as \"", claimed,
-                                                      "\" on a data connection opened for ",
-                                                      task));
+      return absl::PermissionDeniedError(
+          absl::StrCat(name, " as \"", claimed, "\" on a data connection opened for ", task));
     }
     return shard_->CheckTask(task, name.c_str());
   };
@@ -286,16 +285,16 @@ bool PsService::WaitForShutdown(absl::Duration timeout, std::string* reason) {
 }
 
 absl::StatusOr<std::unique_ptr<TcpDataServer>> StartDataPlane(PsService* service,
-                                                             const std::string& name,
-                                                             const std::string& host) {
+                                                              const std::string& name,
+                                                              const std::string& host) {
   FULCRUM_ASSIGN_OR_RETURN(
       std::unique_ptr<TcpDataServer> server,
-      TcpDataServer::Start(name, host,
-                           [service](runtime::DataMethod method, const std::string& task,
-                                     grpc::ByteBuffer* body, absl::Time deadline,
-                                     std::vector<grpc::Slice>* reply) {
-                             return service->ServeData(method, task, body, deadline, reply);
-                           }));
+      TcpDataServer::Start(
+          name, host,
+          [service](runtime::DataMethod method, const std::string& task, grpc::ByteBuffer* body,
+                    absl::Time deadline, std::vector<grpc::Slice>* reply) {
+            return service->ServeData(method, task, body, deadline, reply);
+          }));
   service->set_data_plane(server.get());
   return server;
 }

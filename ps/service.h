@@ -127,8 +127,8 @@ class PsService final : public grpc::Service {
 // PsService::ServeData; the kernel picks the port) and sets it as the service's. `name`
 // ("ps:0") labels its logs and errors. Unavailable when it cannot listen there.
 absl::StatusOr<std::unique_ptr<TcpDataServer>> StartDataPlane(PsService* service,
-                                                             const std::string& name,
-                                                             const std::string& host);
+                                                              const std::string& name,
+                                                              const std::string& host);
 
 // Starts a gRPC server for `service` on `address` ("host:port"; port 0 picks a free one,
 // returned in *port) through runtime::StartGrpcServer. Unavailable naming the task and

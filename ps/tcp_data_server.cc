@@ -1,12 +1,12 @@
 #include "ps/tcp_data_server.h"
 
+#include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include <poll.h>
-#include <arpa/inet.h>
 
 #include <cstring>
 #include <deque>
@@ -113,13 +113,12 @@ class TcpDataServer::Pool {
 };
 
 absl::StatusOr<std::unique_ptr<TcpDataServer>> TcpDataServer::Start(std::string name,
-                                                                     const std::string& host,
-                                                                     Handler handler) {
+                                                                    const std::string& host,
+                                                                    Handler handler) {
   int port = 0;
   absl::StatusOr<int> fd = runtime::ListenTcp(host, &port);
   if (!fd.ok()) {
-    return absl::UnavailableError(
-        absl::StrCat(name, " data plane: ", fd.status().message()));
+    return absl::UnavailableError(absl::StrCat(name, " data plane: ", fd.status().message()));
   }
   return std::unique_ptr<TcpDataServer>(
       new TcpDataServer(std::move(name), *fd, port, std::move(handler)));
@@ -311,8 +310,8 @@ void TcpDataServer::ReadNext(std::shared_ptr<Connection> conn) {
   std::erase(connections_, conn);
 }
 
-void TcpDataServer::Handle(const std::shared_ptr<Connection>& conn,
-                           const runtime::RequestHeader& h, std::span<char> body) {
+void TcpDataServer::Handle(const std::shared_ptr<Connection>& conn, const runtime::RequestHeader& h,
+                           std::span<char> body) {
   absl::Status status;
   std::vector<grpc::Slice> reply;
   const auto method = static_cast<runtime::DataMethod>(h.method);
@@ -350,8 +349,8 @@ void TcpDataServer::Respond(const std::shared_ptr<Connection>& conn, uint64_t id
   for (const grpc::Slice& s : body) iov.push_back({const_cast<uint8_t*>(s.begin()), s.size()});
   MutexLock lock(&conn->write_mu);
   if (absl::Status s = runtime::WriteFull(conn->fd, iov, absl::Now() + kFrameTime); !s.ok()) {
-    spdlog::warn("{} data plane: reply to {} failed: {}; closing the connection", name_,
-                 conn->peer, std::string(s.message()));
+    spdlog::warn("{} data plane: reply to {} failed: {}; closing the connection", name_, conn->peer,
+                 std::string(s.message()));
     shutdown(conn->fd, SHUT_RDWR);
   }
 }

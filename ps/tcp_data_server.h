@@ -8,9 +8,9 @@
 // A connection's hello is read on a thread of its own; then the thread that read a request
 // hands the reading of the next to a pool and serves the request itself. The pool grows
 // while all its threads are busy (a sync-mode pull blocks until its step completes, as a gRPC
-// sync server's handler does), so replies go back in the order they finish. A malformed header, a body over
-// the message limit or a peer that stalls mid-frame closes that connection (logged with the
-// peer's address); a request the handler refuses gets its status back and changes nothing.
+// sync server's handler does), so replies go back in the order they finish. A malformed header, a
+// body over the message limit or a peer that stalls mid-frame closes that connection (logged with
+// the peer's address); a request the handler refuses gets its status back and changes nothing.
 // Thread-safety: IssueTicket and port may be called from any thread; Shutdown once.
 #pragma once
 
@@ -37,10 +37,9 @@ class TcpDataServer {
  public:
   // Serves one request of `task` (the connection's ticket's): parses `body` (valid only during
   // the call), runs it, and leaves the reply's body in *reply. May block until `deadline`.
-  using Handler =
-      std::function<absl::Status(runtime::DataMethod method, const std::string& task,
-                                 grpc::ByteBuffer* body, absl::Time deadline,
-                                 std::vector<grpc::Slice>* reply)>;
+  using Handler = std::function<absl::Status(runtime::DataMethod method, const std::string& task,
+                                             grpc::ByteBuffer* body, absl::Time deadline,
+                                             std::vector<grpc::Slice>* reply)>;
 
   static constexpr absl::Duration kHelloTimeout = absl::Seconds(5);
   static constexpr absl::Duration kTicketLifetime = absl::Seconds(60);

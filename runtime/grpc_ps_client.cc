@@ -3,8 +3,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "base/status_macros.h"
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 #include "grpcpp/support/client_callback.h"
 #include "runtime/grpc_util.h"
 #include "spdlog/spdlog.h"
@@ -93,8 +93,8 @@ GrpcPsClient::GrpcPsClient(std::string name, const std::string& address,
       push_pull_method_("/fulcrum.pb.ParameterServer/PushPull",
                         grpc::internal::RpcMethod::NORMAL_RPC, channel_) {}
 
-absl::StatusOr<std::shared_ptr<TcpDataChannel>> GrpcPsClient::DataChannel(
-    const std::string& task, absl::Duration timeout) {
+absl::StatusOr<std::shared_ptr<TcpDataChannel>> GrpcPsClient::DataChannel(const std::string& task,
+                                                                          absl::Duration timeout) {
   MutexLock lock(&data_mu_);
   std::shared_ptr<TcpDataChannel>& data = data_[task];
   if (data != nullptr && data->healthy()) return data;
@@ -112,9 +112,9 @@ absl::StatusOr<std::shared_ptr<TcpDataChannel>> GrpcPsClient::DataChannel(
     return FromGrpc(status, absl::StrCat("OpenDataPlane on ", name_, " (", target_, ")"));
   }
   FULCRUM_ASSIGN_OR_RETURN(
-      data, TcpDataChannel::Connect(HostOf(target_), response.port(), response.ticket(), deadline,
-                                     absl::StrCat(name_, " data plane (", HostOf(target_), ":",
-                                                  response.port(), ")")));
+      data, TcpDataChannel::Connect(
+                HostOf(target_), response.port(), response.ticket(), deadline,
+                absl::StrCat(name_, " data plane (", HostOf(target_), ":", response.port(), ")")));
   return data;
 }
 
@@ -158,13 +158,14 @@ void GrpcPsClient::PushPullFrameAsync(const PushFrame* request, PushReply* respo
   response->bytes = 0;
   auto* call = new FrameCall{{}, std::move(done), this, NowUnixMicros()};
   if (tcp_data_plane_) {
-    absl::StatusOr<std::shared_ptr<TcpDataChannel>> channel = DataChannel(request->header.task(), timeout);
+    absl::StatusOr<std::shared_ptr<TcpDataChannel>> channel =
+        DataChannel(request->header.task(), timeout);
     if (!channel.ok()) return call->Finish("PushPull", channel.status(), absl::OkStatus());
     grpc::ByteBuffer buffer;
     // Payloads at 4-byte offsets: the ps applies the gradients in place.
     SerializeFrame(*request, &buffer, /*align_payloads=*/true);
     std::vector<grpc::Slice> body;
-    (void)buffer.Dump(&body);  // references the frame's slices (no copy)
+    (void)buffer.Dump(&body);             // references the frame's slices (no copy)
     const size_t sent = buffer.Length();  // with the alignment pads
     (*channel)->Call(
         DataMethod::kPushPull, std::move(body), timeout,

@@ -9,13 +9,13 @@
 #include <string>
 #include <vector>
 
-#include "profiler/rpc_observer.h"
+#include "base/mutex.h"
 #include "grpcpp/impl/rpc_method.h"
+#include "profiler/rpc_observer.h"
 #include "proto/ps.grpc.pb.h"
 #include "runtime/ps_client.h"
 #include "runtime/security.h"
 #include "runtime/tcp_data_channel.h"
-#include "base/mutex.h"
 
 namespace fulcrum::runtime {
 
@@ -68,9 +68,9 @@ class GrpcPsClient final : public PsClient {
                               absl::Duration timeout) override;
 
   // --data_plane=tcp: the data calls (Pull, Push, PushPull, as messages and as frames) go
-  // over a tcp data-plane connection (runtime/tcp_data_channel.h) instead of this channel. It is opened through
-  // OpenDataPlane on the first such call and again on the first call after it failed (a ps
-  // restarted); that call waits for it, within its own timeout. Set before the first call.
+  // over a tcp data-plane connection (runtime/tcp_data_channel.h) instead of this channel. It is
+  // opened through OpenDataPlane on the first such call and again on the first call after it failed
+  // (a ps restarted); that call waits for it, within its own timeout. Set before the first call.
   void set_tcp_data_plane(bool on) { tcp_data_plane_ = on; }
   bool tcp_data_plane() const { return tcp_data_plane_; }
   // Opens the data-plane connection of `task` now (a worker does at start-up, so a ps without
@@ -100,8 +100,8 @@ class GrpcPsClient final : public PsClient {
 
   // A generated-message data call over the tcp data plane.
   void MessageOverTcp(DataMethod method, const std::string& task,
-                      const google::protobuf::Message* request,
-                      google::protobuf::Message* response, absl::Duration timeout, Done done);
+                      const google::protobuf::Message* request, google::protobuf::Message* response,
+                      absl::Duration timeout, Done done);
   // The live data-plane connection of `task` (a connection serves the task its ticket was
   // issued to), opened (again) when there is none or it failed.
   absl::StatusOr<std::shared_ptr<TcpDataChannel>> DataChannel(const std::string& task,

@@ -23,9 +23,11 @@ constexpr absl::Duration kIdlePoll = absl::Seconds(1);
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<TcpDataChannel>> TcpDataChannel::Connect(
-    const std::string& host, int port, const std::string& ticket, absl::Time deadline,
-    std::string label) {
+absl::StatusOr<std::unique_ptr<TcpDataChannel>> TcpDataChannel::Connect(const std::string& host,
+                                                                        int port,
+                                                                        const std::string& ticket,
+                                                                        absl::Time deadline,
+                                                                        std::string label) {
   absl::StatusOr<int> fd = ConnectTcp(host, port, deadline);
   if (!fd.ok()) return absl::UnavailableError(absl::StrCat(label, ": ", fd.status().message()));
   char hello[kHelloBytes];
@@ -80,8 +82,8 @@ void TcpDataChannel::Outgoing::Unsent(std::vector<iovec>* iov) {
   SkipBytes(*iov, sent);
 }
 
-void TcpDataChannel::Call(DataMethod method, std::vector<grpc::Slice> body,
-                          absl::Duration timeout, ParseReply parse, Done done) {
+void TcpDataChannel::Call(DataMethod method, std::vector<grpc::Slice> body, absl::Duration timeout,
+                          ParseReply parse, Done done) {
   const absl::Time deadline = absl::Now() + timeout;
   Outgoing out;
   RequestHeader h;

@@ -26,12 +26,14 @@ void Put64(char* p, uint64_t v) {
 }
 uint32_t Get32(const char* p) {
   uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<unsigned char>(p[i])) << (8 * i);
+  for (int i = 0; i < 4; ++i)
+    v |= static_cast<uint32_t>(static_cast<unsigned char>(p[i])) << (8 * i);
   return v;
 }
 uint64_t Get64(const char* p) {
   uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
+  for (int i = 0; i < 8; ++i)
+    v |= static_cast<uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
   return v;
 }
 
@@ -96,8 +98,8 @@ absl::StatusOr<RequestHeader> DecodeRequestHeader(const char in[kRequestHeaderBy
   h.length = Get64(in + 16);
   h.timeout_us = static_cast<int64_t>(Get64(in + 24));
   if (h.length > max_body) {
-    return absl::InvalidArgumentError(absl::StrCat("request ", h.id, " of ", h.length,
-                                                   " bytes is over the limit of ", max_body));
+    return absl::InvalidArgumentError(
+        absl::StrCat("request ", h.id, " of ", h.length, " bytes is over the limit of ", max_body));
   }
   return h;
 }
@@ -112,8 +114,8 @@ absl::StatusOr<ReplyHeader> DecodeReplyHeader(const char in[kReplyHeaderBytes], 
   h.length = Get64(in + 16);
   h.message_length = Get32(in + 24);
   if (h.length > max_body || h.message_length > kMaxStatusMessageBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("reply ", h.id, " of ", h.length,
-                                                   " bytes is over the limit of ", max_body));
+    return absl::InvalidArgumentError(
+        absl::StrCat("reply ", h.id, " of ", h.length, " bytes is over the limit of ", max_body));
   }
   return h;
 }

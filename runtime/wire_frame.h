@@ -34,8 +34,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/impl/serialization_traits.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/slice.h"
 #include "grpcpp/support/status.h"
 #include "proto/ps.pb.h"
@@ -156,8 +156,7 @@ struct InFrame {
 absl::StatusOr<PooledFloats> DecodeToFloats(const pb::ChunkData& meta, const Pieces& pieces);
 // The payload's floats in place: a float32 payload in one piece, at a 4-byte aligned address,
 // of a whole number of floats (or none at all); nullopt otherwise (DecodeToFloats then).
-std::optional<std::span<const float>> BorrowFloats(const pb::ChunkData& meta,
-                                                   const Pieces& pieces);
+std::optional<std::span<const float>> BorrowFloats(const pb::ChunkData& meta, const Pieces& pieces);
 
 template <typename Header>
 size_t OutFrame<Header>::ByteSize() const {
@@ -200,8 +199,9 @@ absl::Status InFrame<Header>::Parse(grpc::ByteBuffer* buffer) {
 }
 
 // Serializes a frame's parts into `buffer`: the header's bytes, then per chunk a small prefix
-// and its payload slices (referenced, not copied). With `align_payloads`, each chunk entry gets a ChunkData.pad field of 2–5 bytes where needed
-// so that its payload starts at a multiple of 4 bytes from the message's start.
+// and its payload slices (referenced, not copied). With `align_payloads`, each chunk entry gets a
+// ChunkData.pad field of 2–5 bytes where needed so that its payload starts at a multiple of 4 bytes
+// from the message's start.
 void SerializeChunks(const std::string& header_bytes, int chunk_field,
                      const std::vector<OutChunk>& chunks, grpc::ByteBuffer* buffer,
                      bool align_payloads = false);
@@ -210,8 +210,8 @@ void SerializeChunks(const std::string& header_bytes, int chunk_field,
 template <typename Header>
 void SerializeFrame(const OutFrame<Header>& frame, grpc::ByteBuffer* buffer,
                     bool align_payloads = false) {
-  SerializeChunks(frame.header.SerializeAsString(), ChunkField(&frame.header), frame.chunks,
-                  buffer, align_payloads);
+  SerializeChunks(frame.header.SerializeAsString(), ChunkField(&frame.header), frame.chunks, buffer,
+                  align_payloads);
 }
 
 // absl::Status -> grpc::Status for the traits below (same code and message).

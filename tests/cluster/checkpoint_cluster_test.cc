@@ -45,12 +45,12 @@ struct SyncRun {
 SyncRun TrainSync(const fs::path& dir, const std::string& run,
                   const std::vector<std::string>& extra) {
   const std::string spec = WriteLocalSpec(dir / (run + "-spec.json"), 2, 2);
+  // Batch 512: steps slow enough that a sync save (aimed 0.25 s of steps ahead) lands before
+  // the end several times in 300 steps.
   std::vector<std::string> flags = {absl::StrCat("--cluster_spec=", spec),
                                     "--model=mlp",
                                     "--dataset=synthetic",
                                     "--mode=sync",
-                                    // Steps slow enough that a sync save (aimed 0.25 s of steps
-                                    // ahead) lands before the end several times in 300 steps.
                                     "--batch_size=512",
                                     "--eval_every=0",
                                     "--threads=1",

@@ -5,14 +5,14 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
-#include <future>
 #include <fstream>
+#include <future>
 #include <limits>
 #include <memory>
 #include <ostream>
@@ -30,14 +30,14 @@
 #include "ops/tensor.h"
 #include "ps/in_process_client.h"
 #include "ps/service.h"
-#include "ps/tcp_data_server.h"
 #include "ps/shard.h"
+#include "ps/tcp_data_server.h"
 #include "runtime/chunk_plan.h"
 #include "runtime/grpc_ps_client.h"
-#include "runtime/proto_convert.h"
-#include "runtime/tensor_coding.h"
 #include "runtime/limits.h"
+#include "runtime/proto_convert.h"
 #include "runtime/tcp_wire.h"
+#include "runtime/tensor_coding.h"
 
 namespace fulcrum::ps {
 namespace {
@@ -1690,7 +1690,6 @@ TEST(PsFrameTest, MalformedFramesFromARawClientAreRefusedAndApplyNothing) {
   (*server)->Wait();
 }
 
-
 // ---- the tcp data plane itself ------------------------------------------------------------
 
 // A ps with a tcp data plane on 127.0.0.1, a client using it, and raw sockets to it.
@@ -1789,8 +1788,8 @@ class TcpDataPlaneTest : public ::testing::Test {
   // True when the server closed `fd` (a read sees the end).
   static bool Closed(int fd) {
     char byte;
-    return absl::IsUnavailable(runtime::ReadFull(fd, std::span<char>(&byte, 1),
-                                                 absl::Now() + kTimeout));
+    return absl::IsUnavailable(
+        runtime::ReadFull(fd, std::span<char>(&byte, 1), absl::Now() + kTimeout));
   }
 
   pb::StatsResponse Stats(runtime::PsClient& client) {

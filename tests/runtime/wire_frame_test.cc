@@ -100,8 +100,8 @@ TEST(WireFrameTest, AFloatFrameIsTheGeneratedMessageAndReferencesTheTensors) {
 
 TEST(WireFrameTest, AlignedPayloadsStartAtMultiplesOfFourAndAreReadInPlace) {
   // Chunk sizes and header lengths that put unpadded payloads at every offset mod 4.
-  const std::vector<std::vector<float>> chunks = {Ramp(33, 0.5f), Ramp(1, 1.0f), Ramp(200, 2.0f),
-                                                  Ramp(7, -1.0f), {}, Ramp(5000, 0.25f)};
+  const std::vector<std::vector<float>> chunks = {
+      Ramp(33, 0.5f), Ramp(1, 1.0f), Ramp(200, 2.0f), Ramp(7, -1.0f), {}, Ramp(5000, 0.25f)};
   for (const std::string task : {"w", "worker:3", "worker:12345"}) {
     auto frame = PushFrameOf(chunks, pb::WIRE_F32);
     frame.header.set_task(task);
