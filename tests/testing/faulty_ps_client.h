@@ -7,7 +7,7 @@
 //   kFailBeforeSend  Unavailable at once, the PS never sees the call (a refused connection);
 //   kDuplicate       the request is sent twice (a transport that re-sent it); the caller
 //                    sees the second reply.
-// Control calls pass through untouched.
+// Control calls pass through untouched (testing::ForwardingPsClient).
 // Thread-safety: all methods are thread-safe; the wrapped client must be too.
 #pragma once
 
@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/mutex.h"
 #include "runtime/ps_client.h"
+#include "tests/testing/forwarding_ps_client.h"
 
 namespace fulcrum::testing {
 
@@ -39,10 +40,10 @@ inline const char* FaultName(Fault fault) {
   return "?";
 }
 
-class FaultyPsClient final : public runtime::PsClient {
+class FaultyPsClient final : public ForwardingPsClient {
  public:
   // `inner` (not owned) must outlive this client.
-  explicit FaultyPsClient(runtime::PsClient* inner) : inner_(inner) {}
+  explicit FaultyPsClient(runtime::PsClient* inner) : ForwardingPsClient(inner) {}
 
   // The next `times` data-path calls (in arrival order) suffer `fault`; later calls pass
   // through. With `chunk` >= 0 only calls whose first chunk is `chunk` count (ShardedVariables
@@ -60,56 +61,24 @@ class FaultyPsClient final : public runtime::PsClient {
     return injected_;
   }
 
-  std::string target() const override { return "faulty " + inner_->target(); }
+  std::string target() const override { return "faulty " + inner()->target(); }
 
   void PullAsync(const pb::PullRequest* request, pb::PullResponse* response, absl::Duration timeout,
                  Done done) override {
     Call(request, response, timeout, std::move(done),
-         [this](auto... args) { inner_->PullAsync(args...); });
+         [this](auto... args) { inner()->PullAsync(args...); });
   }
   void PushAsync(const pb::PushRequest* request, pb::PushResponse* response, absl::Duration timeout,
                  Done done) override {
     Call(request, response, timeout, std::move(done),
-         [this](auto... args) { inner_->PushAsync(args...); });
+         [this](auto... args) { inner()->PushAsync(args...); });
   }
   void PushPullAsync(const pb::PushRequest* request, pb::PushResponse* response,
                      absl::Duration timeout, Done done) override {
     Call(request, response, timeout, std::move(done),
-         [this](auto... args) { inner_->PushPullAsync(args...); });
+         [this](auto... args) { inner()->PushPullAsync(args...); });
   }
 
-  absl::Status CreateVariables(const pb::CreateVariablesRequest& request,
-                               pb::CreateVariablesResponse* response,
-                               absl::Duration timeout) override {
-    return inner_->CreateVariables(request, response, timeout);
-  }
-  absl::Status SaveShard(const pb::SaveShardRequest& request, pb::SaveShardResponse* response,
-                         absl::Duration timeout) override {
-    return inner_->SaveShard(request, response, timeout);
-  }
-  absl::Status RestoreShard(const pb::RestoreShardRequest& request,
-                            pb::RestoreShardResponse* response, absl::Duration timeout) override {
-    return inner_->RestoreShard(request, response, timeout);
-  }
-  absl::Status Stats(pb::StatsResponse* response, absl::Duration timeout) override {
-    return inner_->Stats(response, timeout);
-  }
-  absl::Status Stop(const std::string& reason, absl::Duration timeout) override {
-    return inner_->Stop(reason, timeout);
-  }
-  using PsClient::Shutdown;
-  absl::Status Shutdown(const std::string& reason, absl::Duration timeout,
-                        std::string* summary_json) override {
-    return inner_->Shutdown(reason, timeout, summary_json);
-  }
-  absl::Status Ping(const pb::PingRequest& request, pb::PingResponse* response,
-                    absl::Duration timeout) override {
-    return inner_->Ping(request, response, timeout);
-  }
-  absl::Status ReleaseWorkers(const pb::ReleaseWorkersRequest& request,
-                              absl::Duration timeout) override {
-    return inner_->ReleaseWorkers(request, timeout);
-  }
 
  private:
   static int FirstChunk(const pb::PullRequest& r) { return r.chunks().empty() ? -1 : r.chunks(0); }
@@ -136,13 +105,13 @@ class FaultyPsClient final : public runtime::PsClient {
         return;
       case Fault::kFailBeforeSend:
         done(absl::UnavailableError(
-            absl::StrCat("injected: ", inner_->target(), " not reached (fail_before_send)")));
+            absl::StrCat("injected: ", inner()->target(), " not reached (fail_before_send)")));
         return;
       case Fault::kDropReply:
         send(request, response, timeout, [this, response, done = std::move(done)](absl::Status s) {
           response->Clear();  // the reply never arrived
           done(s.ok() ? absl::UnavailableError(absl::StrCat("injected: reply from ",
-                                                            inner_->target(), " lost (drop_reply)"))
+                                                            inner()->target(), " lost (drop_reply)"))
                       : s);
         });
         return;
@@ -158,7 +127,6 @@ class FaultyPsClient final : public runtime::PsClient {
     }
   }
 
-  runtime::PsClient* const inner_;
   mutable Mutex mu_;
   Fault fault_ ABSL_GUARDED_BY(mu_) = Fault::kNone;
   int left_ ABSL_GUARDED_BY(mu_) = 0;

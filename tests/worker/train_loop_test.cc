@@ -31,6 +31,7 @@
 #include "runtime/placement.h"
 #include "runtime/shard_defs.h"
 #include "runtime/sharded_variables.h"
+#include "tests/testing/forwarding_ps_client.h"
 #include "worker/local_variable_store.h"
 #include "worker/setup.h"
 #include "worker/sharded_variable_store.h"
@@ -570,10 +571,10 @@ class ProbeLayer final : public models::Layer {
 // A real PS client (in-process) whose first push-pull of some chunks answers only once
 // `release` is called (or a deadline long past any step passes, so that a schedule that
 // waits for them cannot hang the test): the replies of those chunks arrive late.
-class HoldingPsClient final : public runtime::PsClient {
+class HoldingPsClient final : public testing::ForwardingPsClient {
  public:
   HoldingPsClient(runtime::PsClient* inner, std::set<int> held_chunks)
-      : inner_(inner), held_chunks_(std::move(held_chunks)) {
+      : ForwardingPsClient(inner), held_chunks_(std::move(held_chunks)) {
     releaser_ = std::thread([this] {
       std::unique_lock<std::mutex> lock(mu_);
       released_by_call_ =
@@ -605,15 +606,6 @@ class HoldingPsClient final : public runtime::PsClient {
     return done_releasing_ && released_by_call_;
   }
 
-  std::string target() const override { return inner_->target(); }
-  void PullAsync(const pb::PullRequest* request, pb::PullResponse* response, absl::Duration timeout,
-                 Done done) override {
-    inner_->PullAsync(request, response, timeout, std::move(done));
-  }
-  void PushAsync(const pb::PushRequest* request, pb::PushResponse* response, absl::Duration timeout,
-                 Done done) override {
-    inner_->PushAsync(request, response, timeout, std::move(done));
-  }
   void PushPullAsync(const pb::PushRequest* request, pb::PushResponse* response,
                      absl::Duration timeout, Done done) override {
     const int chunk = request->gradients(0).chunk();
@@ -623,8 +615,8 @@ class HoldingPsClient final : public runtime::PsClient {
       hold = !done_releasing_ && held_chunks_.count(chunk) > 0 && seen_.insert(chunk).second;
       if (hold) ++held_count_;
     }
-    if (!hold) return inner_->PushPullAsync(request, response, timeout, std::move(done));
-    inner_->PushPullAsync(request, response, timeout, [this, done](absl::Status s) {
+    if (!hold) return inner()->PushPullAsync(request, response, timeout, std::move(done));
+    inner()->PushPullAsync(request, response, timeout, [this, done](absl::Status s) {
       std::unique_lock<std::mutex> lock(mu_);
       if (done_releasing_) {
         lock.unlock();
@@ -634,41 +626,8 @@ class HoldingPsClient final : public runtime::PsClient {
       held_.push_back([done, s] { done(s); });
     });
   }
-  absl::Status CreateVariables(const pb::CreateVariablesRequest& request,
-                               pb::CreateVariablesResponse* response,
-                               absl::Duration timeout) override {
-    return inner_->CreateVariables(request, response, timeout);
-  }
-  absl::Status SaveShard(const pb::SaveShardRequest& request, pb::SaveShardResponse* response,
-                         absl::Duration timeout) override {
-    return inner_->SaveShard(request, response, timeout);
-  }
-  absl::Status RestoreShard(const pb::RestoreShardRequest& request,
-                            pb::RestoreShardResponse* response, absl::Duration timeout) override {
-    return inner_->RestoreShard(request, response, timeout);
-  }
-  absl::Status Stats(pb::StatsResponse* response, absl::Duration timeout) override {
-    return inner_->Stats(response, timeout);
-  }
-  absl::Status Stop(const std::string& reason, absl::Duration timeout) override {
-    return inner_->Stop(reason, timeout);
-  }
-  using PsClient::Shutdown;
-  absl::Status Shutdown(const std::string& reason, absl::Duration timeout,
-                        std::string* summary_json) override {
-    return inner_->Shutdown(reason, timeout, summary_json);
-  }
-  absl::Status Ping(const pb::PingRequest& request, pb::PingResponse* response,
-                    absl::Duration timeout) override {
-    return inner_->Ping(request, response, timeout);
-  }
-  absl::Status ReleaseWorkers(const pb::ReleaseWorkersRequest& request,
-                              absl::Duration timeout) override {
-    return inner_->ReleaseWorkers(request, timeout);
-  }
 
  private:
-  runtime::PsClient* const inner_;
   const std::set<int> held_chunks_;
   std::mutex mu_;
   std::condition_variable cv_;
