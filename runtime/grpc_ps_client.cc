@@ -79,6 +79,15 @@ struct FrameCall {
   }
 };
 
+// Parses a data-plane reply into a zero-copy frame (its error is the frame's `error`).
+template <typename Frame>
+TcpDataChannel::ParseReply ParseFrameInto(Frame* response) {
+  return [response](grpc::ByteBuffer* reply) {
+    (void)response->Parse(reply);
+    return absl::OkStatus();
+  };
+}
+
 }  // namespace
 
 GrpcPsClient::GrpcPsClient(std::string name, const std::string& address,
@@ -118,38 +127,35 @@ absl::StatusOr<std::shared_ptr<TcpDataChannel>> GrpcPsClient::DataChannel(const 
   return data;
 }
 
+void GrpcPsClient::OverTcp(DataMethod method, const std::string& task,
+                           std::vector<grpc::Slice> body, absl::Duration timeout,
+                           TcpDataChannel::ParseReply parse, Done finish) {
+  absl::StatusOr<std::shared_ptr<TcpDataChannel>> channel = DataChannel(task, timeout);
+  if (!channel.ok()) return finish(channel.status());
+  (*channel)->Call(method, std::move(body), timeout, std::move(parse), std::move(finish));
+}
+
 void GrpcPsClient::PullFrameAsync(const pb::PullRequest* request, PullReply* response,
                                   absl::Duration timeout, Done done) {
   response->error = absl::OkStatus();
   response->bytes = 0;
   auto* call = new FrameCall{{}, std::move(done), this, NowUnixMicros()};
+  // The call's end on either transport (a grpc::Status or an absl::Status).
+  auto end = [call, request, response](const auto& status) {
+    profiler::ReportRpcBytes(call->client->observer(), call->client->peer(), "Pull",
+                             call->begin_unix_us, request->ByteSizeLong(), response->bytes);
+    call->Finish("Pull", status, response->error);
+  };
   if (tcp_data_plane_) {
-    absl::StatusOr<std::shared_ptr<TcpDataChannel>> channel = DataChannel(request->task(), timeout);
-    if (!channel.ok()) return call->Finish("Pull", channel.status(), absl::OkStatus());
     const std::string bytes = request->SerializeAsString();
     std::vector<grpc::Slice> body;
     body.emplace_back(bytes.data(), bytes.size());
-    (*channel)->Call(
-        DataMethod::kPull, std::move(body), timeout,
-        [response](grpc::ByteBuffer* reply) {
-          (void)response->Parse(reply);  // its error is response->error
-          return absl::OkStatus();
-        },
-        [call, request, response](absl::Status status) {
-          profiler::ReportRpcBytes(call->client->observer(), call->client->peer(), "Pull",
-                                   call->begin_unix_us, request->ByteSizeLong(), response->bytes);
-          call->Finish("Pull", status, response->error);
-        });
-    return;
+    return OverTcp(DataMethod::kPull, request->task(), std::move(body), timeout,
+                   ParseFrameInto(response), std::move(end));
   }
   call->context.set_deadline(DeadlineIn(timeout));
   grpc::internal::CallbackUnaryCall<pb::PullRequest, PullReply>(
-      channel_.get(), pull_method_, &call->context, request, response,
-      [call, request, response](grpc::Status status) {
-        profiler::ReportRpcBytes(call->client->observer(), call->client->peer(), "Pull",
-                                 call->begin_unix_us, request->ByteSizeLong(), response->bytes);
-        call->Finish("Pull", status, response->error);
-      });
+      channel_.get(), pull_method_, &call->context, request, response, std::move(end));
 }
 
 void GrpcPsClient::PushPullFrameAsync(const PushFrame* request, PushReply* response,
@@ -157,37 +163,24 @@ void GrpcPsClient::PushPullFrameAsync(const PushFrame* request, PushReply* respo
   response->error = absl::OkStatus();
   response->bytes = 0;
   auto* call = new FrameCall{{}, std::move(done), this, NowUnixMicros()};
+  grpc::ByteBuffer buffer;
+  // On the tcp data plane, payloads at 4-byte offsets: the ps applies the gradients in place.
+  if (tcp_data_plane_) SerializeFrame(*request, &buffer, /*align_payloads=*/true);
+  const size_t sent = tcp_data_plane_ ? buffer.Length() : request->ByteSize();  // with any pads
+  auto end = [call, sent, response](const auto& status) {
+    profiler::ReportRpcBytes(call->client->observer(), call->client->peer(), "PushPull",
+                             call->begin_unix_us, sent, response->bytes);
+    call->Finish("PushPull", status, response->error);
+  };
   if (tcp_data_plane_) {
-    absl::StatusOr<std::shared_ptr<TcpDataChannel>> channel =
-        DataChannel(request->header.task(), timeout);
-    if (!channel.ok()) return call->Finish("PushPull", channel.status(), absl::OkStatus());
-    grpc::ByteBuffer buffer;
-    // Payloads at 4-byte offsets: the ps applies the gradients in place.
-    SerializeFrame(*request, &buffer, /*align_payloads=*/true);
     std::vector<grpc::Slice> body;
-    (void)buffer.Dump(&body);             // references the frame's slices (no copy)
-    const size_t sent = buffer.Length();  // with the alignment pads
-    (*channel)->Call(
-        DataMethod::kPushPull, std::move(body), timeout,
-        [response](grpc::ByteBuffer* reply) {
-          (void)response->Parse(reply);  // its error is response->error
-          return absl::OkStatus();
-        },
-        [call, sent, response](absl::Status status) {
-          profiler::ReportRpcBytes(call->client->observer(), call->client->peer(), "PushPull",
-                                   call->begin_unix_us, sent, response->bytes);
-          call->Finish("PushPull", status, response->error);
-        });
-    return;
+    (void)buffer.Dump(&body);  // references the frame's slices (no copy)
+    return OverTcp(DataMethod::kPushPull, request->header.task(), std::move(body), timeout,
+                   ParseFrameInto(response), std::move(end));
   }
   call->context.set_deadline(DeadlineIn(timeout));
   grpc::internal::CallbackUnaryCall<PushFrame, PushReply>(
-      channel_.get(), push_pull_method_, &call->context, request, response,
-      [call, request, response](grpc::Status status) {
-        profiler::ReportRpcBytes(call->client->observer(), call->client->peer(), "PushPull",
-                                 call->begin_unix_us, request->ByteSize(), response->bytes);
-        call->Finish("PushPull", status, response->error);
-      });
+      channel_.get(), push_pull_method_, &call->context, request, response, std::move(end));
 }
 
 void GrpcPsClient::MessageOverTcp(DataMethod method, const std::string& task,
@@ -198,14 +191,12 @@ void GrpcPsClient::MessageOverTcp(DataMethod method, const std::string& task,
                      : method == DataMethod::kPush ? "Push"
                                                    : "PushPull";
   auto* call = new FrameCall{{}, std::move(done), this, NowUnixMicros()};
-  absl::StatusOr<std::shared_ptr<TcpDataChannel>> channel = DataChannel(task, timeout);
-  if (!channel.ok()) return call->Finish(name, channel.status(), absl::OkStatus());
   const std::string bytes = request->SerializeAsString();
   std::vector<grpc::Slice> body;
   body.emplace_back(bytes.data(), bytes.size());
   auto parse_error = std::make_shared<absl::Status>();
-  (*channel)->Call(
-      method, std::move(body), timeout,
+  OverTcp(
+      method, task, std::move(body), timeout,
       [response, parse_error](grpc::ByteBuffer* reply) {
         grpc::Slice whole;
         if (!reply->DumpToSingleSlice(&whole).ok() ||

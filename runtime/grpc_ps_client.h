@@ -98,6 +98,10 @@ class GrpcPsClient final : public PsClient {
   grpc::internal::RpcMethod push_pull_method_;
   bool tcp_data_plane_ = false;
 
+  // Sends `body` on the tcp data plane of `task`: `parse` reads the reply's body, then
+  // `finish` ends the call (at once, with the reason, when no connection can be opened).
+  void OverTcp(DataMethod method, const std::string& task, std::vector<grpc::Slice> body,
+               absl::Duration timeout, TcpDataChannel::ParseReply parse, Done finish);
   // A generated-message data call over the tcp data plane.
   void MessageOverTcp(DataMethod method, const std::string& task,
                       const google::protobuf::Message* request, google::protobuf::Message* response,
