@@ -23,7 +23,8 @@
 #
 # Usage: bench/compare_torch_ps.sh [--models=logreg,mlp] [--modes=sync,async] [--threads=1]
 #          [--pairs=3] [--workers=2] [--batch_size=128] [--logreg_steps=2000] [--mlp_steps=0]
-#          [--exchange=auto|fetch_push|push_fetch] [--fulcrum_flags='...'] [--seed=1]
+#          [--exchange=auto|fetch_push|push_fetch] [--fulcrum_flags='...'] [--torch_flags='...']
+#          [--seed=1]
 #          [--out=build/compare_torch_ps.md] [--keep] [--setup_only]
 #   logreg: 784->10, SGD lr 0.03.   mlp: 784-256-128-10 ReLU, momentum 0.9, lr 0.05.
 #   --mlp_steps=0 (default): one epoch of pushes (--epochs=1: 469 global steps async, 235 sync
@@ -34,6 +35,7 @@
 #                 faster loop) and fetch_push in async mode (the plain loop; push_fetch is
 #                 faster there too but its gradients are staler: docs/distributed.md).
 #   --fulcrum_flags  extra flags for every Fulcrum task (e.g. --async_pull=before_step).
+#   --torch_flags    extra flags for bench/reference/torch_rpc_ps.py (e.g. --staleness_aware_lr).
 #   --keep        keep the per-run folders (logs, summaries, report.json) under $TMPDIR.
 #   --setup_only  only create the PyTorch virtual environment.
 # Environment: TORCH_PIP_SPEC (default torch), VENV (default build/torch-venv), VENV_PYTHON
@@ -49,7 +51,7 @@ RUN_TIMEOUT="${RUN_TIMEOUT:-300}"
 DATA_DIR=/usr/share/datasets/fashion-mnist
 
 models=logreg,mlp modes=sync,async threads_list=1 pairs=3 workers=2 batch=128
-logreg_steps=2000 mlp_steps=0 exchange=auto fulcrum_flags="" seed=1
+logreg_steps=2000 mlp_steps=0 exchange=auto fulcrum_flags="" torch_flags="" seed=1
 out="${ROOT}/build/compare_torch_ps.md" keep=0 setup_only=0
 die() { echo "compare_torch_ps: error: $*" >&2; exit 2; }
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
@@ -65,6 +67,7 @@ for arg in "$@"; do
     --mlp_steps=*) mlp_steps="${arg#*=}" ;;
     --exchange=*) exchange="${arg#*=}" ;;
     --fulcrum_flags=*) fulcrum_flags="${arg#*=}" ;;
+    --torch_flags=*) torch_flags="${arg#*=}" ;;
     --seed=*) seed="${arg#*=}" ;;
     --out=*) out="${arg#*=}" ;;
     --keep) keep=1 ;;
@@ -150,13 +153,13 @@ run_torch() {
   local model=$1 mode=$2 t=$3 dir=$4 s=$5
   mkdir -p "$dir"
   # docs/benchmarking.md: matched threads, glibc kept from returning buffers every step.
-  # shellcheck disable=SC2046  # model_flags is a list of flags
+  # shellcheck disable=SC2046,SC2086  # model_flags and torch_flags are lists of flags
   if ! OMP_NUM_THREADS=$t MKL_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t \
       MALLOC_MMAP_THRESHOLD_=2000000000 MALLOC_TRIM_THRESHOLD_=4000000000 \
       timeout "$RUN_TIMEOUT" "$VENV/bin/python" "$TORCH_SCRIPT" $(model_flags "$model") \
       --batch_size="$batch" --mode="$mode" --workers="$workers" --threads="$t" \
-      --exchange="$(exchange_for "$mode")" --seed="$s" --timeout="$RUN_TIMEOUT" --run_dir="$dir/run" \
-      > "$dir/launcher.log" 2>&1; then
+      --exchange="$(exchange_for "$mode")" --seed="$s" --timeout="$RUN_TIMEOUT" $torch_flags \
+      --run_dir="$dir/run" > "$dir/launcher.log" 2>&1; then
     echo "compare_torch_ps: PyTorch run failed; logs in $dir:" >&2
     tail -n 5 "$dir/launcher.log" "$dir"/run/*.log >&2 || true
     keep=1; exit 1
@@ -203,7 +206,7 @@ record() {  # model mode side threads pair (uses $result = "ex acc stale")
     "$4" "$5" "$ex" "$acc" "$stale" >&2
 }
 
-echo "compare_torch_ps: PyTorch $TORCH_VERSION ($VENV, --exchange=$exchange), Fulcrum $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?') (binaries copied from build/bin) ${fulcrum_flags}, $(nproc) cores" >&2
+echo "compare_torch_ps: PyTorch $TORCH_VERSION ($VENV, --exchange=$exchange ${torch_flags}), Fulcrum $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?') (binaries copied from build/bin) ${fulcrum_flags}, $(nproc) cores" >&2
 loads="$work/loads.tsv"; : > "$loads"
 t_start=$(date +%s)
 n=0
@@ -231,10 +234,10 @@ elapsed=$(( $(date +%s) - t_start ))
 
 mkdir -p "$(dirname "$out")"
 python3 - "$results" "$loads" "$TORCH_VERSION" "$workers" "$batch" "$pairs" "$exchange" \
-    "$elapsed" "$logreg_steps" "$mlp_steps" "$fulcrum_flags" <<'EOF' | tee "$out"
+    "$elapsed" "$logreg_steps" "$mlp_steps" "$fulcrum_flags" "$torch_flags" <<'EOF' | tee "$out"
 import statistics as st, sys
 from collections import defaultdict
-res, loads, tv, W, B, P, exchange, elapsed, lsteps, msteps, fflags = sys.argv[1:]
+res, loads, tv, W, B, P, exchange, elapsed, lsteps, msteps, fflags, tflags = sys.argv[1:]
 runs = defaultdict(dict)          # (model, mode, side, threads) -> {pair: (ex, acc, stale)}
 for line in open(res):
     model, mode, side, t, p, ex, acc, stale = line.rstrip("\n").split("\t")
@@ -244,13 +247,14 @@ desc = {"logreg": "logreg 784-10, SGD lr 0.03, %s steps" % lsteps,
         "mlp": "mlp 784-256-128-10, momentum 0.9 lr 0.05, %s" %
                ("%s steps" % msteps if msteps != "0" else "1 epoch of pushes")}
 print("Parameter-server job, 1 ps + %s workers, batch %s per worker, Fashion-MNIST; PyTorch %s "
-      "(torch.distributed.rpc, TensorPipe, --exchange=%s%s) vs Fulcrum%s; %s pairs after a warm-up; "
+      "(torch.distributed.rpc, TensorPipe, --exchange=%s%s%s) vs Fulcrum%s; %s pairs after a warm-up; "
       "examples/sec = sum of the workers' steady-state rates (first 20 steps dropped), median at "
       "each side's best thread count (t=N). Ratio = Fulcrum/PyTorch, median [min-max] of the "
       "pairwise ratios. Accuracy and staleness (async: mean updates by others between a "
       "gradient's read and its apply): medians, with [min-max] for accuracy. Bench time %d s.\n"
       % (W, B, tv, exchange, ": push_fetch in sync, fetch_push in async" if exchange == "auto"
-         else "", (" " + fflags) if fflags else "", P, int(elapsed)))
+         else "", (" " + tflags) if tflags else "", (" " + fflags) if fflags else "", P,
+         int(elapsed)))
 print("| config | mode | PyTorch ex/s | Fulcrum ex/s | Fulcrum/PyTorch | PyTorch acc | Fulcrum acc "
       "| PyTorch staleness | Fulcrum staleness | load before -> after |")
 print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")

@@ -263,6 +263,7 @@ absl::Status Chief::CreateVariables(std::vector<int>* restarted) {
   o.replicas_to_aggregate = c_.replicas_to_aggregate;
   o.num_workers = c_.task.cluster.num_tasks(runtime::kWorkerJob);
   o.staleness = c_.staleness;
+  o.staleness_aware_lr = c_.staleness_aware_lr;
   o.chunk_bytes = c_.chunk_bytes;
   o.seed = t_.seed;
   for (int p = 0; p < placement_.num_ps(); ++p) {
@@ -567,6 +568,7 @@ nlohmann::json Chief::RunJson(const std::string& stop_reason) const {
   j["run_id"] = run_id_;
   j["mode"] = runtime::ModeName(c_.mode);
   j["async_pull"] = runtime::AsyncPullName(c_);
+  j["staleness_aware_lr"] = c_.staleness_aware_lr;
   j["model"] = t_.model;
   j["dataset"] = t_.dataset;
   j["optimizer"] = ops::OptimizerName(t_.optimizer.kind);

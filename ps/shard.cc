@@ -131,6 +131,7 @@ absl::StatusOr<std::shared_ptr<Shard::Store>> Shard::BuildStore(
   }
   auto store = std::make_shared<Store>();
   store->definition = request;
+  store->staleness_aware_lr = request.staleness_aware_lr();
   switch (request.mode()) {
     case pb::MODE_ASYNC:
       break;
@@ -141,6 +142,9 @@ absl::StatusOr<std::shared_ptr<Shard::Store>> Shard::BuildStore(
       }
       store->sync = true;
       store->replicas = request.replicas_to_aggregate();
+      if (request.staleness_aware_lr()) {
+        return bad("staleness_aware_lr is for async and ssp modes: nothing is stale in sync");
+      }
       break;
     case pb::MODE_SSP:
       if (request.num_workers() < 1 || request.num_workers() > kMaxSspWorkers) {
@@ -261,9 +265,10 @@ absl::Status Shard::CreateVariables(const pb::CreateVariablesRequest& request,
     }
   } else {
     FULCRUM_ASSIGN_OR_RETURN(store_, BuildStore(request));
-    spdlog::info("{} holds {} variables, {} bytes, in {} chunks ({} mode, optimizer {})", name_,
+    spdlog::info("{} holds {} variables, {} bytes, in {} chunks ({} mode, optimizer {}{})", name_,
                  store_->variables.size(), store_->bytes_held, store_->chunks.size(),
-                 runtime::ModeName(request.mode()), ops::OptimizerName(store_->optimizer.kind));
+                 runtime::ModeName(request.mode()), ops::OptimizerName(store_->optimizer.kind),
+                 store_->staleness_aware_lr ? ", staleness-aware learning rate" : "");
   }
   response->set_bytes_held(store_->bytes_held);
   response->set_num_chunks(static_cast<int32_t>(store_->chunks.size()));
@@ -449,9 +454,17 @@ bool Shard::SeenBefore(const std::string& task, uint64_t request_id) {
   return false;
 }
 
-absl::Status Shard::ApplyToChunk(Store& store, ChunkState& chunk, std::span<const float> grad) {
+absl::Status Shard::ApplyToChunk(Store& store, ChunkState& chunk, std::span<const float> grad,
+                                 float lr_scale) {
   const auto apply_start = std::chrono::steady_clock::now();
   const int64_t t = chunk.updates + 1;
+  ops::OptimizerConfig scaled;
+  const ops::OptimizerConfig* optimizer = &store.optimizer;
+  if (lr_scale != 1.0f) {
+    scaled = store.optimizer;
+    scaled.learning_rate *= lr_scale;
+    optimizer = &scaled;
+  }
   std::vector<ops::Tensor> slots;
   for (const runtime::Segment& seg : chunk.plan.segments) {
     Variable& var = store.variables[static_cast<size_t>(seg.variable)];
@@ -462,7 +475,7 @@ absl::Status Shard::ApplyToChunk(Store& store, ChunkState& chunk, std::span<cons
     const ops::Tensor g =
         ops::Tensor::View(const_cast<float*>(grad.data()), ops::Shape({seg.count}));
     grad = grad.subspan(static_cast<size_t>(seg.count));
-    FULCRUM_RETURN_IF_ERROR(ops::ApplyGradient(store.optimizer, t, g, &value, slots));
+    FULCRUM_RETURN_IF_ERROR(ops::ApplyGradient(*optimizer, t, g, &value, slots));
   }
   counters_.apply_ns.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                    std::chrono::steady_clock::now() - apply_start)
@@ -579,13 +592,18 @@ absl::Status Shard::ValidatePush(const Store& store, const pb::PushRequest& requ
 }
 
 absl::Status Shard::PushChunk(Store& store, ChunkState& chunk, int chunk_id,
-                              std::span<const float> grad, int64_t step, int wire_bytes,
-                              int* applied, int* dropped) {
+                              std::span<const float> grad, int64_t step, int64_t read_step,
+                              int wire_bytes, int* applied, int* dropped) {
   counters_.pushes_received.fetch_add(1, std::memory_order_relaxed);
   counters_.bytes_pushed.fetch_add(static_cast<int64_t>(grad.size()) * wire_bytes,
                                    std::memory_order_relaxed);
   if (!store.sync) {
-    FULCRUM_RETURN_IF_ERROR(ApplyToChunk(store, chunk, grad));
+    // The updates others applied to this chunk since the gradient's values were read (none
+    // for a read past the chunk's step: a ps restored to an older checkpoint).
+    const int64_t staleness = std::max<int64_t>(0, chunk.step - read_step);
+    const float lr_scale =
+        store.staleness_aware_lr ? 1.0f / static_cast<float>(1 + staleness) : 1.0f;
+    FULCRUM_RETURN_IF_ERROR(ApplyToChunk(store, chunk, grad, lr_scale));
     ++*applied;
     counters_.pushes_applied.fetch_add(1, std::memory_order_relaxed);
     if (chunk_id == 0) counters_.steps_applied.fetch_add(1, std::memory_order_relaxed);
@@ -662,6 +680,7 @@ absl::Status Shard::Push(const pb::PushRequest& request,
     if (stopped()) break;
     FULCRUM_RETURN_IF_ERROR(
         PushChunk(*store, chunk, id, grads[static_cast<size_t>(i)], request.step(),
+                  request.gradients(i).step(),
                   runtime::WireElementBytes(request.gradients(i).wire_dtype()), &applied,
                   &dropped));
   }

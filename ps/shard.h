@@ -220,6 +220,8 @@ class Shard {
     ops::OptimizerConfig optimizer;
     bool sync = false;
     int replicas = 1;
+    // async and ssp: each push at learning_rate / (1 + its staleness on the chunk).
+    bool staleness_aware_lr = false;
     std::vector<Variable> variables;
     std::vector<std::unique_ptr<ChunkState>> chunks;
     int64_t bytes_held = 0;
@@ -269,15 +271,18 @@ class Shard {
   absl::Status ValidatePush(const Store& store, const pb::PushRequest& request,
                             std::span<const std::span<const float>> grads, bool* nonfinite);
   // Applies (async) or accumulates (sync) one validated chunk gradient; counts it as
-  // *applied or *dropped.
+  // *applied or *dropped. `step`: the request's; `read_step`: the step of the chunk's values
+  // the gradient was computed at (its ChunkData.step), for the staleness-aware learning rate.
   absl::Status PushChunk(Store& store, ChunkState& chunk, int chunk_id, std::span<const float> grad,
-                         int64_t step, int wire_bytes, int* applied, int* dropped)
+                         int64_t step, int64_t read_step, int wire_bytes, int* applied,
+                         int* dropped)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk.mu);
   // True when (task, request_id) was seen before; records it otherwise.
   bool SeenBefore(const std::string& task, uint64_t request_id);
-  // Applies one gradient (the mean, in sync mode) to a chunk's segments and advances its
-  // step.
-  absl::Status ApplyToChunk(Store& store, ChunkState& chunk, std::span<const float> grad)
+  // Applies one gradient (the mean, in sync mode) to a chunk's segments, at `lr_scale` times
+  // the optimizer's learning rate, and advances its step.
+  absl::Status ApplyToChunk(Store& store, ChunkState& chunk, std::span<const float> grad,
+                            float lr_scale = 1.0f)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk.mu);
   // Discards a sync step's unfinished gradients, counting them as dropped.
   void DropPending(ChunkState& chunk) ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk.mu);

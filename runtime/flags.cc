@@ -115,6 +115,12 @@ ABSL_FLAG(std::string, async_pull, "with_push",
           "PushPull returns right after its own gradient was applied; one RPC per chunk and "
           "step) or before_step (a Pull of its own at the start of each step: fewer updates of "
           "other workers between a gradient's read and its apply, one more RPC per step).");
+ABSL_FLAG(bool, staleness_aware_lr, false,
+          "Async and ssp modes: the ps applies each pushed gradient with the learning rate "
+          "divided by 1 + its staleness (the updates other workers applied to that chunk "
+          "since the values the gradient was computed at were read; Zhang et al., "
+          "staleness-aware async SGD, 2016). Off: every push at the full learning rate, as "
+          "TensorFlow's async PS does.");
 ABSL_FLAG(std::string, placement, "round_robin",
           "Variable placement over PS tasks: round_robin, greedy (byte-balanced) or partition.");
 ABSL_FLAG(int64_t, partition_min_bytes, 256 << 10,
@@ -736,6 +742,12 @@ absl::StatusOr<ClusterOptions> ClusterOptionsFromFlags(absl::string_view default
     return absl::InvalidArgumentError(
         "--async_pull=before_step is for --mode=async (a sync step's values come with its push)");
   }
+  o.staleness_aware_lr = absl::GetFlag(FLAGS_staleness_aware_lr);
+  if (o.staleness_aware_lr && o.mode == SyncMode::kSync) {
+    return absl::InvalidArgumentError(
+        "--staleness_aware_lr is for --mode=async or ssp (a sync step applies the mean of "
+        "gradients computed at the same values: nothing is stale)");
+  }
   FULCRUM_ASSIGN_OR_RETURN(o.placement, ParsePlacementStrategy(absl::GetFlag(FLAGS_placement)));
   o.partition_min_bytes = absl::GetFlag(FLAGS_partition_min_bytes);
   FULCRUM_RETURN_IF_ERROR(
@@ -855,7 +867,7 @@ std::string ConfigFingerprint(const TrainingOptions& t, const ClusterOptions& c)
       "\ntrain_subset=", t.train_subset, "\ndataset_repeat=", t.dataset_repeat, "\nseed=", t.seed,
       "\nmode=", ModeName(c.mode), "\nstaleness=", c.staleness,
       "\nreplicas_to_aggregate=", c.replicas_to_aggregate,
-      "\nasync_pull=", AsyncPullName(c),
+      "\nasync_pull=", AsyncPullName(c), "\nstaleness_aware_lr=", c.staleness_aware_lr ? "true" : "false",
       "\nplacement=", PlacementName(c.placement), "\npartition_min_bytes=", c.partition_min_bytes,
       "\nrpc_chunk_bytes=", c.chunk_bytes, "\nwire_dtype=", WireDtypeName(c.wire_dtype),
       "\ncheckpoint_dir=", c.checkpoint_dir,

@@ -122,6 +122,9 @@ struct ClusterOptions {
   // own gradient was applied (fewer updates by others land between a gradient's read and
   // its apply, at the cost of one more RPC per chunk and step; docs/distributed.md).
   bool pull_before_step = false;
+  // --staleness_aware_lr (async and ssp): the ps divides the learning rate of each push by
+  // 1 + the push's staleness on that chunk (ps/shard.h; docs/distributed.md).
+  bool staleness_aware_lr = false;
   PlacementStrategy placement = PlacementStrategy::kRoundRobin;
   int64_t partition_min_bytes = 256 << 10;
   int64_t chunk_bytes = 2 << 20;

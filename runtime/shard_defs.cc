@@ -20,6 +20,7 @@ pb::CreateVariablesRequest ShardDefinition(const Placement& placement,
     request.set_num_workers(options.num_workers);
     request.set_staleness(static_cast<int32_t>(options.staleness));
   }
+  request.set_staleness_aware_lr(options.staleness_aware_lr);
   request.set_chunk_bytes(options.chunk_bytes);
   for (const PlacedVariable& v : placement.shards[static_cast<size_t>(ps)]) {
     const VariableInfo& source = variables[static_cast<size_t>(v.source)];

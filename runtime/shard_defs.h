@@ -27,6 +27,7 @@ struct ShardDefOptions {
   int replicas_to_aggregate = 0;  // sync mode: gradients per step (>= 1)
   int num_workers = 0;            // ssp mode: the cluster's workers (>= 1)
   int64_t staleness = 0;          // ssp mode: steps a worker may run ahead of the slowest
+  bool staleness_aware_lr = false;  // async and ssp: lr / (1 + staleness) per push
   int64_t chunk_bytes = kDefaultChunkBytes;
   uint64_t seed = 0;  // the run's seed; each variable's is VariableSeed(seed, name)
 };

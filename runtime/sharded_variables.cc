@@ -25,6 +25,9 @@ struct ShardedVariables::Slot {
   int replies = 0;              // chunks the current reply carried
   int64_t reply_bytes = 0;      // their payload bytes
   std::vector<std::span<float>> dest;  // where the current reply's values go
+  // The chunk's step in the last reply of values (-1: none yet): the step the next gradient
+  // of this chunk is computed at, sent in its ChunkData.step.
+  int64_t read_step = -1;
 };
 
 namespace {
@@ -57,6 +60,7 @@ auto ExpectChunk(Slot* slot, const char* what) {
                                               " to a call for chunk ", slot->chunk));
     }
     for (const auto& p : pieces) slot->reply_bytes += static_cast<int64_t>(p.size());
+    slot->read_step = meta.step();
     return DecodePayload(pieces, meta.wire_dtype(), slot->dest, what);
   };
 }
@@ -198,7 +202,7 @@ void ShardedVariables::EncodePushPull(Slot& slot, int64_t step, int64_t min_step
   req.set_min_step(min_step);
   req.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
   OutChunk& g = slot.push.chunks[0];
-  g.meta.set_step(step);
+  g.meta.set_step(slot.read_step >= 0 ? slot.read_step : step);
   const auto spans = Spans<const float>(slot.ps, slot.chunk, grads);
   if (wire_dtype_ == pb::WIRE_F32) {
     BorrowPayload(spans, &g);  // the gradients stay unchanged until the call has ended

@@ -114,6 +114,7 @@ nlohmann::json SummaryJson(const TrainingOptions& t, const ClusterOptions& c,
       c.mode == runtime::SyncMode::kSsp ? nlohmann::json(c.staleness) : nlohmann::json(nullptr);
   j["overlap"] = c.overlap && !c.pull_before_step;  // the schedule it ran
   j["async_pull"] = runtime::AsyncPullName(c);
+  j["staleness_aware_lr"] = c.staleness_aware_lr;
   j["model"] = t.model;
   j["devices"] = DeviceNames(t);
   j["batch_size"] = t.batch_size;

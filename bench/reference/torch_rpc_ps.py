@@ -82,6 +82,9 @@ def parse_args(argv=None):
     p.add_argument("--epochs", type=float, default=0, help="epochs of pushes when --train_steps=0")
     p.add_argument("--mode", choices=["sync", "async"], default="async")
     p.add_argument("--exchange", choices=["fetch_push", "push_fetch"], default="fetch_push")
+    p.add_argument("--staleness_aware_lr", action="store_true",
+                   help="async: apply each push at learning_rate / (1 + its staleness), as "
+                        "Fulcrum's --staleness_aware_lr does")
     p.add_argument("--workers", type=positive_int, default=2, help="trainer processes")
     p.add_argument("--threads", type=positive_int, default=1, help="torch threads per process")
     p.add_argument("--rpc_threads", type=positive_int, default=4,
@@ -102,6 +105,8 @@ def parse_args(argv=None):
         p.error("--momentum must be in [0, 1)")
     if args.train_steps < 0 or args.epochs < 0 or (args.train_steps == 0 and args.epochs == 0):
         p.error("give --train_steps > 0 or --epochs > 0")
+    if args.staleness_aware_lr and args.mode != "async":
+        p.error("--staleness_aware_lr is for --mode=async")
     if args.rpc_timeout <= 0 or args.timeout <= 0:
         p.error("--rpc_timeout and --timeout must be positive")
     if not 0 <= args.port < 65536:
@@ -287,6 +292,10 @@ class ParameterServer:
             self.pushes.append((trainer, version, self.global_step, time.perf_counter() - self.t0))
             for p, g in zip(self.params, grads):
                 p.grad.copy_(g)
+            if self.args.staleness_aware_lr:
+                scale = 1.0 / (1 + max(0, self.global_step - version))
+                for group in self.opt.param_groups:
+                    group["lr"] = self.args.learning_rate * scale
             self.apply()
             return self.global_step, (self.snapshot() if fetch else None)
 
@@ -355,6 +364,7 @@ class ParameterServer:
         report = {
             "framework": f"pytorch {torch.__version__} (torch.distributed.rpc, TensorPipe)",
             "mode": args.mode, "exchange": args.exchange, "model": args.model,
+            "staleness_aware_lr": args.staleness_aware_lr,
             "optimizer": args.optimizer, "learning_rate": args.learning_rate,
             "momentum": args.momentum if args.optimizer == "momentum" else None,
             "batch_size": args.batch_size, "workers": args.workers, "threads": args.threads,

@@ -180,6 +180,7 @@ pb::PushRequest PushOf(const pb::CreateVariablesRequest& def, const Values& grad
     }
     pb::ChunkData* g = r.add_gradients();
     g->set_chunk(static_cast<int>(c));
+    g->set_step(step);  // the values were read at `step` (as a worker sends it)
     runtime::EncodeFloats(parts, g->mutable_data());
   }
   return r;
@@ -392,6 +393,9 @@ TEST_P(PsContractTest, InvalidDefinitionsAreRefusedAndCreateNothing) {
   expect_invalid(def, "out of range");
   def = SmallModel(Sgd(0.1f), pb::MODE_SYNC, 0);
   expect_invalid(def, "replicas_to_aggregate");
+  def = SmallModel(Sgd(0.1f), pb::MODE_SYNC, 2);
+  def.set_staleness_aware_lr(true);
+  expect_invalid(def, "staleness_aware_lr is for async and ssp");
   def = SmallModel(Sgd(0.1f));
   def.set_chunk_bytes(0);
   expect_invalid(def, "chunk_bytes");
@@ -512,6 +516,56 @@ TEST_P(PsContractTest, AsyncSgdAppliesEachPushExactly) {
   EXPECT_EQ(stats.steps_applied(), 1);
   EXPECT_EQ(stats.bytes_pushed(), (20 + 5 + 9) * 4);
   EXPECT_EQ(stats.mode(), pb::MODE_ASYNC);
+}
+
+// --staleness_aware_lr: each chunk gradient is applied at lr / (1 + tau), tau = the updates
+// the chunk took since the step its values were read at (the gradient's ChunkData.step); a
+// read step past the chunk's (a ps gone back to a checkpoint) counts as fresh.
+TEST_P(PsContractTest, StalenessAwareLrDividesEachPushByOnePlusItsStaleness) {
+  auto def = SmallModel(Sgd(1.0f));
+  def.set_staleness_aware_lr(true);
+  Create(def);
+  Values expected = PullAll(def);
+  const Values grad = Filled(def, 0.75f);
+  auto apply = [&](float lr) {
+    for (size_t v = 0; v < expected.size(); ++v) {
+      for (float& x : expected[v]) x -= lr * 0.75f;
+    }
+  };
+  // All read at step 0: staleness 0, 1, 2.
+  ASSERT_EQ(Push(PushOf(def, grad, "worker:0", 1, /*step=*/0)).global_step(), 1);
+  apply(1.0f);
+  ASSERT_EQ(Push(PushOf(def, grad, "worker:1", 2, /*step=*/0)).global_step(), 2);
+  apply(1.0f / 2.0f);
+  ASSERT_EQ(Push(PushOf(def, grad, "worker:0", 3, /*step=*/0)).global_step(), 3);
+  apply(1.0f / 3.0f);
+  // Read at the current step: fresh again; read "ahead" of the ps: fresh.
+  ASSERT_EQ(Push(PushOf(def, grad, "worker:1", 4, /*step=*/3)).global_step(), 4);
+  apply(1.0f);
+  ASSERT_EQ(Push(PushOf(def, grad, "worker:0", 5, /*step=*/100)).global_step(), 5);
+  apply(1.0f);
+  const Values got = PullAll(def);
+  for (size_t v = 0; v < got.size(); ++v) {
+    for (size_t i = 0; i < got[v].size(); ++i) {
+      EXPECT_FLOAT_EQ(got[v][i], expected[v][i]) << v << "/" << i;
+    }
+  }
+}
+
+// Without it (TensorFlow's async PS), a stale push is applied at the full learning rate.
+TEST_P(PsContractTest, WithoutStalenessAwareLrStalePushesApplyAtTheFullRate) {
+  const auto plain = SmallModel(Sgd(1.0f));
+  const Values grad = Filled(plain, 0.75f);
+  Create(plain);
+  const Values start = PullAll(plain);
+  Push(PushOf(plain, grad, "worker:0", 1, /*step=*/0));
+  Push(PushOf(plain, grad, "worker:1", 2, /*step=*/0));
+  const Values full = PullAll(plain);
+  for (size_t v = 0; v < full.size(); ++v) {
+    for (size_t i = 0; i < full[v].size(); ++i) {
+      EXPECT_FLOAT_EQ(full[v][i], start[v][i] - 2 * 0.75f) << v << "/" << i;
+    }
+  }
 }
 
 // A gradient holding a NaN or an Inf (a hostile or broken worker) is refused whole by default

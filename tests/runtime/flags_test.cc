@@ -26,6 +26,7 @@ ABSL_DECLARE_FLAG(std::string, model);
 ABSL_DECLARE_FLAG(std::string, mode);
 ABSL_DECLARE_FLAG(std::optional<int64_t>, staleness);
 ABSL_DECLARE_FLAG(std::string, async_pull);
+ABSL_DECLARE_FLAG(bool, staleness_aware_lr);
 
 namespace fulcrum::runtime {
 namespace {
@@ -170,6 +171,30 @@ TEST_F(FlagsTest, AsyncPullIsWithPushUnlessToldAndOnlyForAsync) {
   options = TaskOptionsFromFlags("ps");
   EXPECT_EQ(options.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(options.status().message(), HasSubstr("--async_pull=later"));
+}
+
+TEST_F(FlagsTest, StalenessAwareLrIsOffUnlessToldAndRefusedInSync) {
+  absl::SetFlag(&FLAGS_train_steps, 7);
+  absl::StatusOr<TaskOptions> options = TaskOptionsFromFlags("chief");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_FALSE(options->cluster.staleness_aware_lr);
+
+  absl::SetFlag(&FLAGS_staleness_aware_lr, true);
+  options = TaskOptionsFromFlags("chief");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_TRUE(options->cluster.staleness_aware_lr);
+  const std::string with = ConfigFingerprint(options->training, options->cluster);
+  options->cluster.staleness_aware_lr = false;
+  EXPECT_EQ(FingerprintDifference(with, ConfigFingerprint(options->training, options->cluster)),
+            "staleness_aware_lr: true vs false");
+  absl::SetFlag(&FLAGS_mode, "ssp");
+  EXPECT_TRUE(TaskOptionsFromFlags("ps").ok());
+
+  absl::SetFlag(&FLAGS_mode, "sync");
+  options = TaskOptionsFromFlags("worker");
+  EXPECT_EQ(options.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(options.status().message(),
+              HasSubstr("--staleness_aware_lr is for --mode=async or ssp"));
 }
 
 TEST(ReportBadFlagsTest, ReturnsTheBadInputExitCode) {

@@ -100,7 +100,7 @@ class TrainLoopTest : public ::testing::Test {
 
   // Two PS shards in this process holding the model's variables (the weights partitioned
   // across both), created as the chief creates them.
-  void StartPs(SyncMode mode, int replicas_to_aggregate) {
+  void StartPs(SyncMode mode, int replicas_to_aggregate, bool staleness_aware_lr = false) {
     const auto infos = Infos();
     auto placement = runtime::PlaceVariables(infos, 2, runtime::PlacementStrategy::kPartition, 128);
     ASSERT_TRUE(placement.ok()) << placement.status();
@@ -110,6 +110,7 @@ class TrainLoopTest : public ::testing::Test {
     def.optimizer = t_.optimizer;
     def.mode = runtime::ModeToProto(mode);
     def.replicas_to_aggregate = replicas_to_aggregate;
+    def.staleness_aware_lr = staleness_aware_lr;
     def.chunk_bytes = kChunkBytes;
     def.seed = t_.seed;
     for (int p = 0; p < placement_.num_ps(); ++p) {
@@ -361,6 +362,30 @@ TEST_F(TrainLoopTest, RefreshBeforeAStepReadsTheOtherWorkersUpdates) {
   EXPECT_EQ(a.totals().staleness_steps, 2);
   EXPECT_EQ(b.totals().staleness_sum, 2);
   EXPECT_EQ(b.totals().staleness_steps, 2);
+}
+
+// --staleness_aware_lr: each worker's gradients carry the step of the values they were
+// computed at, so the ps applies a stale one at lr / (1 + staleness).
+TEST_F(TrainLoopTest, StaleGradientsOfRealWorkersApplyAtTheScaledRate) {
+  StartPs(SyncMode::kAsync, 0, /*staleness_aware_lr=*/true);
+  auto sharded_a = Sharded("worker:0");
+  auto sharded_b = Sharded("worker:1");
+  ShardedVariableStore a(sharded_a.get(), Shapes(), SyncMode::kAsync, kTimeout);
+  ShardedVariableStore b(sharded_b.get(), Shapes(), SyncMode::kAsync, kTimeout);
+  ASSERT_TRUE(a.Start().ok());
+  ASSERT_TRUE(b.Start().ok());
+  const std::vector<float> initial = Flat(a.values());
+  for (ops::Tensor& g : a.grads()) std::ranges::fill(g.flat(), 1.0f);
+  for (ops::Tensor& g : b.grads()) std::ranges::fill(g.flat(), 2.0f);
+  ASSERT_TRUE(a.Apply().ok());  // read at 0, applied at 0: SGD lr 0.1, - 0.1
+  ASSERT_TRUE(b.Apply().ok());  // read at 0, applied at 1: - 0.1 * 2 / 2
+  ASSERT_TRUE(a.Apply().ok());  // read at 1 (its PushPull's reply), applied at 2: - 0.1 / 2
+  const std::vector<float> got = Flat(a.values());
+  for (size_t i = 0; i < initial.size(); ++i) {
+    EXPECT_NEAR(got[i], initial[i] - 0.25f, 1e-5) << i;
+  }
+  EXPECT_EQ(a.totals().staleness_sum, 1);
+  EXPECT_EQ(b.totals().staleness_sum, 1);
 }
 
 // One worker pulling before each step trains exactly as with the PushPull's values (nobody
