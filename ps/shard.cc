@@ -593,16 +593,16 @@ absl::Status Shard::ValidatePush(const Store& store, const pb::PushRequest& requ
 
 absl::Status Shard::PushChunk(Store& store, ChunkState& chunk, int chunk_id,
                               std::span<const float> grad, int64_t step, int64_t read_step,
-                              int wire_bytes, int* applied, int* dropped) {
+                              int wire_bytes, int* applied, int* dropped, int64_t* staleness) {
   counters_.pushes_received.fetch_add(1, std::memory_order_relaxed);
   counters_.bytes_pushed.fetch_add(static_cast<int64_t>(grad.size()) * wire_bytes,
                                    std::memory_order_relaxed);
   if (!store.sync) {
     // The updates others applied to this chunk since the gradient's values were read (none
     // for a read past the chunk's step: a ps restored to an older checkpoint).
-    const int64_t staleness = std::max<int64_t>(0, chunk.step - read_step);
-    const float lr_scale =
-        store.staleness_aware_lr ? 1.0f / static_cast<float>(1 + staleness) : 1.0f;
+    const int64_t stale = std::max<int64_t>(0, chunk.step - read_step);
+    *staleness = std::max(*staleness, stale);
+    const float lr_scale = store.staleness_aware_lr ? 1.0f / static_cast<float>(1 + stale) : 1.0f;
     FULCRUM_RETURN_IF_ERROR(ApplyToChunk(store, chunk, grad, lr_scale));
     ++*applied;
     counters_.pushes_applied.fetch_add(1, std::memory_order_relaxed);
@@ -672,6 +672,7 @@ absl::Status Shard::Push(const pb::PushRequest& request,
   }
   int applied = 0;
   int dropped = 0;
+  int64_t staleness = 0;
   for (int i = 0; i < request.gradients_size(); ++i) {
     const int id = request.gradients(i).chunk();
     ChunkState& chunk = *store->chunks[static_cast<size_t>(id)];
@@ -682,11 +683,12 @@ absl::Status Shard::Push(const pb::PushRequest& request,
         PushChunk(*store, chunk, id, grads[static_cast<size_t>(i)], request.step(),
                   request.gradients(i).step(),
                   runtime::WireElementBytes(request.gradients(i).wire_dtype()), &applied,
-                  &dropped));
+                  &dropped, &staleness));
   }
   if (ssp_worker >= 0) SspAdvance(*store, ssp_worker, request);  // ssp: the worker's clock
   response->set_applied(applied);
   response->set_dropped(dropped);
+  response->set_staleness(staleness);
   response->set_global_step(GlobalStep(*store));
   response->set_stopped(stopped());
   return absl::OkStatus();

@@ -272,10 +272,11 @@ class Shard {
                             std::span<const std::span<const float>> grads, bool* nonfinite);
   // Applies (async) or accumulates (sync) one validated chunk gradient; counts it as
   // *applied or *dropped. `step`: the request's; `read_step`: the step of the chunk's values
-  // the gradient was computed at (its ChunkData.step), for the staleness-aware learning rate.
+  // the gradient was computed at (its ChunkData.step): async and ssp raise *staleness to the
+  // updates the chunk took since then, and the staleness-aware learning rate divides by it.
   absl::Status PushChunk(Store& store, ChunkState& chunk, int chunk_id, std::span<const float> grad,
                          int64_t step, int64_t read_step, int wire_bytes, int* applied,
-                         int* dropped)
+                         int* dropped, int64_t* staleness)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk.mu);
   // True when (task, request_id) was seen before; records it otherwise.
   bool SeenBefore(const std::string& task, uint64_t request_id);

@@ -266,6 +266,7 @@ void ShardedVariables::AddChunkResult(int index, TransferResult* result) const {
   result->bytes_sent += static_cast<int64_t>(slot.push.chunks[0].bytes);
   result->bytes_received += slot.reply_bytes;
   result->max_wait_us = std::max(result->max_wait_us, r.wait_us());
+  result->staleness = std::max(result->staleness, r.staleness());
 }
 
 bool ShardedVariables::Retryable(const absl::Status& s) { return absl::IsUnavailable(s); }

@@ -40,6 +40,9 @@ struct TransferResult {
   // measurement): the sync wait of a step. The calls run in parallel, so it is the longest,
   // not the sum.
   int64_t max_wait_us = 0;
+  // async and ssp: the most updates by others any pushed chunk took between the read of its
+  // values and its apply (the PS's count; PushResponse.staleness).
+  int64_t staleness = 0;
 };
 
 class ShardedVariables {

@@ -75,7 +75,7 @@ absl::StatusOr<ApplyResult> ShardedVariableStore::Apply() {
 void ShardedVariableStore::Took(const runtime::TransferResult& xfer) {
   const bool sync = mode_ == runtime::SyncMode::kSync;
   if (!sync && xfer.applied > 0) {
-    totals_.staleness_sum += std::max<int64_t>(0, xfer.global_step - 1 - global_step_);
+    totals_.staleness_sum += xfer.staleness;
     ++totals_.staleness_steps;
   }
   totals_.pushes += xfer.applied + xfer.dropped;  // what the PS took (none once it stopped)

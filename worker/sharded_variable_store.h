@@ -41,10 +41,9 @@ struct TransferTotals {
   int64_t bytes_received = 0;
   int64_t recoveries = 0;          // times the ps tasks went back to a checkpoint under this worker
   int64_t pushes_at_recovery = 0;  // `pushes` when the last recovery ended (0: none)
-  // Async: over the steps the ps applied, the updates of others applied between the read of
-  // the values a step's gradients were computed at and the step's own apply (its global step
-  // when read back, less one, less the global step of those values: exact with one chunk
-  // unless another push lands between this worker's apply and its read back).
+  // Async and ssp: over the steps the ps applied, the updates of others applied between the
+  // read of the values a step's gradients were computed at and the step's own apply, as the
+  // ps counted them (per chunk; a step counts its most stale chunk).
   int64_t staleness_sum = 0;
   int64_t staleness_steps = 0;
 };

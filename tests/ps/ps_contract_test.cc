@@ -532,17 +532,23 @@ TEST_P(PsContractTest, StalenessAwareLrDividesEachPushByOnePlusItsStaleness) {
       for (float& x : expected[v]) x -= lr * 0.75f;
     }
   };
-  // All read at step 0: staleness 0, 1, 2.
-  ASSERT_EQ(Push(PushOf(def, grad, "worker:0", 1, /*step=*/0)).global_step(), 1);
+  // All read at step 0: staleness 0, 1, 2, each answered in PushResponse.staleness.
+  auto push = [&](uint64_t id, int64_t read_step, int64_t staleness) {
+    const pb::PushResponse r =
+        Push(PushOf(def, grad, id % 2 ? "worker:0" : "worker:1", id, read_step));
+    EXPECT_EQ(r.global_step(), static_cast<int64_t>(id));
+    EXPECT_EQ(r.staleness(), staleness) << "push " << id;
+  };
+  push(1, 0, 0);
   apply(1.0f);
-  ASSERT_EQ(Push(PushOf(def, grad, "worker:1", 2, /*step=*/0)).global_step(), 2);
+  push(2, 0, 1);
   apply(1.0f / 2.0f);
-  ASSERT_EQ(Push(PushOf(def, grad, "worker:0", 3, /*step=*/0)).global_step(), 3);
+  push(3, 0, 2);
   apply(1.0f / 3.0f);
   // Read at the current step: fresh again; read "ahead" of the ps: fresh.
-  ASSERT_EQ(Push(PushOf(def, grad, "worker:1", 4, /*step=*/3)).global_step(), 4);
+  push(4, 3, 0);
   apply(1.0f);
-  ASSERT_EQ(Push(PushOf(def, grad, "worker:0", 5, /*step=*/100)).global_step(), 5);
+  push(5, 100, 0);
   apply(1.0f);
   const Values got = PullAll(def);
   for (size_t v = 0; v < got.size(); ++v) {
