@@ -256,7 +256,9 @@ TEST_P(ClusterTrainingTest, TrainsLikeSingleModeAndEveryTaskExitsCleanly) {
   }
   const bool before_step = p.async_pull == "before_step";
   EXPECT_EQ(report["async_pull"], before_step ? "before_step" : "with_push");
+  EXPECT_EQ(report["staleness_aware_lr"], false);
   for (const auto& w : report["workers"]) {
+    EXPECT_EQ(w["staleness_aware_lr"], false) << w.dump();
     // Async workers count how stale their gradients were; sync ones have nothing to count.
     EXPECT_EQ(w["staleness_mean"].is_number(), !sync) << w.dump();
     if (before_step) {
