@@ -19,11 +19,13 @@
 # first use: Debian's python3 -m venv + pip install tensorflow-cpu) and is fed from a numpy
 # copy of its shard (feed_dict; --feed=dataset for tf.data).
 #
-# Usage: bench/compare_tf_ps.sh [--models=logreg[,mlp]] [--modes=sync,async]
+# Usage: bench/compare_tf_ps.sh [--models=logreg[,mlp,mnist_cnn]] [--modes=sync,async]
 #          [--threads=1,2] [--pairs=3] [--workers=2] [--batch_size=256]
-#          [--logreg_steps=2000] [--mlp_steps=1000] [--feed=feed_dict|dataset]
-#          [--out=build/compare_tf_ps.md] [--keep] [--setup_only]
+#          [--logreg_steps=2000] [--mlp_steps=1000] [--cnn_steps=100]
+#          [--feed=feed_dict|dataset] [--out=build/compare_tf_ps.md] [--keep] [--setup_only]
 #   logreg: 784->10, SGD lr 0.03.   mlp: 784-256-128-10 ReLU, Adam lr 1e-3.
+#   mnist_cnn: conv5x5x32-pool-conv5x5x64-pool-fc1024-dropout-fc (3.3 M parameters, 13 MB),
+#              momentum 0.9 lr 0.01 (a step is ~100x an mlp's: use a smaller --batch_size).
 #   --keep        keep the per-run folders (logs, summaries, report.json) under $TMPDIR.
 #   --setup_only  only create the TF virtual environment.
 # Environment: TF_PIP_SPEC (default tensorflow-cpu==2.21.0), VENV (default build/tf-venv),
@@ -39,7 +41,7 @@ RUN_TIMEOUT="${RUN_TIMEOUT:-300}"
 DATA_DIR=/usr/share/datasets/fashion-mnist
 
 models=logreg modes=sync,async threads_list=1,2 pairs=3 workers=2 batch=256
-logreg_steps=2000 mlp_steps=1000 feed=feed_dict out="${ROOT}/build/compare_tf_ps.md"
+logreg_steps=2000 mlp_steps=1000 cnn_steps=100 feed=feed_dict out="${ROOT}/build/compare_tf_ps.md"
 keep=0 setup_only=0
 die() { echo "compare_tf_ps: error: $*" >&2; exit 2; }
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
@@ -53,6 +55,7 @@ for arg in "$@"; do
     --batch_size=*) batch="${arg#*=}" ;;
     --logreg_steps=*) logreg_steps="${arg#*=}" ;;
     --mlp_steps=*) mlp_steps="${arg#*=}" ;;
+    --cnn_steps=*) cnn_steps="${arg#*=}" ;;
     --feed=*) feed="${arg#*=}" ;;
     --out=*) out="${arg#*=}" ;;
     --keep) keep=1 ;;
@@ -61,10 +64,10 @@ for arg in "$@"; do
     *) usage >&2; die "unknown argument: $arg" ;;
   esac
 done
-for m in ${models//,/ }; do [[ "$m" =~ ^(logreg|mlp)$ ]] || die "unknown model '$m'"; done
+for m in ${models//,/ }; do [[ "$m" =~ ^(logreg|mlp|mnist_cnn)$ ]] || die "unknown model '$m'"; done
 for m in ${modes//,/ }; do [[ "$m" =~ ^(sync|async)$ ]] || die "unknown mode '$m'"; done
 [[ "$feed" =~ ^(feed_dict|dataset)$ ]] || die "--feed must be feed_dict or dataset"
-for v in $pairs $workers $batch $logreg_steps $mlp_steps ${threads_list//,/ }; do
+for v in $pairs $workers $batch $logreg_steps $mlp_steps $cnn_steps ${threads_list//,/ }; do
   [[ "$v" =~ ^[1-9][0-9]*$ ]] || die "expected a positive integer, got '$v'"
 done
 (( pairs >= 3 )) || echo "compare_tf_ps: note: fewer than 3 pairs; docs/benchmarking.md asks for at least 3" >&2
@@ -122,6 +125,8 @@ model_flags() {  # model -> flags shared by both sides
   case "$1" in
     logreg) echo "--model=logreg --optimizer=sgd --learning_rate=0.03 --train_steps=$logreg_steps" ;;
     mlp) echo "--model=mlp --optimizer=adam --learning_rate=0.001 --train_steps=$mlp_steps" ;;
+    mnist_cnn)
+      echo "--model=mnist_cnn --optimizer=momentum --learning_rate=0.01 --train_steps=$cnn_steps" ;;
   esac
 }
 
@@ -213,17 +218,18 @@ elapsed=$(( $(date +%s) - t_start ))
 
 mkdir -p "$(dirname "$out")"
 python3 - "$results" "$loads" "$TF_VERSION" "$workers" "$batch" "$pairs" "$feed" "$elapsed" \
-    "$logreg_steps" "$mlp_steps" <<'EOF' | tee "$out"
+    "$logreg_steps" "$mlp_steps" "$cnn_steps" <<'EOF' | tee "$out"
 import statistics as st, sys
 from collections import defaultdict
-res, loads, tfv, W, B, P, feed, elapsed, lsteps, msteps = sys.argv[1:]
+res, loads, tfv, W, B, P, feed, elapsed, lsteps, msteps, csteps = sys.argv[1:]
 runs = defaultdict(dict)          # (model, mode, side, threads) -> {pair: (ex, acc)}
 for line in open(res):
     model, mode, side, t, p, ex, acc = line.rstrip("\n").split("\t")
     runs[(model, mode, side, int(t))][int(p)] = (float(ex), float(acc) if acc != "None" else None)
 load = {(l.split("\t")[0], l.split("\t")[1]): l.rstrip("\n").split("\t")[2:] for l in open(loads)}
 desc = {"logreg": "logreg 784-10, SGD lr 0.03, %s steps" % lsteps,
-        "mlp": "mlp 784-256-128-10, Adam lr 1e-3, %s steps" % msteps}
+        "mlp": "mlp 784-256-128-10, Adam lr 1e-3, %s steps" % msteps,
+        "mnist_cnn": "mnist_cnn (3.3 M parameters), momentum 0.9 lr 0.01, %s steps" % csteps}
 print("Between-graph PS job, 1 ps + %s workers, batch %s per worker, Fashion-MNIST; "
       "TensorFlow %s (tf.compat.v1, %s) vs Fulcrum; %s pairs after a warm-up; "
       "examples/sec = sum of the workers' steady-state rates (first 20 steps dropped), "

@@ -23,7 +23,10 @@ a MonitoredTrainingSession (is_chief = worker 0) with a StopAtStepHook(last_step
 no checkpoints, summaries or step-counter hooks.
 
 Models as Fulcrum's (weights Glorot-uniform, biases zero; softmax cross-entropy, batch mean):
-  logreg 784->10;  mlp 784-256-128-10 ReLU.  Optimizers: sgd, adam (0.9, 0.999, 1e-8).
+  logreg 784->10;  mlp 784-256-128-10 ReLU;  mnist_cnn (models/cnn_zoo.cc, TensorFlow's layers
+  tutorial): 28x28x1 -> conv5x5x32 SAME ReLU -> maxpool 2x2 -> conv5x5x64 SAME ReLU ->
+  maxpool 2x2 -> fc1024 ReLU -> dropout 0.4 (training only) -> fc10, NHWC as Fulcrum's.
+  Optimizers: sgd, momentum (0.9, TF's MomentumOptimizer), adam (0.9, 0.999, 1e-8).
 Data: the Fashion-MNIST IDX .gz files read with gzip + numpy; pixels / 255 as float32.
 Worker i trains on its contiguous 1/N shard of the training set (as Fulcrum's ShardOf), a
 fresh permutation of the shard per epoch, batches of exactly B rows. The shard is pre-loaded
@@ -69,8 +72,8 @@ def parse_args():
     p.add_argument("--cluster_spec", required=True, help="ClusterSpec JSON (chief/ps/worker)")
     p.add_argument("--job_name", required=True, choices=["ps", "worker"])
     p.add_argument("--task_index", type=int, default=0)
-    p.add_argument("--model", default="logreg", choices=["logreg", "mlp"])
-    p.add_argument("--optimizer", default="sgd", choices=["sgd", "adam"])
+    p.add_argument("--model", default="logreg", choices=["logreg", "mlp", "mnist_cnn"])
+    p.add_argument("--optimizer", default="sgd", choices=["sgd", "momentum", "adam"])
     p.add_argument("--learning_rate", type=float, default=0.03)
     p.add_argument("--batch_size", type=int, default=256, help="per worker and step")
     p.add_argument("--train_steps", type=int, default=1000, help="global steps")
@@ -111,7 +114,30 @@ def shard_of(total, index, count):
     return begin, begin + base + (1 if index < extra else 0)
 
 
-def build_model(model, x):
+def build_mnist_cnn(x, training):
+    init_w = v1.glorot_uniform_initializer()
+    h = tf.reshape(x, [-1, 28, 28, 1])
+    for name, k, c_in, c_out in (("conv1", 5, 1, 32), ("conv2", 5, 32, 64)):
+        w = v1.get_variable(name + "/kernel", [k, k, c_in, c_out], tf.float32, init_w)
+        b = v1.get_variable(name + "/bias", [c_out], tf.float32, v1.zeros_initializer())
+        h = tf.nn.relu(tf.nn.conv2d(h, w, [1, 1, 1, 1], "SAME") + b)
+        h = tf.nn.max_pool2d(h, 2, 2, "VALID")
+    h = tf.reshape(h, [-1, 7 * 7 * 64])
+    for i, (n_in, n_out) in enumerate(((7 * 7 * 64, 1024), (1024, 10))):
+        name = "dense1" if i == 0 else "logits"
+        w = v1.get_variable(name + "/kernel", [n_in, n_out], tf.float32, init_w)
+        b = v1.get_variable(name + "/bias", [n_out], tf.float32, v1.zeros_initializer())
+        h = tf.matmul(h, w) + b
+        if i == 0:
+            h = tf.nn.relu(h)
+            if training:
+                h = tf.nn.dropout(h, rate=0.4)
+    return h
+
+
+def build_model(model, x, training=True):
+    if model == "mnist_cnn":
+        return build_mnist_cnn(x, training)
     init_w = v1.glorot_uniform_initializer()
     sizes = [784, 10] if model == "logreg" else [784, 256, 128, 10]
     h = x
@@ -188,6 +214,8 @@ def main():
             tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y_in, logits=logits))
         if args.optimizer == "sgd":
             opt = v1.train.GradientDescentOptimizer(args.learning_rate)
+        elif args.optimizer == "momentum":
+            opt = v1.train.MomentumOptimizer(args.learning_rate, 0.9)
         else:
             opt = v1.train.AdamOptimizer(args.learning_rate, 0.9, 0.999, 1e-8)
         hooks = [v1.train.StopAtStepHook(last_step=args.train_steps)]
@@ -198,7 +226,7 @@ def main():
         train_op = opt.minimize(loss, global_step=global_step)
         # Evaluation graph for the chief (reads the variables from the ps).
         with v1.variable_scope("", reuse=True):
-            eval_logits = build_model(args.model, x_ph)
+            eval_logits = build_model(args.model, x_ph, training=False)
         correct = tf.reduce_sum(tf.cast(tf.equal(tf.cast(tf.argmax(eval_logits, 1), tf.int32),
                                                  y_ph), tf.int32))
         eval_loss = tf.reduce_sum(
@@ -261,9 +289,9 @@ def main():
         if is_chief:
             # Final evaluation on the variables the ps holds, before the session closes.
             c, l = 0, 0.0
-            for i in range(0, x_test.shape[0], 5000):
+            for i in range(0, x_test.shape[0], 1000):
                 cc, ll = raw.run([correct, eval_loss],
-                                 {x_ph: x_test[i:i + 5000], y_ph: y_test[i:i + 5000]})
+                                 {x_ph: x_test[i:i + 1000], y_ph: y_test[i:i + 1000]})
                 c += int(cc)
                 l += float(ll)
             final = {"final_global_step": int(raw.run(global_step)),
