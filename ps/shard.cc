@@ -679,11 +679,10 @@ absl::Status Shard::Push(const pb::PushRequest& request,
     MutexLock lock(&chunk.mu);
     // Stop drains each chunk under its lock after setting stopped_: nothing lands after it.
     if (stopped()) break;
-    FULCRUM_RETURN_IF_ERROR(
-        PushChunk(*store, chunk, id, grads[static_cast<size_t>(i)], request.step(),
-                  request.gradients(i).step(),
-                  runtime::WireElementBytes(request.gradients(i).wire_dtype()), &applied,
-                  &dropped, &staleness));
+    FULCRUM_RETURN_IF_ERROR(PushChunk(*store, chunk, id, grads[static_cast<size_t>(i)],
+                                      request.step(), request.gradients(i).step(),
+                                      runtime::WireElementBytes(request.gradients(i).wire_dtype()),
+                                      &applied, &dropped, &staleness));
   }
   if (ssp_worker >= 0) SspAdvance(*store, ssp_worker, request);  // ssp: the worker's clock
   response->set_applied(applied);

@@ -276,15 +276,13 @@ class Shard {
   // updates the chunk took since then, and the staleness-aware learning rate divides by it.
   absl::Status PushChunk(Store& store, ChunkState& chunk, int chunk_id, std::span<const float> grad,
                          int64_t step, int64_t read_step, int wire_bytes, int* applied,
-                         int* dropped, int64_t* staleness)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk.mu);
+                         int* dropped, int64_t* staleness) ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk.mu);
   // True when (task, request_id) was seen before; records it otherwise.
   bool SeenBefore(const std::string& task, uint64_t request_id);
   // Applies one gradient (the mean, in sync mode) to a chunk's segments, at `lr_scale` times
   // the optimizer's learning rate, and advances its step.
   absl::Status ApplyToChunk(Store& store, ChunkState& chunk, std::span<const float> grad,
-                            float lr_scale = 1.0f)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk.mu);
+                            float lr_scale = 1.0f) ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk.mu);
   // Discards a sync step's unfinished gradients, counting them as dropped.
   void DropPending(ChunkState& chunk) ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk.mu);
   int64_t GlobalStep(const Store& store) const;
