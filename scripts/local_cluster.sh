@@ -10,7 +10,8 @@
 #   scripts/local_cluster.sh SPEC ... --tls_cert='certs/{task}.pem' --tls_key='certs/{task}.key' \
 #     --tls_ca=certs/ca.pem --auth_token_file=certs/token
 # --hosts (from scripts/make_spec.py) maps "job:index" to an emulated host of
-# scripts/netns_hosts.sh; each task then runs inside it (`ip netns exec HOST`, needs root).
+# scripts/netns_hosts.sh; each task then runs inside it (`netns_hosts.sh exec HOST`: its network
+# namespace and, with `up --cpus`, its CPU share; needs root).
 # --restart N starts a task that dies (any exit code but 0 and 2) again with the same flags, up
 # to N times per task: with --checkpoint_dir the chief restores a restarted ps, a restarted
 # chief takes the running job over (docs/distributed.md#checkpoints-and-recovery).
@@ -41,7 +42,8 @@ if [[ ! -r "$spec" ]]; then
   echo "local_cluster: cluster spec '$spec' not found" >&2
   exit 2
 fi
-BIN_DIR=${BIN_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/build/bin}
+SCRIPTS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+BIN_DIR=${BIN_DIR:-$(cd "$SCRIPTS_DIR/.." && pwd)/build/bin}
 
 # The tasks of the spec, "job index" per line. The binaries validate the spec themselves
 # (exit 2 with the reason), so this only needs the job sizes.
@@ -89,7 +91,8 @@ trap 'echo "local_cluster: interrupted, stopping every task" >&2; stop_all; wait
 start_task() {  # job index flags...
   local job=$1 index=$2 in_host=()
   shift 2
-  [[ -n "$hosts_file" ]] && in_host=(ip netns exec "${host_of[$job:$index]}")
+  # The host's network namespace, and its CPU cgroup when it has one (netns_hosts.sh --cpus).
+  [[ -n "$hosts_file" ]] && in_host=("$SCRIPTS_DIR/netns_hosts.sh" exec "${host_of[$job:$index]}" --)
   "${in_host[@]}" "$BIN_DIR/$job" --cluster_spec="$spec" --job_name="$job" --task_index="$index" "$@" \
     > >(sed -u "s/^/[$job:$index] /") 2>&1 &
   live[$!]=1

@@ -6,9 +6,22 @@
 # per-interface figures split as on real nodes. Run a task inside a host with
 # `ip netns exec <prefix>-h<i> COMMAND` (scripts/local_cluster.sh --hosts does it).
 #
-#   scripts/netns_hosts.sh up N [--rate 1gbit|10gbit|none] [--delay 0.1ms] [--prefix fh]
+#   scripts/netns_hosts.sh up N [--rate 1gbit|10gbit|none] [--delay 0.1ms] [--cpus C]
+#                               [--scale F] [--prefix fh]
+#   scripts/netns_hosts.sh exec HOST -- COMMAND [ARGS...]   # HOST: <prefix>-h<i>
 #   scripts/netns_hosts.sh down [--prefix fh]     # removes exactly what `up` made
 #   scripts/netns_hosts.sh status [--prefix fh]
+#
+# Scaled emulation: --cpus C gives each host its own CPU share, C CPUs (a decimal, e.g. 0.5),
+# as a cgroup of the cpu controller (cgroup v2 cpu.max where the v2 hierarchy has it, else
+# v1's cpu.cfs_quota_us / cpu.cfs_period_us; period 100 ms). --scale F divides both the CPU
+# share and the link rate by F, so that N hosts of a real cluster fit on this machine with
+# the same compute-to-communication ratio (--cpus 4 --rate 10gbit --scale 8: 0.5 CPU and
+# 1.25 Gbit/s per host). More CPU in all than the machine has (N x C / F > nproc) is refused,
+# exit 2, before anything is made. `exec` runs COMMAND inside HOST: in its CPU cgroup (when
+# it has one), then in its network namespace (scripts/local_cluster.sh --hosts uses it); the
+# command's children stay in the cgroup. `down` kills whatever still runs in a host's cgroup
+# and removes it.
 #
 # `up` records what it creates in /run/fulcrum-netns/<prefix>.state before creating it, so
 # `down` removes it all, also after a crash half-way through `up`. Needs root (CAP_NET_ADMIN):
@@ -25,7 +38,16 @@ usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 (($# >= 1)) || { usage >&2; exit 2; }
 cmd=$1
 shift
-n=0 rate=none delay="" prefix=fh
+n=0 rate=none delay="" prefix=fh cpus="" scale=1
+if [[ "$cmd" == exec ]]; then
+  (($# >= 3)) && [[ "$2" == -- ]] || die "usage: exec HOST -- COMMAND [ARGS...]"
+  exec_host=$1
+  shift 2
+  [[ "$exec_host" =~ ^([a-z][a-z0-9]{0,5})-h([1-9][0-9]*)$ ]] ||
+    die "exec: the host must be <prefix>-h<i>, got '$exec_host'"
+  prefix=${BASH_REMATCH[1]}
+  set -- --prefix "$prefix" -- "$@"
+fi
 if [[ "$cmd" == up ]]; then
   (($# >= 1)) || die "up needs the number of hosts"
   n=$1
@@ -40,6 +62,11 @@ while (($#)); do
     --delay=*) delay=${1#*=}; shift ;;
     --prefix) prefix=${2:-}; shift 2 ;;
     --prefix=*) prefix=${1#*=}; shift ;;
+    --cpus) cpus=${2:-}; shift 2 ;;
+    --cpus=*) cpus=${1#*=}; shift ;;
+    --scale) scale=${2:-}; shift 2 ;;
+    --scale=*) scale=${1#*=}; shift ;;
+    --) shift; break ;;
     -h|--help) usage; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
@@ -47,6 +74,23 @@ done
 [[ "$prefix" =~ ^[a-z][a-z0-9]{0,5}$ ]] || die "--prefix must be 1-6 lowercase letters/digits, got '$prefix'"
 [[ "$rate" =~ ^(none|[0-9]+(k|m|g)?bit)$ ]] || die "--rate must be like 1gbit, 10gbit, 100mbit or none, got '$rate'"
 [[ -z "$delay" || "$delay" =~ ^[0-9]+(\.[0-9]+)?(us|ms|s)$ ]] || die "--delay must be like 0.1ms, got '$delay'"
+decimal='^([0-9]+(\.[0-9]*)?|\.[0-9]+)$'
+[[ -z "$cpus" || "$cpus" =~ $decimal ]] || die "--cpus must be a positive number of CPUs, got '$cpus'"
+[[ "$scale" =~ $decimal ]] || die "--scale must be a number >= 1, got '$scale'"
+awk -v s="$scale" 'BEGIN { exit !(s >= 1) }' || die "--scale must be a number >= 1, got '$scale'"
+# The CPU share of one host in microseconds per 100 ms period, after the scale.
+quota_us=""
+if [[ -n "$cpus" ]]; then
+  quota_us=$(awk -v c="$cpus" -v s="$scale" 'BEGIN { printf "%d", c / s * 100000 + 0.5 }')
+  ((quota_us >= 1000)) ||
+    die "--cpus $cpus / --scale $scale is less than 0.01 CPU per host (the kernel's least share)"
+  if [[ "$cmd" == up ]]; then
+    machine=$(nproc --all)
+    awk -v n="$n" -v q="$quota_us" -v m="$machine" 'BEGIN { exit !(n * q <= m * 100000) }' ||
+      die "--cpus $cpus x $n hosts / --scale $scale = $(awk -v n="$n" -v q="$quota_us" \
+        'BEGIN { printf "%.2f", n * q / 100000 }') CPUs, more than this machine's $machine"
+  fi
+fi
 
 need_root() {
   if ((EUID != 0)); then die "needs root (network namespaces, veth, bridge, tc): run as root"; fi
@@ -55,6 +99,45 @@ need_root() {
 
 bridge="${prefix}-br0"
 state="$STATE_DIR/$prefix.state"
+
+# The cpu controller's hierarchy: "v2 DIR" (cpu.max) or "v1 DIR" (cpu.cfs_quota_us); empty
+# when this machine has neither.
+cpu_hierarchy() {
+  local dir
+  for dir in /sys/fs/cgroup /sys/fs/cgroup/unified; do
+    if [[ -r "$dir/cgroup.controllers" ]] && grep -qw cpu "$dir/cgroup.controllers"; then
+      echo "v2 $dir"
+      return
+    fi
+  done
+  [[ -w /sys/fs/cgroup/cpu/cpu.cfs_quota_us || -e /sys/fs/cgroup/cpu/cpu.cfs_quota_us ]] &&
+    echo "v1 /sys/fs/cgroup/cpu"
+  return 0
+}
+
+# Makes host NS's CPU cgroup with quota_us per 100 ms; the caller has recorded it.
+make_cgroup() {
+  local version=$1 dir=$2
+  mkdir "$dir"
+  if [[ "$version" == v2 ]]; then
+    echo "$quota_us 100000" > "$dir/cpu.max"
+  else
+    echo 100000 > "$dir/cpu.cfs_period_us"
+    echo "$quota_us" > "$dir/cpu.cfs_quota_us"
+  fi
+}
+
+# Kills what still runs in a cgroup (a task the caller left behind), then removes it.
+remove_cgroup() {
+  local dir=$1 pid try
+  [[ -d "$dir" ]] || return 0
+  for try in 1 2 3 4 5 6 7 8 9 10; do
+    while read -r pid; do kill -KILL "$pid" 2> /dev/null || true; done < "$dir/cgroup.procs"
+    rmdir "$dir" 2> /dev/null && return 0
+    sleep 0.1
+  done
+  echo "netns_hosts: could not remove cgroup $dir (processes: $(tr '\n' ' ' < "$dir/cgroup.procs"))" >&2
+}
 
 # Removes what the state file lists (namespaces delete their veth ends with them), then the
 # bridge; tolerates pieces that are already gone.
@@ -66,6 +149,7 @@ down() {
       case "$kind" in
         netns) ip netns del "$name" 2> /dev/null || true ;;
         link) ip link del "$name" 2> /dev/null || true ;;
+        cgroup) remove_cgroup "$name" ;;
       esac
     done < <(tac "$state")
     rm -f "$state"
@@ -74,6 +158,13 @@ down() {
   for name in $(ip netns list 2> /dev/null | awk '{print $1}' | grep -E "^${prefix}-h[0-9]+$" || true); do
     ip netns del "$name" 2> /dev/null || true
   done
+  local version root
+  read -r version root <<< "$(cpu_hierarchy)"
+  if [[ -n "$root" ]]; then
+    for name in "$root"/fulcrum-"$prefix"-h*; do
+      [[ -d "$name" ]] && remove_cgroup "$name"
+    done
+  fi
   ip link del "$bridge" 2> /dev/null || true
 }
 
@@ -109,6 +200,14 @@ up() {
   if [[ -e "$state" ]] || ip link show "$bridge" > /dev/null 2>&1; then
     die "hosts with prefix '$prefix' exist already: run 'scripts/netns_hosts.sh down --prefix $prefix' first"
   fi
+  local version="" root=""
+  if [[ -n "$quota_us" ]]; then
+    read -r version root <<< "$(cpu_hierarchy)"
+    [[ -n "$root" ]] || die "--cpus: this machine has no cgroup cpu controller (v2 cpu.max or v1 cpu.cfs_quota_us)"
+  fi
+  if [[ "$rate" != none && "$scale" != 1 ]]; then
+    rate="$(awk -v r="$(rate_bits "$rate")" -v s="$scale" 'BEGIN { printf "%.0f", r / s }')bit"
+  fi
   mkdir -p "$STATE_DIR"
   : > "$state"
   trap 'echo "netns_hosts: up failed; removing what was made" >&2; down' ERR
@@ -132,25 +231,64 @@ up() {
     ip link set "$br_end" master "$bridge"
     ip link set "$br_end" up
     shape "$ns"
+    if [[ -n "$quota_us" ]]; then
+      echo "cgroup $root/fulcrum-$ns" >> "$state"
+      make_cgroup "$version" "$root/fulcrum-$ns"
+    fi
   done
   trap - ERR
+  local share=""
+  [[ -n "$quota_us" ]] && share=", $(awk -v q="$quota_us" 'BEGIN { printf "%g", q / 100000 }') CPU each (cgroup $version)"
   echo "netns_hosts: $n host(s) up: ${prefix}-h1..${prefix}-h$n at 198.18.0.1..198.18.0.$n" \
-    "(rate $rate${delay:+, delay $delay}); state in $state"
+    "(rate $rate${delay:+, delay $delay}$share); state in $state"
+}
+
+# " cpu <share>" of host NS when it has a CPU cgroup.
+cpu_share() {
+  local kind name q p
+  [[ -r "$state" ]] || return 0
+  while read -r kind name; do
+    [[ "$kind" == cgroup && "$name" == */fulcrum-"$1" && -d "$name" ]] || continue
+    if [[ -r "$name/cpu.max" ]]; then
+      read -r q p < "$name/cpu.max"
+    else
+      q=$(< "$name/cpu.cfs_quota_us") p=$(< "$name/cpu.cfs_period_us")
+    fi
+    awk -v q="$q" -v p="$p" 'BEGIN { printf " cpu %g", q / p }'
+  done < "$state"
 }
 
 status() {
   local i=0 ns
   for ns in $(ip netns list 2> /dev/null | awk '{print $1}' | grep -E "^${prefix}-h[0-9]+$" | sort -V); do
     i=$((i + 1))
-    printf '%s %s %s\n' "$ns" "$(ip -n "$ns" -4 -o addr show dev eth0 2> /dev/null | awk '{print $4}')" \
-      "$(ip netns exec "$ns" tc qdisc show dev eth0 2> /dev/null | head -1)"
+    printf '%s %s %s%s\n' "$ns" "$(ip -n "$ns" -4 -o addr show dev eth0 2> /dev/null | awk '{print $4}')" \
+      "$(ip netns exec "$ns" tc qdisc show dev eth0 2> /dev/null | head -1)" "$(cpu_share "$ns")"
   done
   ((i > 0)) || echo "netns_hosts: no hosts with prefix '$prefix'"
+}
+
+# Runs "$@" in host $exec_host: its CPU cgroup first (this shell joins it, the command
+# inherits it), then its network namespace.
+exec_in() {
+  need_root
+  ip netns list 2> /dev/null | awk '{print $1}' | grep -qx "$exec_host" ||
+    die "exec: emulated host '$exec_host' does not exist (scripts/netns_hosts.sh up)"
+  local kind name
+  if [[ -r "$state" ]]; then
+    while read -r kind name; do
+      if [[ "$kind" == cgroup && "$name" == */fulcrum-"$exec_host" ]]; then
+        echo $$ > "$name/cgroup.procs" || die "exec: could not join cgroup $name"
+      fi
+    done < "$state"
+  fi
+  exec ip netns exec "$exec_host" "$@"
 }
 
 case "$cmd" in
   up) up ;;
   down) down ;;
   status) status ;;
-  *) usage >&2; die "unknown command '$cmd' (up, down or status)" ;;
+  exec) exec_in "$@" ;;
+  *) usage >&2; die "unknown command '$cmd' (up, exec, down or status)" ;;
 esac

@@ -6,6 +6,8 @@
 // without it.
 #include <unistd.h>
 
+#include <cstdio>
+
 #include <filesystem>
 #include <string>
 
@@ -181,6 +183,12 @@ TEST(NetnsToolsTest, BadInputIsRefusedWithExitCode2) {
       {"/netns_hosts.sh up 2 --rate fast", "--rate must be"},
       {"/netns_hosts.sh up 2 --prefix Bad-Name", "--prefix must be"},
       {"/netns_hosts.sh sideways", "unknown command"},
+      {"/netns_hosts.sh up 2 --cpus 9999", "more than this machine's"},
+      {"/netns_hosts.sh up 2 --cpus many", "--cpus must be a positive number"},
+      {"/netns_hosts.sh up 2 --cpus 1 --scale 0.5", "--scale must be a number >= 1"},
+      {"/netns_hosts.sh up 2 --cpus 0.01 --scale 4", "less than 0.01 CPU"},
+      {"/netns_hosts.sh exec nohost -- true", "the host must be <prefix>-h<i>"},
+      {"/netns_hosts.sh exec zq-h1 true", "usage: exec HOST -- COMMAND"},
       {"/local_cluster.sh --hosts " + (dir / "missing.json").string() + " " +
            (dir / "missing.json").string(),
        "not found"},
@@ -191,6 +199,69 @@ TEST(NetnsToolsTest, BadInputIsRefusedWithExitCode2) {
     EXPECT_NE(r.output.find(c.says), std::string::npos) << c.command << "\n" << r.output;
   }
   EXPECT_FALSE(fs::exists(dir / "spec.json"));
+}
+
+// The CPU seconds bash's `times` gives for the children of `line` run under `bash -c`.
+double ChildCpuSeconds(const std::string& output) {
+  // `times` prints two lines "XmY.YYYs XmY.YYYs": the shell's, then its children's.
+  double total = 0;
+  int line = 0;
+  size_t pos = 0;
+  while (pos < output.size()) {
+    const size_t end = output.find('\n', pos);
+    const std::string text = output.substr(pos, end == std::string::npos ? end : end - pos);
+    pos = end == std::string::npos ? output.size() : end + 1;
+    int m1 = 0, m2 = 0;
+    double s1 = 0, s2 = 0;
+    if (std::sscanf(text.c_str(), "%dm%lfs %dm%lfs", &m1, &s1, &m2, &s2) == 4 && ++line == 2) {
+      total = m1 * 60 + s1 + m2 * 60 + s2;
+    }
+  }
+  return total;
+}
+
+// Scaled emulation: `up --cpus C --scale F` gives each host a CPU share of C / F in a cgroup
+// of the cpu controller, and `exec` runs a command inside it, so a busy loop in a host gets
+// no more than its share; `down` kills what still runs there and leaves no cgroup behind.
+TEST(NetnsCpuShareTest, AHostsTasksGetItsShareAndDownLeavesNothing) {
+  if (::geteuid() != 0) GTEST_SKIP() << "emulated hosts need root (network namespaces, cgroups)";
+  const std::string scripts = FULCRUM_SOURCE_DIR "/scripts";
+  const std::string prefix = absl::StrCat("c", ::getpid() % 100000);
+  const auto up = Shell(absl::StrCat(scripts, "/netns_hosts.sh up 2 --cpus 1 --scale 4",
+                                     " --rate 1gbit --prefix ", prefix));
+  if (up.exit_code != 0) GTEST_SKIP() << "cannot make hosts with CPU shares here:\n" << up.output;
+  const std::string host = prefix + "-h1";
+  const auto status = Shell(absl::StrCat(scripts, "/netns_hosts.sh status --prefix ", prefix));
+  EXPECT_NE(status.output.find(host + " 198.18.0.1/24"), std::string::npos) << status.output;
+  EXPECT_NE(status.output.find("cpu 0.25"), std::string::npos) << status.output;
+  EXPECT_NE(status.output.find("rate 250Mbit"), std::string::npos) << status.output;
+
+  // A busy loop of 1.5 s inside the host, capped at 25 ms per 100 ms period: at most ~0.4 s
+  // of CPU; outside any host the same loop takes what a core gives it.
+  const std::string busy =
+      "bash -c 'timeout 1.5 sh -c \"while :; do :; done\"; times'";
+  const auto inside = Shell(absl::StrCat(scripts, "/netns_hosts.sh exec ", host, " -- ", busy));
+  const double capped = ChildCpuSeconds(inside.output);
+  EXPECT_GT(capped, 0.05) << inside.output;
+  EXPECT_LT(capped, 0.5) << inside.output;
+  // It ran in the host's network namespace, too.
+  const auto addr = Shell(absl::StrCat(scripts, "/netns_hosts.sh exec ", host,
+                                       " -- ip -4 -o addr show dev eth0"));
+  EXPECT_NE(addr.output.find("198.18.0.1/24"), std::string::npos) << addr.output;
+
+  // A task left running in a host is killed by `down`, with its cgroup.
+  const auto left = Shell(absl::StrCat(scripts, "/netns_hosts.sh exec ", host,
+                                       " -- sleep 300 > /dev/null 2>&1 & echo started"));
+  ASSERT_EQ(left.exit_code, 0) << left.output;
+  const auto down = Shell(absl::StrCat(scripts, "/netns_hosts.sh down --prefix ", prefix));
+  EXPECT_EQ(down.exit_code, 0) << down.output;
+  EXPECT_EQ(Shell(absl::StrCat("ip netns list | grep -c '^", prefix, "-h'")).output, "0\n");
+  EXPECT_EQ(Shell(absl::StrCat("ls -d /sys/fs/cgroup/cpu/fulcrum-", prefix, "-* ",
+                               "/sys/fs/cgroup/fulcrum-", prefix, "-* ",
+                               "/sys/fs/cgroup/unified/fulcrum-", prefix, "-* 2>/dev/null | wc -l"))
+                .output,
+            "0\n");
+  EXPECT_EQ(Shell("pgrep -fx 'sleep 300' | wc -l").output, "0\n");
 }
 
 }  // namespace
