@@ -40,7 +40,7 @@ cmd=$1
 shift
 n=0 rate=none delay="" prefix=fh cpus="" scale=1
 if [[ "$cmd" == exec ]]; then
-  (($# >= 3)) && [[ "$2" == -- ]] || die "usage: exec HOST -- COMMAND [ARGS...]"
+  if (($# < 3)) || [[ "$2" != -- ]]; then die "usage: exec HOST -- COMMAND [ARGS...]"; fi
   exec_host=$1
   shift 2
   [[ "$exec_host" =~ ^([a-z][a-z0-9]{0,5})-h([1-9][0-9]*)$ ]] ||
@@ -129,9 +129,9 @@ make_cgroup() {
 
 # Kills what still runs in a cgroup (a task the caller left behind), then removes it.
 remove_cgroup() {
-  local dir=$1 pid try
+  local dir=$1 pid
   [[ -d "$dir" ]] || return 0
-  for try in 1 2 3 4 5 6 7 8 9 10; do
+  for _ in 1 2 3 4 5 6 7 8 9 10; do
     while read -r pid; do kill -KILL "$pid" 2> /dev/null || true; done < "$dir/cgroup.procs"
     rmdir "$dir" 2> /dev/null && return 0
     sleep 0.1
