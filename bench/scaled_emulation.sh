@@ -13,14 +13,17 @@
 # /proc/loadavg before and after. Needs root; the hosts are removed on every way out.
 #
 # Usage: bench/scaled_emulation.sh [--cpus=0.6] [--scale=4] [--rates=1gbit,10gbit]
-#          [--model=mlp] [--batch_size=128] [--steps=2000] [--pairs=3] [--prefix=se]
+#          [--model=mlp] [--batch_size=128] [--steps=1000] [--pairs=3] [--cpu_period_us=100000]
+#          [--prefix=se]
 #          [--out=build/scaled_emulation.md]
 #   --cpus   CPU share of every host at scale 1 (3 hosts: at most nproc / 3)
 #   --steps  global steps of each run at scale 1; at scale 1/F the run takes ~F times longer
+#   --cpu_period_us  the cgroups' quota period (netns_hosts.sh --cpu_period_us)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cpus=0.6 scale=4 rates=1gbit,10gbit model=mlp batch=128 steps=2000 pairs=3 prefix=se
+cpus=0.6 scale=4 rates=1gbit,10gbit model=mlp batch=128 steps=1000 pairs=3 prefix=se
+period_us=100000
 out="${ROOT}/build/scaled_emulation.md"
 die() { echo "scaled_emulation: error: $*" >&2; exit 2; }
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
@@ -34,6 +37,7 @@ for arg in "$@"; do
     --steps=*) steps="${arg#*=}" ;;
     --pairs=*) pairs="${arg#*=}" ;;
     --prefix=*) prefix="${arg#*=}" ;;
+    --cpu_period_us=*) period_us="${arg#*=}" ;;
     --out=*) out="${arg#*=}" ;;
     -h|--help) usage; exit 0 ;;
     *) usage >&2; die "unknown argument: $arg" ;;
@@ -78,12 +82,12 @@ run() {
 
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "scaled_emulation: $model batch $batch, $steps steps, hosts of $cpus CPU at scale 1," \
-  "scale 1/$scale, rates $rates, $pairs pair(s); load $load_before" >&2
+  "scale 1/$scale, rates $rates, $pairs pair(s), cgroup period $period_us us; load $load_before" >&2
 for rate in ${rates//,/ }; do
   for s in 1 "$scale"; do
     "$ROOT/scripts/netns_hosts.sh" down --prefix "$prefix" > /dev/null 2>&1 || true
     "$ROOT/scripts/netns_hosts.sh" up 3 --cpus "$cpus" --scale "$s" --rate "$rate" \
-      --prefix "$prefix" >&2
+      --cpu_period_us "$period_us" --prefix "$prefix" >&2
     for ((p = 1; p <= pairs; p++)); do
       run "$rate" "$s" 1 "$p"
       run "$rate" "$s" 2 "$p"
@@ -94,18 +98,19 @@ load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
 mkdir -p "$(dirname "$out")"
 python3 - "$results" "$scale" "$cpus" "$model" "$batch" "$steps" "$pairs" "$load_before" \
-    "$load_after" <<'EOF' | tee "$out"
+    "$load_after" "$period_us" <<'EOF' | tee "$out"
 import statistics as st, sys
 from collections import defaultdict
-res, F, cpus, model, B, steps, P, lb, la = sys.argv[1:]
+res, F, cpus, model, B, steps, P, lb, la, period = sys.argv[1:]
 ex = defaultdict(dict)  # (rate, scale, workers) -> {pair: ex/s}
 for line in open(res):
     rate, s, w, p, v = line.rstrip("\n").split("\t")
     ex[(rate, s, int(w))][int(p)] = float(v)
 print("PS-W-W on 3 emulated hosts (ps + chief, worker, worker), %s batch %s, async, %s steps, "
       "1 thread per task; hosts of %s CPU at scale 1, divided with the link rate by %s at "
-      "scale 1/%s; %s pair(s); efficiency = ex/s with 2 workers / (2 x with 1), per pair; "
-      "load %s -> %s.\n" % (model, B, steps, cpus, F, F, P, lb, la))
+      "scale 1/%s (cgroup quota period %s us); %s pair(s); efficiency = ex/s with 2 workers / "
+      "(2 x with 1), per pair; load %s -> %s.\n" % (model, B, steps, cpus, F, F, period, P, lb,
+                                                      la))
 print("| rate (scale 1) | scale | 1 worker ex/s | 2 workers ex/s | efficiency, median (min-max) |")
 print("| --- | --- | ---: | ---: | --- |")
 eff = {}

@@ -7,14 +7,15 @@
 # `ip netns exec <prefix>-h<i> COMMAND` (scripts/local_cluster.sh --hosts does it).
 #
 #   scripts/netns_hosts.sh up N [--rate 1gbit|10gbit|none] [--delay 0.1ms] [--cpus C]
-#                               [--scale F] [--prefix fh]
+#                               [--scale F] [--cpu_period_us 100000] [--prefix fh]
 #   scripts/netns_hosts.sh exec HOST -- COMMAND [ARGS...]   # HOST: <prefix>-h<i>
 #   scripts/netns_hosts.sh down [--prefix fh]     # removes exactly what `up` made
 #   scripts/netns_hosts.sh status [--prefix fh]
 #
 # Scaled emulation: --cpus C gives each host its own CPU share, C CPUs (a decimal, e.g. 0.5),
 # as a cgroup of the cpu controller (cgroup v2 cpu.max where the v2 hierarchy has it, else
-# v1's cpu.cfs_quota_us / cpu.cfs_period_us; period 100 ms). --scale F divides both the CPU
+# v1's cpu.cfs_quota_us / cpu.cfs_period_us; the quota is enforced per --cpu_period_us, 100 ms
+# by default: a host that used its share waits for the next period). --scale F divides both the CPU
 # share and the link rate by F, so that N hosts of a real cluster fit on this machine with
 # the same compute-to-communication ratio (--cpus 4 --rate 10gbit --scale 8: 0.5 CPU and
 # 1.25 Gbit/s per host). More CPU in all than the machine has (N x C / F > nproc) is refused,
@@ -38,7 +39,7 @@ usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 (($# >= 1)) || { usage >&2; exit 2; }
 cmd=$1
 shift
-n=0 rate=none delay="" prefix=fh cpus="" scale=1
+n=0 rate=none delay="" prefix=fh cpus="" scale=1 period_us=100000
 if [[ "$cmd" == exec ]]; then
   if (($# < 3)) || [[ "$2" != -- ]]; then die "usage: exec HOST -- COMMAND [ARGS...]"; fi
   exec_host=$1
@@ -66,6 +67,8 @@ while (($#)); do
     --cpus=*) cpus=${1#*=}; shift ;;
     --scale) scale=${2:-}; shift 2 ;;
     --scale=*) scale=${1#*=}; shift ;;
+    --cpu_period_us) period_us=${2:-}; shift 2 ;;
+    --cpu_period_us=*) period_us=${1#*=}; shift ;;
     --) shift; break ;;
     -h|--help) usage; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
@@ -77,18 +80,20 @@ done
 decimal='^([0-9]+(\.[0-9]*)?|\.[0-9]+)$'
 [[ -z "$cpus" || "$cpus" =~ $decimal ]] || die "--cpus must be a positive number of CPUs, got '$cpus'"
 [[ "$scale" =~ $decimal ]] || die "--scale must be a number >= 1, got '$scale'"
+[[ "$period_us" =~ ^[0-9]+$ ]] && ((period_us >= 1000 && period_us <= 1000000)) ||
+  die "--cpu_period_us must be 1000-1000000 (microseconds), got '$period_us'"
 awk -v s="$scale" 'BEGIN { exit !(s >= 1) }' || die "--scale must be a number >= 1, got '$scale'"
 # The CPU share of one host in microseconds per 100 ms period, after the scale.
 quota_us=""
 if [[ -n "$cpus" ]]; then
-  quota_us=$(awk -v c="$cpus" -v s="$scale" 'BEGIN { printf "%d", c / s * 100000 + 0.5 }')
+  quota_us=$(awk -v c="$cpus" -v s="$scale" -v p="$period_us" 'BEGIN { printf "%d", c / s * p + 0.5 }')
   ((quota_us >= 1000)) ||
-    die "--cpus $cpus / --scale $scale is less than 0.01 CPU per host (the kernel's least share)"
+    die "--cpus $cpus / --scale $scale is less than 1 ms per --cpu_period_us $period_us per host (the kernel's least quota)"
   if [[ "$cmd" == up ]]; then
     machine=$(nproc --all)
-    awk -v n="$n" -v q="$quota_us" -v m="$machine" 'BEGIN { exit !(n * q <= m * 100000) }' ||
+    awk -v n="$n" -v q="$quota_us" -v m="$machine" -v p="$period_us" 'BEGIN { exit !(n * q <= m * p) }' ||
       die "--cpus $cpus x $n hosts / --scale $scale = $(awk -v n="$n" -v q="$quota_us" \
-        'BEGIN { printf "%.2f", n * q / 100000 }') CPUs, more than this machine's $machine"
+        -v p="$period_us" 'BEGIN { printf "%.2f", n * q / p }') CPUs, more than this machine's $machine"
   fi
 fi
 
@@ -120,9 +125,9 @@ make_cgroup() {
   local version=$1 dir=$2
   mkdir "$dir"
   if [[ "$version" == v2 ]]; then
-    echo "$quota_us 100000" > "$dir/cpu.max"
+    echo "$quota_us $period_us" > "$dir/cpu.max"
   else
-    echo 100000 > "$dir/cpu.cfs_period_us"
+    echo "$period_us" > "$dir/cpu.cfs_period_us"
     echo "$quota_us" > "$dir/cpu.cfs_quota_us"
   fi
 }
@@ -238,7 +243,7 @@ up() {
   done
   trap - ERR
   local share=""
-  [[ -n "$quota_us" ]] && share=", $(awk -v q="$quota_us" 'BEGIN { printf "%g", q / 100000 }') CPU each (cgroup $version)"
+  [[ -n "$quota_us" ]] && share=", $(awk -v q="$quota_us" -v p="$period_us" 'BEGIN { printf "%g", q / p }') CPU each (cgroup $version)"
   echo "netns_hosts: $n host(s) up: ${prefix}-h1..${prefix}-h$n at 198.18.0.1..198.18.0.$n" \
     "(rate $rate${delay:+, delay $delay}$share); state in $state"
 }

@@ -186,7 +186,8 @@ TEST(NetnsToolsTest, BadInputIsRefusedWithExitCode2) {
       {"/netns_hosts.sh up 2 --cpus 9999", "more than this machine's"},
       {"/netns_hosts.sh up 2 --cpus many", "--cpus must be a positive number"},
       {"/netns_hosts.sh up 2 --cpus 1 --scale 0.5", "--scale must be a number >= 1"},
-      {"/netns_hosts.sh up 2 --cpus 0.01 --scale 4", "less than 0.01 CPU"},
+      {"/netns_hosts.sh up 2 --cpus 0.01 --scale 4", "less than 1 ms per --cpu_period_us"},
+      {"/netns_hosts.sh up 2 --cpus 1 --cpu_period_us 50", "--cpu_period_us must be"},
       {"/netns_hosts.sh exec nohost -- true", "the host must be <prefix>-h<i>"},
       {"/netns_hosts.sh exec zq-h1 true", "usage: exec HOST -- COMMAND"},
       {"/local_cluster.sh --hosts " + (dir / "missing.json").string() + " " +
