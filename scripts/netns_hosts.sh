@@ -83,7 +83,7 @@ decimal='^([0-9]+(\.[0-9]*)?|\.[0-9]+)$'
 [[ "$period_us" =~ ^[0-9]+$ ]] && ((period_us >= 1000 && period_us <= 1000000)) ||
   die "--cpu_period_us must be 1000-1000000 (microseconds), got '$period_us'"
 awk -v s="$scale" 'BEGIN { exit !(s >= 1) }' || die "--scale must be a number >= 1, got '$scale'"
-# The CPU share of one host in microseconds per 100 ms period, after the scale.
+# The CPU share of one host in microseconds per --cpu_period_us, after the scale.
 quota_us=""
 if [[ -n "$cpus" ]]; then
   quota_us=$(awk -v c="$cpus" -v s="$scale" -v p="$period_us" 'BEGIN { printf "%d", c / s * p + 0.5 }')
@@ -120,11 +120,17 @@ cpu_hierarchy() {
   return 0
 }
 
-# Makes host NS's CPU cgroup with quota_us per 100 ms; the caller has recorded it.
+# Makes a host's CPU cgroup DIR with quota_us per period_us; the caller has recorded it.
+# (The v2 path is written to the kernel's interface but was not run here: these VMs have v1.)
 make_cgroup() {
-  local version=$1 dir=$2
+  local version=$1 dir=$2 parent
+  parent=$(dirname "$dir")
   mkdir "$dir"
   if [[ "$version" == v2 ]]; then
+    # A v2 child has cpu.max only when its parent hands the cpu controller down.
+    grep -qw cpu "$parent/cgroup.subtree_control" ||
+      echo +cpu > "$parent/cgroup.subtree_control" ||
+      die "cannot enable the cpu controller in $parent/cgroup.subtree_control"
     echo "$quota_us $period_us" > "$dir/cpu.max"
   else
     echo "$period_us" > "$dir/cpu.cfs_period_us"
