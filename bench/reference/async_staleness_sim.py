@@ -64,7 +64,7 @@ def parse_args(argv=None):
     except ValueError:
         p.error(f"--stale_prob={args.stale_prob}: expected numbers in [0, 1]")
     if any(not 0 <= x <= 1 for x in args.stale_prob):
-        p.error(f"--stale_prob: every value must be in [0, 1]")
+        p.error("--stale_prob: every value must be in [0, 1]")
     args.lr_scaling = args.lr_scaling.split(",")
     if any(x not in ("none", "inverse") for x in args.lr_scaling):
         p.error("--lr_scaling: expected none and/or inverse")
