@@ -36,11 +36,6 @@ class FrameSink final : public ValueSink {
   std::vector<runtime::OutChunk>* out_;
 };
 
-// The floats of a parsed push, as the shard takes them.
-const std::vector<std::span<const float>>& Gradients(const PsService::PushFrame& frame) {
-  return frame.values;
-}
-
 }  // namespace
 
 PsService::PsService(Shard* shard, profiler::RpcObserver* observer, runtime::CallGuard guard)
@@ -116,7 +111,7 @@ absl::Status PsService::DoPull(const pb::PullRequest& request, PullReply* respon
 
 absl::Status PsService::DoPush(const PushFrame& request, pb::PushResponse* response) {
   const int64_t begin = profiler::NowUnixMicros();
-  absl::Status s = shard_->Push(request.header, Gradients(request), response);
+  absl::Status s = shard_->Push(request.header, request.values, response);
   Observe("Push", request.header.task(), response->ByteSizeLong(), request.bytes, begin);
   return s;
 }
@@ -126,7 +121,7 @@ absl::Status PsService::DoPushPull(const PushFrame& request, PushReply* response
   const int64_t begin = profiler::NowUnixMicros();
   FrameSink sink(&response->chunks);
   absl::Status s =
-      shard_->PushPull(request.header, Gradients(request), sink, &response->header, deadline);
+      shard_->PushPull(request.header, request.values, sink, &response->header, deadline);
   Observe("PushPull", request.header.task(), response->ByteSize(), request.bytes, begin);
   return s;
 }

@@ -115,7 +115,7 @@ cpu_hierarchy() {
       return
     fi
   done
-  [[ -w /sys/fs/cgroup/cpu/cpu.cfs_quota_us || -e /sys/fs/cgroup/cpu/cpu.cfs_quota_us ]] &&
+  [[ -e /sys/fs/cgroup/cpu/cpu.cfs_quota_us ]] &&
     echo "v1 /sys/fs/cgroup/cpu"
   return 0
 }
