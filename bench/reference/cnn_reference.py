@@ -9,9 +9,16 @@ fc384-fc192-fc; alexnet on 227x227x3 and vgg16 on 32x32x3 as tf_cnn_benchmarks).
 channels_last memory format when --channels_last (try both; report the faster), the thread
 count given by --threads.
 
+On a GPU (--device=cuda) PyTorch's best configuration is its default one plus
+cudnn.benchmark (each convolution's algorithm found by timing, as Fulcrum's cudnnFind does),
+which lets cuDNN convolutions use TF32 tensor cores; --strict_fp32 turns TF32 off for
+convolutions and matrix products, the arithmetic Fulcrum's CUDA backend uses. Each timed step
+ends with a device synchronisation, so the time is the step's, not its launch's.
+
 Usage: cnn_reference.py --model=mnist_cnn --batch=128 --threads=2 --steps=60 [--channels_last]
-Prints one JSON line: {"model", "batch", "threads", "channels_last", "examples_per_sec",
-"step_ms_median"}.
+                        [--device=cuda [--strict_fp32]]
+Prints one JSON line: {"model", "batch", "threads", "channels_last", "device", "strict_fp32",
+"examples_per_sec", "step_ms_median"}.
 """
 import argparse
 import json
@@ -123,13 +130,24 @@ def main():
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--channels_last", action="store_true")
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    p.add_argument("--strict_fp32", action="store_true",
+                   help="cuda: no TF32 in convolutions or matrix products")
     a = p.parse_args()
+    if a.device == "cuda":
+        if not torch.cuda.is_available():
+            raise SystemExit("cnn_reference: --device=cuda but torch sees no GPU")
+        torch.backends.cudnn.benchmark = True
+        torch.backends.cudnn.allow_tf32 = not a.strict_fp32
+        torch.backends.cuda.matmul.allow_tf32 = not a.strict_fp32
+    sync = torch.cuda.synchronize if a.device == "cuda" else (lambda: None)
     torch.set_num_threads(a.threads)
     torch.manual_seed(1)
     cls, (c, h, w) = MODELS[a.model]
     model = cls(c, h, w, 10)
-    x = torch.rand(a.batch, c, h, w)
-    y = torch.randint(0, 10, (a.batch,))
+    model = model.to(a.device)
+    x = torch.rand(a.batch, c, h, w, device=a.device)
+    y = torch.randint(0, 10, (a.batch,), device=a.device)
     if a.channels_last:
         model = model.to(memory_format=torch.channels_last)
         x = x.contiguous(memory_format=torch.channels_last)
@@ -142,11 +160,13 @@ def main():
         loss = F.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
+        sync()
         times.append(time.perf_counter() - t0)
     steady = times[20:] if len(times) > 25 else times
     med = statistics.median(steady)
     print(json.dumps({"model": a.model, "batch": a.batch, "threads": a.threads,
-                      "channels_last": a.channels_last,
+                      "channels_last": a.channels_last, "device": a.device,
+                      "strict_fp32": a.strict_fp32,
                       "examples_per_sec": a.batch / med, "step_ms_median": med * 1e3}))
 
 

@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# The GPU checks of the CUDA backend, run on a lent GPU machine over bench/gpu_bundle.sh's
+# archive (that machine has the driver, CUDA's libraries and PyTorch, none of Debian's):
+#   1. fulcrum_ops_cuda_test and fulcrum_backend_conformance_test (every op and every model's
+#      training step on the GPU against the CPU kernels);
+#   2. ops_bench's forward+backward per model and batch on GPU 0 (BM_ModelStepGpu);
+#   3. the worker's full single-mode training step on --device=gpu:0 beside PyTorch on the same
+#      GPU (cnn_reference.py --device=cuda, its default TF32 convolutions and with
+#      --strict_fp32, the arithmetic Fulcrum uses), batch 128, for the CNNs.
+#   4. (diag) the cuBLAS test three times over, and under compute-sanitizer's memcheck and
+#      initcheck; where the full step of a large model goes: --threads 1 against 16 (the
+#      host-side optimizer), its summary.json kept;
+#   5. (cluster) 1 ps + 2 workers sharing GPU 0, sync, through scripts/local_cluster.sh;
+#   6. (accuracy) mnist_cnn on Fashion-MNIST (the bundle's copy), 3 epochs, single mode and
+#      a 1 ps + 2 workers sync cluster with the same global batch (bench/accuracy_mnist_cnn.sh's
+#      settings).
+# Each step has its own deadline and a failure does not stop the next. Writes gpu_check.log,
+# ops_bench_gpu.json, gpu_results.md and the diag section's summary into --out.
+#
+# Usage: bench/gpu_check.sh [--bundle=gpu_bundle/bundle.tar.xz] [--out=DIR] [--steps=N]
+#                           [--models=cifar10_cnn,alexnet,...]
+#                           [--sections=tests,bench,step,diag,cluster,accuracy]
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+bundle="${ROOT}/gpu_bundle/bundle.tar.xz" out="${OUT:-${ROOT}/build/gpu_check}" steps=120
+models=cifar10_cnn,alexnet,mnist_cnn,vgg16 sections=tests,bench,step,diag,cluster,accuracy
+die() { echo "gpu_check: error: $*" >&2; exit 2; }
+for arg in "$@"; do
+  case "$arg" in
+    --bundle=*) bundle="${arg#*=}" ;;
+    --out=*) out="${arg#*=}" ;;
+    --steps=*) steps="${arg#*=}" ;;
+    --models=*) models="${arg#*=}" ;;
+    --sections=*) sections="${arg#*=}" ;;
+    -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown argument '$arg' (see --help)" ;;
+  esac
+done
+[[ -f "$bundle" ]] || die "$bundle is missing (make it with bench/gpu_bundle.sh)"
+[[ "$steps" =~ ^[0-9]+$ && "$steps" -ge 40 ]] || die "--steps=$steps: a whole number, at least 40"
+mkdir -p "$out"
+log="$out/gpu_check.log" results="$out/gpu_results.md"
+exec > >(tee -a "$log") 2>&1
+
+fb="$(mktemp -d)"
+trap 'rm -rf "$fb"' EXIT
+tar -C "$fb" -xJf "$bundle" || die "cannot unpack $bundle"
+libdir_of() {  # the folder of the first copy of library $1 on this machine
+  local f
+  f="$(find /usr /opt -xdev -name "$1" 2>/dev/null | head -1)"
+  [[ -n "$f" ]] && dirname "$f"
+}
+cuda_path=""
+for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcudnn.so.9; do
+  d="$(libdir_of "$lib")" || die "no $lib on this machine"
+  echo "gpu_check: $lib from $d"
+  cuda_path="${cuda_path:+$cuda_path:}$d"
+done
+fulcrum_env() { LD_LIBRARY_PATH="$fb/lib:$cuda_path" "$@"; }
+want() { [[ ",$sections," == *",$1,"* ]]; }
+
+echo "== $(date -u +%FT%TZ) $(uname -r)"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
+python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.backends.cudnn.version())"
+fulcrum_env ldd "$fb/bin/libfulcrum_cuda.so" | grep -E "not found|cud|cublas" || true
+
+if want tests; then
+  echo "== 1. tests"
+  fulcrum_env timeout 120 "$fb/bin/fulcrum_ops_cuda_test"; echo "ops_cuda_test rc=$?"
+  fulcrum_env timeout 180 "$fb/bin/fulcrum_backend_conformance_test"; echo "conformance_test rc=$?"
+fi
+
+if want bench; then
+  echo "== 2. ops_bench BM_ModelStepGpu"
+  fulcrum_env timeout 200 "$fb/bin/ops_bench" --benchmark_filter='BM_ModelStepGpu/model:[0-9]/batch:(1|10|100|128|400)/' \
+    --benchmark_min_time=0.2 --benchmark_out="$out/ops_bench_gpu.json" --benchmark_out_format=json
+  echo "ops_bench rc=$?"
+fi
+
+shape_of() {
+  case "$1" in
+    mnist_cnn) echo 28,28,1 ;; cifar10_cnn) echo 24,24,3 ;; alexnet) echo 227,227,3 ;; vgg16) echo 32,32,3 ;;
+    *) echo "" ;;
+  esac
+}
+step_section() {
+echo "== 3. full training step, batch 128, $steps steps"
+json_field() { python3 -c "import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])[sys.argv[1]])" "$1" 2>/dev/null; }
+{
+  echo "| model | batch | Fulcrum ex/s (fp32) | PyTorch ex/s (default, TF32 conv) | PyTorch ex/s (strict fp32) | Fulcrum / PyTorch default | Fulcrum / PyTorch fp32 |"
+  echo "| --- | --- | --- | --- | --- | --- | --- |"
+} >"$results"
+IFS=, read -r -a model_list <<<"$models"
+for m in "${model_list[@]}"; do
+  shape="$(shape_of "$m")"
+  [[ -n "$shape" ]] || { echo "gpu_check: no PyTorch counterpart for $m; skipped"; continue; }
+  run="$fb/run-$m"
+  fulcrum_env timeout 120 "$fb/bin/worker" --device=gpu:0 --model="$m" --dataset=synthetic \
+    --synthetic_shape="$shape" --synthetic_examples=512 --batch_size=128 --train_steps="$steps" \
+    --learning_rate=0.01 --profile=off --noeval --log_every=100000 --run_dir="$run"
+  echo "worker $m rc=$?"
+  f="$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['examples_per_sec'])" "$run/summary.json" 2>/dev/null || echo nan)"
+  t="$(timeout 120 python3 "$ROOT/bench/reference/cnn_reference.py" --device=cuda --model="$m" --batch=128 --steps="$steps" --channels_last | tee /dev/stderr | json_field examples_per_sec || echo nan)"
+  s="$(timeout 120 python3 "$ROOT/bench/reference/cnn_reference.py" --device=cuda --strict_fp32 --model="$m" --batch=128 --steps="$steps" --channels_last | tee /dev/stderr | json_field examples_per_sec || echo nan)"
+  python3 - "$m" "$f" "$t" "$s" >>"$results" <<'PY'
+import sys
+m, f, t, s = sys.argv[1], *(float(v) if v not in ("", "nan") else float("nan") for v in sys.argv[2:])
+print(f"| {m} | 128 | {f:.0f} | {t:.0f} | {s:.0f} | {f / t:.2f} | {f / s:.2f} |")
+PY
+done
+cat "$results"
+}
+want step && step_section
+
+if want diag; then
+  echo "== 4. diagnostics"
+  fulcrum_env timeout 60 "$fb/bin/fulcrum_ops_cuda_test" --gtest_filter='CublasTest.*' --gtest_repeat=3
+  echo "cublas repeat rc=$?"
+  if command -v compute-sanitizer >/dev/null; then
+    for tool in memcheck initcheck; do
+      fulcrum_env timeout 90 compute-sanitizer --tool "$tool" "$fb/bin/fulcrum_ops_cuda_test" \
+        --gtest_filter='CublasTest.*'
+      echo "compute-sanitizer $tool rc=$?"
+    done
+  fi
+  for m in alexnet vgg16; do
+    for t in 1 16; do
+      fulcrum_env timeout 120 "$fb/bin/worker" --device=gpu:0 --model="$m" --dataset=synthetic \
+        --synthetic_shape="$(shape_of "$m")" --synthetic_examples=512 --batch_size=128 \
+        --train_steps=60 --threads="$t" --learning_rate=0.01 --noeval --log_every=100000 \
+        --run_dir="$fb/diag-$m-$t" 2>&1 | grep -E "steady state|error"
+      [[ "$t" == 1 ]] && cp "$fb/diag-$m-$t/summary.json" "$out/summary_${m}_gpu_threads1.json" 2>/dev/null
+    done
+  done
+fi
+
+free_spec() {  # a 1 ps + 2 workers spec on free loopback ports
+  python3 - "$1" <<'PY'
+import json, socket, sys
+def port():
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
+json.dump({"chief": [f"127.0.0.1:{port()}"], "ps": [f"127.0.0.1:{port()}"],
+           "worker": [f"127.0.0.1:{port()}", f"127.0.0.1:{port()}"]}, open(sys.argv[1], "w"))
+PY
+}
+report_field() {  # file key: the key at the top of the JSON file, else under "cluster"
+  python3 -c "import json,sys; j=json.load(open(sys.argv[1])); k=sys.argv[2]; print(j.get(k, j.get('cluster', {}).get(k)))" "$1" "$2" 2>/dev/null
+}
+
+if want cluster; then
+  echo "== 5. 1 ps + 2 workers on GPU 0, sync, cifar10_cnn batch 128"
+  free_spec "$fb/spec.json"
+  BIN_DIR="$fb/bin" fulcrum_env timeout 150 "$ROOT/scripts/local_cluster.sh" "$fb/spec.json" \
+    --device=gpu:0 --model=cifar10_cnn --dataset=synthetic --synthetic_shape=24,24,3 \
+    --synthetic_examples=512 --batch_size=128 --train_steps=300 --mode=sync --noeval \
+    --log_every=100000 --run_dir="$fb/cluster" >"$fb/cluster.log" 2>&1
+  echo "cluster rc=$?"; grep -E "examples/sec|error" "$fb/cluster.log" | tail -8
+  echo "cluster examples/sec (report.json): $(report_field "$fb/cluster/report.json" examples_per_sec)"
+fi
+
+if want accuracy; then
+  echo "== 6. mnist_cnn on Fashion-MNIST, 3 epochs, Adam 0.001"
+  data="$(dirname "$bundle")/fashion-mnist"
+  common=(--device=gpu:0 --model=mnist_cnn --data_dir="$data" --optimizer=adam --learning_rate=0.001 --epochs=3 --log_every=200)
+  start=$(date +%s.%N)
+  fulcrum_env timeout 150 "$fb/bin/worker" "${common[@]}" --batch_size=100 --run_dir="$fb/acc-single" >"$fb/acc-single.log" 2>&1
+  echo "single rc=$? wall $(python3 -c "import time; print(round(time.time() - $start, 1))") s"
+  echo "single mode, batch 100: test accuracy $(report_field "$fb/acc-single/summary.json" final_test_accuracy)"
+  free_spec "$fb/spec2.json"
+  start=$(date +%s.%N)
+  BIN_DIR="$fb/bin" fulcrum_env timeout 240 "$ROOT/scripts/local_cluster.sh" "$fb/spec2.json" "${common[@]}" \
+    --batch_size=50 --mode=sync --eval_every=600 --run_dir="$fb/acc-cluster" >"$fb/acc-cluster.log" 2>&1
+  echo "cluster rc=$? wall $(python3 -c "import time; print(round(time.time() - $start, 1))") s"
+  echo "1 ps + 2 workers sync, batch 2 x 50: test accuracy $(report_field "$fb/acc-cluster/report.json" final_test_accuracy)"
+  tail -3 "$fb/acc-cluster.log"
+fi
+echo "== done $(date -u +%FT%TZ)"
