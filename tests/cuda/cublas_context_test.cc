@@ -73,7 +73,9 @@ TEST_F(CublasTest, ShapeMismatchIsInvalidArgumentAndLeavesOutAlone) {
   const absl::Status s = context_->MatMul(a, false, b, false, &out);
   EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
   EXPECT_NE(s.message().find("inner dimensions differ"), std::string::npos) << s;
-  for (float v : ToHost(out).flat()) EXPECT_EQ(v, 9.0f);
+  // Named: a range-for over ToHost(out).flat() would read the temporary's freed memory.
+  const Tensor out_host = ToHost(out);
+  for (float v : out_host.flat()) EXPECT_EQ(v, 9.0f);
 }
 
 TEST_F(CublasTest, CpuTensorsAreInvalidArgument) {
