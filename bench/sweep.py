@@ -1,22 +1,44 @@
 #!/usr/bin/python3
-"""Runs the cartesian product of cluster layouts and settings on emulated hosts.
+"""Runs the cartesian product of cluster layouts and settings on emulated hosts or real nodes.
 
   bench/sweep.py --layouts=ps-w-w,pw-pw,pw-w --workers=1,2,4 --ps=1,2 --batch_sizes=64,128
-      --modes=sync,async,ssp3 --rates=1gbit,10gbit --model=logreg --steps=500 --repeats=3
+      --modes=sync,async,ssp3 --rates=1gbit,10gbit --models=logreg,mlp --steps=500 --repeats=3
       --out=DIR [--target_accuracy=0.8 --eval_every=50] [--extra="--learning_rate=0.03"] [--timeout=600]
+      [--widths=0.5,1,2] [--datasets=full,subset10000,repeat2] [--epochs=1,3]
+      [--optimizers=sgd,adam] [--hosts=packed|per_task] [--single_baseline]
+      [--cpus=0.4 --scales=1,4 [--cpu_period_us=10000]]
+      [--nodes=n1,n2,... | --nodes_file=F] [--launch_exec=CMD] [--remote_dir=DIR] [--ssh=CMD]
+      [--base_port=2222]
+
+Axes (every list is comma-separated; the sweep runs their product):
+  --layouts, --workers, --ps, --batch_sizes, --modes (sync, async, sspS), --rates (link rate of
+  the emulated hosts, or none), --models, --widths (--model_width), --datasets (full, subsetN:
+  the first N training examples, repeatN: the training set N times per epoch), --epochs (each
+  run trains that many epochs instead of --steps), --optimizers, --scales (with --cpus: every
+  emulated host gets --cpus / F CPUs and the link rate / F, scripts/netns_hosts.sh --scale F).
+--hosts=packed (default) puts the tasks of a layout on as few hosts as it allows (ps-w-w: the
+ps on host 1, every worker on host 2); --hosts=per_task gives every ps and every worker a host
+of its own, as the studies ran them (scripts/make_spec.py --hosts per_task).
+--single_baseline adds, per setting, a row "single-process": the worker alone (no ps, no
+chief) on host 1 with the same model, data, batch and optimizer: the baseline of CS744's
+"Single" and of the speed-ups.
+--nodes runs every cluster on real machines through scripts/launch_ssh.sh (the spec names the
+nodes, host i = the i-th node; no link emulation: --rates=none, --scales=1); --launch_exec
+replaces ssh (launch_ssh.sh --exec, e.g. "env" when every node is this machine). With --nodes
+the single-process baseline runs on this machine.
 
 Each run is a real cluster (scripts/local_cluster.sh --hosts) on hosts made by
-scripts/netns_hosts.sh (one set per link rate, removed afterwards), laid out by
+scripts/netns_hosts.sh (one set per link rate and scale, removed afterwards), laid out by
 scripts/make_spec.py; combinations a layout cannot take (pw-w with one worker, ...) are
-listed as skipped. A mode is sync, async or sspS (--mode=ssp --staleness=S, e.g. ssp0, ssp3).
-A failed run is recorded as failed and the sweep goes on; a run whose
+listed as skipped. A failed run is recorded as failed and the sweep goes on; a run whose
 report.json exists in DIR/runs/ is not run again (resume by repeating the command).
 Writes DIR/runs.csv (one row per run) and DIR/results.csv (one row per combination, medians
 over its good repeats), DIR/index.html (examples/s vs workers with the ideal-linear line,
 loopback vs cross-host bytes, CPU, memory and training time per combination, the table, as
 inline SVG) and each chart as DIR/plots/NN.svg, drawn by scripts/fulcrum_report (matplotlib;
 the renderer of the chief's report.html too). Needs root for the emulated hosts and Debian's
-/usr/bin/python3 with python3-matplotlib; exit code 2 on bad input.
+/usr/bin/python3 with python3-matplotlib; exit code 2 on bad input (an impossible CPU share
+or scale, a node list shorter than a layout, an unknown axis value), before anything runs.
 """
 import argparse
 import csv
@@ -32,6 +54,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = os.path.join(ROOT, "scripts")
 LAYOUTS = ("ps-w-w", "pw-pw", "pw-w", "single")
+SINGLE_PROCESS = "single-process"
 
 # The page renderer shared with the chief's report.html; it needs Debian's python3-matplotlib.
 sys.path.insert(0, SCRIPTS)
@@ -41,18 +64,28 @@ except ImportError as renderer_error:  # reported by main(), before any run star
     fulcrum_report, RENDERER_ERROR = None, renderer_error
 
 # Per-run figures taken from report.json ("cluster" table unless noted).
-RUN_FIELDS = ["layout", "workers", "ps", "hosts", "batch_size", "mode", "rate", "repeat",
-              "status", "exit_code", "examples_per_sec", "global_step", "final_test_accuracy",
-              "time_to_target_accuracy_seconds", "train_seconds", "cpu_percent_mean",
-              "peak_rss_bytes", "loopback_bytes_sent", "external_bytes_sent",
-              "external_bytes_received", "app_bytes_sent", "run_dir"]
-NUMERIC = RUN_FIELDS[10:21]
+# The axes of a combination, in the order of the CSV columns.
+KEY = ("layout", "workers", "ps", "hosts", "batch_size", "mode", "rate", "model", "model_width",
+       "dataset", "epochs", "optimizer", "cpus", "scale")
+NUMERIC = ["examples_per_sec", "global_step", "final_test_accuracy",
+           "time_to_target_accuracy_seconds", "train_seconds", "cpu_percent_mean",
+           "peak_rss_bytes", "loopback_bytes_sent", "external_bytes_sent",
+           "external_bytes_received", "app_bytes_sent"]
+RUN_FIELDS = list(KEY) + ["repeat", "status", "exit_code"] + NUMERIC + ["run_dir"]
 
 
 def csv_list(text, kind, name):
     items = [x.strip() for x in text.split(",") if x.strip()]
     if not items:
         raise ValueError("--%s is empty" % name)
+    if kind is float:
+        try:
+            values = [float(x) for x in items]
+        except ValueError:
+            raise ValueError("--%s=%s: expected numbers separated by commas" % (name, text))
+        if min(values) <= 0:
+            raise ValueError("--%s=%s: values must be positive" % (name, text))
+        return values
     if kind is int:
         try:
             values = [int(x) for x in items]
@@ -71,21 +104,39 @@ def mode_flags(mode):
     return ["--mode=" + mode]
 
 
-def hosts_for(layout, workers, ps):
+def dataset_flags(dataset):
+    """The flags of a --datasets entry: full, subsetN or repeatN."""
+    if dataset.startswith("subset"):
+        return ["--train_subset=" + dataset[6:]]
+    if dataset.startswith("repeat"):
+        return ["--dataset_repeat=" + dataset[6:]]
+    return []
+
+
+def hosts_for(layout, workers, ps, per_task=False):
     """The host count a layout uses, or None with the reason it cannot take the combination."""
-    if layout == "single":
+    if layout in ("single", SINGLE_PROCESS):
         return 1, None
     if layout == "ps-w-w":
-        return 2, None
+        return (ps + workers if per_task else 2), None
     if layout == "pw-w":
-        return (2, None) if workers >= 2 else (None, "pw-w needs 2 or more workers")
+        if workers < 2:
+            return None, "pw-w needs 2 or more workers"
+        return (workers if per_task else 2), None
     hosts = min(ps, workers)  # pw-pw: a ps and a worker on every host
     return (hosts, None) if hosts >= 2 else (None, "pw-pw needs 2 or more ps and workers")
 
 
+# The value of an axis a combination does not name (a caller that builds combinations by hand).
+DEFAULTS = {"model": "logreg", "model_width": 1.0, "dataset": "full", "epochs": 0,
+            "optimizer": "sgd", "cpus": 0, "scale": 1.0}
+
+
 def run_name(c, repeat):
-    return "%s_w%d_ps%d_b%d_%s_%s_r%d" % (c["layout"], c["workers"], c["ps"], c["batch_size"],
-                                          c["mode"], c["rate"], repeat)
+    c = dict(DEFAULTS, **c)
+    return "%s_w%d_ps%d_h%d_b%d_%s_%s_%s_x%g_%s_e%g_%s_s%g_r%d" % (
+        c["layout"], c["workers"], c["ps"], c["hosts"], c["batch_size"], c["mode"], c["rate"],
+        c["model"], c["model_width"], c["dataset"], c["epochs"], c["optimizer"], c["scale"], repeat)
 
 
 def sh(args, timeout):
@@ -111,35 +162,83 @@ def figures(report):
     return row
 
 
+def single_figures(summary):
+    """A single-process run's row figures from the worker's summary.json."""
+    return {"examples_per_sec": summary.get("examples_per_sec"),
+            "global_step": summary.get("last_global_step") or summary.get("local_steps"),
+            "final_test_accuracy": summary.get("final_test_accuracy"),
+            "time_to_target_accuracy_seconds": summary.get("time_to_target_accuracy_seconds"),
+            "train_seconds": summary.get("train_seconds"),
+            "cpu_percent_mean": summary.get("cpu_percent_mean"),
+            "peak_rss_bytes": summary.get("peak_rss_bytes"),
+            "loopback_bytes_sent": summary.get("network_loopback_bytes_sent"),
+            "external_bytes_sent": summary.get("network_external_bytes_sent"),
+            "external_bytes_received": summary.get("network_external_bytes_received"),
+            "app_bytes_sent": summary.get("app_bytes_sent")}
+
+
+def task_flags(c, args, run_dir):
+    """The flags every task of combination c gets."""
+    length = ("--epochs=%g" % c["epochs"]) if c["epochs"] else ("--train_steps=%d" % args.steps)
+    flags = ["--model=" + c["model"], "--model_width=%g" % c["model_width"],
+             "--optimizer=" + c["optimizer"], "--batch_size=%d" % c["batch_size"], length,
+             "--threads=1", "--log_every=100000", "--run_dir=" + os.path.join(run_dir, "run")]
+    flags += dataset_flags(c["dataset"])
+    if c["layout"] != SINGLE_PROCESS:
+        flags += mode_flags(c["mode"]) + ["--startup_timeout=120"]
+        # eval_every counts global steps; with --epochs the run's length is not known here.
+        flags.append("--eval_every=%d" % (args.eval_every or
+                                          (max(1, args.steps // 5) if not c["epochs"] else 0)))
+    if args.target_accuracy > 0:  # stop there; --steps is the cap
+        flags.append("--target_accuracy=%g" % args.target_accuracy)
+    return flags + args.extra.split()
+
+
 def run_one(c, repeat, args, out_dir, bin_dir):
     name = run_name(c, repeat)
     run_dir = os.path.join(out_dir, "runs", name)
     row = dict(c, repeat=repeat, run_dir=os.path.relpath(run_dir, out_dir))
-    report_path = os.path.join(run_dir, "run", "report.json")
+    single = c["layout"] == SINGLE_PROCESS
+    report_path = os.path.join(run_dir, "run", "summary.json" if single else "report.json")
+    read = single_figures if single else figures
     if os.path.exists(report_path):  # resume: done in an earlier sweep
         with open(report_path) as f:
-            row.update(figures(json.load(f)), status="ok", exit_code=0)
+            row.update(read(json.load(f)), status="ok", exit_code=0)
         return row, True
     shutil.rmtree(run_dir, ignore_errors=True)
     os.makedirs(run_dir)
-    code, out = sh([sys.executable, os.path.join(SCRIPTS, "make_spec.py"), "--layout",
-                    c["layout"], "--workers", str(c["workers"]), "--ps", str(c["ps"]), "--hosts",
-                    str(c["hosts"]), "--prefix", args.prefix, "--out", run_dir], 60)
+    flags = task_flags(c, args, run_dir)
+    env = dict(os.environ, BIN_DIR=bin_dir)
+    # A run at scale 1/F takes about F times longer.
+    timeout = int(args.timeout * max(1.0, c["scale"]))
+    if single:
+        where = ([os.path.join(SCRIPTS, "netns_hosts.sh"), "exec", "%s-h1" % args.prefix, "--"]
+                 if not args.nodes_list else [])
+        cmd = where + [os.path.join(bin_dir, "worker")] + flags
+        code = 0
+    else:
+        spec_args = ["--layout", c["layout"], "--workers", str(c["workers"]), "--ps",
+                     str(c["ps"]), "--hosts", "per_task" if args.hosts == "per_task" else
+                     str(c["hosts"]), "--prefix", args.prefix, "--base_port",
+                     str(args.base_port), "--out", run_dir]
+        if args.nodes_list:
+            spec_args += ["--nodes", ",".join(args.nodes_list)]
+        code, out = sh([sys.executable, os.path.join(SCRIPTS, "make_spec.py")] + spec_args, 60)
+        spec = os.path.join(run_dir, "spec.json")
+        if args.nodes_list:
+            cmd = [os.path.join(SCRIPTS, "launch_ssh.sh"), "--run_dir",
+                   os.path.join(run_dir, "run"), "--bin_dir", bin_dir]
+            cmd += ["--exec", args.launch_exec] if args.launch_exec else []
+            cmd += ["--remote_dir", args.remote_dir] if args.remote_dir else []
+            cmd += ["--ssh", args.ssh] if args.ssh else []
+            cmd += [spec] + [f for f in flags if not f.startswith("--run_dir=")]
+        else:
+            cmd = [os.path.join(SCRIPTS, "local_cluster.sh"), "--hosts",
+                   os.path.join(run_dir, "hosts.json"), spec] + flags
     if code == 0:
-        flags = (["--model=" + args.model, "--batch_size=%d" % c["batch_size"],
-                  "--train_steps=%d" % args.steps] + mode_flags(c["mode"]) +
-                 ["--threads=1", "--eval_every=%d" % (args.eval_every or max(1, args.steps // 5)),
-                  "--log_every=100000",
-                  "--startup_timeout=120", "--run_dir=" + os.path.join(run_dir, "run")])
-        if args.target_accuracy > 0:  # stop there; --steps is the cap
-            flags.append("--target_accuracy=%g" % args.target_accuracy)
-        flags += args.extra.split()
-        env = dict(os.environ, BIN_DIR=bin_dir)
-        cmd = [os.path.join(SCRIPTS, "local_cluster.sh"), "--hosts",
-               os.path.join(run_dir, "hosts.json"), os.path.join(run_dir, "spec.json")] + flags
         try:
             p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               timeout=args.timeout, env=env)
+                               timeout=timeout, env=env)
             code, out = p.returncode, p.stdout
         except subprocess.TimeoutExpired as e:
             code = 124
@@ -148,7 +247,7 @@ def run_one(c, repeat, args, out_dir, bin_dir):
         f.write(out)
     if code == 0 and os.path.exists(report_path):
         with open(report_path) as f:
-            row.update(figures(json.load(f)), status="ok", exit_code=0)
+            row.update(read(json.load(f)), status="ok", exit_code=0)
     else:
         row.update(status="failed", exit_code=code)
     return row, False
@@ -171,11 +270,12 @@ def write_csv(path, rows, fields):
 
 def summarize(combos, runs):
     out = []
-    key = ("layout", "workers", "ps", "hosts", "batch_size", "mode", "rate")
+    key = KEY
     for c in combos:
-        mine = [r for r in runs if all(r.get(k) == c.get(k) for k in key)]
+        mine = [r for r in runs if all(r.get(k, DEFAULTS.get(k)) == c.get(k, DEFAULTS.get(k))
+                                       for k in key)]
         good = [r for r in mine if r.get("status") == "ok"]
-        row = {k: c.get(k) for k in key}
+        row = {k: c.get(k, DEFAULTS.get(k)) for k in key}
         row["status"] = c.get("skip") or ("ok" if good else "failed")
         row["repeats_ok"] = len(good)
         row["repeats_failed"] = len(mine) - len(good)
@@ -202,6 +302,8 @@ def representative_layouts(out_dir, ok):
     sync and in async mode (None where not run), for the per-task and loss charts."""
     chosen = {}
     for r in ok:
+        if r["layout"] == SINGLE_PROCESS:  # no cluster report: no per-task charts
+            continue
         best = chosen.get(r["layout"])
         if best is None or r["workers"] > best["workers"]:
             chosen[r["layout"]] = r
@@ -227,6 +329,95 @@ def write_index(out_dir, results):
     fulcrum_report.write_atomically(os.path.join(out_dir, "index.html"), html)
 
 
+def parse_axes(args):
+    """Checks every option; returns the axes' lists, or raises ValueError naming the problem."""
+    layouts = csv_list(args.layouts, str, "layouts")
+    bad = [x for x in layouts if x not in LAYOUTS]
+    if bad:
+        raise ValueError("--layouts: unknown %s (known: %s)" % (", ".join(bad), ", ".join(LAYOUTS)))
+    axes = {"layout": layouts, "workers": csv_list(args.workers, int, "workers"),
+            "ps": csv_list(args.ps, int, "ps"),
+            "batch_size": csv_list(args.batch_sizes, int, "batch_sizes"),
+            "mode": csv_list(args.modes, str, "modes"), "rate": csv_list(args.rates, str, "rates"),
+            "model": csv_list(args.models or args.model, str, "models"),
+            "model_width": csv_list(args.widths, float, "widths"),
+            "dataset": csv_list(args.datasets, str, "datasets"),
+            "epochs": csv_list(args.epochs, float, "epochs") if args.epochs else [0],
+            "optimizer": csv_list(args.optimizers, str, "optimizers"),
+            "scale": csv_list(args.scales, float, "scales")}
+    if any(m not in ("sync", "async") and not (m.startswith("ssp") and m[3:].isdigit())
+           for m in axes["mode"]):
+        raise ValueError("--modes=%s: expected sync, async and/or sspS (S = staleness, "
+                         "e.g. ssp3)" % args.modes)
+    for d in axes["dataset"]:
+        n = d[6:] if d.startswith(("subset", "repeat")) else None
+        if d != "full" and not (n and n.isdigit() and int(n) > 0):
+            raise ValueError("--datasets: %r is not full, subsetN or repeatN (N > 0)" % d)
+    bad = [o for o in axes["optimizer"] if o not in ("sgd", "momentum", "adam", "adagrad", "rmsprop")]
+    if bad:
+        raise ValueError("--optimizers: unknown %s (sgd, momentum, adam, adagrad, rmsprop)" %
+                         ", ".join(bad))
+    if args.steps < 1 or args.repeats < 1 or args.timeout < 1 or args.eval_every < 0:
+        raise ValueError("--steps, --repeats and --timeout must be positive")
+    if not 0 <= args.target_accuracy <= 1:
+        raise ValueError("--target_accuracy=%g: must be in [0, 1]" % args.target_accuracy)
+    if args.hosts not in ("packed", "per_task"):
+        raise ValueError("--hosts=%s: expected packed or per_task" % args.hosts)
+    if min(axes["scale"]) < 1:
+        raise ValueError("--scales=%s: a scale F is 1 or more (hosts get 1/F of --cpus and the "
+                         "link rate)" % args.scales)
+    if args.cpus is None and axes["scale"] != [1.0]:
+        raise ValueError("--scales needs --cpus (the CPU share of a host at scale 1)")
+    args.nodes_list = []
+    if args.nodes or args.nodes_file:
+        if args.nodes and args.nodes_file:
+            raise ValueError("give --nodes or --nodes_file, not both")
+        if axes["rate"] != ["none"] or axes["scale"] != [1.0] or args.cpus is not None:
+            raise ValueError("--nodes runs on real machines: no emulated links or CPU shares "
+                             "(leave --rates, --scales and --cpus out)")
+        if args.nodes_file:
+            try:
+                with open(args.nodes_file) as f:
+                    args.nodes_list = [ln.split("#")[0].strip() for ln in f if ln.split("#")[0].strip()]
+            except OSError as e:
+                raise ValueError("--nodes_file=%s: %s" % (args.nodes_file, e.strerror))
+        else:
+            args.nodes_list = csv_list(args.nodes, str, "nodes")
+    return axes
+
+
+def combinations(axes, args):
+    """Every combination of the axes (dicts over KEY, "skip" naming why where a layout cannot
+    take it), then the single-process baselines when asked."""
+    combos = []
+    names = ["layout", "workers", "ps", "batch_size", "mode", "rate", "model", "model_width",
+             "dataset", "epochs", "optimizer", "scale"]
+    for values in itertools.product(*(axes[n] for n in names)):
+        c = dict(zip(names, values))
+        hosts, why = hosts_for(c["layout"], c["workers"], c["ps"], args.hosts == "per_task")
+        if why is None and args.nodes_list and hosts > len(args.nodes_list):
+            why = "needs %d nodes, --nodes lists %d" % (hosts, len(args.nodes_list))
+        c.update(hosts=hosts or 0, cpus=args.cpus or 0, skip=why)
+        combos.append(c)
+    if args.single_baseline:
+        seen = set()
+        for c in list(combos):
+            b = dict(c, layout=SINGLE_PROCESS, workers=1, ps=0, hosts=1, mode="none", skip=None)
+            k = tuple(b[n] for n in KEY)
+            if k not in seen:
+                seen.add(k)
+                combos.append(b)
+    return combos
+
+
+def host_share(args, scale):
+    """netns_hosts.sh options for the CPU share at a scale."""
+    if args.cpus is None:
+        return []
+    return ["--cpus", "%g" % args.cpus, "--scale", "%g" % scale, "--cpu_period_us",
+            str(args.cpu_period_us)]
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--layouts", default="ps-w-w,pw-w")
@@ -235,7 +426,25 @@ def main():
     p.add_argument("--batch_sizes", default="128")
     p.add_argument("--modes", default="sync")
     p.add_argument("--rates", default="none")
-    p.add_argument("--model", default="logreg")
+    p.add_argument("--model", default="logreg", help="one model (--models takes a list)")
+    p.add_argument("--models", default="")
+    p.add_argument("--widths", default="1")
+    p.add_argument("--datasets", default="full")
+    p.add_argument("--epochs", default="")
+    p.add_argument("--optimizers", default="sgd")
+    p.add_argument("--hosts", default="packed")
+    p.add_argument("--single_baseline", action="store_true")
+    p.add_argument("--cpus", type=float, default=None,
+                   help="CPU share of every emulated host at scale 1 (netns_hosts.sh --cpus)")
+    p.add_argument("--scales", default="1")
+    p.add_argument("--cpu_period_us", type=int, default=10000)
+    p.add_argument("--nodes", default="")
+    p.add_argument("--nodes_file", default="")
+    p.add_argument("--launch_exec", default="")
+    p.add_argument("--remote_dir", default="")
+    p.add_argument("--ssh", default="")
+    p.add_argument("--base_port", type=int, default=2222,
+                   help="first port of a spec (make_spec.py --base_port)")
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--target_accuracy", type=float, default=0.0)
@@ -243,30 +452,15 @@ def main():
                    help="global steps between evaluations (default steps/5); the resolution "
                         "of time to target accuracy")
     p.add_argument("--extra", default="")
-    p.add_argument("--timeout", type=int, default=600)
+    p.add_argument("--timeout", type=int, default=600,
+                   help="seconds per run at scale 1 (times F at scale 1/F)")
     p.add_argument("--out", required=True)
     p.add_argument("--prefix", default="sw",
                    help="name prefix of the emulated hosts (netns_hosts.sh --prefix): two "
                         "sweeps at once on one machine need different prefixes")
     args = p.parse_args()
     try:
-        layouts = csv_list(args.layouts, str, "layouts")
-        bad = [x for x in layouts if x not in LAYOUTS]
-        if bad:
-            raise ValueError("--layouts: unknown %s (known: %s)" % (", ".join(bad), ", ".join(LAYOUTS)))
-        workers = csv_list(args.workers, int, "workers")
-        ps = csv_list(args.ps, int, "ps")
-        batches = csv_list(args.batch_sizes, int, "batch_sizes")
-        modes = csv_list(args.modes, str, "modes")
-        if any(m not in ("sync", "async") and not (m.startswith("ssp") and m[3:].isdigit())
-               for m in modes):
-            raise ValueError("--modes=%s: expected sync, async and/or sspS (S = staleness, "
-                             "e.g. ssp3)" % args.modes)
-        rates = csv_list(args.rates, str, "rates")
-        if args.steps < 1 or args.repeats < 1 or args.timeout < 1 or args.eval_every < 0:
-            raise ValueError("--steps, --repeats and --timeout must be positive")
-        if not 0 <= args.target_accuracy <= 1:
-            raise ValueError("--target_accuracy=%g: must be in [0, 1]" % args.target_accuracy)
+        axes = parse_axes(args)
     except ValueError as e:
         print("sweep: %s" % e, file=sys.stderr)
         return 2
@@ -274,7 +468,7 @@ def main():
         print("sweep: cannot draw the pages (%s): install python3-matplotlib (scripts/setup.sh)"
               " and run Debian's /usr/bin/python3" % RENDERER_ERROR, file=sys.stderr)
         return 2
-    if os.geteuid() != 0:
+    if os.geteuid() != 0 and not args.nodes_list:
         print("sweep: the emulated hosts need root (network namespaces); run as root",
               file=sys.stderr)
         return 2
@@ -283,34 +477,45 @@ def main():
         if not os.access(os.path.join(bin_dir, b), os.X_OK):
             print("sweep: %s/%s not found: build first" % (bin_dir, b), file=sys.stderr)
             return 2
-    os.makedirs(args.out, exist_ok=True)
-
-    combos = []
-    for layout, w, n_ps, b, mode, rate in itertools.product(layouts, workers, ps, batches, modes,
-                                                            rates):
-        hosts, why = hosts_for(layout, w, n_ps)
-        combos.append({"layout": layout, "workers": w, "ps": n_ps, "hosts": hosts or 0,
-                       "batch_size": b, "mode": mode, "rate": rate, "skip": why})
+    combos = combinations(axes, args)
     todo = [c for c in combos if not c["skip"]]
+    if args.nodes_list and not todo:
+        print("sweep: no combination fits the %d node(s) of --nodes: %s" %
+              (len(args.nodes_list), "; ".join(sorted({c["skip"] for c in combos}))),
+              file=sys.stderr)
+        return 2
+    groups = sorted({(c["rate"], c["scale"]) for c in todo})
+    if not args.nodes_list:
+        # An impossible CPU share fails here, before any run: netns_hosts.sh checks it (exit 2).
+        for rate, scale in groups:
+            hosts = max(c["hosts"] for c in todo if (c["rate"], c["scale"]) == (rate, scale))
+            need = args.cpus * hosts / scale if args.cpus else 0
+            if need > os.cpu_count():
+                print("sweep: %d host(s) of %g CPU at scale 1/%g need %.2f CPUs; this machine "
+                      "has %d: raise --scales or lower --cpus" %
+                      (hosts, args.cpus, scale, need, os.cpu_count()), file=sys.stderr)
+                return 2
+    os.makedirs(args.out, exist_ok=True)
     total = len(todo) * args.repeats
     print("sweep: %d combination(s) (%d skipped), %d run(s) -> %s" %
           (len(combos), len(combos) - len(todo), total, args.out), file=sys.stderr)
     runs, done, started = [], 0, time.time()
-    for rate in rates:
-        group = [c for c in todo if c["rate"] == rate]
-        if not group:
-            continue
+    for rate, scale in groups:
+        group = [c for c in todo if (c["rate"], c["scale"]) == (rate, scale)]
         hosts = max(c["hosts"] for c in group)
-        sh([os.path.join(SCRIPTS, "netns_hosts.sh"), "down", "--prefix", args.prefix], 60)
-        code, out = sh([os.path.join(SCRIPTS, "netns_hosts.sh"), "up", str(hosts), "--rate",
-                        rate, "--prefix", args.prefix], 120)
-        if code != 0:
-            print("sweep: cannot make %d host(s) at rate %s:\n%s" % (hosts, rate, out),
-                  file=sys.stderr)
-            for c in group:
-                for r in range(1, args.repeats + 1):
-                    runs.append(dict(c, repeat=r, status="failed", exit_code=code))
-            continue
+        if not args.nodes_list:
+            sh([os.path.join(SCRIPTS, "netns_hosts.sh"), "down", "--prefix", args.prefix], 60)
+            code, out = sh([os.path.join(SCRIPTS, "netns_hosts.sh"), "up", str(hosts), "--rate",
+                            rate, "--prefix", args.prefix] + host_share(args, scale), 120)
+            if code != 0:
+                print("sweep: cannot make %d host(s) at rate %s, scale 1/%g:\n%s" %
+                      (hosts, rate, scale, out), file=sys.stderr)
+                if code == 2:
+                    return 2
+                for c in group:
+                    for r in range(1, args.repeats + 1):
+                        runs.append(dict(c, repeat=r, status="failed", exit_code=code))
+                continue
         try:
             for c in group:
                 for r in range(1, args.repeats + 1):
@@ -323,10 +528,10 @@ def main():
                            " (from an earlier sweep)" if reused else "", left), file=sys.stderr)
                     write_csv(os.path.join(args.out, "runs.csv"), runs, RUN_FIELDS)
         finally:
-            sh([os.path.join(SCRIPTS, "netns_hosts.sh"), "down", "--prefix", args.prefix], 60)
+            if not args.nodes_list:
+                sh([os.path.join(SCRIPTS, "netns_hosts.sh"), "down", "--prefix", args.prefix], 60)
     results = summarize(combos, runs)
-    fields = ["layout", "workers", "ps", "hosts", "batch_size", "mode", "rate", "status",
-              "repeats_ok", "repeats_failed"] + NUMERIC
+    fields = list(KEY) + ["status", "repeats_ok", "repeats_failed"] + NUMERIC
     write_csv(os.path.join(args.out, "runs.csv"), runs, RUN_FIELDS)
     write_csv(os.path.join(args.out, "results.csv"), results, fields)
     write_index(args.out, [{f: r.get(f) for f in fields} for r in results])

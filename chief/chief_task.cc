@@ -7,10 +7,12 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "base/files.h"
 #include "base/signals.h"
@@ -333,8 +335,21 @@ absl::Status Chief::SaveCheckpoint(int64_t step, bool stopped) {
 absl::StatusOr<Eval> Chief::Evaluate(const char* when) {
   runtime::TransferResult pulled;
   FULCRUM_RETURN_IF_ERROR(ps_->PullAll(c_.step_timeout, values_, &pulled));
-  FULCRUM_ASSIGN_OR_RETURN(models::EvalResult r,
-                           models::EvaluateDataset(*model_, test_, values_, t_.eval_batch_size));
+  // The evaluation runs on a thread of its own while this one keeps calling the ps tasks
+  // (ps_ has one caller at a time): an evaluation longer than --heartbeat_timeout (a large
+  // test set, a slow or CPU-capped host) must not make them take the chief for dead.
+  absl::StatusOr<models::EvalResult> evaluated = absl::UnknownError("evaluation did not run");
+  absl::Notification evaluated_done;
+  std::thread evaluation([&] {
+    evaluated = models::EvaluateDataset(*model_, test_, values_, t_.eval_batch_size);
+    evaluated_done.Notify();
+  });
+  const absl::Duration ping = std::max(absl::Milliseconds(250), c_.heartbeat_timeout / 4);
+  while (!evaluated_done.WaitForNotificationWithTimeout(ping)) {
+    ps_->GlobalStep(std::min(ping, absl::Seconds(5))).status().IgnoreError();
+  }
+  evaluation.join();
+  FULCRUM_ASSIGN_OR_RETURN(models::EvalResult r, std::move(evaluated));
   Eval e;
   e.global_step = pulled.global_step;
   e.seconds = absl::ToDoubleSeconds(absl::Now() - train_start_);
@@ -811,8 +826,10 @@ absl::Status Chief::Finish(absl::Status status) {
   ps_->StopAll(stop_reason);
   if (status.ok()) {
     spdlog::info("stopping: {}", stop_reason_);
-    absl::StatusOr<Eval> final_eval = Evaluate("final");
-    if (!final_eval.ok()) status = final_eval.status();
+    if (t_.eval) {  // --eval=false: no final evaluation
+      absl::StatusOr<Eval> final_eval = Evaluate("final");
+      if (!final_eval.ok()) status = final_eval.status();
+    }
   }
   // The final checkpoint: the state the ps tasks stopped in, whether the run finished, was
   // interrupted or failed (as long as every ps still answers).

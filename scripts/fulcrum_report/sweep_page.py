@@ -14,21 +14,36 @@ from .charts import Bar, Series, bar_chart, color, line_chart
 from .html import fallback_page, figures, page, table
 
 
-def _label(r):
-    return "%s w%s ps%s b%s %s %s" % (r.get("layout"), r.get("workers"), r.get("ps"),
-                                      r.get("batch_size"), r.get("mode"), r.get("rate"))
+# The sweep's other axes (bench/sweep.py); a label names those that differ between rows.
+_MORE_AXES = (("model", "%s"), ("model_width", "x%s"), ("dataset", "%s"), ("epochs", "e%s"),
+              ("optimizer", "%s"), ("scale", "1/%s"))
+
+
+def _varying(rows):
+    return [(k, f) for k, f in _MORE_AXES if len({str(r.get(k)) for r in rows}) > 1]
+
+
+def _more(r, axes):
+    return "".join(" " + f % r.get(k) for k, f in axes)
+
+
+def _label(r, axes=()):
+    return "%s w%s ps%s b%s %s %s%s" % (r.get("layout"), r.get("workers"), r.get("ps"),
+                                        r.get("batch_size"), r.get("mode"), r.get("rate"),
+                                        _more(r, axes))
 
 
 def _scaling_chart(ok):
     """Examples/s against workers per group of the other settings, dashed: ideal linear."""
+    axes = _varying(ok)
     groups = {}
     for r in ok:
         key = tuple(str(r.get(k)) for k in ("layout", "ps", "batch_size", "mode", "rate"))
-        groups.setdefault(key, []).append(r)
+        groups.setdefault(key + (_more(r, axes),), []).append(r)
     series = []
     for g, (key, rows) in enumerate(sorted(groups.items())):
         rows = sorted(rows, key=lambda r: v.num(r, "workers", 0.0))
-        name = "%s %sps b%s %s %s" % key
+        name = "%s %sps b%s %s %s%s" % key
         xs = [v.num(r, "workers", float("nan")) for r in rows]
         series.append(Series(name, xs, [v.num(r, "examples_per_sec", float("nan"))
                                         for r in rows], color(g)))
@@ -41,8 +56,10 @@ def _scaling_chart(ok):
 
 
 def _per_combination(ok):
+    axes = _varying(ok)
+
     def bars(keys):
-        return [Bar(_label(r), [v.num(r, k) for k in keys]) for r in ok]
+        return [Bar(_label(r, axes), [v.num(r, k) for k in keys]) for r in ok]
 
     charts = [
         ("Network bytes sent: same host (lo) vs across hosts", lambda: bar_chart(

@@ -930,5 +930,52 @@ INSTANTIATE_TEST_SUITE_P(
                 "--task_index=5", "--task_index=5"}),
     [](const ::testing::TestParamInfo<BadSpec>& info) { return info.param.name; });
 
+// A final evaluation longer than --heartbeat_timeout (mnist_cnn at width 2 on the 10000 test
+// images takes about 10 s on one core here; the timeout is 3 s): the chief keeps calling the
+// ps tasks meanwhile, so the ps does not take it for dead and the run finishes with its
+// accuracy. Before, the ps exited 1 ("chief silent") in the middle of the evaluation.
+TEST(ClusterTest, AFinalEvaluationLongerThanTheHeartbeatTimeoutKeepsThePsAlive) {
+  if (!HaveData()) GTEST_SKIP() << "the dataset-fashion-mnist package is not installed";
+  const fs::path dir = FreshDir("cluster_long_eval");
+  const std::string spec = WriteLocalSpec(dir / "spec.json", 1, 1);
+  const std::vector<std::string> flags = {absl::StrCat("--cluster_spec=", spec),
+                                          "--model=mnist_cnn", "--model_width=2",
+                                          "--batch_size=32", "--train_steps=3", "--mode=sync",
+                                          "--eval_every=0", "--threads=1",
+                                          "--startup_timeout=60", "--heartbeat_timeout=3",
+                                          absl::StrCat("--run_dir=", (dir / "run").string())};
+  LocalCluster cluster(dir);
+  cluster.StartAll(1, 1, flags);
+  cluster.WaitAll(std::chrono::seconds(300));
+  for (const char* job : {"chief", "ps", "worker"}) {
+    EXPECT_EQ(cluster.task(job, 0).exit_code, 0) << job << "\n" << cluster.Logs();
+  }
+  const nlohmann::json report = ReadJson(dir / "run" / "report.json");
+  ASSERT_TRUE(report.is_object()) << cluster.Logs();
+  EXPECT_TRUE(report["final_test_accuracy"].is_number()) << report.dump();
+  EXPECT_EQ(report.value("failed", true), false);
+}
+
+// --eval=false: the chief skips the final evaluation (the report has no accuracy).
+TEST(ClusterTest, EvalFalseSkipsTheFinalEvaluation) {
+  if (!HaveData()) GTEST_SKIP() << "the dataset-fashion-mnist package is not installed";
+  const fs::path dir = FreshDir("cluster_no_eval");
+  const std::string spec = WriteLocalSpec(dir / "spec.json", 1, 1);
+  const std::vector<std::string> flags = {absl::StrCat("--cluster_spec=", spec),
+                                          "--model=logreg", "--train_steps=20", "--eval=false",
+                                          "--eval_every=0", "--threads=1",
+                                          "--startup_timeout=60",
+                                          absl::StrCat("--run_dir=", (dir / "run").string())};
+  LocalCluster cluster(dir);
+  cluster.StartAll(1, 1, flags);
+  cluster.WaitAll(std::chrono::seconds(120));
+  EXPECT_EQ(cluster.task("chief", 0).exit_code, 0) << cluster.Logs();
+  const nlohmann::json report = ReadJson(dir / "run" / "report.json");
+  ASSERT_TRUE(report.is_object()) << cluster.Logs();
+  EXPECT_TRUE(report["final_test_accuracy"].is_null()) << report.dump();
+  EXPECT_EQ(ReadFile(cluster.task("chief", 0).log).find("final global step"), std::string::npos)
+      << cluster.Logs();
+}
+
 }  // namespace
 }  // namespace fulcrum

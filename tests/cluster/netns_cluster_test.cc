@@ -10,8 +10,10 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/testing/cluster.h"
@@ -179,6 +181,14 @@ TEST(NetnsToolsTest, BadInputIsRefusedWithExitCode2) {
        "needs at least 2 hosts"},
       {"/make_spec.py --layout pw-pw --workers 1 --ps 1 --hosts 2 --out " + dir.string(),
        "a ps and a worker on every host"},
+      {"/make_spec.py --layout ps-w-w --workers 3 --hosts per_task --nodes a,b --out " +
+           dir.string(),
+       "2 node(s) for a layout of 4 host(s) (ps-w-w, 1 ps + 3 workers): the node list is too short"},
+      {"/make_spec.py --layout ps-w-w --workers 2 --hosts some --out " + dir.string(),
+       "--hosts=some: expected a number or per_task"},
+      {"/make_spec.py --layout ps-w-w --workers 2 --ps 1 --ps_hosts 2 --hosts 4 --out " +
+           dir.string(),
+       "more ps hosts than ps tasks"},
       {"/netns_hosts.sh up 0", "the number of hosts"},
       {"/netns_hosts.sh up 2 --rate fast", "--rate must be"},
       {"/netns_hosts.sh up 2 --prefix Bad-Name", "--prefix must be"},
@@ -296,24 +306,32 @@ TEST(SweepTest, SmallSweepWritesTheCsvAndSplitsBytesByLayout) {
     lines.push_back(csv.substr(start, end - start));
   }
   ASSERT_EQ(lines.size(), 5u) << csv;  // header + 4 combinations
-  EXPECT_EQ(lines[0].rfind("layout,workers,ps,hosts,batch_size,mode,rate,status", 0), 0u);
-  // Columns counted from 0: 7 status, 17 loopback_bytes_sent, 18 external_bytes_sent.
+  EXPECT_EQ(lines[0].rfind("layout,workers,ps,hosts,batch_size,mode,rate,model,", 0), 0u);
   auto field = [](const std::string& line, int i) {
     size_t start = 0;
     for (int k = 0; k < i; ++k) start = line.find(',', start) + 1;
     return line.substr(start, line.find(',', start) - start);
   };
-  ASSERT_EQ(field(lines[0], 17), "loopback_bytes_sent") << lines[0];
-  ASSERT_EQ(field(lines[0], 18), "external_bytes_sent") << lines[0];
-  ASSERT_EQ(field(lines[0], 20), "app_bytes_sent") << lines[0];
-  EXPECT_EQ(field(lines[3], 7), "pw-w needs 2 or more workers") << lines[3];
+  auto column = [&](const std::string& name) {  // the header's index of `name`, or -1
+    for (int i = 0; i < 64; ++i) {
+      if (field(lines[0], i) == name) return i;
+    }
+    return -1;
+  };
+  const int status = column("status"), lo = column("loopback_bytes_sent"),
+            ext = column("external_bytes_sent");
+  ASSERT_GE(status, 0) << lines[0];
+  ASSERT_GE(lo, 0) << lines[0];
+  ASSERT_GE(ext, 0) << lines[0];
+  ASSERT_GE(column("app_bytes_sent"), 0) << lines[0];
+  EXPECT_EQ(field(lines[3], status), "pw-w needs 2 or more workers") << lines[3];
   for (int row : {1, 2, 4}) {
-    EXPECT_EQ(field(lines[row], 7), "ok") << lines[row];
+    EXPECT_EQ(field(lines[row], status), "ok") << lines[row];
   }
-  const double psww_ext = std::stod(field(lines[2], 18));  // ps-w-w, 2 workers
-  const double psww_lo = std::stod(field(lines[2], 17));
-  const double pww_ext = std::stod(field(lines[4], 18));  // pw-w, 2 workers
-  const double pww_lo = std::stod(field(lines[4], 17));
+  const double psww_ext = std::stod(field(lines[2], ext));  // ps-w-w, 2 workers
+  const double psww_lo = std::stod(field(lines[2], lo));
+  const double pww_ext = std::stod(field(lines[4], ext));  // pw-w, 2 workers
+  const double pww_lo = std::stod(field(lines[4], lo));
   // PS-W-W: both workers cross; PW-W: only worker 1 crosses, worker 0 stays on lo.
   EXPECT_GT(psww_ext, 1.6 * pww_ext) << csv;
   EXPECT_GT(pww_lo, 2.0 * psww_lo) << csv;
@@ -349,9 +367,151 @@ TEST(SweepTest, FailedRunIsRecordedAndTheSweepGoesOn) {
   const std::string runs = ReadFile(dir / "runs.csv");
   EXPECT_NE(runs.find(",failed,2,"), std::string::npos) << runs;  // status, exit code
   EXPECT_NE(ReadFile(dir / "results.csv").find(",failed,0,1,"), std::string::npos);
-  EXPECT_NE(ReadFile(dir / "runs" / "ps-w-w_w1_ps1_b128_sync_none_r1" / "cluster.log")
+  EXPECT_NE(ReadFile(dir / "runs" / "ps-w-w_w1_ps1_h2_b128_sync_none_logreg_x1_full_e0_sgd_s1_r1" /
+                    "cluster.log")
                 .find("learning_rate"),
             std::string::npos);
+}
+
+}  // namespace
+}  // namespace fulcrum
+
+namespace fulcrum {
+namespace {
+
+// The rows of a CSV file, each split at its commas (the sweep writes no quoted fields here).
+std::vector<std::vector<std::string>> CsvRows(const fs::path& path) {
+  std::vector<std::vector<std::string>> rows;
+  const std::string text = ReadFile(path);
+  for (size_t start = 0, end; (end = text.find('\n', start)) != std::string::npos;
+       start = end + 1) {
+    std::vector<std::string> row;
+    const std::string line = text.substr(start, end - start);
+    for (size_t a = 0, b;; a = b + 1) {
+      b = line.find(',', a);
+      row.push_back(line.substr(a, b == std::string::npos ? std::string::npos : b - a));
+      if (b == std::string::npos) break;
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+// The value of column `name` in `row`, by the header; "" when the header lacks it.
+std::string Cell(const std::vector<std::string>& header, const std::vector<std::string>& row,
+                 const std::string& name) {
+  for (size_t i = 0; i < header.size() && i < row.size(); ++i) {
+    if (header[i] == name) return row[i];
+  }
+  return "";
+}
+
+// True when nothing of the emulated hosts with `prefix` is left: no namespace, no CPU cgroup.
+bool HostsGone(const std::string& prefix) {
+  const auto netns = ::fulcrum::testing::RunShell("ip netns list", 30);
+  if (netns.output.find(prefix + "-h") != std::string::npos) return false;
+  for (const char* root : {"/sys/fs/cgroup/cpu", "/sys/fs/cgroup"}) {
+    if (fs::exists(fs::path(root) / ("fulcrum-" + prefix + "-h1"))) return false;
+  }
+  return true;
+}
+
+// Issue 15: a host per task (2 ps on hosts of their own), scaled CPU shares and the
+// single-process baseline row, in one small sweep.
+TEST(SweepTest, PerTaskHostsScaledSharesAndTheSingleBaseline) {
+  if (::geteuid() != 0) GTEST_SKIP() << "emulated hosts need root (network namespaces)";
+  if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << "the dataset-fashion-mnist package is not installed";
+  }
+  const fs::path dir = FreshDir("sweep_per_task");
+  const auto r = ::fulcrum::testing::RunShell(
+      absl::StrCat("env BIN_DIR=", FULCRUM_BIN_DIR, " ", FULCRUM_SOURCE_DIR,
+                   "/bench/sweep.py --layouts=ps-w-w --workers=2 --ps=2 --hosts=per_task",
+                   " --single_baseline --cpus=0.4 --scales=2 --rates=1gbit --steps=40",
+                   " --timeout=240 --prefix=swc --out=", dir.string()),
+      900);
+  if (r.output.find("cannot make") != std::string::npos) {
+    GTEST_SKIP() << "cannot make emulated hosts here:\n" << r.output;
+  }
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto rows = CsvRows(dir / "results.csv");
+  ASSERT_EQ(rows.size(), 3u) << ReadFile(dir / "results.csv");  // header, cluster, baseline
+  const auto& h = rows[0];
+  EXPECT_EQ(Cell(h, rows[1], "layout"), "ps-w-w");
+  EXPECT_EQ(Cell(h, rows[1], "hosts"), "4");  // 2 ps + 2 workers, a host each
+  EXPECT_EQ(Cell(h, rows[2], "layout"), "single-process");
+  EXPECT_EQ(Cell(h, rows[2], "ps"), "0");
+  for (const auto* row : {&rows[1], &rows[2]}) {
+    EXPECT_EQ(Cell(h, *row, "status"), "ok") << absl::StrJoin(*row, ",");
+    EXPECT_EQ(Cell(h, *row, "cpus"), "0.4");
+    EXPECT_EQ(Cell(h, *row, "scale"), "2.0");
+    EXPECT_GT(std::stod(Cell(h, *row, "examples_per_sec")), 0.0);
+  }
+  // The cluster's spec: ps 0 (with the chief) on host 1, ps 1 on host 2, the workers on 3, 4.
+  const auto spec = nlohmann::json::parse(ReadFile(
+      dir / "runs" / "ps-w-w_w2_ps2_h4_b128_sync_1gbit_logreg_x1_full_e0_sgd_s2_r1" /
+      "spec.json"));
+  EXPECT_EQ(spec["ps"][0].get<std::string>().rfind("198.18.0.1:", 0), 0u) << spec.dump();
+  EXPECT_EQ(spec["ps"][1].get<std::string>().rfind("198.18.0.2:", 0), 0u) << spec.dump();
+  EXPECT_EQ(spec["worker"][0].get<std::string>().rfind("198.18.0.3:", 0), 0u) << spec.dump();
+  EXPECT_EQ(spec["worker"][1].get<std::string>().rfind("198.18.0.4:", 0), 0u) << spec.dump();
+  EXPECT_TRUE(HostsGone("swc"));
+}
+
+// Bad input to the sweep: exit 2 naming the problem, before any host is made; nothing left.
+TEST(SweepTest, BadInputExitsTwoAndLeavesNothing) {
+  const fs::path dir = FreshDir("sweep_bad_input");
+  const std::string sweep = absl::StrCat("env BIN_DIR=", FULCRUM_BIN_DIR, " ", FULCRUM_SOURCE_DIR,
+                                         "/bench/sweep.py --prefix=swd --out=", dir.string());
+  struct Case {
+    std::string args;
+    std::string says;
+  };
+  const Case cases[] = {
+      {" --layouts=ps-w-w --workers=4 --hosts=per_task --cpus=0.9 --rates=1gbit",
+       "5 host(s) of 0.9 CPU at scale 1/1 need 4.50 CPUs"},
+      {" --cpus=0.2 --scales=0.5", "a scale F is 1 or more"},
+      {" --scales=4", "--scales needs --cpus"},
+      {" --layouts=ps-w-w --workers=2 --hosts=per_task --nodes=a,b",
+       "needs 3 nodes, --nodes lists 2"},
+      {" --nodes=a,b,c --rates=1gbit", "no emulated links or CPU shares"},
+      {" --datasets=half", "'half' is not full, subsetN or repeatN"},
+      {" --optimizers=lbfgs", "unknown lbfgs"},
+      {" --hosts=spread", "--hosts=spread: expected packed or per_task"},
+  };
+  for (const Case& c : cases) {
+    const auto r = ::fulcrum::testing::RunShell(sweep + c.args, 120);
+    if (::geteuid() != 0 && r.output.find("need root") != std::string::npos) continue;
+    EXPECT_EQ(r.exit_code, 2) << c.args << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.says), std::string::npos) << c.args << "\n" << r.output;
+  }
+  EXPECT_FALSE(fs::exists(dir / "runs"));
+  EXPECT_TRUE(HostsGone("swd"));
+}
+
+// Real nodes through scripts/launch_ssh.sh: here every "node" is this machine (the spec names
+// 127.0.0.1, --launch_exec=env runs each task locally instead of over ssh).
+TEST(SweepTest, RealNodesThroughLaunchSsh) {
+  if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << "the dataset-fashion-mnist package is not installed";
+  }
+  const fs::path dir = FreshDir("sweep_nodes");
+  const int base_port = ::fulcrum::testing::FreePort();
+  const auto r = ::fulcrum::testing::RunShell(
+      absl::StrCat("env BIN_DIR=", FULCRUM_BIN_DIR, " ", FULCRUM_SOURCE_DIR,
+                   "/bench/sweep.py --layouts=ps-w-w --workers=2 --hosts=per_task",
+                   " --nodes=127.0.0.1,127.0.0.1,127.0.0.1 --launch_exec=env --steps=30",
+                   " --timeout=120 --base_port=", base_port, " --out=", dir.string()),
+      600);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto rows = CsvRows(dir / "results.csv");
+  ASSERT_EQ(rows.size(), 2u) << ReadFile(dir / "results.csv");
+  EXPECT_EQ(Cell(rows[0], rows[1], "status"), "ok") << absl::StrJoin(rows[1], ",");
+  EXPECT_EQ(Cell(rows[0], rows[1], "hosts"), "3");
+  const auto spec = nlohmann::json::parse(
+      ReadFile(dir / "runs" / "ps-w-w_w2_ps1_h3_b128_sync_none_logreg_x1_full_e0_sgd_s1_r1" /
+               "spec.json"));
+  EXPECT_EQ(spec["worker"][1].get<std::string>(), absl::StrCat("127.0.0.1:", base_port + 3));
 }
 
 }  // namespace

@@ -1,0 +1,198 @@
+#!/usr/bin/python3
+"""The seed studies' tables and plots, from the runs of studies/*/run.sh.
+
+  studies/tables.py wang RESULTS_CSV OUT_DIR     # bench/sweep.py's results.csv
+  studies/tables.py hkust SWEEP_DIR OUT_DIR      # a sweep's folder (results.csv and runs/)
+  studies/tables.py cs744 RUNS_DIR OUT_DIR       # the cs744 run folders
+  studies/tables.py touchstone RUNS_DIR OUT_DIR  # the touchstone run folders
+
+Writes OUT_DIR/<study>.csv and SVG plots (Debian's python3-matplotlib), and prints the CSV as
+a markdown table. Exit code 2 on a missing input.
+"""
+import csv
+import glob
+import json
+import os
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def num(x):
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return None
+
+
+def write(path, rows, fields):
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields, lineterminator="\n", extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+    print("| " + " | ".join(fields) + " |")
+    print("|" + " --- |" * len(fields))
+    for r in rows:
+        print("| " + " | ".join(fmt(r.get(k)) for k in fields) + " |")
+
+
+def fmt(x):
+    if isinstance(x, float):
+        return "%.3g" % x if abs(x) < 10 else "%.0f" % x
+    return "" if x is None else str(x)
+
+
+def wang(results_csv, out):
+    rows = [r for r in csv.DictReader(open(results_csv)) if r["status"] == "ok"]
+    table = []
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=False)
+    for ax, rate in zip(axes, ("1gbit", "10gbit")):
+        for n_ps, style in (("1", "o-"), ("2", "s-")):
+            mine = sorted((r for r in rows if r["rate"] == rate and r["ps"] == n_ps),
+                          key=lambda r: int(r["workers"]))
+            if not mine:
+                continue
+            base = num(mine[0]["examples_per_sec"]) / int(mine[0]["workers"])
+            xs = [int(r["workers"]) for r in mine]
+            ys = [num(r["examples_per_sec"]) for r in mine]
+            ax.plot(xs, ys, style, label="%s ps" % n_ps)
+            if n_ps == "1":
+                ax.plot(xs, [base * x for x in xs], "k--", label="ideal linear")
+            for r in mine:
+                w = int(r["workers"])
+                ex = num(r["examples_per_sec"])
+                table.append({"rate": rate, "scale": r["scale"], "cpus_at_scale_1": r["cpus"],
+                              "ps": int(n_ps), "workers": w, "batch_size": int(r["batch_size"]),
+                              "examples_per_sec": ex, "speedup": ex / base / 1 if base else None,
+                              "efficiency": ex / (base * w) if base else None,
+                              "external_bytes_sent": num(r["external_bytes_sent"])})
+        ax.set_title("%s links (emulated at scale 1/%s)" % (rate.replace("gbit", " Gbit/s"),
+                                                           mine[0]["scale"] if mine else "?"))
+        ax.set_xlabel("workers")
+        ax.set_ylabel("examples/s (all workers)")
+        ax.legend()
+        ax.grid(alpha=0.3)
+    fig.suptitle("cifar10_cnn, sync, batch %s per worker, PS-W-W, a host per task" %
+                 (rows[0]["batch_size"] if rows else "?"))
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "wang_throughput.svg"))
+    write(os.path.join(out, "wang.csv"), table,
+          ["rate", "scale", "cpus_at_scale_1", "ps", "workers", "batch_size", "examples_per_sec",
+           "speedup", "efficiency", "external_bytes_sent"])
+
+
+def hkust(sweep_dir, out):
+    """Per run and host: layout, width, dataset, CPU, loopback and external bytes, loss."""
+    table = []
+    for r in csv.DictReader(open(os.path.join(sweep_dir, "runs.csv"))):
+        if r["status"] != "ok":
+            continue
+        report = json.load(open(os.path.join(sweep_dir, r["run_dir"], "run", "report.json")))
+        loss = report.get("final_test_loss", report.get("final_train_loss"))
+        for h in report.get("hosts", []):
+            table.append({"layout": r["layout"], "ps": int(r["ps"]), "model_width": r["model_width"],
+                          "dataset": r["dataset"], "examples_per_sec": num(r["examples_per_sec"]),
+                          "final_loss": num(loss), "host": h.get("host"),
+                          "cpu_percent": num(h.get("cpu_percent_mean")),
+                          "loopback_bytes_sent": num(h.get("loopback_bytes_sent")),
+                          "external_bytes_sent": num(h.get("external_bytes_sent")),
+                          "external_bytes_received": num(h.get("external_bytes_received"))})
+    fields = ["layout", "ps", "model_width", "dataset", "examples_per_sec", "final_loss", "host",
+              "cpu_percent", "loopback_bytes_sent", "external_bytes_sent",
+              "external_bytes_received"]
+    write(os.path.join(out, "hkust.csv"), table, fields)
+    # External bytes per run (all hosts), by layout, one group per width x dataset.
+    runs = {}
+    for t in table:
+        k = (t["layout"], t["ps"], t["model_width"], t["dataset"])
+        runs[k] = runs.get(k, 0.0) + (t["external_bytes_sent"] or 0.0)
+    settings = sorted({k[2:] for k in runs})
+    layouts = sorted({k[:2] for k in runs})
+    fig, ax = plt.subplots(figsize=(10, 4))
+    width = 0.8 / max(1, len(layouts))
+    for i, lay in enumerate(layouts):
+        xs = [j + i * width for j in range(len(settings))]
+        ax.bar(xs, [runs.get(lay + s, 0) / 1e6 for s in settings], width,
+               label="%s, %d ps" % lay)
+    ax.set_xticks([j + width * (len(layouts) - 1) / 2 for j in range(len(settings))])
+    ax.set_xticklabels(["width %s, %s" % s for s in settings])
+    ax.set_ylabel("external bytes sent, all hosts (MB)")
+    ax.set_title("Cross-host traffic by layout (autoencoder, sync, 2 workers)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "hkust_external_bytes.svg"))
+
+
+def cs744(runs_dir, out):
+    table = []
+    for path in sorted(glob.glob(os.path.join(runs_dir, "*", "report.json"))):
+        name = os.path.basename(os.path.dirname(path))
+        r = json.load(open(path))
+        c = r.get("cluster", {})
+        table.append({"run": name, "mode": r.get("mode") or name.rsplit("-", 1)[-1],
+                      "stop_reason": r.get("stop_reason"),
+                      "time_to_target_accuracy_seconds": num(r.get("time_to_target_accuracy_seconds")),
+                      "global_step": r.get("global_step"),
+                      "final_test_accuracy": num(r.get("final_test_accuracy")),
+                      "examples_per_sec": num(r.get("workers_examples_per_sec")),
+                      "train_seconds": num(r.get("train_seconds")),
+                      "cpu_percent_mean": num(c.get("cpu_percent_mean")),
+                      "peak_rss_bytes": num(c.get("peak_rss_bytes")),
+                      "external_bytes_sent": num(c.get("external_bytes_sent"))})
+    for path in sorted(glob.glob(os.path.join(runs_dir, "*", "summary.json"))):
+        name = os.path.basename(os.path.dirname(path))
+        s = json.load(open(path))
+        table.append({"run": name, "mode": "single-process", "stop_reason": s.get("stop_reason"),
+                      "time_to_target_accuracy_seconds": num(s.get("time_to_target_accuracy_seconds")),
+                      "global_step": s.get("local_steps"),
+                      "final_test_accuracy": num(s.get("final_test_accuracy")),
+                      "examples_per_sec": num(s.get("examples_per_sec")),
+                      "train_seconds": num(s.get("train_seconds")),
+                      "cpu_percent_mean": num(s.get("cpu_percent_mean")),
+                      "peak_rss_bytes": num(s.get("peak_rss_bytes")),
+                      "external_bytes_sent": num(s.get("network_external_bytes_sent"))})
+    fields = ["run", "mode", "stop_reason", "time_to_target_accuracy_seconds", "global_step",
+              "final_test_accuracy", "examples_per_sec", "train_seconds", "cpu_percent_mean",
+              "peak_rss_bytes", "external_bytes_sent"]
+    write(os.path.join(out, "cs744.csv"), table, fields)
+    shown = [t for t in table if t["time_to_target_accuracy_seconds"]]
+    fig, ax = plt.subplots(figsize=(8, 4))
+    ax.barh([t["run"] for t in shown], [t["time_to_target_accuracy_seconds"] for t in shown],
+            color=["tab:orange" if t["mode"] == "async" else "tab:blue" for t in shown])
+    ax.set_xlabel("seconds to the target test accuracy (orange: async, blue: sync)")
+    ax.set_title("CS744: time to accuracy, logreg")
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "cs744_time_to_accuracy.svg"))
+
+
+def touchstone(runs_dir, out):
+    keys = ["Job Execution Time", "Total CPU Usage", "Total Memory used",
+            "Total bytes sent over network", "Total bytes received over network",
+            "final_test_accuracy", "examples_per_sec"]
+    table = []
+    for path in sorted(glob.glob(os.path.join(runs_dir, "**", "summary.json"), recursive=True)):
+        s = json.load(open(path))
+        row = {"run": os.path.relpath(os.path.dirname(path), runs_dir)}
+        row.update({k: s.get(k) for k in keys})
+        table.append(row)
+    write(os.path.join(out, "touchstone.csv"), table, ["run"] + keys)
+
+
+def main():
+    if len(sys.argv) != 4 or sys.argv[1] not in ("wang", "hkust", "cs744", "touchstone"):
+        print(__doc__, file=sys.stderr)
+        return 2
+    study, src, out = sys.argv[1:]
+    if not os.path.exists(src):
+        print("tables: %s: not found" % src, file=sys.stderr)
+        return 2
+    os.makedirs(out, exist_ok=True)
+    globals()[study](src, out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
