@@ -17,6 +17,7 @@ PACKAGES=(
   prometheus-cpp-dev prometheus
   sysstat
   python3-matplotlib
+  munge slurmctld slurmd slurm-client
 )
 
 build=1
