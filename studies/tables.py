@@ -127,33 +127,33 @@ def hkust(sweep_dir, out):
 
 
 def cs744(runs_dir, out):
+    # (file, mode, where its figures are: the report's top level and its "cluster" table, or
+    # a lone worker's summary.json, with the names each uses)
+    sources = [("report.json", None, "global_step", "workers_examples_per_sec", "cluster",
+                "external_bytes_sent"),
+               ("summary.json", "single-process", "local_steps", "examples_per_sec", None,
+                "network_external_bytes_sent")]
     table = []
-    for path in sorted(glob.glob(os.path.join(runs_dir, "*", "report.json"))):
-        name = os.path.basename(os.path.dirname(path))
-        r = json.load(open(path))
-        c = r.get("cluster", {})
-        table.append({"run": name, "mode": r.get("mode") or name.rsplit("-", 1)[-1],
-                      "stop_reason": r.get("stop_reason"),
-                      "time_to_target_accuracy_seconds": num(r.get("time_to_target_accuracy_seconds")),
-                      "global_step": r.get("global_step"),
-                      "final_test_accuracy": num(r.get("final_test_accuracy")),
-                      "examples_per_sec": num(r.get("workers_examples_per_sec")),
-                      "train_seconds": num(r.get("train_seconds")),
-                      "cpu_percent_mean": num(c.get("cpu_percent_mean")),
-                      "peak_rss_bytes": num(c.get("peak_rss_bytes")),
-                      "external_bytes_sent": num(c.get("external_bytes_sent"))})
-    for path in sorted(glob.glob(os.path.join(runs_dir, "*", "summary.json"))):
-        name = os.path.basename(os.path.dirname(path))
-        s = json.load(open(path))
-        table.append({"run": name, "mode": "single-process", "stop_reason": s.get("stop_reason"),
-                      "time_to_target_accuracy_seconds": num(s.get("time_to_target_accuracy_seconds")),
-                      "global_step": s.get("local_steps"),
-                      "final_test_accuracy": num(s.get("final_test_accuracy")),
-                      "examples_per_sec": num(s.get("examples_per_sec")),
-                      "train_seconds": num(s.get("train_seconds")),
-                      "cpu_percent_mean": num(s.get("cpu_percent_mean")),
-                      "peak_rss_bytes": num(s.get("peak_rss_bytes")),
-                      "external_bytes_sent": num(s.get("network_external_bytes_sent"))})
+    for file, mode, step_key, rate_key, sub, ext_key in sources:
+        for path in sorted(glob.glob(os.path.join(runs_dir, "*", file))):
+            name = os.path.basename(os.path.dirname(path))
+            if file == "report.json" and os.path.exists(os.path.join(os.path.dirname(path),
+                                                                     "summary.json")):
+                continue  # a lone worker's report: its summary.json is the row
+            r = json.load(open(path))
+            c = r.get(sub, {}) if sub else r
+            table.append({"run": name,
+                          "mode": mode or r.get("mode") or name.rsplit("-", 1)[-1],
+                          "stop_reason": r.get("stop_reason"),
+                          "time_to_target_accuracy_seconds":
+                              num(r.get("time_to_target_accuracy_seconds")),
+                          "global_step": r.get(step_key),
+                          "final_test_accuracy": num(r.get("final_test_accuracy")),
+                          "examples_per_sec": num(r.get(rate_key)),
+                          "train_seconds": num(r.get("train_seconds")),
+                          "cpu_percent_mean": num(c.get("cpu_percent_mean")),
+                          "peak_rss_bytes": num(c.get("peak_rss_bytes")),
+                          "external_bytes_sent": num(c.get(ext_key))})
     fields = ["run", "mode", "stop_reason", "time_to_target_accuracy_seconds", "global_step",
               "final_test_accuracy", "examples_per_sec", "train_seconds", "cpu_percent_mean",
               "peak_rss_bytes", "external_bytes_sent"]

@@ -939,10 +939,15 @@ TEST(ClusterTest, AFinalEvaluationLongerThanTheHeartbeatTimeoutKeepsThePsAlive) 
   const fs::path dir = FreshDir("cluster_long_eval");
   const std::string spec = WriteLocalSpec(dir / "spec.json", 1, 1);
   const std::vector<std::string> flags = {absl::StrCat("--cluster_spec=", spec),
-                                          "--model=mnist_cnn", "--model_width=2",
-                                          "--batch_size=32", "--train_steps=3", "--mode=sync",
-                                          "--eval_every=0", "--threads=1",
-                                          "--startup_timeout=60", "--heartbeat_timeout=3",
+                                          "--model=mnist_cnn",
+                                          "--model_width=2",
+                                          "--batch_size=32",
+                                          "--train_steps=3",
+                                          "--mode=sync",
+                                          "--eval_every=0",
+                                          "--threads=1",
+                                          "--startup_timeout=60",
+                                          "--heartbeat_timeout=3",
                                           absl::StrCat("--run_dir=", (dir / "run").string())};
   LocalCluster cluster(dir);
   cluster.StartAll(1, 1, flags);
@@ -962,8 +967,11 @@ TEST(ClusterTest, EvalFalseSkipsTheFinalEvaluation) {
   const fs::path dir = FreshDir("cluster_no_eval");
   const std::string spec = WriteLocalSpec(dir / "spec.json", 1, 1);
   const std::vector<std::string> flags = {absl::StrCat("--cluster_spec=", spec),
-                                          "--model=logreg", "--train_steps=20", "--eval=false",
-                                          "--eval_every=0", "--threads=1",
+                                          "--model=logreg",
+                                          "--train_steps=20",
+                                          "--eval=false",
+                                          "--eval_every=0",
+                                          "--threads=1",
                                           "--startup_timeout=60",
                                           absl::StrCat("--run_dir=", (dir / "run").string())};
   LocalCluster cluster(dir);

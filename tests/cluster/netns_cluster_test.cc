@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -183,7 +182,8 @@ TEST(NetnsToolsTest, BadInputIsRefusedWithExitCode2) {
        "a ps and a worker on every host"},
       {"/make_spec.py --layout ps-w-w --workers 3 --hosts per_task --nodes a,b --out " +
            dir.string(),
-       "2 node(s) for a layout of 4 host(s) (ps-w-w, 1 ps + 3 workers): the node list is too short"},
+       "2 node(s) for a layout of 4 host(s) (ps-w-w, 1 ps + 3 workers): the node list is too "
+       "short"},
       {"/make_spec.py --layout ps-w-w --workers 2 --hosts some --out " + dir.string(),
        "--hosts=some: expected a number or per_task"},
       {"/make_spec.py --layout ps-w-w --workers 2 --ps 1 --ps_hosts 2 --hosts 4 --out " +
@@ -368,7 +368,7 @@ TEST(SweepTest, FailedRunIsRecordedAndTheSweepGoesOn) {
   EXPECT_NE(runs.find(",failed,2,"), std::string::npos) << runs;  // status, exit code
   EXPECT_NE(ReadFile(dir / "results.csv").find(",failed,0,1,"), std::string::npos);
   EXPECT_NE(ReadFile(dir / "runs" / "ps-w-w_w1_ps1_h2_b128_sync_none_logreg_x1_full_e0_sgd_s1_r1" /
-                    "cluster.log")
+                     "cluster.log")
                 .find("learning_rate"),
             std::string::npos);
 }
@@ -449,8 +449,7 @@ TEST(SweepTest, PerTaskHostsScaledSharesAndTheSingleBaseline) {
   }
   // The cluster's spec: ps 0 (with the chief) on host 1, ps 1 on host 2, the workers on 3, 4.
   const auto spec = nlohmann::json::parse(ReadFile(
-      dir / "runs" / "ps-w-w_w2_ps2_h4_b128_sync_1gbit_logreg_x1_full_e0_sgd_s2_r1" /
-      "spec.json"));
+      dir / "runs" / "ps-w-w_w2_ps2_h4_b128_sync_1gbit_logreg_x1_full_e0_sgd_s2_r1" / "spec.json"));
   EXPECT_EQ(spec["ps"][0].get<std::string>().rfind("198.18.0.1:", 0), 0u) << spec.dump();
   EXPECT_EQ(spec["ps"][1].get<std::string>().rfind("198.18.0.2:", 0), 0u) << spec.dump();
   EXPECT_EQ(spec["worker"][0].get<std::string>().rfind("198.18.0.3:", 0), 0u) << spec.dump();
@@ -508,9 +507,8 @@ TEST(SweepTest, RealNodesThroughLaunchSsh) {
   ASSERT_EQ(rows.size(), 2u) << ReadFile(dir / "results.csv");
   EXPECT_EQ(Cell(rows[0], rows[1], "status"), "ok") << absl::StrJoin(rows[1], ",");
   EXPECT_EQ(Cell(rows[0], rows[1], "hosts"), "3");
-  const auto spec = nlohmann::json::parse(
-      ReadFile(dir / "runs" / "ps-w-w_w2_ps1_h3_b128_sync_none_logreg_x1_full_e0_sgd_s1_r1" /
-               "spec.json"));
+  const auto spec = nlohmann::json::parse(ReadFile(
+      dir / "runs" / "ps-w-w_w2_ps1_h3_b128_sync_none_logreg_x1_full_e0_sgd_s1_r1" / "spec.json"));
   EXPECT_EQ(spec["worker"][1].get<std::string>(), absl::StrCat("127.0.0.1:", base_port + 3));
 }
 
