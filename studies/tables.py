@@ -179,6 +179,16 @@ def touchstone(runs_dir, out):
         row.update({k: s.get(k) for k in keys})
         table.append(row)
     write(os.path.join(out, "touchstone.csv"), table, ["run"] + keys)
+    fig, (cpu, mem) = plt.subplots(1, 2, figsize=(10, 3.5))
+    names = [t["run"] for t in table]
+    cpu.barh(names, [num(t["Total CPU Usage"]) or 0 for t in table])
+    cpu.set_xlabel("Total CPU Usage (% of a core)")
+    mem.barh(names, [(num(t["Total Memory used"]) or 0) / 1e6 for t in table])
+    mem.set_xlabel("Total Memory used (MB)")
+    mem.set_yticklabels([])
+    fig.suptitle("Touchstone's keys per task: logreg, SGD 0.01, batch 256, 1000 steps")
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "touchstone_cpu_memory.svg"))
 
 
 def main():

@@ -11,8 +11,9 @@
 #
 # Usage: studies/touchstone/run.sh [--out=DIR] [--save] [--nodes=n1,n2,n3] [--ssh=CMD]
 #          [--remote_dir=DIR]
-#   --save   also copy the CSV into studies/touchstone/results/
-# Writes OUT/single/, OUT/cluster/ (the runs) and OUT/touchstone.csv (a row per task).
+#   --save   also copy the CSV and the plot into studies/touchstone/results/
+# Writes OUT/single/, OUT/cluster/ (the runs), OUT/touchstone.csv (a row per task) and
+# OUT/touchstone_cpu_memory.svg.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -52,5 +53,5 @@ echo "touchstone: done $(date -u +%FT%TZ)"
 /usr/bin/python3 "$ROOT/studies/tables.py" touchstone "$out" "$out"
 if ((save)); then
   mkdir -p "$HERE/results"
-  cp "$out/touchstone.csv" "$HERE/results/"
+  cp "$out/touchstone.csv" "$out/touchstone_cpu_memory.svg" "$HERE/results/"
 fi

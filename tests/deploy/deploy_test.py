@@ -170,6 +170,17 @@ def session_members(sid):
     return members
 
 
+def session_left(sid, timeout=10.0):
+    """session_members(sid) once it is empty or `timeout` seconds have passed: a loaded
+    machine can take a moment to end a process after its parent has exited."""
+    deadline = time.time() + timeout
+    left = session_members(sid)
+    while left and time.time() < deadline:
+        time.sleep(0.1)
+        left = session_members(sid)
+    return left
+
+
 def base_env(home):
     # A container's environment: PATH and HOME; the pod's own variables are added per pod.
     return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home, "LANG": "C.UTF-8",
@@ -239,7 +250,7 @@ class DeployTest(unittest.TestCase):
             os.killpg(proc.pid, signal.SIGKILL)
             out, _ = proc.communicate()
             self.fail("entrypoint still running after %ds:\n%s" % (timeout, out))
-        left = session_members(proc.pid)
+        left = session_left(proc.pid, timeout=5.0)
         for pid in left:
             os.kill(pid, signal.SIGKILL)
         return proc.returncode, out, left
@@ -378,9 +389,8 @@ class DeployTest(unittest.TestCase):
             os.kill(p.proc.pid, signal.SIGTERM)
         for p in idle:
             self.assertEqual(p.proc.wait(timeout=10), 0, p.name)
-        time.sleep(0.2)
         for p in self.pods:
-            self.assertEqual(session_members(p.proc.pid), [], p.name + " left processes")
+            self.assertEqual(session_left(p.proc.pid), [], p.name + " left processes")
 
     def test_tfjob_run_completes(self):
         layout = tfjob_layout()
@@ -415,7 +425,7 @@ class DeployTest(unittest.TestCase):
         self.assertIn("reached train_steps", report["stop_reason"])
         for p in self.pods:  # TFJob pods end (the job succeeds when the chief exits 0)
             self.assertEqual(p.proc.wait(timeout=30), 0, p.name)
-            self.assertEqual(session_members(p.proc.pid), [], p.name + " left processes")
+            self.assertEqual(session_left(p.proc.pid), [], p.name + " left processes")
 
     # ---- bad input: exit 2 at once, naming the problem, nothing left running ----
 
@@ -491,8 +501,7 @@ class DeployTest(unittest.TestCase):
         os.kill(p.proc.pid, signal.SIGTERM)
         self.assertEqual(p.proc.wait(timeout=20), 143, p.output())
         self.assertIn("ps:0 exited with code 143", p.output())
-        time.sleep(0.2)
-        self.assertEqual(session_members(p.proc.pid), [])
+        self.assertEqual(session_left(p.proc.pid), [])
 
 
 if __name__ == "__main__":
