@@ -486,14 +486,16 @@ def main():
         return 2
     groups = sorted({(c["rate"], c["scale"]) for c in todo})
     if not args.nodes_list:
-        # An impossible CPU share fails here, before any run: netns_hosts.sh checks it (exit 2).
+        # Every set of hosts is checked before the first run (netns_hosts.sh up --check: an
+        # impossible CPU share exits 2 naming it), not only when its turn comes.
         for rate, scale in groups:
             hosts = max(c["hosts"] for c in todo if (c["rate"], c["scale"]) == (rate, scale))
-            need = args.cpus * hosts / scale if args.cpus else 0
-            if need > os.cpu_count():
-                print("sweep: %d host(s) of %g CPU at scale 1/%g need %.2f CPUs; this machine "
-                      "has %d: raise --scales or lower --cpus" %
-                      (hosts, args.cpus, scale, need, os.cpu_count()), file=sys.stderr)
+            code, out = sh([os.path.join(SCRIPTS, "netns_hosts.sh"), "up", str(hosts), "--rate",
+                            rate, "--prefix", args.prefix, "--check"] + host_share(args, scale),
+                           60)
+            if code != 0:
+                print("sweep: %d host(s) at rate %s, scale 1/%g: %s" %
+                      (hosts, rate, scale, out.strip()), file=sys.stderr)
                 return 2
     os.makedirs(args.out, exist_ok=True)
     total = len(todo) * args.repeats

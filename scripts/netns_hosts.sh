@@ -4,10 +4,11 @@
 # (198.18.0.0/15 is reserved for network benchmarks, RFC 2544), optional tc shaping of each
 # host's link. Tasks on one host talk over its lo; across hosts over eth0, so the profiler's
 # per-interface figures split as on real nodes. Run a task inside a host with
-# `ip netns exec <prefix>-h<i> COMMAND` (scripts/local_cluster.sh --hosts does it).
+# `scripts/netns_hosts.sh exec <prefix>-h<i> -- COMMAND` (its namespace and its CPU share;
+# scripts/local_cluster.sh --hosts does it).
 #
 #   scripts/netns_hosts.sh up N [--rate 1gbit|10gbit|none] [--delay 0.1ms] [--cpus C]
-#                               [--scale F] [--cpu_period_us 100000] [--prefix fh]
+#                               [--scale F] [--cpu_period_us 100000] [--prefix fh] [--check]
 #   scripts/netns_hosts.sh exec HOST -- COMMAND [ARGS...]   # HOST: <prefix>-h<i>
 #   scripts/netns_hosts.sh down [--prefix fh]     # removes exactly what `up` made
 #   scripts/netns_hosts.sh status [--prefix fh]
@@ -19,7 +20,9 @@
 # share and the link rate by F, so that N hosts of a real cluster fit on this machine with
 # the same compute-to-communication ratio (--cpus 4 --rate 10gbit --scale 8: 0.5 CPU and
 # 1.25 Gbit/s per host). More CPU in all than the machine has (N x C / F > nproc) is refused,
-# exit 2, before anything is made. `exec` runs COMMAND inside HOST: in its CPU cgroup (when
+# exit 2, before anything is made; `up ... --check` only checks the options (exit 0 or 2,
+# nothing made, no root needed), as bench/sweep.py does for every set of hosts before its
+# first run. `exec` runs COMMAND inside HOST: in its CPU cgroup (when
 # it has one), then in its network namespace (scripts/local_cluster.sh --hosts uses it); the
 # command's children stay in the cgroup. `down` kills whatever still runs in a host's cgroup
 # and removes it.
@@ -39,7 +42,7 @@ usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 (($# >= 1)) || { usage >&2; exit 2; }
 cmd=$1
 shift
-n=0 rate=none delay="" prefix=fh cpus="" scale=1 period_us=100000
+n=0 rate=none delay="" prefix=fh cpus="" scale=1 period_us=100000 check=0
 if [[ "$cmd" == exec ]]; then
   if (($# < 3)) || [[ "$2" != -- ]]; then die "usage: exec HOST -- COMMAND [ARGS...]"; fi
   exec_host=$1
@@ -69,6 +72,7 @@ while (($#)); do
     --scale=*) scale=${1#*=}; shift ;;
     --cpu_period_us) period_us=${2:-}; shift 2 ;;
     --cpu_period_us=*) period_us=${1#*=}; shift ;;
+    --check) check=1; shift ;;
     --) shift; break ;;
     -h|--help) usage; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
@@ -95,6 +99,10 @@ if [[ -n "$cpus" ]]; then
       die "--cpus $cpus x $n hosts / --scale $scale = $(awk -v n="$n" -v q="$quota_us" \
         -v p="$period_us" 'BEGIN { printf "%.2f", n * q / p }') CPUs, more than this machine's $machine"
   fi
+fi
+if ((check)); then
+  [[ "$cmd" == up ]] || die "--check goes with up"
+  exit 0
 fi
 
 need_root() {
@@ -254,19 +262,29 @@ up() {
     "(rate $rate${delay:+, delay $delay}$share); state in $state"
 }
 
-# " cpu <share>" of host NS when it has a CPU cgroup.
-cpu_share() {
-  local kind name q p
+# The CPU cgroup folder of host NS that `up` recorded, if it has one.
+cgroup_of() {
+  local kind name
   [[ -r "$state" ]] || return 0
   while read -r kind name; do
-    [[ "$kind" == cgroup && "$name" == */fulcrum-"$1" && -d "$name" ]] || continue
-    if [[ -r "$name/cpu.max" ]]; then
-      read -r q p < "$name/cpu.max"
-    else
-      q=$(< "$name/cpu.cfs_quota_us") p=$(< "$name/cpu.cfs_period_us")
+    if [[ "$kind" == cgroup && "$name" == */fulcrum-"$1" && -d "$name" ]]; then
+      echo "$name"
+      return 0
     fi
-    awk -v q="$q" -v p="$p" 'BEGIN { printf " cpu %g", q / p }'
   done < "$state"
+}
+
+# " cpu <share>" of host NS when it has a CPU cgroup.
+cpu_share() {
+  local dir q p
+  dir=$(cgroup_of "$1")
+  [[ -n "$dir" ]] || return 0
+  if [[ -r "$dir/cpu.max" ]]; then
+    read -r q p < "$dir/cpu.max"
+  else
+    q=$(< "$dir/cpu.cfs_quota_us") p=$(< "$dir/cpu.cfs_period_us")
+  fi
+  awk -v q="$q" -v p="$p" 'BEGIN { printf " cpu %g", q / p }'
 }
 
 status() {
@@ -285,13 +303,10 @@ exec_in() {
   need_root
   ip netns list 2> /dev/null | awk '{print $1}' | grep -qx "$exec_host" ||
     die "exec: emulated host '$exec_host' does not exist (scripts/netns_hosts.sh up)"
-  local kind name
-  if [[ -r "$state" ]]; then
-    while read -r kind name; do
-      if [[ "$kind" == cgroup && "$name" == */fulcrum-"$exec_host" ]]; then
-        echo $$ > "$name/cgroup.procs" || die "exec: could not join cgroup $name"
-      fi
-    done < "$state"
+  local dir
+  dir=$(cgroup_of "$exec_host")
+  if [[ -n "$dir" ]]; then
+    echo $$ > "$dir/cgroup.procs" || die "exec: could not join cgroup $dir"
   fi
   exec ip netns exec "$exec_host" "$@"
 }

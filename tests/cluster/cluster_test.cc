@@ -959,6 +959,23 @@ TEST(ClusterTest, AFinalEvaluationLongerThanTheHeartbeatTimeoutKeepsThePsAlive) 
   ASSERT_TRUE(report.is_object()) << cluster.Logs();
   EXPECT_TRUE(report["final_test_accuracy"].is_number()) << report.dump();
   EXPECT_EQ(report.value("failed", true), false);
+  // The case was exercised only if the evaluation outlasted the timeout: the seconds from the
+  // chief's "stopping:" line to its "final global step" line (spdlog's "[... HH:MM:SS.mmm]").
+  const std::string log = ReadFile(cluster.task("chief", 0).log);
+  auto seconds_at = [&](const std::string& text) {
+    const size_t line = log.rfind('\n', log.find(text));
+    const size_t at = line == std::string::npos ? 0 : line + 1;
+    const std::string clock = log.substr(log.find(' ', at) + 1, 12);  // HH:MM:SS.mmm
+    return std::stoi(clock.substr(0, 2)) * 3600 + std::stoi(clock.substr(3, 2)) * 60 +
+           std::stod(clock.substr(6));
+  };
+  ASSERT_NE(log.find("stopping:"), std::string::npos) << log;
+  ASSERT_NE(log.find("final global step"), std::string::npos) << log;
+  const double evaluation = seconds_at("final global step") - seconds_at("stopping:");
+  if (evaluation < 3.0) {
+    GTEST_SKIP() << "the final evaluation took " << evaluation
+                 << " s, under the 3 s heartbeat timeout: this machine is too fast to test it";
+  }
 }
 
 // --eval=false: the chief skips the final evaluation (the report has no accuracy).

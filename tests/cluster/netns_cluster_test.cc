@@ -468,7 +468,7 @@ TEST(SweepTest, BadInputExitsTwoAndLeavesNothing) {
   };
   const Case cases[] = {
       {" --layouts=ps-w-w --workers=4 --hosts=per_task --cpus=0.9 --rates=1gbit",
-       "5 host(s) of 0.9 CPU at scale 1/1 need 4.50 CPUs"},
+       "--cpus 0.9 x 5 hosts / --scale 1 = 4.50 CPUs, more than this machine's"},
       {" --cpus=0.2 --scales=0.5", "a scale F is 1 or more"},
       {" --scales=4", "--scales needs --cpus"},
       {" --layouts=ps-w-w --workers=2 --hosts=per_task --nodes=a,b",
