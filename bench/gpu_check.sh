@@ -135,15 +135,7 @@ if want diag; then
   done
 fi
 
-free_spec() {  # a 1 ps + 2 workers spec on free loopback ports
-  python3 - "$1" <<'PY'
-import json, socket, sys
-def port():
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
-json.dump({"chief": [f"127.0.0.1:{port()}"], "ps": [f"127.0.0.1:{port()}"],
-           "worker": [f"127.0.0.1:{port()}", f"127.0.0.1:{port()}"]}, open(sys.argv[1], "w"))
-PY
-}
+free_spec() { python3 "$ROOT/bench/free_spec.py" "$1" 1 2; }  # 1 ps + 2 workers, free ports
 report_field() {  # file key: the key at the top of the JSON file, else under "cluster"
   python3 -c "import json,sys; j=json.load(open(sys.argv[1])); k=sys.argv[2]; print(j.get(k, j.get('cluster', {}).get(k)))" "$1" "$2" 2>/dev/null
 }

@@ -15,10 +15,19 @@ import json
 import os
 import sys
 
+import importlib.util
+
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+# bench/sweep.py's readers of a run's report.json and summary.json.
+_spec = importlib.util.spec_from_file_location(
+    "sweep", os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench",
+                          "sweep.py"))
+sweep = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(sweep)
 
 
 def num(x):
@@ -127,33 +136,22 @@ def hkust(sweep_dir, out):
 
 
 def cs744(runs_dir, out):
-    # (file, mode, where its figures are: the report's top level and its "cluster" table, or
-    # a lone worker's summary.json, with the names each uses)
-    sources = [("report.json", None, "global_step", "workers_examples_per_sec", "cluster",
-                "external_bytes_sent"),
-               ("summary.json", "single-process", "local_steps", "examples_per_sec", None,
-                "network_external_bytes_sent")]
+    # A cluster's report.json and a lone worker's summary.json, read as bench/sweep.py reads
+    # its runs (a lone worker writes a report.json too: its summary.json is the row).
     table = []
-    for file, mode, step_key, rate_key, sub, ext_key in sources:
+    for file, mode, read in (("report.json", None, sweep.figures),
+                             ("summary.json", "single-process", sweep.single_figures)):
         for path in sorted(glob.glob(os.path.join(runs_dir, "*", file))):
-            name = os.path.basename(os.path.dirname(path))
-            if file == "report.json" and os.path.exists(os.path.join(os.path.dirname(path),
-                                                                     "summary.json")):
-                continue  # a lone worker's report: its summary.json is the row
+            folder = os.path.dirname(path)
+            if file == "report.json" and os.path.exists(os.path.join(folder, "summary.json")):
+                continue
+            name = os.path.basename(folder)
             r = json.load(open(path))
-            c = r.get(sub, {}) if sub else r
-            table.append({"run": name,
-                          "mode": mode or r.get("mode") or name.rsplit("-", 1)[-1],
-                          "stop_reason": r.get("stop_reason"),
-                          "time_to_target_accuracy_seconds":
-                              num(r.get("time_to_target_accuracy_seconds")),
-                          "global_step": r.get(step_key),
-                          "final_test_accuracy": num(r.get("final_test_accuracy")),
-                          "examples_per_sec": num(r.get(rate_key)),
-                          "train_seconds": num(r.get("train_seconds")),
-                          "cpu_percent_mean": num(c.get("cpu_percent_mean")),
-                          "peak_rss_bytes": num(c.get("peak_rss_bytes")),
-                          "external_bytes_sent": num(c.get(ext_key))})
+            figures = read(r)
+            row = {k: num(v) for k, v in figures.items()}
+            row.update(run=name, mode=mode or r.get("mode") or name.rsplit("-", 1)[-1],
+                       stop_reason=r.get("stop_reason"), global_step=figures["global_step"])
+            table.append(row)
     fields = ["run", "mode", "stop_reason", "time_to_target_accuracy_seconds", "global_step",
               "final_test_accuracy", "examples_per_sec", "train_seconds", "cpu_percent_mean",
               "peak_rss_bytes", "external_bytes_sent"]
