@@ -18,7 +18,7 @@ RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
       cmake make g++ pkg-config python3 ca-certificates \
       libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libssl-dev \
-      libeigen3-dev libopenblas-dev libxsmm-dev libabsl-dev libspdlog-dev nlohmann-json3-dev \
+      libeigen3-dev libopenblas-dev libxsmm-dev libdnnl-dev libabsl-dev libspdlog-dev nlohmann-json3-dev \
       zlib1g-dev prometheus-cpp-dev \
  && rm -rf /var/lib/apt/lists/*
 ARG JOBS=""

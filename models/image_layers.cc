@@ -39,6 +39,20 @@ absl::Status CheckImage(const std::string& name, const ImageShape& s) {
 
 ImageShape ImageOf(const ops::Shape& nhwc) { return {nhwc.dim(1), nhwc.dim(2), nhwc.dim(3)}; }
 
+ops::ConvPostOp PostOp(Activation activation) {
+  switch (activation) {
+    case Activation::kNone:
+      return ops::ConvPostOp::kNone;
+    case Activation::kRelu:
+      return ops::ConvPostOp::kRelu;
+    case Activation::kSigmoid:
+      return ops::ConvPostOp::kSigmoid;
+    case Activation::kTanh:
+      return ops::ConvPostOp::kTanh;
+  }
+  return ops::ConvPostOp::kNone;
+}
+
 class Conv2DLayer final : public Layer {
  public:
   Conv2DLayer(std::string name, ImageShape in, ImageShape out, const ConvOptions& o)
@@ -46,6 +60,7 @@ class Conv2DLayer final : public Layer {
     params_.stride_h = o.stride;
     params_.stride_w = o.stride;
     params_.padding = o.padding;
+    params_.layer = name_;
     variables_.push_back({absl::StrCat(name_, "/kernel"),
                           ops::Shape{o.kernel_h, o.kernel_w, in.channels, o.filters}, o.kernel_init,
                           o.weight_decay, /*is_kernel=*/true});
@@ -67,11 +82,9 @@ class Conv2DLayer final : public Layer {
     FULCRUM_ASSIGN_OR_RETURN(ops::Tensor x4, AsImages(x, in_, name_, "input"));
     FULCRUM_ASSIGN_OR_RETURN(ops::Tensor y4, AsImages(*y, out_, name_, "output"));
     ops::Backend& b = *ctx.backend;
-    FULCRUM_RETURN_IF_ERROR(b.Conv2D(x4, params[0], params_, &y4, ctx.temp));
-    FULCRUM_ASSIGN_OR_RETURN(ops::Tensor rows,
-                             y->Reshaped({y->rows() * out_.height * out_.width, out_.channels}));
-    FULCRUM_RETURN_IF_ERROR(b.BiasAdd(params[1], &rows));
-    return ApplyActivation(b, activation_, y);
+    // The bias and the activation fused into the convolution (no passes of their own).
+    return b.Conv2DBiasActivation(x4, params[0], params[1], params_, PostOp(activation_), &y4,
+                                  ctx.temp);
   }
 
   absl::Status Backward(std::span<const ops::Tensor> params, const ops::Tensor& x,
@@ -79,12 +92,10 @@ class Conv2DLayer final : public Layer {
                         ops::Tensor* dx, const LayerContext& ctx) const override {
     ops::Backend& b = *ctx.backend;
     FULCRUM_RETURN_IF_ERROR(ActivationBackward(b, activation_, y, dy));
-    FULCRUM_ASSIGN_OR_RETURN(ops::Tensor rows,
-                             dy->Reshaped({dy->rows() * out_.height * out_.width, out_.channels}));
-    FULCRUM_RETURN_IF_ERROR(b.BiasAddGrad(rows, &dparams[1]));
     FULCRUM_ASSIGN_OR_RETURN(ops::Tensor x4, AsImages(x, in_, name_, "input"));
     FULCRUM_ASSIGN_OR_RETURN(ops::Tensor dy4, AsImages(*dy, out_, name_, "gradient"));
-    FULCRUM_RETURN_IF_ERROR(b.Conv2DBackpropFilter(x4, dy4, params_, &dparams[0], ctx.temp));
+    FULCRUM_RETURN_IF_ERROR(
+        b.Conv2DBackpropFilterBias(x4, dy4, params_, &dparams[0], &dparams[1], ctx.temp));
     if (dx != nullptr) {
       FULCRUM_ASSIGN_OR_RETURN(ops::Tensor dx4, AsImages(*dx, in_, name_, "input gradient"));
       FULCRUM_RETURN_IF_ERROR(b.Conv2DBackpropInput(dy4, params[0], params_, &dx4, ctx.temp));

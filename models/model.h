@@ -85,6 +85,8 @@ class Model {
   // L2 weight decay: unset = each variable's declared weight_decay; set = this coefficient on
   // every kernel and none on the rest (--weight_decay).
   void set_weight_decay_override(std::optional<double> weight_decay);
+  // The CPU backend's convolution algorithm (--conv_algo), before the first step.
+  void set_conv_algo(ops::ConvAlgo algo) { cpu_.set_conv_algo(algo); }
   // The weight decay in force for variable i.
   float weight_decay(size_t i) const { return weight_decay_[i]; }
   const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }

@@ -13,10 +13,12 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "ops/cpu/conv.h"
+#include "ops/cpu/conv_planner.h"
 #include "ops/cpu/lrn.h"
 #include "ops/cpu/pool.h"
 #include "ops/tensor.h"
@@ -74,6 +76,21 @@ class Backend {
   virtual absl::Status Conv2DBackpropFilter(const Tensor& x, const Tensor& dy,
                                             const Conv2DParams& params, Tensor* dfilter,
                                             Tensor* workspace) = 0;
+  // y = post_op(conv(x, filter) + bias), bias: [C_out]: a conv layer's forward. The default
+  // runs Conv2D, BiasAdd and Activate; the CPU backend fuses the bias and activation into the
+  // convolution (oneDNN post-ops or the im2col GEMM's epilogue).
+  virtual absl::Status Conv2DBiasActivation(const Tensor& x, const Tensor& filter,
+                                            const Tensor& bias, const Conv2DParams& params,
+                                            ConvPostOp post_op, Tensor* y, Tensor* workspace);
+  // dfilter and dbias = sum of dy over N, OH, OW: a conv layer's parameter gradients. The
+  // default runs BiasAddGrad and Conv2DBackpropFilter; the CPU backend may do both in one pass.
+  virtual absl::Status Conv2DBackpropFilterBias(const Tensor& x, const Tensor& dy,
+                                                const Conv2DParams& params, Tensor* dfilter,
+                                                Tensor* dbias, Tensor* workspace);
+  // What each convolution shape run so far runs on, for the report (empty where the backend
+  // does not choose between algorithms).
+  virtual std::vector<ConvChoice> conv_choices() const { return {}; }
+
   virtual absl::Status MaxPool(const Tensor& x, const Pool2DParams& params, Tensor* y) = 0;
   virtual absl::Status MaxPoolGrad(const Tensor& x, const Tensor& dy, const Pool2DParams& params,
                                    Tensor* dx) = 0;

@@ -70,6 +70,10 @@ ABSL_FLAG(bool, overwrite, false,
           "without it such a folder is refused.");
 ABSL_FLAG(uint64_t, seed, 1, "Seed of variable initialisation and data shuffling.");
 ABSL_FLAG(int32_t, threads, 1, "Compute threads per process.");
+ABSL_FLAG(std::string, conv_algo, "auto",
+          "Convolution algorithm on the CPU: auto (each layer shape timed on im2col and oneDNN "
+          "at its first step, the faster kept; the report's conv_kernels say which), im2col or "
+          "onednn.");
 ABSL_FLAG(int64_t, log_every, 100, "Print a progress line every this many steps.");
 ABSL_FLAG(bool, eval, true, "Evaluate on the test set at the end of training.");
 ABSL_FLAG(int64_t, eval_batch_size, 1000, "Examples per evaluation batch.");
@@ -486,6 +490,7 @@ absl::StatusOr<TrainingOptions> ReadTrainingOptions(bool trains) {
     return absl::InvalidArgumentError(
         absl::StrCat("--threads=", o.threads, ": must be between 1 and 256"));
   }
+  FULCRUM_ASSIGN_OR_RETURN(o.conv_algo, ops::ParseConvAlgo(absl::GetFlag(FLAGS_conv_algo)));
   o.log_every = absl::GetFlag(FLAGS_log_every);
   FULCRUM_RETURN_IF_ERROR(Positive("log_every", static_cast<double>(o.log_every)));
   o.eval = absl::GetFlag(FLAGS_eval);
@@ -762,9 +767,8 @@ absl::StatusOr<ClusterOptions> ClusterOptionsFromFlags(absl::string_view default
       dtype.ok()) {
     o.wire_dtype = *dtype;
   } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--wire_dtype=", absl::GetFlag(FLAGS_wire_dtype), ": ",
-                     dtype.status().message()));
+    return absl::InvalidArgumentError(absl::StrCat("--wire_dtype=", absl::GetFlag(FLAGS_wire_dtype),
+                                                   ": ", dtype.status().message()));
   }
   const std::string data_plane = absl::GetFlag(FLAGS_data_plane);
   if (data_plane != "grpc" && data_plane != "tcp" && data_plane != "auto") {

@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "data/load.h"
 #include "nlohmann/json_fwd.hpp"
+#include "ops/cpu/conv_planner.h"
 #include "ops/device.h"
 #include "ops/optimizer.h"
 #include "profiler/options.h"
@@ -53,6 +54,7 @@ struct TrainingOptions {
   bool overwrite = false;
   uint64_t seed = 1;
   int threads = 1;
+  ops::ConvAlgo conv_algo = ops::ConvAlgo::kAuto;  // --conv_algo
   int64_t log_every = 100;
   bool eval = true;
   int64_t eval_batch_size = 1000;

@@ -11,7 +11,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PACKAGES=(
   cmake make g++ clang pkg-config ccache python3
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libssl-dev openssl
-  libeigen3-dev libopenblas-dev libxsmm-dev libabsl-dev libspdlog-dev nlohmann-json3-dev zlib1g-dev
+  libeigen3-dev libopenblas-dev libxsmm-dev libdnnl-dev libabsl-dev libspdlog-dev nlohmann-json3-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
   prometheus-cpp-dev prometheus

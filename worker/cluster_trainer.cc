@@ -249,6 +249,7 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c,
 
   nlohmann::json summary = SummaryJson(t, c, trained, store.totals());
   summary["wall_seconds"] = absl::ToDoubleSeconds(absl::Now() - process_start);
+  summary["conv_kernels"] = ConvKernelsJson(model->backend().conv_choices());
   FULCRUM_ASSIGN_OR_RETURN(const std::string text,
                            WriteSummary(prof.get(), stats, &summary, task_dir / "summary.json"));
   spdlog::info(

@@ -38,6 +38,7 @@ absl::StatusOr<std::unique_ptr<models::Model>> BuildModel(const runtime::Trainin
                            models::CreateBuiltinModel(t.model, config, pool));
   model->set_seed(DeriveSeed(t.seed, NameHash(absl::StrCat("worker/", worker_index))));
   model->set_weight_decay_override(t.weight_decay);
+  model->set_conv_algo(t.conv_algo);
   return model;
 }
 
@@ -52,6 +53,28 @@ data::BatcherOptions BatcherOptionsFor(const runtime::TrainingOptions& t, int wo
   options.repeat = t.dataset_repeat;
   options.pipeline = PipelineFor(t);
   return options;
+}
+
+nlohmann::json ConvKernelsJson(const std::vector<ops::ConvChoice>& choices) {
+  auto direction = [](const ops::ConvChoice::Direction& d) {
+    nlohmann::json j = {{"algo", d.algo}, {"onednn_impl", d.impl}};
+    j["im2col_ms"] = d.im2col_ms >= 0 ? nlohmann::json(d.im2col_ms) : nlohmann::json();
+    j["onednn_ms"] = d.onednn_ms >= 0 ? nlohmann::json(d.onednn_ms) : nlohmann::json();
+    return j;
+  };
+  nlohmann::json out = nlohmann::json::array();
+  for (const ops::ConvChoice& c : choices) {
+    out.push_back({{"layers", c.layers},
+                   {"shape", c.shape},
+                   {"forward_gflop", c.forward_gflop},
+                   {"forward", direction(c.forward)},
+                   {"backward_data", direction(c.backward_data)},
+                   {"backward_filter", direction(c.backward_filter)},
+                   {"filter_reorders", c.reorders},
+                   {"filter_reorder_ms", c.reorder_ms},
+                   {"onednn_unavailable", c.fallback}});
+  }
+  return out;
 }
 
 absl::StatusOr<std::string> WriteSummary(profiler::Profiler* profiler, const RunStats& stats,

@@ -1,6 +1,7 @@
 #include "ops/cpu/conv.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -14,7 +15,7 @@ namespace {
 constexpr int64_t kTargetColRows = 4096;
 constexpr int64_t kMaxColElements = int64_t{1} << 23;  // 32 MiB
 
-absl::Status CheckCpu(const Tensor* t, const std::string& name, const char* what) {
+absl::Status CheckCpu(const Tensor* t, absl::string_view name, const char* what) {
   if (t == nullptr) return absl::InvalidArgumentError(absl::StrCat(name, ": ", what, " is null"));
   if (t->empty()) return absl::InvalidArgumentError(absl::StrCat(name, ": ", what, " is empty"));
   if (t->device() != Device::kCpu) {
@@ -24,7 +25,7 @@ absl::Status CheckCpu(const Tensor* t, const std::string& name, const char* what
   return absl::OkStatus();
 }
 
-absl::Status CheckShape(const Tensor& t, const Shape& want, const std::string& name,
+absl::Status CheckShape(const Tensor& t, const Shape& want, absl::string_view name,
                         const char* what) {
   if (t.shape() == want) return absl::OkStatus();
   return absl::InvalidArgumentError(
@@ -118,7 +119,7 @@ namespace {
 
 // The im2col scratch: the caller's workspace, or a new buffer; `images` is how many images
 // it holds.
-absl::Status ColBuffer(const Conv2DGeometry& g, Tensor* workspace, const std::string& name,
+absl::Status ColBuffer(const Conv2DGeometry& g, Tensor* workspace, absl::string_view name,
                        Tensor* col, int64_t* images) {
   const int64_t per_image = Conv2DWorkspaceElements(g, 1);
   if (workspace != nullptr) {
@@ -193,7 +194,7 @@ absl::Status ConvOutputSize(int64_t in, int64_t kernel, int64_t stride, Padding 
 
 absl::StatusOr<Conv2DGeometry> Conv2DGeometryFor(const Shape& x, const Shape& filter,
                                                  const Conv2DParams& params,
-                                                 const std::string& name) {
+                                                 absl::string_view name) {
   if (x.rank() != 4) {
     return absl::InvalidArgumentError(
         absl::StrCat(name, ": input ", x.ToString(), " is not [N, H, W, C_in]"));
@@ -202,8 +203,12 @@ absl::StatusOr<Conv2DGeometry> Conv2DGeometryFor(const Shape& x, const Shape& fi
     return absl::InvalidArgumentError(
         absl::StrCat(name, ": filter ", filter.ToString(), " is not [KH, KW, C_in, C_out]"));
   }
-  if (auto s = ValidateShape(x, name + ": input"); !s.ok()) return s;
-  if (auto s = ValidateShape(filter, name + ": filter"); !s.ok()) return s;
+  if (auto s = ValidateShape(x, "input"); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": ", s.message()));
+  }
+  if (auto s = ValidateShape(filter, "filter"); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": ", s.message()));
+  }
   if (filter.dim(2) != x.dim(3)) {
     return absl::InvalidArgumentError(
         absl::StrCat(name, ": filter ", filter.ToString(), " expects ", filter.dim(2),
@@ -213,51 +218,102 @@ absl::StatusOr<Conv2DGeometry> Conv2DGeometryFor(const Shape& x, const Shape& fi
   g.batch = x.dim(0), g.in_h = x.dim(1), g.in_w = x.dim(2), g.in_c = x.dim(3);
   g.kernel_h = filter.dim(0), g.kernel_w = filter.dim(1), g.out_c = filter.dim(3);
   g.stride_h = params.stride_h, g.stride_w = params.stride_w;
-  if (auto s = ConvOutputSize(g.in_h, g.kernel_h, g.stride_h, params.padding, name + ": height",
-                              &g.out_h, &g.pad_top);
+  if (auto s = ConvOutputSize(g.in_h, g.kernel_h, g.stride_h, params.padding, "height", &g.out_h,
+                              &g.pad_top);
       !s.ok()) {
-    return s;
+    return absl::InvalidArgumentError(absl::StrCat(name, ": ", s.message()));
   }
-  if (auto s = ConvOutputSize(g.in_w, g.kernel_w, g.stride_w, params.padding, name + ": width",
-                              &g.out_w, &g.pad_left);
+  if (auto s = ConvOutputSize(g.in_w, g.kernel_w, g.stride_w, params.padding, "width", &g.out_w,
+                              &g.pad_left);
       !s.ok()) {
-    return s;
+    return absl::InvalidArgumentError(absl::StrCat(name, ": ", s.message()));
   }
   return g;
 }
 
 absl::StatusOr<Shape> Conv2DOutputShape(const Shape& x, const Shape& filter,
-                                        const Conv2DParams& params, const std::string& name) {
+                                        const Conv2DParams& params, absl::string_view name) {
   auto g = Conv2DGeometryFor(x, filter, params, name);
   if (!g.ok()) return g.status();
   return g->output_shape();
 }
 
-absl::Status Conv2D(const Tensor& x, const Tensor& filter, const Conv2DParams& params, Tensor* y,
-                    ThreadPool* pool, Tensor* workspace) {
-  const std::string name = "Conv2D";
+namespace {
+
+float PostOp(ConvPostOp op, float v) {
+  switch (op) {
+    case ConvPostOp::kNone:
+      return v;
+    case ConvPostOp::kRelu:
+      return v > 0.0f ? v : 0.0f;
+    case ConvPostOp::kSigmoid:
+      return 1.0f / (1.0f + std::exp(-v));
+    case ConvPostOp::kTanh:
+      return std::tanh(v);
+  }
+  return v;
+}
+
+// rows [rows, c] of one image: row += bias, then post_op; one pass while the rows are warm.
+void Epilogue(const float* bias, ConvPostOp op, int64_t rows, int64_t c, float* out) {
+  for (int64_t r = 0; r < rows; ++r, out += c) {
+    if (op == ConvPostOp::kRelu) {
+      for (int64_t j = 0; j < c; ++j) out[j] = std::max(out[j] + bias[j], 0.0f);
+    } else {
+      for (int64_t j = 0; j < c; ++j) out[j] = PostOp(op, out[j] + bias[j]);
+    }
+  }
+}
+
+// Conv2D, with the epilogue on each block of images when bias is non-null.
+absl::Status Conv2DImpl(const Tensor& x, const Tensor& filter, const Tensor* bias,
+                        const Conv2DParams& params, ConvPostOp post_op, Tensor* y, ThreadPool* pool,
+                        Tensor* workspace) {
+  const char* name = "Conv2D";
   if (auto s = CheckCpu(&x, name, "input"); !s.ok()) return s;
   if (auto s = CheckCpu(&filter, name, "filter"); !s.ok()) return s;
   if (auto s = CheckCpu(y, name, "output"); !s.ok()) return s;
   auto g = Conv2DGeometryFor(x.shape(), filter.shape(), params, name);
   if (!g.ok()) return g.status();
   if (auto s = CheckShape(*y, g->output_shape(), name, "output"); !s.ok()) return s;
+  if (bias != nullptr) {
+    if (auto s = CheckCpu(bias, name, "bias"); !s.ok()) return s;
+    if (auto s = CheckShape(*bias, Shape({g->out_c}), name, "bias"); !s.ok()) return s;
+  }
   Tensor col;
   int64_t images = 0;
   if (auto s = ColBuffer(*g, workspace, name, &col, &images); !s.ok()) return s;
   const Tensor filter2d = Matrix(filter, g->col_cols(), g->out_c);
+  const int64_t out_image = g->col_rows() * g->out_c;
   for (int64_t n0 = 0; n0 < g->batch; n0 += images) {
     const int64_t count = std::min(images, g->batch - n0);
     const Tensor cols = Im2Col(*g, x, n0, count, col, pool);
     Tensor out = ImageRows(*y, n0, count, g->col_rows(), g->out_c);
     if (auto s = MatMul(cols, false, filter2d, false, &out, false, pool); !s.ok()) return s;
+    if (bias == nullptr) continue;
+    ForEachImage(pool, count, [&](int64_t i) {
+      Epilogue(bias->data(), post_op, g->col_rows(), g->out_c, out.data() + i * out_image);
+    });
   }
   return absl::OkStatus();
 }
 
+}  // namespace
+
+absl::Status Conv2D(const Tensor& x, const Tensor& filter, const Conv2DParams& params, Tensor* y,
+                    ThreadPool* pool, Tensor* workspace) {
+  return Conv2DImpl(x, filter, nullptr, params, ConvPostOp::kNone, y, pool, workspace);
+}
+
+absl::Status Conv2DBiasActivation(const Tensor& x, const Tensor& filter, const Tensor& bias,
+                                  const Conv2DParams& params, ConvPostOp post_op, Tensor* y,
+                                  ThreadPool* pool, Tensor* workspace) {
+  return Conv2DImpl(x, filter, &bias, params, post_op, y, pool, workspace);
+}
+
 absl::Status Conv2DBackpropInput(const Tensor& dy, const Tensor& filter, const Conv2DParams& params,
                                  Tensor* dx, ThreadPool* pool, Tensor* workspace) {
-  const std::string name = "Conv2DBackpropInput";
+  const char* name = "Conv2DBackpropInput";
   if (auto s = CheckCpu(&dy, name, "dy"); !s.ok()) return s;
   if (auto s = CheckCpu(&filter, name, "filter"); !s.ok()) return s;
   if (auto s = CheckCpu(dx, name, "dx"); !s.ok()) return s;
@@ -290,7 +346,7 @@ absl::Status Conv2DBackpropInput(const Tensor& dy, const Tensor& filter, const C
 absl::Status Conv2DBackpropFilter(const Tensor& x, const Tensor& dy, const Conv2DParams& params,
                                   Tensor* dfilter, bool accumulate, ThreadPool* pool,
                                   Tensor* workspace) {
-  const std::string name = "Conv2DBackpropFilter";
+  const char* name = "Conv2DBackpropFilter";
   if (auto s = CheckCpu(&x, name, "input"); !s.ok()) return s;
   if (auto s = CheckCpu(&dy, name, "dy"); !s.ok()) return s;
   if (auto s = CheckCpu(dfilter, name, "dfilter"); !s.ok()) return s;

@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "ops/cpu/thread_pool.h"
 #include "ops/tensor.h"
 
@@ -28,7 +29,13 @@ struct Conv2DParams {
   int64_t stride_h = 1;
   int64_t stride_w = 1;
   Padding padding = Padding::kSame;
+  // The layer's name: what the kernel choice record (ops/cpu/conv_planner.h) and a fallback's
+  // log line call it. Empty for a bare op.
+  std::string layer;
 };
+
+// The elementwise function fused after a convolution's bias.
+enum class ConvPostOp { kNone, kRelu, kSigmoid, kTanh };
 
 // Every size one conv needs, computed once from the shapes by Conv2DGeometryFor.
 struct Conv2DGeometry {
@@ -53,12 +60,12 @@ absl::Status ConvOutputSize(int64_t in, int64_t kernel, int64_t stride, Padding 
 // x: [N, H, W, C_in], filter: [KH, KW, C_in, C_out]. `name` (the layer) starts every error.
 absl::StatusOr<Conv2DGeometry> Conv2DGeometryFor(const Shape& x, const Shape& filter,
                                                  const Conv2DParams& params,
-                                                 const std::string& name = "Conv2D");
+                                                 absl::string_view name = "Conv2D");
 
 // y: [N, OH, OW, C_out] for x and filter as above.
 absl::StatusOr<Shape> Conv2DOutputShape(const Shape& x, const Shape& filter,
                                         const Conv2DParams& params,
-                                        const std::string& name = "Conv2D");
+                                        absl::string_view name = "Conv2D");
 
 // Floats of im2col scratch for `images` images at once.
 inline int64_t Conv2DWorkspaceElements(const Conv2DGeometry& g, int64_t images) {
@@ -73,6 +80,13 @@ int64_t Conv2DPreferredWorkspaceElements(const Conv2DGeometry& g);
 // y = conv(x, filter). x: [N, H, W, C_in], filter: [KH, KW, C_in, C_out], y: [N, OH, OW, C_out].
 absl::Status Conv2D(const Tensor& x, const Tensor& filter, const Conv2DParams& params, Tensor* y,
                     ThreadPool* pool = nullptr, Tensor* workspace = nullptr);
+
+// y = post_op(conv(x, filter) + bias), bias: [C_out]. The bias and post_op are applied to
+// each block of output rows right after the GEMM that wrote it (while it is in cache): the
+// GEMM's epilogue, not passes over y.
+absl::Status Conv2DBiasActivation(const Tensor& x, const Tensor& filter, const Tensor& bias,
+                                  const Conv2DParams& params, ConvPostOp post_op, Tensor* y,
+                                  ThreadPool* pool = nullptr, Tensor* workspace = nullptr);
 
 // dx = d(loss)/dx from dy. dy: [N, OH, OW, C_out], filter as above, dx: [N, H, W, C_in]
 // (overwritten).

@@ -138,21 +138,35 @@ absl::StatusOr<double> CpuBackend::AddWeightDecay(float weight_decay, const Tens
   return sum_sq;
 }
 
+void CpuBackend::set_conv_algo(ConvAlgo algo) { conv_.set_algo(algo); }
+
 absl::Status CpuBackend::Conv2D(const Tensor& x, const Tensor& filter, const Conv2DParams& params,
                                 Tensor* y, Tensor* workspace) {
   return ops::Conv2D(x, filter, params, y, pool_, workspace);
 }
 
+absl::Status CpuBackend::Conv2DBiasActivation(const Tensor& x, const Tensor& filter,
+                                              const Tensor& bias, const Conv2DParams& params,
+                                              ConvPostOp post_op, Tensor* y, Tensor* workspace) {
+  return conv_.Forward(x, filter, bias, params, post_op, y, workspace);
+}
+
 absl::Status CpuBackend::Conv2DBackpropInput(const Tensor& dy, const Tensor& filter,
                                              const Conv2DParams& params, Tensor* dx,
                                              Tensor* workspace) {
-  return ops::Conv2DBackpropInput(dy, filter, params, dx, pool_, workspace);
+  return conv_.BackwardData(dy, filter, params, dx, workspace);
 }
 
 absl::Status CpuBackend::Conv2DBackpropFilter(const Tensor& x, const Tensor& dy,
                                               const Conv2DParams& params, Tensor* dfilter,
                                               Tensor* workspace) {
-  return ops::Conv2DBackpropFilter(x, dy, params, dfilter, /*accumulate=*/false, pool_, workspace);
+  return conv_.BackwardFilter(x, dy, params, dfilter, nullptr, workspace);
+}
+
+absl::Status CpuBackend::Conv2DBackpropFilterBias(const Tensor& x, const Tensor& dy,
+                                                  const Conv2DParams& params, Tensor* dfilter,
+                                                  Tensor* dbias, Tensor* workspace) {
+  return conv_.BackwardFilter(x, dy, params, dfilter, dbias, workspace);
 }
 
 absl::Status CpuBackend::MaxPool(const Tensor& x, const Pool2DParams& params, Tensor* y) {

@@ -1,18 +1,29 @@
 // ops/cpu: the CPU backend: ops::Backend over the kernels of ops/cpu, on host memory, with the
-// big kernels split over a ThreadPool (not owned; null = the calling thread only).
+// big kernels split over a ThreadPool (not owned; null = the calling thread only). Convolutions
+// go through a ConvPlanner (conv_planner.h): im2col or oneDNN per shape, by measurement.
 // Thread-safety: as ops::Backend (one thread at a time); set_pool between calls only.
 #pragma once
 
+#include <memory>
+
 #include "ops/backend.h"
+#include "ops/cpu/conv_planner.h"
 #include "ops/cpu/thread_pool.h"
 
 namespace fulcrum::ops {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(ThreadPool* pool = nullptr) : pool_(pool) {}
+  explicit CpuBackend(ThreadPool* pool = nullptr, ConvAlgo conv_algo = ConvAlgo::kAuto)
+      : pool_(pool), conv_(conv_algo, pool) {}
 
-  void set_pool(ThreadPool* pool) { pool_ = pool; }
+  void set_pool(ThreadPool* pool) {
+    pool_ = pool;
+    conv_.set_pool(pool);
+  }
+  // Which convolution algorithm (before the first convolution).
+  void set_conv_algo(ConvAlgo algo);
+  ConvAlgo conv_algo() const { return conv_.algo(); }
   ThreadPool* pool() const { return pool_; }
 
   std::string name() const override { return "cpu"; }
@@ -48,6 +59,13 @@ class CpuBackend final : public Backend {
                                    Tensor* workspace) override;
   absl::Status Conv2DBackpropFilter(const Tensor& x, const Tensor& dy, const Conv2DParams& params,
                                     Tensor* dfilter, Tensor* workspace) override;
+  absl::Status Conv2DBiasActivation(const Tensor& x, const Tensor& filter, const Tensor& bias,
+                                    const Conv2DParams& params, ConvPostOp post_op, Tensor* y,
+                                    Tensor* workspace) override;
+  absl::Status Conv2DBackpropFilterBias(const Tensor& x, const Tensor& dy,
+                                        const Conv2DParams& params, Tensor* dfilter, Tensor* dbias,
+                                        Tensor* workspace) override;
+  std::vector<ConvChoice> conv_choices() const override { return conv_.choices(); }
   absl::Status MaxPool(const Tensor& x, const Pool2DParams& params, Tensor* y) override;
   absl::Status MaxPoolGrad(const Tensor& x, const Tensor& dy, const Pool2DParams& params,
                            Tensor* dx) override;
@@ -69,6 +87,7 @@ class CpuBackend final : public Backend {
 
  private:
   ThreadPool* pool_;
+  ConvPlanner conv_;
 };
 
 }  // namespace fulcrum::ops

@@ -3,17 +3,19 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <utility>
 #include <vector>
 #ifdef FULCRUM_HAVE_OPENBLAS
 #include <cblas.h>
 #endif
+#ifdef FULCRUM_HAVE_ONEDNN
+#include <oneapi/dnnl/dnnl.h>
+#endif
 #ifdef FULCRUM_HAVE_LIBXSMM
 #include <libxsmm.h>
-
-#include <cstdlib>
-#include <cstring>
 #endif
 
 #include "absl/strings/str_cat.h"
@@ -139,6 +141,20 @@ void BlasGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const
               int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
 #ifdef FULCRUM_HAVE_LIBXSMM
   if (XsmmGemm(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc, accumulate)) return;
+#endif
+#ifdef FULCRUM_HAVE_ONEDNN
+  // oneDNN's sgemm dispatches on the CPU's own ISA; Debian's OpenBLAS 0.3.21 does not know
+  // CPUs newer than it (on a Sapphire Rapids VM it runs its SSE3 "Prescott" kernels, 2-3x
+  // slower: docs/performance.md). Inside a ParallelFor part it runs on the calling thread.
+  static const bool use_onednn = [] {
+    const char* choice = std::getenv("FULCRUM_GEMM");
+    return choice == nullptr || std::strcmp(choice, "openblas") != 0;
+  }();
+  if (use_onednn) {
+    dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb,
+               accumulate ? 1.0f : 0.0f, c, ldc);
+    return;
+  }
 #endif
   static const bool single_threaded = [] {
     openblas_set_num_threads(1);

@@ -1,6 +1,11 @@
 #include "ops/cpu/thread_pool.h"
 
+#include <algorithm>
 #include <chrono>
+
+#ifdef FULCRUM_HAVE_ONEDNN
+#include <omp.h>
+#endif
 
 #include "base/thread_name.h"
 
@@ -69,9 +74,37 @@ struct ThreadPool::Job {
   bool done ABSL_GUARDED_BY(mu) = false;
 };
 
-ThreadPool::ThreadPool(int num_threads) {
+#ifdef FULCRUM_HAVE_ONEDNN
+
+ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads)) {
+  // A pool's ParallelFor part may run a replica whose own pool opens a team: allow two levels.
+  omp_set_max_active_levels(2);
+}
+
+ThreadPool::~ThreadPool() = default;
+
+void ThreadPool::BindCallerThreads(int num_threads) { omp_set_num_threads(num_threads); }
+
+void ThreadPool::ParallelFor(int n, absl::FunctionRef<void(int)> fn) {
+  if (n <= 0) return;
+  const int threads = std::min(n, num_threads_);
+  if (threads <= 1) {
+    for (int i = 0; i < n; ++i) fn(i);
+    return;
+  }
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+  for (int i = 0; i < n; ++i) fn(i);
+}
+
+void ThreadPool::WorkerLoop() {}
+
+#else  // !FULCRUM_HAVE_ONEDNN
+
+ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads)) {
   for (int i = 1; i < num_threads; ++i) threads_.emplace_back([this] { WorkerLoop(); });
 }
+
+void ThreadPool::BindCallerThreads(int) {}
 
 ThreadPool::~ThreadPool() {
   {
@@ -120,5 +153,7 @@ void ThreadPool::WorkerLoop() {
     job->Run();
   }
 }
+
+#endif  // FULCRUM_HAVE_ONEDNN
 
 }  // namespace fulcrum::ops

@@ -7,6 +7,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "ops/cpu/conv_planner.h"
+#include "ops/cpu/kernels.h"
+#include "ops/cpu/onednn_conv.h"
+#include "ops/cpu/thread_pool.h"
 #include "tests/testing/gradient_check.h"
 #include "tests/testing/padding_reference.h"
 
@@ -222,6 +226,116 @@ TEST(Conv2DBadInputTest, MismatchedTensors) {
   Tensor df = Tensor::Zeros({3, 3, 3, 4});
   ExpectInvalid(Conv2DBackpropFilter(x, Tensor::Zeros({2, 4, 5, 4}), p, &df),
                 "Conv2DBackpropFilter: dy is [2, 4, 5, 4]");
+}
+
+// One conv layer's shapes: the planner's three directions on each algorithm.
+struct PlannerCase {
+  Shape x, filter;
+  int64_t stride;
+  Padding padding;
+};
+
+std::vector<PlannerCase> PlannerCases() {
+  return {{Shape({3, 7, 9, 1}), Shape({5, 5, 1, 4}), 1, Padding::kSame},
+          {Shape({2, 11, 10, 3}), Shape({3, 3, 3, 17}), 2, Padding::kSame},
+          {Shape({2, 13, 13, 8}), Shape({5, 3, 8, 16}), 2, Padding::kValid},
+          {Shape({4, 6, 6, 32}), Shape({1, 1, 32, 24}), 1, Padding::kSame},
+          {Shape({1, 19, 19, 3}), Shape({11, 11, 3, 8}), 4, Padding::kValid}};
+}
+
+struct PlannerOutputs {
+  Tensor y, dx, dfilter, dbias;
+};
+
+// Forward (bias + ReLU fused), backward-data and backward-filter+bias with `algo`.
+PlannerOutputs RunPlanner(ConvAlgo algo, const PlannerCase& c, ThreadPool* pool) {
+  ConvPlanner planner(algo, pool);
+  Conv2DParams p;
+  p.stride_h = p.stride_w = c.stride;
+  p.padding = c.padding;
+  p.layer = "conv_t";
+  const Tensor x = Random(c.x, 1), f = Random(c.filter, 2);
+  const Tensor bias = Random(Shape({c.filter.dim(3)}), 3);
+  const Shape out = Conv2DOutputShape(c.x, c.filter, p).value();
+  const Tensor dy = Random(out, 4);
+  PlannerOutputs o{Tensor::Zeros(out), Tensor::Zeros(c.x), Tensor::Zeros(c.filter),
+                   Tensor::Zeros(Shape({c.filter.dim(3)}))};
+  EXPECT_TRUE(planner.Forward(x, f, bias, p, ConvPostOp::kRelu, &o.y, nullptr).ok());
+  EXPECT_TRUE(planner.BackwardData(dy, f, p, &o.dx, nullptr).ok());
+  EXPECT_TRUE(planner.BackwardFilter(x, dy, p, &o.dfilter, &o.dbias, nullptr).ok());
+  // The reference: direct loops, then bias and ReLU.
+  Tensor want = RefConv(x, f, p);
+  for (int64_t i = 0; i < want.num_elements(); ++i) {
+    const float v = want.data()[i] + bias.data()[i % c.filter.dim(3)];
+    want.data()[i] = v > 0 ? v : 0;
+  }
+  ExpectNear(o.y, want, 1e-3f);
+  return o;
+}
+
+TEST(ConvPlannerTest, OneDnnAndIm2colAgreeInEveryDirection) {
+  if (!OneDnnBuilt()) GTEST_SKIP() << "built without oneDNN (-DFULCRUM_ONEDNN=OFF)";
+  ThreadPool pool(2);
+  for (const PlannerCase& c : PlannerCases()) {
+    SCOPED_TRACE(absl::StrCat(c.x.ToString(), " * ", c.filter.ToString(), " stride ", c.stride));
+    const PlannerOutputs a = RunPlanner(ConvAlgo::kIm2col, c, &pool);
+    const PlannerOutputs b = RunPlanner(ConvAlgo::kOneDnn, c, &pool);
+    ExpectNear(b.dx, a.dx, 1e-3f);
+    ExpectNear(b.dfilter, a.dfilter, 2e-3f);
+    ExpectNear(b.dbias, a.dbias, 1e-3f);
+  }
+}
+
+TEST(ConvPlannerTest, AutoTimesBothAndRecordsTheChoicePerShape) {
+  if (!OneDnnBuilt()) GTEST_SKIP() << "built without oneDNN (-DFULCRUM_ONEDNN=OFF)";
+  ThreadPool pool(2);
+  ConvPlanner planner(ConvAlgo::kAuto, &pool);
+  const PlannerCase c = PlannerCases()[1];
+  Conv2DParams p;
+  p.stride_h = p.stride_w = c.stride;
+  p.layer = "conv1";
+  const Tensor x = Random(c.x, 1), f = Random(c.filter, 2), bias = Random(Shape({17}), 3);
+  Tensor y = Tensor::Zeros(Conv2DOutputShape(c.x, c.filter, p).value());
+  ASSERT_TRUE(planner.Forward(x, f, bias, p, ConvPostOp::kRelu, &y, nullptr).ok());
+  Tensor y2 = Tensor::Zeros(y.shape());
+  p.layer = "conv2";  // a second layer of the same shape shares the plan
+  ASSERT_TRUE(planner.Forward(x, f, bias, p, ConvPostOp::kRelu, &y2, nullptr).ok());
+  ExpectNear(y2, y, 1e-5f);
+  const std::vector<ConvChoice> choices = planner.choices();
+  ASSERT_EQ(choices.size(), 1u);
+  EXPECT_EQ(choices[0].layers, "conv1,conv2");
+  EXPECT_EQ(choices[0].shape, "2x11x10x3 * 3x3x3x17 stride 2x2 SAME");
+  EXPECT_GT(choices[0].forward.im2col_ms, 0);
+  EXPECT_GT(choices[0].forward.onednn_ms, 0);
+  EXPECT_EQ(choices[0].forward.algo,
+            choices[0].forward.onednn_ms < choices[0].forward.im2col_ms ? "onednn" : "im2col");
+  EXPECT_FALSE(choices[0].forward.impl.empty());
+  EXPECT_EQ(choices[0].backward_data.algo, "");  // not run yet
+}
+
+TEST(ConvPlannerTest, BadShapesAreRefusedOnTheOneDnnPath) {
+  ConvPlanner planner(ConvAlgo::kOneDnn, nullptr);
+  Conv2DParams p;
+  const Tensor x = Random(Shape({1, 5, 5, 2}), 1), f = Random(Shape({3, 3, 2, 4}), 2);
+  const Tensor bias = Random(Shape({3}), 3);  // 3 biases for 4 filters
+  Tensor y = Tensor::Zeros(Shape({1, 5, 5, 4}));
+  const absl::Status s = planner.Forward(x, f, bias, p, ConvPostOp::kNone, &y, nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("bias"), absl::string_view::npos) << s;
+  Tensor wrong = Tensor::Zeros(Shape({1, 4, 4, 4}));
+  EXPECT_EQ(
+      planner.Forward(x, f, Random(Shape({4}), 3), p, ConvPostOp::kNone, &wrong, nullptr).code(),
+      absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ConvAlgoTest, ParsesTheChoicesAndNamesTheFlagOtherwise) {
+  EXPECT_EQ(ParseConvAlgo("auto").value(), ConvAlgo::kAuto);
+  EXPECT_EQ(ParseConvAlgo("im2col").value(), ConvAlgo::kIm2col);
+  EXPECT_EQ(ParseConvAlgo("onednn").value(), ConvAlgo::kOneDnn);
+  const absl::Status s = ParseConvAlgo("winograd").status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "--conv_algo=winograd is not a convolution algorithm: use auto, im2col or onednn");
 }
 
 }  // namespace
