@@ -1,7 +1,8 @@
 // ops_bench: forward+backward examples/sec per model (dense: batch 64/128/256, 1 and 2
 // threads; CNNs: batch 1 to 400, 2 threads; on GPU 0 too when built with CUDA) and
 // GEMM GFLOP/s on the models' shapes, with Eigen's square-GEMM figure printed as the baseline
-// (BENCHMARKING.md: "Eigen + OpenMP SGEMM ~ 280-300 GFLOP/s on 2 threads" here).
+// (BENCHMARKING.md: "Eigen + OpenMP SGEMM ~ 280-300 GFLOP/s on 2 threads" here), and each
+// study conv layer's forward against the measured FMA peak (conv_roofline.cc).
 #include <iterator>
 #include <memory>
 #include <string>

@@ -115,7 +115,9 @@ class PoolLayer final : public Layer {
  public:
   PoolLayer(std::string name, ImageShape in, ImageShape out, const ops::Pool2DParams& params,
             bool max)
-      : name_(std::move(name)), in_(in), out_(out), params_(params), max_(max) {}
+      : name_(std::move(name)), in_(in), out_(out), params_(params), max_(max) {
+    params_.layer = name_;
+  }
 
   const std::string& name() const override { return name_; }
   const std::vector<VariableSpec>& variables() const override { return variables_; }
@@ -151,7 +153,9 @@ class PoolLayer final : public Layer {
 class LrnLayer final : public Layer {
  public:
   LrnLayer(std::string name, ImageShape shape, const ops::LrnParams& params)
-      : name_(std::move(name)), shape_(shape), params_(params) {}
+      : name_(std::move(name)), shape_(shape), params_(params) {
+    params_.layer = name_;
+  }
 
   const std::string& name() const override { return name_; }
   const std::vector<VariableSpec>& variables() const override { return variables_; }

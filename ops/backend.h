@@ -87,9 +87,9 @@ class Backend {
   virtual absl::Status Conv2DBackpropFilterBias(const Tensor& x, const Tensor& dy,
                                                 const Conv2DParams& params, Tensor* dfilter,
                                                 Tensor* dbias, Tensor* workspace);
-  // What each convolution shape run so far runs on, for the report (empty where the backend
-  // does not choose between algorithms).
-  virtual std::vector<ConvChoice> conv_choices() const { return {}; }
+  // What each convolution, pooling and LRN shape run so far runs on, for the report (empty
+  // where the backend does not choose between algorithms).
+  virtual std::vector<KernelChoice> kernel_choices() const { return {}; }
 
   virtual absl::Status MaxPool(const Tensor& x, const Pool2DParams& params, Tensor* y) = 0;
   virtual absl::Status MaxPoolGrad(const Tensor& x, const Tensor& dy, const Pool2DParams& params,

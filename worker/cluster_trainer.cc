@@ -210,9 +210,9 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c,
   spdlog::info("training: {} {} to global step {}, batch {}, {} chunk(s) on {} ps, {}",
                runtime::ModeName(c.mode), t.model, train_steps, t.batch_size, sharded.num_chunks(),
                num_ps,
-               overlap         ? "transfers overlapped with compute"
-               : c.overlap     ? "sequential transfers (--async_pull=before_step)"
-                               : "sequential transfers");
+               overlap     ? "transfers overlapped with compute"
+               : c.overlap ? "sequential transfers (--async_pull=before_step)"
+                           : "sequential transfers");
   TrainLoop loop({.target_global_steps = train_steps,
                   .log_every = t.log_every,
                   .log_global_step = true,
@@ -249,7 +249,7 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c,
 
   nlohmann::json summary = SummaryJson(t, c, trained, store.totals());
   summary["wall_seconds"] = absl::ToDoubleSeconds(absl::Now() - process_start);
-  summary["conv_kernels"] = ConvKernelsJson(model->backend().conv_choices());
+  summary["kernels"] = KernelsJson(model->backend().kernel_choices());
   FULCRUM_ASSIGN_OR_RETURN(const std::string text,
                            WriteSummary(prof.get(), stats, &summary, task_dir / "summary.json"));
   spdlog::info(

@@ -55,16 +55,17 @@ data::BatcherOptions BatcherOptionsFor(const runtime::TrainingOptions& t, int wo
   return options;
 }
 
-nlohmann::json ConvKernelsJson(const std::vector<ops::ConvChoice>& choices) {
-  auto direction = [](const ops::ConvChoice::Direction& d) {
+nlohmann::json KernelsJson(const std::vector<ops::KernelChoice>& choices) {
+  auto direction = [](const ops::KernelChoice::Direction& d) {
     nlohmann::json j = {{"algo", d.algo}, {"onednn_impl", d.impl}};
-    j["im2col_ms"] = d.im2col_ms >= 0 ? nlohmann::json(d.im2col_ms) : nlohmann::json();
+    j["own_ms"] = d.own_ms >= 0 ? nlohmann::json(d.own_ms) : nlohmann::json();
     j["onednn_ms"] = d.onednn_ms >= 0 ? nlohmann::json(d.onednn_ms) : nlohmann::json();
     return j;
   };
   nlohmann::json out = nlohmann::json::array();
-  for (const ops::ConvChoice& c : choices) {
-    out.push_back({{"layers", c.layers},
+  for (const ops::KernelChoice& c : choices) {
+    out.push_back({{"op", c.op},
+                   {"layers", c.layers},
                    {"shape", c.shape},
                    {"forward_gflop", c.forward_gflop},
                    {"forward", direction(c.forward)},

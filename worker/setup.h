@@ -44,10 +44,10 @@ absl::StatusOr<std::unique_ptr<models::Model>> BuildModel(const runtime::Trainin
 data::BatcherOptions BatcherOptionsFor(const runtime::TrainingOptions& t, int worker_index,
                                        int num_workers);
 
-// The conv_kernels record of a summary: per convolution shape, the layers that run it, the
-// algorithm of each direction with both measured times (auto mode), and oneDNN's filter
+// The kernels record of a summary: per convolution, pooling and LRN shape, the layers that run
+// it, the algorithm of each direction with both measured times (auto mode), and oneDNN's filter
 // reorders (count, total ms).
-nlohmann::json ConvKernelsJson(const std::vector<ops::ConvChoice>& choices);
+nlohmann::json KernelsJson(const std::vector<ops::KernelChoice>& choices);
 
 // Finishes `profiler` (its sinks and keys go into *summary), adds `stats` (the run figures'
 // only writer) and writes *summary to `path` atomically. Returns the text written.

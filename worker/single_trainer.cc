@@ -153,7 +153,7 @@ absl::StatusOr<SingleRunResult> RunSingle(const runtime::TrainingOptions& o,
   r.run_dir = run_dir.string();
   r.wall_seconds = std::chrono::duration<double>(Clock::now() - run_start).count();
   nlohmann::json summary = SummaryJson(o, r, model->num_parameters());
-  summary["conv_kernels"] = ConvKernelsJson(model->backend().conv_choices());
+  summary["kernels"] = KernelsJson(model->backend().kernel_choices());
   FULCRUM_RETURN_IF_ERROR(
       WriteSummary(prof.get(), stats, &summary, run_dir / "summary.json").status());
   return r;

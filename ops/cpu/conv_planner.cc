@@ -1,13 +1,9 @@
 #include "ops/cpu/conv_planner.h"
 
 #include <algorithm>
-#include <chrono>
-#include <limits>
-#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "base/mutex.h"
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/onednn_conv.h"
 #include "spdlog/spdlog.h"
@@ -28,54 +24,6 @@ std::string ShapeName(const Conv2DGeometry& g, Padding padding) {
                       g.stride_w, " ", PaddingName(padding));
 }
 
-// The fastest of one warm-up and two timed runs, in ms; the first error stops it.
-absl::StatusOr<double> TimeMs(absl::FunctionRef<absl::Status()> fn) {
-  if (auto s = fn(); !s.ok()) return s;
-  double best = std::numeric_limits<double>::infinity();
-  for (int i = 0; i < 2; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    if (auto s = fn(); !s.ok()) return s;
-    best = std::min(
-        best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-                  .count());
-  }
-  return best;
-}
-
-// The choices measured in this process, shared by every planner (every replica, every model):
-// one timing per shape, direction and thread count, so two models of one process never run
-// different algorithms for the same layer (a process's results do not depend on which of two
-// near-equal timings won where).
-struct Measured {
-  bool use_dnn = false;
-  double im2col_ms = -1, onednn_ms = -1;
-};
-
-class ChoiceTable {
- public:
-  bool Find(const std::string& key, Measured* out) {
-    MutexLock lock(&mu_);
-    auto it = table_.find(key);
-    if (it == table_.end()) return false;
-    *out = it->second;
-    return true;
-  }
-  // Keeps the first choice published for `key`; returns the one in force.
-  Measured Publish(const std::string& key, const Measured& m) {
-    MutexLock lock(&mu_);
-    return table_.emplace(key, m).first->second;
-  }
-
- private:
-  Mutex mu_;
-  std::map<std::string, Measured> table_ ABSL_GUARDED_BY(mu_);
-};
-
-ChoiceTable& Choices() {
-  static ChoiceTable* table = new ChoiceTable();
-  return *table;
-}
-
 // dy [N, OH, OW, C] as the matrix [N * OH * OW, C].
 Tensor Rows(const Tensor& t) {
   const int64_t c = t.shape().dim(t.shape().rank() - 1);
@@ -84,34 +32,13 @@ Tensor Rows(const Tensor& t) {
 
 }  // namespace
 
-absl::StatusOr<ConvAlgo> ParseConvAlgo(absl::string_view text) {
-  if (text == "auto") return ConvAlgo::kAuto;
-  if (text == "im2col") return ConvAlgo::kIm2col;
-  if (text == "onednn") return ConvAlgo::kOneDnn;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--conv_algo=", text, " is not a convolution algorithm: use auto, im2col or onednn"));
-}
-
-const char* ConvAlgoName(ConvAlgo algo) {
-  switch (algo) {
-    case ConvAlgo::kAuto:
-      return "auto";
-    case ConvAlgo::kIm2col:
-      return "im2col";
-    case ConvAlgo::kOneDnn:
-      return "onednn";
-  }
-  return "?";
-}
-
 struct ConvPlanner::Plan {
   Conv2DGeometry g;
   ConvPostOp post_op = ConvPostOp::kNone;
   std::unique_ptr<OneDnnConv> dnn;  // null: im2col only
   std::vector<std::string> layers;
   ConvChoice record;
-  bool chosen[3] = {false, false, false};
-  bool use_dnn[3] = {false, false, false};
+  ChoiceState state[3];
 
   ConvChoice::Direction& Record(Dir dir) {
     return dir == kFwd ? record.forward
@@ -127,8 +54,9 @@ ConvPlanner::ConvPlanner(ConvAlgo algo, ThreadPool* pool) : algo_(algo), pool_(p
 ConvPlanner::~ConvPlanner() = default;
 
 void ConvPlanner::set_pool(ThreadPool* pool) {
-  const auto threads = [](ThreadPool* p) { return p == nullptr ? 1 : p->num_threads(); };
-  if (threads(pool) != threads(pool_)) plans_.clear();  // primitives are made per team size
+  if ((pool == nullptr ? 1 : pool->num_threads()) != threads()) {
+    plans_.clear();  // primitives are made per team size
+  }
   pool_ = pool;
 }
 
@@ -154,6 +82,7 @@ absl::StatusOr<ConvPlanner::Plan*> ConvPlanner::PlanFor(const Conv2DGeometry& g,
   plan->g = g;
   plan->post_op = post_op;
   plan->NoteLayer(params.layer);
+  plan->record.op = "conv2d";
   plan->record.shape = ShapeName(g, params.padding);
   plan->record.forward_gflop = 2.0 * static_cast<double>(g.batch * g.out_h * g.out_w) *
                                static_cast<double>(g.kernel_h * g.kernel_w * g.in_c * g.out_c) /
@@ -182,42 +111,17 @@ absl::StatusOr<ConvPlanner::Plan*> ConvPlanner::PlanFor(const Conv2DGeometry& g,
 
 absl::Status ConvPlanner::Run(Plan* plan, Dir dir, absl::FunctionRef<absl::Status()> im2col,
                               absl::FunctionRef<absl::Status()> onednn) {
-  if (plan->chosen[dir]) {
-    if (!plan->use_dnn[dir]) return im2col();
+  ChoiceState& state = plan->state[dir];
+  if (state.chosen) {  // the common case, without building the key
+    if (!state.use_dnn) return im2col();
     BindThreads();
     return onednn();
   }
-  ConvChoice::Direction& rec = plan->Record(dir);
-  bool measure = plan->dnn != nullptr && algo_ == ConvAlgo::kAuto;
-  bool use_dnn = plan->dnn != nullptr;
-  if (measure) {
-    const std::string key = absl::StrCat(plan->record.shape, "/", static_cast<int>(plan->post_op),
-                                         "/", static_cast<int>(dir), "/threads ",
-                                         pool_ == nullptr ? 1 : pool_->num_threads());
-    Measured m;
-    if (Choices().Find(key, &m)) {
-      measure = false;  // measured before in this process: run the winner as usual
-    } else {
-      absl::StatusOr<double> im2col_ms = TimeMs(im2col);
-      if (!im2col_ms.ok()) return im2col_ms.status();
-      BindThreads();
-      absl::StatusOr<double> onednn_ms = TimeMs(onednn);
-      if (!onednn_ms.ok()) return onednn_ms.status();
-      m = Choices().Publish(key, {*onednn_ms < *im2col_ms, *im2col_ms, *onednn_ms});
-    }
-    rec.im2col_ms = m.im2col_ms;
-    rec.onednn_ms = m.onednn_ms;
-    use_dnn = m.use_dnn;
-  }
-  plan->chosen[dir] = true;
-  plan->use_dnn[dir] = use_dnn;
-  rec.algo = use_dnn ? "onednn" : "im2col";
-  // Both paths wrote the same output (to rounding); when another planner's choice is in force
-  // the winner runs again, so this call's result is the chosen algorithm's.
-  if (measure && use_dnn) return absl::OkStatus();
-  if (!use_dnn) return im2col();
-  BindThreads();
-  return onednn();
+  const std::string key =
+      absl::StrCat("conv2d ", plan->record.shape, " post-op ", static_cast<int>(plan->post_op),
+                   " direction ", static_cast<int>(dir), " threads ", threads());
+  return RunChosen(algo_, plan->dnn != nullptr, key, "im2col", &state, &plan->Record(dir), im2col,
+                   onednn, [this] { BindThreads(); });
 }
 
 absl::Status ConvPlanner::Forward(const Tensor& x, const Tensor& filter, const Tensor& bias,

@@ -1,9 +1,7 @@
-// ops/cpu: the convolution algorithm of each layer shape, chosen by measurement as cudnnFind
-// does: the first call of a direction (forward, backward-data, backward-filter) on a shape runs
-// both candidates, the project's im2col + GEMM (conv.h) and oneDNN (onednn_conv.h), once to
-// warm up and twice timed, on the call's own tensors (every candidate overwrites its output,
-// so the last run leaves the right answer), and keeps the faster for every later call. The
-// record of every choice (choices()) goes into the run's report. Forward fuses the bias and
+// ops/cpu: the convolution algorithm of each layer shape, chosen by measurement
+// (kernel_choice.h) between the project's im2col + GEMM (conv.h) and oneDNN (onednn_conv.h),
+// per direction (forward, backward-data, backward-filter). The record of every choice
+// (choices()) goes into the run's report. Forward fuses the bias and
 // the activation on both paths; backward-filter computes the bias gradient with it.
 // A shape oneDNN cannot build a primitive for runs on im2col, with one log line naming the
 // layer and the shape. Buffers are made on a shape's first call; later calls allocate nothing.
@@ -19,33 +17,13 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "ops/cpu/conv.h"
+#include "ops/cpu/kernel_choice.h"
 #include "ops/cpu/thread_pool.h"
 #include "ops/tensor.h"
 
 namespace fulcrum::ops {
 
-// --conv_algo: auto (measure per shape), im2col, onednn (wherever it builds a primitive).
-enum class ConvAlgo { kAuto, kIm2col, kOneDnn };
-// InvalidArgument naming --conv_algo and the choices for anything else.
-absl::StatusOr<ConvAlgo> ParseConvAlgo(absl::string_view text);
-const char* ConvAlgoName(ConvAlgo algo);
-
-// What one shape runs, for the report.
-struct ConvChoice {
-  struct Direction {
-    std::string algo;       // "im2col", "onednn" or "" (not run yet)
-    std::string impl;       // oneDNN's implementation name ("brgconv:avx512_core"), if built
-    double im2col_ms = -1;  // measured per call (auto mode), -1 when not measured
-    double onednn_ms = -1;
-  };
-  std::string layers;        // the layers that ran this shape, "conv1,conv2"
-  std::string shape;         // "128x28x28x1 * 5x5x1x32 stride 1x1 SAME"
-  double forward_gflop = 0;  // per forward call: 2 * N * OH * OW * KH * KW * C_in * C_out / 1e9
-  Direction forward, backward_data, backward_filter;
-  int64_t reorders = 0;  // oneDNN filter reorders so far, and their time
-  double reorder_ms = 0;
-  std::string fallback;  // why oneDNN is not a candidate, when it is not
-};
+using ConvChoice = KernelChoice;
 
 class ConvPlanner {
  public:
@@ -81,6 +59,7 @@ class ConvPlanner {
   absl::Status Run(Plan* plan, Dir dir, absl::FunctionRef<absl::Status()> im2col,
                    absl::FunctionRef<absl::Status()> onednn);
   void BindThreads() const;
+  int threads() const { return pool_ == nullptr ? 1 : pool_->num_threads(); }
 
   ConvAlgo algo_;
   ThreadPool* pool_;

@@ -138,7 +138,16 @@ absl::StatusOr<double> CpuBackend::AddWeightDecay(float weight_decay, const Tens
   return sum_sq;
 }
 
-void CpuBackend::set_conv_algo(ConvAlgo algo) { conv_.set_algo(algo); }
+void CpuBackend::set_conv_algo(ConvAlgo algo) {
+  conv_.set_algo(algo);
+  pool_lrn_.set_algo(algo);
+}
+
+std::vector<KernelChoice> CpuBackend::kernel_choices() const {
+  std::vector<KernelChoice> out = conv_.choices();
+  for (KernelChoice& c : pool_lrn_.choices()) out.push_back(std::move(c));
+  return out;
+}
 
 absl::Status CpuBackend::Conv2D(const Tensor& x, const Tensor& filter, const Conv2DParams& params,
                                 Tensor* y, Tensor* workspace) {
@@ -170,29 +179,29 @@ absl::Status CpuBackend::Conv2DBackpropFilterBias(const Tensor& x, const Tensor&
 }
 
 absl::Status CpuBackend::MaxPool(const Tensor& x, const Pool2DParams& params, Tensor* y) {
-  return ops::MaxPool(x, params, y, pool_);
+  return pool_lrn_.MaxPool(x, params, y);
 }
 
 absl::Status CpuBackend::MaxPoolGrad(const Tensor& x, const Tensor& dy, const Pool2DParams& params,
                                      Tensor* dx) {
-  return ops::MaxPoolGrad(x, dy, params, dx, pool_);
+  return pool_lrn_.MaxPoolGrad(x, dy, params, dx);
 }
 
 absl::Status CpuBackend::AvgPool(const Tensor& x, const Pool2DParams& params, Tensor* y) {
-  return ops::AvgPool(x, params, y, pool_);
+  return pool_lrn_.AvgPool(x, params, y);
 }
 
 absl::Status CpuBackend::AvgPoolGrad(const Tensor& dy, const Pool2DParams& params, Tensor* dx) {
-  return ops::AvgPoolGrad(dy, params, dx, pool_);
+  return pool_lrn_.AvgPoolGrad(dy, params, dx);
 }
 
 absl::Status CpuBackend::Lrn(const Tensor& x, const LrnParams& params, Tensor* y) {
-  return ops::Lrn(x, params, y, pool_);
+  return pool_lrn_.Lrn(x, params, y);
 }
 
 absl::Status CpuBackend::LrnGrad(const Tensor& x, const Tensor& dy, const LrnParams& params,
                                  Tensor* dx) {
-  return ops::LrnGrad(x, dy, params, dx, pool_);
+  return pool_lrn_.LrnGrad(x, dy, params, dx);
 }
 
 absl::Status CpuBackend::Dropout(const Tensor& x, float rate, uint64_t seed, Tensor* y,

@@ -1,6 +1,7 @@
 // ops/cpu: the CPU backend: ops::Backend over the kernels of ops/cpu, on host memory, with the
 // big kernels split over a ThreadPool (not owned; null = the calling thread only). Convolutions
-// go through a ConvPlanner (conv_planner.h): im2col or oneDNN per shape, by measurement.
+// go through a ConvPlanner (conv_planner.h), pooling and LRN through a PoolLrnPlanner
+// (pool_lrn_planner.h): the project's kernels or oneDNN per shape, by measurement.
 // Thread-safety: as ops::Backend (one thread at a time); set_pool between calls only.
 #pragma once
 
@@ -8,6 +9,7 @@
 
 #include "ops/backend.h"
 #include "ops/cpu/conv_planner.h"
+#include "ops/cpu/pool_lrn_planner.h"
 #include "ops/cpu/thread_pool.h"
 
 namespace fulcrum::ops {
@@ -15,11 +17,12 @@ namespace fulcrum::ops {
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(ThreadPool* pool = nullptr, ConvAlgo conv_algo = ConvAlgo::kAuto)
-      : pool_(pool), conv_(conv_algo, pool) {}
+      : pool_(pool), conv_(conv_algo, pool), pool_lrn_(conv_algo, pool) {}
 
   void set_pool(ThreadPool* pool) {
     pool_ = pool;
     conv_.set_pool(pool);
+    pool_lrn_.set_pool(pool);
   }
   // Which convolution algorithm (before the first convolution).
   void set_conv_algo(ConvAlgo algo);
@@ -65,7 +68,7 @@ class CpuBackend final : public Backend {
   absl::Status Conv2DBackpropFilterBias(const Tensor& x, const Tensor& dy,
                                         const Conv2DParams& params, Tensor* dfilter, Tensor* dbias,
                                         Tensor* workspace) override;
-  std::vector<ConvChoice> conv_choices() const override { return conv_.choices(); }
+  std::vector<KernelChoice> kernel_choices() const override;
   absl::Status MaxPool(const Tensor& x, const Pool2DParams& params, Tensor* y) override;
   absl::Status MaxPoolGrad(const Tensor& x, const Tensor& dy, const Pool2DParams& params,
                            Tensor* dx) override;
@@ -88,6 +91,7 @@ class CpuBackend final : public Backend {
  private:
   ThreadPool* pool_;
   ConvPlanner conv_;
+  PoolLrnPlanner pool_lrn_;
 };
 
 }  // namespace fulcrum::ops

@@ -19,8 +19,7 @@ absl::Status CheckSameSize(const char* op, const Tensor& a, const char* a_name, 
   }
   if (a.num_elements() != b->num_elements()) {
     return absl::InvalidArgumentError(absl::StrCat(op, ": ", a_name, " has ", a.num_elements(),
-                                                   " elements, ", b_name, " ",
-                                                   b->num_elements()));
+                                                   " elements, ", b_name, " ", b->num_elements()));
   }
   return absl::OkStatus();
 }
@@ -36,7 +35,8 @@ absl::Status Dropout(const Tensor& x, float rate, uint64_t seed, Tensor* y, Tens
   if (auto s = CheckSameSize("Dropout", x, "x", mask, "mask"); !s.ok()) return s;
   const float scale = 1.0f / (1.0f - rate);
   // u_i = top 24 bits of a hash of (seed, i) / 2^24: exact in float, uniform on a 2^-24 grid.
-  const uint32_t threshold = static_cast<uint32_t>(std::ceil(static_cast<double>(rate) * 16777216.0));
+  const uint32_t threshold =
+      static_cast<uint32_t>(std::ceil(static_cast<double>(rate) * 16777216.0));
   const int64_t n = x.num_elements();
   const float* in = x.data();
   float* out = y->data();
@@ -49,8 +49,10 @@ absl::Status Dropout(const Tensor& x, float rate, uint64_t seed, Tensor* y, Tens
       out[i] = in[i] * m[i];
     }
   };
-  const int parts = pool == nullptr ? 1 : static_cast<int>(std::min<int64_t>(
-                                              pool->num_threads(), (n + 16383) / 16384));
+  const int parts =
+      pool == nullptr
+          ? 1
+          : static_cast<int>(std::min<int64_t>(pool->num_threads(), (n + 16383) / 16384));
   if (parts <= 1) {
     run(0, n);
   } else {

@@ -9,53 +9,22 @@
 #include "absl/strings/str_cat.h"
 
 #ifdef FULCRUM_HAVE_ONEDNN
-#include <dnnl.hpp>
+#include "ops/cpu/onednn_util.h"
 #endif
 
 namespace fulcrum::ops {
 
 #ifdef FULCRUM_HAVE_ONEDNN
 
+using namespace onednn;  // NOLINT(build/namespaces): this file's vocabulary
+
 namespace {
-
-using dnnl::memory;
-using Tag = memory::format_tag;
-using Dt = memory::data_type;
-
-dnnl::engine& Engine() {
-  static dnnl::engine* engine = new dnnl::engine(dnnl::engine::kind::cpu, 0);
-  return *engine;
-}
 
 std::string ShapeText(const Conv2DGeometry& g) {
   return absl::StrCat(g.batch, "x", g.in_h, "x", g.in_w, "x", g.in_c, " * ", g.kernel_h, "x",
                       g.kernel_w, "x", g.in_c, "x", g.out_c, " stride ", g.stride_h, "x",
                       g.stride_w);
 }
-
-// A primitive with its argument array, run without building a map (no allocation).
-struct Prim {
-  dnnl::primitive prim;
-  std::vector<dnnl_exec_arg_t> args;
-
-  void Arg(int kind, const memory& m) { args.push_back({kind, m.get()}); }
-  bool Run(const dnnl::stream& stream) const {
-    return dnnl_primitive_execute(prim.get(), stream.get(), static_cast<int>(args.size()),
-                                  args.data()) == dnnl_success &&
-           dnnl_stream_wait(stream.get()) == dnnl_success;
-  }
-};
-
-// A 64-byte aligned buffer of `bytes`.
-struct Buffer {
-  void* data = nullptr;
-  explicit Buffer(size_t bytes) {
-    if (bytes > 0) data = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-  }
-  ~Buffer() { std::free(data); }
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-};
 
 dnnl::post_ops PostOps(ConvPostOp op) {
   dnnl::post_ops ops;
@@ -96,15 +65,6 @@ Descs DescsFor(const Conv2DGeometry& g) {
   d.pad_r = {pad_h - g.pad_top, pad_w - g.pad_left};
   return d;
 }
-
-dnnl::primitive_attr UserScratchpad(ConvPostOp op = ConvPostOp::kNone) {
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  if (op != ConvPostOp::kNone) attr.set_post_ops(PostOps(op));
-  return attr;
-}
-
-memory Unbound(const memory::desc& md) { return memory(md, Engine(), DNNL_MEMORY_NONE); }
 
 }  // namespace
 
@@ -179,7 +139,7 @@ void OneDnnConv::Impl::Build(const Conv2DGeometry& g, ConvPostOp post_op) {
   dnnl::convolution_forward::primitive_desc fpd(
       dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, direct, d.x, d.filter_any,
                                       d.bias, d.y, d.strides, d.pad_l, d.pad_r),
-      UserScratchpad(post_op), Engine());
+      UserScratchpad(PostOps(post_op)), Engine());
   fwd_impl = fpd.impl_info_str();
   filter_fwd = Blocked(filter, fpd.weights_desc(), &filter_fwd_buf, &reorder_fwd);
   if (reorder_fwd) MakeReorder(&to_fwd, filter, filter_fwd);

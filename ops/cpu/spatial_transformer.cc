@@ -34,9 +34,9 @@ absl::Status CheckTheta(const Tensor* theta, int64_t batch, const char* op, cons
   const Shape& s = theta->shape();
   if (s.rank() != 3 || s.dim(0) <= 0 || s.dim(1) != 2 || s.dim(2) != 3 ||
       (batch >= 0 && s.dim(0) != batch)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        op, ": ", what, " has shape ", s.ToString(), ", expected [",
-        batch >= 0 ? absl::StrCat(batch) : std::string("N"), ", 2, 3]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": ", what, " has shape ", s.ToString(), ", expected [",
+                     batch >= 0 ? absl::StrCat(batch) : std::string("N"), ", 2, 3]"));
   }
   return absl::OkStatus();
 }
@@ -149,7 +149,7 @@ absl::StatusOr<SampleGeometry> SampleGeometryOf(const Tensor& input, const Tenso
   FULCRUM_RETURN_IF_ERROR(ValidateShape(input.shape(), absl::StrCat(op, ": input")));
   const Shape& s = input.shape();
   FULCRUM_RETURN_IF_ERROR(CheckGrid(&grid, s.dim(0), op, "grid"));
-  return SampleGeometry{s.dim(0), s.dim(1), s.dim(2), s.dim(3), grid.shape().dim(1),
+  return SampleGeometry{s.dim(0),           s.dim(1), s.dim(2), s.dim(3), grid.shape().dim(1),
                         grid.shape().dim(2)};
 }
 
@@ -248,8 +248,7 @@ absl::Status AffineGridGrad(const Tensor& dgrid, Tensor* dtheta, ThreadPool* poo
 
 absl::Status BilinearSample(const Tensor& input, const Tensor& grid, Tensor* output,
                             ThreadPool* pool) {
-  FULCRUM_ASSIGN_OR_RETURN(const SampleGeometry g,
-                           SampleGeometryOf(input, grid, "BilinearSample"));
+  FULCRUM_ASSIGN_OR_RETURN(const SampleGeometry g, SampleGeometryOf(input, grid, "BilinearSample"));
   const Shape out_shape({g.n, g.out_h, g.out_w, g.c});
   FULCRUM_RETURN_IF_ERROR(CheckNhwcTensor(output, &out_shape, "BilinearSample", "output"));
   const float* in = input.data();
@@ -272,8 +271,8 @@ absl::Status BilinearSample(const Tensor& input, const Tensor& grid, Tensor* out
       const float w00 = (1 - fx) * (1 - fy), w01 = fx * (1 - fy);
       const float w10 = (1 - fx) * fy, w11 = fx * fy;
       for (int64_t ch = 0; ch < g.c; ++ch) {
-        o[ch] = w00 * At(k.v00, ch) + w01 * At(k.v01, ch) + w10 * At(k.v10, ch) +
-                w11 * At(k.v11, ch);
+        o[ch] =
+            w00 * At(k.v00, ch) + w01 * At(k.v01, ch) + w10 * At(k.v10, ch) + w11 * At(k.v11, ch);
       }
     }
   });

@@ -305,10 +305,10 @@ TEST(ConvPlannerTest, AutoTimesBothAndRecordsTheChoicePerShape) {
   ASSERT_EQ(choices.size(), 1u);
   EXPECT_EQ(choices[0].layers, "conv1,conv2");
   EXPECT_EQ(choices[0].shape, "2x11x10x3 * 3x3x3x17 stride 2x2 SAME");
-  EXPECT_GT(choices[0].forward.im2col_ms, 0);
+  EXPECT_GT(choices[0].forward.own_ms, 0);
   EXPECT_GT(choices[0].forward.onednn_ms, 0);
   EXPECT_EQ(choices[0].forward.algo,
-            choices[0].forward.onednn_ms < choices[0].forward.im2col_ms ? "onednn" : "im2col");
+            choices[0].forward.onednn_ms < choices[0].forward.own_ms ? "onednn" : "im2col");
   EXPECT_FALSE(choices[0].forward.impl.empty());
   EXPECT_EQ(choices[0].backward_data.algo, "");  // not run yet
 }

@@ -11,7 +11,10 @@
 #include "base/random.h"
 #include "gtest/gtest.h"
 #include "ops/cpu/lrn.h"
+#include "ops/cpu/onednn_conv.h"
 #include "ops/cpu/pool.h"
+#include "ops/cpu/pool_lrn_planner.h"
+#include "ops/cpu/thread_pool.h"
 #include "tests/testing/gradient_check.h"
 #include "tests/testing/padding_reference.h"
 
@@ -314,6 +317,123 @@ TEST(LrnShapeTest, BadArgumentsAreInvalidArgument) {
   ExpectInvalid(Lrn(x, {-1, 1.0f, 1.0f, 0.5f}, &y_ok), "depth_radius is -1");
   ExpectInvalid(Lrn(x, {5, 0.0f, 1.0f, 0.5f}, &y_ok), "bias 0");
   ExpectInvalid(LrnGrad(x, y, {}, &y_ok), "LRNGrad: dy has shape");
+}
+
+// The oneDNN path of the planner against the project's kernels (already checked against
+// direct loops and finite differences above), forward and backward.
+void ExpectClose(const Tensor& got, const Tensor& want, float tol, const std::string& what) {
+  ASSERT_EQ(got.shape(), want.shape()) << what;
+  int failures = 0;
+  for (int64_t i = 0; i < got.num_elements(); ++i) {
+    if (std::abs(got.data()[i] - want.data()[i]) > tol && ++failures <= 5) {
+      ADD_FAILURE() << what << " element " << i << ": " << got.data()[i] << " vs "
+                    << want.data()[i];
+    }
+  }
+}
+
+TEST(PoolLrnPlannerTest, OneDnnPoolingMatchesTheOwnKernels) {
+  if (!OneDnnBuilt()) GTEST_SKIP() << "built without oneDNN (-DFULCRUM_ONEDNN=OFF)";
+  ThreadPool threads(2);
+  PoolLrnPlanner own(ConvAlgo::kIm2col, &threads), dnn(ConvAlgo::kOneDnn, &threads);
+  for (const auto& [w, stride, padding] : {std::tuple{3, 2, Padding::kSame},
+                                           {2, 2, Padding::kValid},
+                                           {3, 1, Padding::kSame},
+                                           {3, 2, Padding::kValid}}) {
+    Pool2DParams p;
+    p.window_h = p.window_w = w;
+    p.stride_h = p.stride_w = stride;
+    p.padding = padding;
+    const Tensor x = Random(Shape({3, 9, 8, 5}), 7);
+    const Shape out = Pool2DOutputShape(x.shape(), p).value();
+    const Tensor dy = Random(out, 8);
+    const std::string what =
+        absl::StrCat("window ", w, " stride ", stride, " ", PaddingName(padding));
+    Tensor y1 = Tensor::Zeros(out), y2 = Tensor::Zeros(out);
+    Tensor dx1 = Tensor::Zeros(x.shape()), dx2 = Tensor::Zeros(x.shape());
+    ASSERT_TRUE(own.MaxPool(x, p, &y1).ok());
+    ASSERT_TRUE(dnn.MaxPool(x, p, &y2).ok());
+    ExpectClose(y2, y1, 0, "max " + what);
+    ASSERT_TRUE(own.MaxPoolGrad(x, dy, p, &dx1).ok());
+    ASSERT_TRUE(dnn.MaxPoolGrad(x, dy, p, &dx2).ok());
+    ExpectClose(dx2, dx1, 1e-6f, "max grad " + what);
+    ASSERT_TRUE(own.AvgPool(x, p, &y1).ok());
+    ASSERT_TRUE(dnn.AvgPool(x, p, &y2).ok());
+    ExpectClose(y2, y1, 1e-5f, "avg " + what);
+    ASSERT_TRUE(own.AvgPoolGrad(dy, p, &dx1).ok());
+    ASSERT_TRUE(dnn.AvgPoolGrad(dy, p, &dx2).ok());
+    ExpectClose(dx2, dx1, 1e-5f, "avg grad " + what);
+  }
+  const std::vector<KernelChoice> choices = dnn.choices();
+  ASSERT_EQ(choices.size(), 8u);
+  EXPECT_EQ(choices[0].op, "max_pool");
+  EXPECT_EQ(choices[0].forward.algo, "onednn");
+  EXPECT_EQ(choices[0].backward_data.algo, "onednn");
+  EXPECT_FALSE(choices[0].forward.impl.empty());
+}
+
+TEST(PoolLrnPlannerTest, OneDnnLrnMatchesTheOwnKernels) {
+  if (!OneDnnBuilt()) GTEST_SKIP() << "built without oneDNN (-DFULCRUM_ONEDNN=OFF)";
+  ThreadPool threads(2);
+  PoolLrnPlanner own(ConvAlgo::kIm2col, &threads), dnn(ConvAlgo::kOneDnn, &threads);
+  for (const LrnParams& p :
+       {LrnParams{4, 1.0f, 0.001f / 9, 0.75f, "norm1"}, LrnParams{2, 2.0f, 0.5f, 0.5f, "norm2"}}) {
+    for (int64_t c : {5, 64}) {
+      const Tensor x = Random(Shape({2, 5, 6, c}), 3, -2.0f, 2.0f);
+      const Tensor dy = Random(x.shape(), 4);
+      const std::string what = absl::StrCat(p.layer, " C=", c);
+      Tensor y1 = Tensor::Zeros(x.shape()), y2 = Tensor::Zeros(x.shape());
+      Tensor dx1 = Tensor::Zeros(x.shape()), dx2 = Tensor::Zeros(x.shape());
+      ASSERT_TRUE(own.Lrn(x, p, &y1).ok());
+      ASSERT_TRUE(dnn.Lrn(x, p, &y2).ok());
+      ExpectClose(y2, y1, 2e-5f, "lrn " + what);
+      ASSERT_TRUE(own.LrnGrad(x, dy, p, &dx1).ok());
+      ASSERT_TRUE(dnn.LrnGrad(x, dy, p, &dx2).ok());
+      ExpectClose(dx2, dx1, 1e-4f, "lrn grad " + what);
+    }
+  }
+  const std::vector<KernelChoice> choices = dnn.choices();
+  ASSERT_FALSE(choices.empty());
+  EXPECT_EQ(choices[0].op, "lrn");
+  EXPECT_EQ(choices[0].layers, "norm1");
+  EXPECT_EQ(choices[0].forward.algo, "onednn");
+}
+
+// A shape oneDNN cannot take (its LRN backward fails for a one-channel window) runs on the
+// project's kernel with the reason recorded, never a crash.
+TEST(PoolLrnPlannerTest, WhatOneDnnCannotTakeFallsBackToTheOwnKernel) {
+  PoolLrnPlanner dnn(ConvAlgo::kOneDnn, nullptr);
+  const LrnParams p{0, 1.0f, 1.0f, 1.0f, "norm0"};
+  const Tensor x = Random(Shape({2, 5, 3, 11}), 3, -2.0f, 2.0f), dy = Random(x.shape(), 4);
+  Tensor y1 = Tensor::Zeros(x.shape()), y2 = Tensor::Zeros(x.shape());
+  Tensor dx1 = Tensor::Zeros(x.shape()), dx2 = Tensor::Zeros(x.shape());
+  ASSERT_TRUE(Lrn(x, p, &y1).ok());
+  ASSERT_TRUE(LrnGrad(x, dy, p, &dx1).ok());
+  ASSERT_TRUE(dnn.Lrn(x, p, &y2).ok());
+  ASSERT_TRUE(dnn.LrnGrad(x, dy, p, &dx2).ok());
+  ExpectClose(y2, y1, 0, "lrn r0");
+  ExpectClose(dx2, dx1, 0, "lrn r0 gradient");
+  const KernelChoice c = dnn.choices().at(0);
+  EXPECT_EQ(c.forward.algo, "fulcrum");
+  EXPECT_EQ(c.backward_data.algo, "fulcrum");
+  EXPECT_FALSE(c.fallback.empty());
+}
+
+TEST(PoolLrnPlannerTest, AutoTimesBothSidesOnce) {
+  if (!OneDnnBuilt()) GTEST_SKIP() << "built without oneDNN (-DFULCRUM_ONEDNN=OFF)";
+  PoolLrnPlanner planner(ConvAlgo::kAuto, nullptr);
+  const Tensor x = Random(Shape({4, 12, 12, 16}), 5);
+  Pool2DParams p;
+  p.window_h = p.window_w = 3;
+  p.padding = Padding::kSame;
+  p.layer = "pool1";
+  Tensor y = Tensor::Zeros(Pool2DOutputShape(x.shape(), p).value());
+  ASSERT_TRUE(planner.MaxPool(x, p, &y).ok());
+  const KernelChoice c = planner.choices().at(0);
+  EXPECT_EQ(c.layers, "pool1");
+  EXPECT_GT(c.forward.own_ms, 0);
+  EXPECT_GT(c.forward.onednn_ms, 0);
+  EXPECT_EQ(c.forward.algo, c.forward.onednn_ms < c.forward.own_ms ? "onednn" : "fulcrum");
 }
 
 }  // namespace

@@ -1,0 +1,118 @@
+#include "ops/cpu/kernel_choice.h"
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "base/mutex.h"
+
+namespace fulcrum::ops {
+namespace {
+
+struct Measured {
+  bool use_dnn = false;
+  double own_ms = -1, onednn_ms = -1;
+};
+
+class ChoiceTable {
+ public:
+  bool Find(const std::string& key, Measured* out) {
+    MutexLock lock(&mu_);
+    auto it = table_.find(key);
+    if (it == table_.end()) return false;
+    *out = it->second;
+    return true;
+  }
+  // Keeps the first choice published for `key` (two replicas may measure at once); returns
+  // the one in force.
+  Measured Publish(const std::string& key, const Measured& m) {
+    MutexLock lock(&mu_);
+    return table_.emplace(key, m).first->second;
+  }
+
+ private:
+  Mutex mu_;
+  std::map<std::string, Measured> table_ ABSL_GUARDED_BY(mu_);
+};
+
+ChoiceTable& Choices() {
+  static ChoiceTable* table = new ChoiceTable();
+  return *table;
+}
+
+// The fastest of one warm-up and two timed runs, in ms; the first error stops it.
+absl::StatusOr<double> TimeMs(absl::FunctionRef<absl::Status()> fn) {
+  if (auto s = fn(); !s.ok()) return s;
+  double best = std::numeric_limits<double>::infinity();
+  for (int i = 0; i < 2; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    if (auto s = fn(); !s.ok()) return s;
+    best = std::min(
+        best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                  .count());
+  }
+  return best;
+}
+
+}  // namespace
+
+absl::StatusOr<ConvAlgo> ParseConvAlgo(absl::string_view text) {
+  if (text == "auto") return ConvAlgo::kAuto;
+  if (text == "im2col") return ConvAlgo::kIm2col;
+  if (text == "onednn") return ConvAlgo::kOneDnn;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--conv_algo=", text, " is not a convolution algorithm: use auto, im2col or onednn"));
+}
+
+const char* ConvAlgoName(ConvAlgo algo) {
+  switch (algo) {
+    case ConvAlgo::kAuto:
+      return "auto";
+    case ConvAlgo::kIm2col:
+      return "im2col";
+    case ConvAlgo::kOneDnn:
+      return "onednn";
+  }
+  return "?";
+}
+
+absl::Status RunChosen(ConvAlgo mode, bool dnn_available, const std::string& key,
+                       const char* own_name, ChoiceState* state, KernelChoice::Direction* rec,
+                       absl::FunctionRef<absl::Status()> own,
+                       absl::FunctionRef<absl::Status()> onednn, absl::FunctionRef<void()> bind) {
+  if (state->chosen) {
+    if (!state->use_dnn) return own();
+    bind();
+    return onednn();
+  }
+  bool use_dnn = dnn_available && mode != ConvAlgo::kIm2col;
+  bool measured_now = false;
+  if (use_dnn && mode == ConvAlgo::kAuto) {
+    Measured m;
+    if (!Choices().Find(key, &m)) {
+      absl::StatusOr<double> own_ms = TimeMs(own);
+      if (!own_ms.ok()) return own_ms.status();
+      bind();
+      absl::StatusOr<double> onednn_ms = TimeMs(onednn);
+      if (!onednn_ms.ok()) return onednn_ms.status();
+      m = Choices().Publish(key, {*onednn_ms < *own_ms, *own_ms, *onednn_ms});
+      measured_now = true;
+    }
+    rec->own_ms = m.own_ms;
+    rec->onednn_ms = m.onednn_ms;
+    use_dnn = m.use_dnn;
+  }
+  state->chosen = true;
+  state->use_dnn = use_dnn;
+  rec->algo = use_dnn ? "onednn" : own_name;
+  // oneDNN's run was the last: its output stands. Otherwise the own kernel runs (again), so
+  // that this call's result is the chosen algorithm's.
+  if (measured_now && use_dnn) return absl::OkStatus();
+  if (!use_dnn) return own();
+  bind();
+  return onednn();
+}
+
+}  // namespace fulcrum::ops
