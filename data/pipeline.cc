@@ -18,7 +18,7 @@ constexpr double kContrastLower = 0.2;
 constexpr double kContrastUpper = 1.8;
 
 std::string ExampleShapeText(const Dataset& dataset) {
-  const std::vector<int64_t>& dims = dataset.images.shape().dims();
+  const ops::Shape::Dims& dims = dataset.images.shape().dims();
   if (dims.size() < 2) return "[]";
   return absl::StrCat("[", absl::StrJoin(dims.begin() + 1, dims.end(), ", "), "]");
 }
@@ -41,7 +41,7 @@ void AdjustContrast(float* out, int64_t pixels, int64_t channels, float factor) 
 
 absl::StatusOr<std::vector<int64_t>> PipelineExampleShape(const Dataset& dataset,
                                                           const PipelineOptions& options) {
-  const std::vector<int64_t>& dims = dataset.images.shape().dims();
+  const ops::Shape::Dims& dims = dataset.images.shape().dims();
   std::vector<int64_t> example(dims.begin() + std::min<size_t>(1, dims.size()), dims.end());
   if (options.kind == kPlainPipeline) return example;
   if (options.kind != kCifar10Pipeline) {

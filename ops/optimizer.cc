@@ -1,8 +1,7 @@
 #include "ops/optimizer.h"
 
-#include <cmath>
-
 #include <Eigen/Core>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 
@@ -23,23 +22,20 @@ absl::Status CheckOperands(const OptimizerConfig& config, int64_t step, const Te
     return absl::InvalidArgumentError("ApplyGradient: the cpu kernel needs cpu tensors");
   }
   if (!(var->shape() == grad.shape())) {
-    return absl::InvalidArgumentError(absl::StrCat("ApplyGradient: gradient shape ",
-                                                   grad.shape().ToString(),
-                                                   " differs from variable shape ",
-                                                   var->shape().ToString()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ApplyGradient: gradient shape ", grad.shape().ToString(),
+                     " differs from variable shape ", var->shape().ToString()));
   }
-  const size_t want = SlotNames(config.kind).size();
+  const size_t want = SlotCount(config.kind);
   if (slots.size() != want) {
     return absl::InvalidArgumentError(absl::StrCat("ApplyGradient: ", OptimizerName(config.kind),
-                                                   " needs ", want, " slots, got ",
-                                                   slots.size()));
+                                                   " needs ", want, " slots, got ", slots.size()));
   }
   for (const Tensor& slot : slots) {
     if (!(slot.shape() == var->shape()) || slot.device() != Device::kCpu) {
-      return absl::InvalidArgumentError(absl::StrCat("ApplyGradient: slot shape ",
-                                                     slot.shape().ToString(),
-                                                     " differs from variable shape ",
-                                                     var->shape().ToString()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("ApplyGradient: slot shape ", slot.shape().ToString(),
+                       " differs from variable shape ", var->shape().ToString()));
     }
   }
   if (step < 1) {
@@ -90,6 +86,20 @@ std::vector<std::string> SlotNames(OptimizerKind kind) {
       return {"rms", "momentum"};
   }
   return {};
+}
+
+size_t SlotCount(OptimizerKind kind) {
+  switch (kind) {
+    case OptimizerKind::kSgd:
+      return 0;
+    case OptimizerKind::kMomentum:
+    case OptimizerKind::kAdagrad:
+      return 1;
+    case OptimizerKind::kAdam:
+    case OptimizerKind::kRmsProp:
+      return 2;
+  }
+  return 0;
 }
 
 float SlotInitialValue(const OptimizerConfig& config, int slot_index) {

@@ -9,11 +9,11 @@
 #include <cstdint>
 #include <span>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "ops/tensor.h"
 
 namespace fulcrum::ops {
@@ -41,12 +41,15 @@ struct OptimizerConfig {
   bool lr_decay_staircase = false;
 };
 
-// "sgd", "momentum", "adam", "adagrad" or "rmsprop"; anything else is InvalidArgument listing the choices.
+// "sgd", "momentum", "adam", "adagrad" or "rmsprop"; anything else is InvalidArgument listing the
+// choices.
 absl::StatusOr<OptimizerKind> ParseOptimizerKind(absl::string_view name);
 const char* OptimizerName(OptimizerKind kind);
 
 // Names of the slot variables each optimizer keeps per variable, in ApplyGradient's order.
 std::vector<std::string> SlotNames(OptimizerKind kind);
+// SlotNames(kind).size(), without building the names (what a step's apply checks).
+size_t SlotCount(OptimizerKind kind);
 // The value every element of slot `slot_index` starts at.
 float SlotInitialValue(const OptimizerConfig& config, int slot_index);
 

@@ -100,7 +100,7 @@ int64_t Tensor::cols() const {
 }
 
 Tensor Tensor::Rows(int64_t begin, int64_t end) const {
-  std::vector<int64_t> dims = shape_.dims();
+  Shape::Dims dims = shape_.dims();
   const int64_t row_elements = dims.empty() ? 1 : num_elements() / dims[0];
   if (!dims.empty()) dims[0] = end - begin;
   return Tensor(storage_, data_ + begin * row_elements, Shape(std::move(dims)), device_);

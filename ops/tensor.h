@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 
 namespace fulcrum::ops {
@@ -22,16 +23,22 @@ enum class Device { kCpu, kCuda };
 
 const char* DeviceName(Device device);
 
-// Dimensions of a tensor, outermost first (row-major).
+// Dimensions of a tensor, outermost first (row-major). Up to kInlineRank dimensions are held
+// inline: making, copying or reshaping a shape allocates nothing (a training step makes many).
 class Shape {
  public:
+  static constexpr size_t kInlineRank = 6;
+  using Dims = absl::InlinedVector<int64_t, kInlineRank>;
+
   Shape() = default;
   Shape(std::initializer_list<int64_t> dims) : dims_(dims) {}
-  explicit Shape(std::vector<int64_t> dims) : dims_(std::move(dims)) {}
+  explicit Shape(const std::vector<int64_t>& dims) : dims_(dims.begin(), dims.end()) {}
+  explicit Shape(Dims dims) : dims_(std::move(dims)) {}
 
   int rank() const { return static_cast<int>(dims_.size()); }
   int64_t dim(int i) const { return dims_[static_cast<size_t>(i)]; }
-  const std::vector<int64_t>& dims() const { return dims_; }
+  const Dims& dims() const { return dims_; }
+  std::vector<int64_t> dims_vector() const { return {dims_.begin(), dims_.end()}; }
   // Product of all dimensions (1 for a scalar shape).
   int64_t num_elements() const;
   // Shape as "[a, b, c]".
@@ -40,7 +47,7 @@ class Shape {
   friend bool operator==(const Shape& a, const Shape& b) { return a.dims_ == b.dims_; }
 
  private:
-  std::vector<int64_t> dims_;
+  Dims dims_;
 };
 
 // The most elements one tensor may hold: 2^34 floats (64 GiB). Far above any model here,

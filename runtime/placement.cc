@@ -199,7 +199,7 @@ absl::StatusOr<Placement> PlaceVariables(std::span<const VariableInfo> variables
           slice.row_end = row + n;
           slice.element_offset = row * row_elements;
           slice.num_elements = n * row_elements;
-          std::vector<int64_t> dims = var.shape.dims();
+          std::vector<int64_t> dims = var.shape.dims_vector();
           dims[0] = n;
           slice.shape = ops::Shape(std::move(dims));
           loads[static_cast<size_t>(i)] += slice.bytes();

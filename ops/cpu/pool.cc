@@ -9,6 +9,15 @@
 namespace fulcrum::ops {
 namespace {
 
+// `n` elements of per-thread scratch of type T, grown (never shrunk) on demand: after a
+// layer's first step, a call allocates nothing.
+template <typename T>
+std::span<T> ThreadScratch(int64_t n) {
+  thread_local std::vector<T> buffer;
+  if (buffer.size() < static_cast<size_t>(n)) buffer.resize(static_cast<size_t>(n));
+  return std::span<T>(buffer.data(), static_cast<size_t>(n));
+}
+
 // Geometry from x's shape, checking y's (or dx from dy's, for the gradients).
 absl::StatusOr<Pool2DGeometry> GeometryAndCheck(const Tensor& in, const char* in_what,
                                                 const Tensor* out, const char* out_what,
@@ -81,7 +90,9 @@ absl::StatusOr<Pool2DGeometry> Pool2DGeometryFor(const Shape& x, const Pool2DPar
     return absl::InvalidArgumentError(
         absl::StrCat(name, ": input ", x.ToString(), " must be rank 4 [N, H, W, C]"));
   }
-  if (auto s = ValidateShape(x, name + ": input"); !s.ok()) return s;
+  if (auto s = ValidateShape(x, "input"); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": ", s.message()));
+  }
   Pool2DGeometry g;
   g.batch = x.dim(0);
   g.in_h = x.dim(1);
@@ -95,15 +106,16 @@ absl::StatusOr<Pool2DGeometry> Pool2DGeometryFor(const Shape& x, const Pool2DPar
     return absl::InvalidArgumentError(
         absl::StrCat(name, ": input image ", x.ToString(), " has more than 2^31 elements"));
   }
-  if (auto s = ConvOutputSize(g.in_h, g.window_h, g.stride_h, params.padding,
-                              name + ": window height", &g.out_h, &g.pad_top);
+  // The names go into a message only on an error: a step calls this for every pooling layer.
+  if (auto s = ConvOutputSize(g.in_h, g.window_h, g.stride_h, params.padding, "window height",
+                              &g.out_h, &g.pad_top);
       !s.ok()) {
-    return s;
+    return absl::InvalidArgumentError(absl::StrCat(name, ": ", s.message()));
   }
-  if (auto s = ConvOutputSize(g.in_w, g.window_w, g.stride_w, params.padding,
-                              name + ": window width", &g.out_w, &g.pad_left);
+  if (auto s = ConvOutputSize(g.in_w, g.window_w, g.stride_w, params.padding, "window width",
+                              &g.out_w, &g.pad_left);
       !s.ok()) {
-    return s;
+    return absl::InvalidArgumentError(absl::StrCat(name, ": ", s.message()));
   }
   return g;
 }
@@ -128,7 +140,7 @@ absl::Status MaxPool(const Tensor& x, const Pool2DParams& params, Tensor* y, Thr
   float* yd = y->data();
   ForEachImage(pool, geo.batch, [&](int64_t b) {
     const float* xi = xd + b * ImageSize(geo);
-    std::vector<int32_t> scratch(argmax.empty() ? static_cast<size_t>(geo.channels) : 0);
+    std::span<int32_t> scratch = ThreadScratch<int32_t>(argmax.empty() ? geo.channels : 0);
     for (int64_t oh = 0; oh < geo.out_h; ++oh) {
       for (int64_t ow = 0; ow < geo.out_w; ++ow) {
         const int64_t o = b * OutImageSize(geo) + (oh * geo.out_w + ow) * geo.channels;
@@ -153,8 +165,8 @@ absl::Status MaxPoolGrad(const Tensor& x, const Tensor& dy, const Pool2DParams& 
   ForEachImage(pool, geo.batch, [&](int64_t b) {
     const float* xi = xd + b * ImageSize(geo);
     float* dxi = dxd + b * ImageSize(geo);
-    std::vector<float> best(static_cast<size_t>(geo.channels));
-    std::vector<int32_t> arg(static_cast<size_t>(geo.channels));
+    std::span<float> best = ThreadScratch<float>(geo.channels);
+    std::span<int32_t> arg = ThreadScratch<int32_t>(geo.channels);
     for (int64_t oh = 0; oh < geo.out_h; ++oh) {
       for (int64_t ow = 0; ow < geo.out_w; ++ow) {
         WindowMax(geo, xi, WindowAt(geo, oh, ow), best.data(), arg.data());

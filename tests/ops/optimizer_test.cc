@@ -58,7 +58,7 @@ TEST_P(OptimizerTest, MatchesScalarReferenceOverSteps) {
   c.kind = *ParseOptimizerKind(GetParam());
   c.learning_rate = 0.05f;
   c.rmsprop_momentum = 0.5f;  // exercise the momentum slot too
-  const int64_t n = 37;  // not a multiple of the vector width
+  const int64_t n = 37;       // not a multiple of the vector width
   Tensor var = Random({n}, 1);
   std::vector<Tensor> slots;
   for (size_t i = 0; i < SlotNames(c.kind).size(); ++i) {
@@ -83,7 +83,7 @@ TEST_P(OptimizerTest, DescendsAQuadratic) {
   OptimizerConfig c;
   c.kind = *ParseOptimizerKind(GetParam());
   c.learning_rate = c.kind == OptimizerKind::kAdam || c.kind == OptimizerKind::kAdagrad ? 0.3f
-                    : c.kind == OptimizerKind::kRmsProp                                  ? 0.03f
+                    : c.kind == OptimizerKind::kRmsProp                                 ? 0.03f
                                                                                         : 0.1f;
   Tensor x = Tensor::Zeros({5});
   std::vector<Tensor> slots;
@@ -168,6 +168,19 @@ TEST(InitializerTest, DeterministicAndWithinBounds) {
   EXPECT_NEAR(std::sqrt(sq / 1000), 0.44, 0.05);  // truncation at 2 sd shrinks sd by ~12%
   ASSERT_TRUE(Initialize(Initializer::Constant(0.25f), 1, &n).ok());
   for (float v : n.flat()) EXPECT_EQ(v, 0.25f);
+}
+
+}  // namespace
+}  // namespace fulcrum::ops
+
+namespace fulcrum::ops {
+namespace {
+
+TEST(SlotCountTest, IsTheNumberOfSlotNames) {
+  for (OptimizerKind kind : {OptimizerKind::kSgd, OptimizerKind::kMomentum, OptimizerKind::kAdam,
+                             OptimizerKind::kAdagrad, OptimizerKind::kRmsProp}) {
+    EXPECT_EQ(SlotCount(kind), SlotNames(kind).size()) << OptimizerName(kind);
+  }
 }
 
 }  // namespace
