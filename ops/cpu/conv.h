@@ -31,7 +31,7 @@ struct Conv2DParams {
   Padding padding = Padding::kSame;
   // The layer's name: what the kernel choice record (ops/cpu/conv_planner.h) and a fallback's
   // log line call it. Empty for a bare op.
-  std::string layer;
+  std::string layer = {};
 };
 
 // The elementwise function fused after a convolution's bias.

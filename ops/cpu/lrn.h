@@ -22,7 +22,7 @@ struct LrnParams {
   float bias = 1.0f;
   float alpha = 1.0f;
   float beta = 0.5f;
-  std::string layer;  // the layer's name, for the kernel choice record; empty for a bare op
+  std::string layer = {};  // the layer's name, for the kernel choice record; empty for a bare op
 };
 
 // OK iff depth_radius >= 0, bias > 0 and alpha >= 0 (so the base of the power is positive).

@@ -27,7 +27,7 @@ struct Pool2DParams {
   int64_t stride_h = 2;
   int64_t stride_w = 2;
   Padding padding = Padding::kValid;
-  std::string layer;  // the layer's name, for the kernel choice record; empty for a bare op
+  std::string layer = {};  // the layer's name, for the kernel choice record; empty for a bare op
 };
 
 // Every size one pooling op needs, computed once from the input shape by Pool2DGeometryFor.
