@@ -8,7 +8,10 @@
 # side's best-of-threads median examples/sec (steady state, first 20 steps dropped), the
 # thread count that won, and the median and min-max of the pairwise ratios Fulcrum/PyTorch
 # taken at each side's winning thread count. /proc/loadavg is printed before and after.
-# PyTorch is set up as docs/benchmarking.md says ("give the peer its best").
+# PyTorch is set up as docs/benchmarking.md says ("give the peer its best"); its best figure
+# is printed beside its known-good figure for the configuration (bench/peer_figures.py), and
+# more than 15 % under it prints a WARNING banner on stderr and under the table (a
+# configuration with no known-good figure says so).
 #
 # Usage: bench/compare_reference.sh [--models=logreg,mlp,autoencoder] [--batches=64,128,256]
 #          [--threads=1,2] [--pairs=3] [--seconds=2.5] [--optimizer=sgd]
@@ -51,13 +54,25 @@ if (( quick )); then
 fi
 : "${models:=logreg,mlp,autoencoder}" "${batches:=64,128,256}" "${pairs:=3}" "${seconds:=2.5}"
 : "${out:=${ROOT}/build/compare_reference.md}"
-[[ "$pairs" =~ ^[1-9][0-9]*$ ]] || die "--pairs must be a positive integer"
+[[ "$pairs" =~ ^[1-9][0-9]*$ ]] || die "--pairs must be a positive integer, got '$pairs'"
+[[ -n "${models//,/}" ]] || die "--models must not be empty"
 for m in ${models//,/ }; do
-  [[ "$m" =~ ^(logreg|mlp|autoencoder)$ ]] || die "unknown model '$m'"
+  [[ "$m" =~ ^(logreg|mlp|autoencoder)$ ]] || die "--models: unknown model '$m' (logreg, mlp, autoencoder)"
 done
-for v in ${batches//,/ } ${threads_list//,/ }; do
-  [[ "$v" =~ ^[1-9][0-9]*$ ]] || die "batches and threads must be positive integers, got '$v'"
+[[ -n "${batches//,/}" ]] || die "--batches must not be empty"
+for v in ${batches//,/ }; do
+  [[ "$v" =~ ^[1-9][0-9]*$ ]] || die "--batches: expected positive integers, got '$v'"
 done
+[[ -n "${threads_list//,/}" ]] || die "--threads must not be empty"
+for v in ${threads_list//,/ }; do
+  [[ "$v" =~ ^[1-9][0-9]*$ ]] || die "--threads: expected positive integers, got '$v'"
+done
+[[ "$seconds" =~ ^([0-9]+\.?[0-9]*|\.[0-9]+)$ ]] && awk -v s="$seconds" 'BEGIN { exit !(s > 0) }' ||
+  die "--seconds must be a positive number, got '$seconds'"
+[[ "$optimizer" =~ ^(sgd|momentum|adam|adagrad)$ ]] ||
+  die "--optimizer must be sgd, momentum, adam or adagrad, got '$optimizer'"
+[[ "$learning_rate" =~ ^([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?$ ]] ||
+  die "--learning_rate must be a positive number, got '$learning_rate'"
 (( pairs >= 3 )) || echo "compare_reference: note: fewer than 3 pairs; docs/benchmarking.md asks for at least 3" >&2
 
 [[ -x "$WORKER" ]] || die "${WORKER#${ROOT}/} not found or not executable - run scripts/setup.sh first"
@@ -200,12 +215,16 @@ echo "loadavg after:  $load_after"
 # --- Report (medians and ratios in Python).
 mkdir -p "$(dirname "$out")"
 cmdline="bench/compare_reference.sh${*:+ $*}"
+BANNERS="$WORK/banners.txt"
+: >"$BANNERS"
 "$PYTHON" - "$RESULTS" "$started" "$load_before" "$load_after" "$cmdline" \
   "$torch_version" "$torch_core${coretype:+ (OPENBLAS_CORETYPE=$coretype)}" "$(nproc)" \
-  "$optimizer" "$learning_rate" "$seconds" >"$out" <<'PY'
+  "$optimizer" "$learning_rate" "$seconds" "$ROOT/bench" "$BANNERS" >"$out" <<'PY'
 import collections, statistics, sys
 (path, started, load_before, load_after, cmdline, torch_version, core, ncpu,
- optimizer, lr, seconds) = sys.argv[1:]
+ optimizer, lr, seconds, bench, banner_file) = sys.argv[1:]
+sys.path.insert(0, bench)
+import peer_figures
 rate = {}                       # (model, batch, side, threads) -> {pair: ex/s}
 order = []
 for line in open(path):
@@ -227,9 +246,10 @@ print(f"- PyTorch: /usr/bin/python3 bench/reference/train_reference.py, OpenBLAS
       f"MALLOC_TRIM_THRESHOLD_ set (Fulcrum gets the same MALLOC_* env)")
 print(f"- loadavg before: `{load_before}`; after: `{load_after}`\n")
 print("| model | batch | Fulcrum ex/s (median) | threads | PyTorch ex/s (median) | threads "
-      "| Fulcrum/PyTorch (median of pairs) | ratio min–max | pairs |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+      "| Fulcrum/PyTorch (median of pairs) | ratio min–max | pairs | PyTorch known-good ex/s |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 detail = []
+banners = []
 for model, batch in order:
     best = {}
     for side in ("fulcrum", "pytorch"):
@@ -241,10 +261,17 @@ for model, batch in order:
     f_runs = rate[(model, batch, "fulcrum", best["fulcrum"][0])]
     p_runs = rate[(model, batch, "pytorch", best["pytorch"][0])]
     ratios = [f_runs[p] / p_runs[p] for p in sorted(f_runs) if p in p_runs]
+    known = peer_figures.judge(
+        "pytorch", model, batch, best["pytorch"][0], best["pytorch"][1],
+        f"optimizer={optimizer}", torch_version,
+        what=f"compare_reference: PyTorch {model} batch {batch}, {best['pytorch'][0]} "
+             f"thread(s), optimizer {optimizer}")
+    if known["banner"]:
+        banners.append(known["banner"])
     print(f"| {model} | {batch} | {fmt(best['fulcrum'][1])} | {best['fulcrum'][0]} "
           f"| {fmt(best['pytorch'][1])} | {best['pytorch'][0]} "
           f"| **{statistics.median(ratios):.2f}×** | {min(ratios):.2f}–{max(ratios):.2f} "
-          f"| {len(ratios)} |")
+          f"| {len(ratios)} | {known['cell']} |")
 print("\nMedian examples/sec per thread count:\n")
 threads = sorted({t for (_, _, _, t) in rate})
 print("| model | batch | side | " + " | ".join(f"{t} thr" for t in threads) + " |")
@@ -252,8 +279,13 @@ print("|---|---:|---|" + "---:|" * len(threads))
 for model, batch, side, meds in detail:
     cells = " | ".join(fmt(meds[t]) if t in meds else "–" for t in threads)
     print(f"| {model} | {batch} | {side} | {cells} |")
+if banners:
+    print("\n```\n" + "\n".join(banners) + "\n```")
+with open(banner_file, "w") as f:
+    f.write("".join(b + "\n" for b in banners))
 PY
 echo
 cat "$out"
+if [[ -s "$BANNERS" ]]; then echo >&2; cat "$BANNERS" >&2; fi
 echo
 echo "compare_reference: table written to ${out}"

@@ -17,15 +17,21 @@
 # ratios Fulcrum/TF at each side's best thread count. /proc/loadavg before and after each
 # (model, mode) block. The TF side runs from a virtual environment build/tf-venv (created on
 # first use: Debian's python3 -m venv + pip install tensorflow-cpu) and is fed from a numpy
-# copy of its shard (feed_dict; --feed=dataset for tf.data).
+# copy of its shard (feed_dict; --feed=dataset for tf.data). TF's best figure is printed beside
+# its known-good figure for the configuration (bench/peer_figures.py); more than 15 % under it
+# prints a WARNING banner on stderr and under the table, and a configuration with no
+# known-good figure says so.
 #
-# Usage: bench/compare_tf_ps.sh [--models=logreg[,mlp,mnist_cnn]] [--modes=sync,async]
+# Usage: bench/compare_tf_ps.sh [--models=logreg[,mlp,mnist_cnn,cifar10_cnn]] [--modes=sync,async]
 #          [--threads=1,2] [--pairs=3] [--workers=2] [--batch_size=256]
 #          [--logreg_steps=2000] [--mlp_steps=1000] [--cnn_steps=100]
 #          [--feed=feed_dict|dataset] [--out=build/compare_tf_ps.md] [--keep] [--setup_only]
 #   logreg: 784->10, SGD lr 0.03.   mlp: 784-256-128-10 ReLU, Adam lr 1e-3.
 #   mnist_cnn: conv5x5x32-pool-conv5x5x64-pool-fc1024-dropout-fc (3.3 M parameters, 13 MB),
 #              momentum 0.9 lr 0.01 (a step is ~100x an mlp's: use a smaller --batch_size).
+#   cifar10_cnn: TensorFlow's CIFAR-10 tutorial graph (models/cnn_zoo.cc: conv-pool-LRN-conv-
+#              LRN-pool-fc384-fc192-fc, weight decay 0.004 on the fc384/fc192 kernels) on the
+#              28x28x1 Fashion-MNIST images, momentum 0.9 lr 0.01, --cnn_steps steps.
 #   --keep        keep the per-run folders (logs, summaries, report.json) under $TMPDIR.
 #   --setup_only  only create the TF virtual environment.
 # Environment: TF_PIP_SPEC (default tensorflow-cpu==2.21.0), VENV (default build/tf-venv),
@@ -64,8 +70,12 @@ for arg in "$@"; do
     *) usage >&2; die "unknown argument: $arg" ;;
   esac
 done
-for m in ${models//,/ }; do [[ "$m" =~ ^(logreg|mlp|mnist_cnn)$ ]] || die "unknown model '$m'"; done
-for m in ${modes//,/ }; do [[ "$m" =~ ^(sync|async)$ ]] || die "unknown mode '$m'"; done
+for m in ${models//,/ }; do
+  [[ "$m" =~ ^(logreg|mlp|mnist_cnn|cifar10_cnn)$ ]] ||
+    die "--models: unknown model '$m' (logreg, mlp, mnist_cnn, cifar10_cnn)"
+done
+for m in ${modes//,/ }; do [[ "$m" =~ ^(sync|async)$ ]] || die "--modes: unknown mode '$m' (sync, async)"; done
+[[ -n "${models//,/}" && -n "${modes//,/}" ]] || die "--models and --modes must not be empty"
 [[ "$feed" =~ ^(feed_dict|dataset)$ ]] || die "--feed must be feed_dict or dataset"
 for v in $pairs $workers $batch $logreg_steps $mlp_steps $cnn_steps ${threads_list//,/ }; do
   [[ "$v" =~ ^[1-9][0-9]*$ ]] || die "expected a positive integer, got '$v'"
@@ -125,8 +135,8 @@ model_flags() {  # model -> flags shared by both sides
   case "$1" in
     logreg) echo "--model=logreg --optimizer=sgd --learning_rate=0.03 --train_steps=$logreg_steps" ;;
     mlp) echo "--model=mlp --optimizer=adam --learning_rate=0.001 --train_steps=$mlp_steps" ;;
-    mnist_cnn)
-      echo "--model=mnist_cnn --optimizer=momentum --learning_rate=0.01 --train_steps=$cnn_steps" ;;
+    mnist_cnn|cifar10_cnn)
+      echo "--model=$1 --optimizer=momentum --learning_rate=0.01 --train_steps=$cnn_steps" ;;
   esac
 }
 
@@ -218,10 +228,12 @@ elapsed=$(( $(date +%s) - t_start ))
 
 mkdir -p "$(dirname "$out")"
 python3 - "$results" "$loads" "$TF_VERSION" "$workers" "$batch" "$pairs" "$feed" "$elapsed" \
-    "$logreg_steps" "$mlp_steps" "$cnn_steps" <<'EOF' | tee "$out"
+    "$logreg_steps" "$mlp_steps" "$cnn_steps" "$ROOT/bench" <<'EOF' | tee "$out"
 import statistics as st, sys
 from collections import defaultdict
-res, loads, tfv, W, B, P, feed, elapsed, lsteps, msteps, csteps = sys.argv[1:]
+res, loads, tfv, W, B, P, feed, elapsed, lsteps, msteps, csteps, bench = sys.argv[1:]
+sys.path.insert(0, bench)
+import peer_figures
 runs = defaultdict(dict)          # (model, mode, side, threads) -> {pair: (ex, acc)}
 for line in open(res):
     model, mode, side, t, p, ex, acc = line.rstrip("\n").split("\t")
@@ -229,15 +241,18 @@ for line in open(res):
 load = {(l.split("\t")[0], l.split("\t")[1]): l.rstrip("\n").split("\t")[2:] for l in open(loads)}
 desc = {"logreg": "logreg 784-10, SGD lr 0.03, %s steps" % lsteps,
         "mlp": "mlp 784-256-128-10, Adam lr 1e-3, %s steps" % msteps,
-        "mnist_cnn": "mnist_cnn (3.3 M parameters), momentum 0.9 lr 0.01, %s steps" % csteps}
+        "mnist_cnn": "mnist_cnn (3.3 M parameters), momentum 0.9 lr 0.01, %s steps" % csteps,
+        "cifar10_cnn": "cifar10_cnn (28x28x1 input), momentum 0.9 lr 0.01, %s steps" % csteps}
 print("Between-graph PS job, 1 ps + %s workers, batch %s per worker, Fashion-MNIST; "
       "TensorFlow %s (tf.compat.v1, %s) vs Fulcrum; %s pairs after a warm-up; "
       "examples/sec = sum of the workers' steady-state rates (first 20 steps dropped), "
       "median at each side's best thread count (t=N). Ratio = Fulcrum/TF, median [min-max] "
       "of the pairwise ratios. Accuracy: median final test accuracy. Bench time %d s.\n"
       % (W, B, tfv, feed, P, int(elapsed)))
-print("| config | mode | TF ex/s | Fulcrum ex/s | Fulcrum/TF | TF acc | Fulcrum acc | load before -> after |")
-print("| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |")
+print("| config | mode | TF ex/s | Fulcrum ex/s | Fulcrum/TF | TF acc | Fulcrum acc | load before -> after "
+      "| TF known-good ex/s |")
+print("| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | --- |")
+banners = []
 for (model, mode) in load:
     best = {}
     for side in ("tf", "fulcrum"):
@@ -247,10 +262,20 @@ for (model, mode) in load:
     rt, rf = runs[(model, mode, "tf", best["tf"][1])], runs[(model, mode, "fulcrum", best["fulcrum"][1])]
     ratios = [rf[p][0] / rt[p][0] for p in rt if p in rf]
     acc = lambda r: st.median(v[1] for v in r.values() if v[1] is not None)
-    print("| %s | %s | %.0f (t=%d) | %.0f (t=%d) | %.2fx [%.2f-%.2f] | %.4f | %.4f | %s -> %s |"
+    known = peer_figures.judge(
+        "tf-ps", model, int(B), best["tf"][1], best["tf"][0],
+        "mode=%s,workers=%s,feed=%s" % (mode, W, feed), tfv,
+        what="compare_tf_ps: TF PS job %s %s, %s workers, batch %s, %d thread%s, %s" % (
+            model, mode, W, B, best["tf"][1], "" if best["tf"][1] == 1 else "s", feed))
+    if known["banner"]:
+        banners.append(known["banner"])
+        print(known["banner"], file=sys.stderr)
+    print("| %s | %s | %.0f (t=%d) | %.0f (t=%d) | %.2fx [%.2f-%.2f] | %.4f | %.4f | %s -> %s | %s |"
           % (desc[model], mode, best["tf"][0], best["tf"][1], best["fulcrum"][0], best["fulcrum"][1],
              st.median(ratios), min(ratios), max(ratios), acc(rt), acc(rf),
-             load[(model, mode)][0], load[(model, mode)][1]))
+             load[(model, mode)][0], load[(model, mode)][1], known["cell"]))
+if banners:
+    print("\n```\n%s\n```" % "\n".join(banners))
 print("\nAll medians (ex/s): " + " | ".join(
     "%s %s: " % mm + "; ".join("%s t=%d %.0f" % (k[2], k[3], st.median(v[0] for v in runs[k].values()))
                                for k in sorted(runs) if k[:2] == mm) for mm in load))

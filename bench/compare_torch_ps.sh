@@ -20,6 +20,9 @@
 # count; the ratio column is the median and min-max of the pairwise ratios Fulcrum/PyTorch at
 # those thread counts. /proc/loadavg before and after each (model, mode) block. PyTorch runs
 # from build/torch-venv (created on first use: Debian's python3 -m venv + pip install torch).
+# PyTorch's best figure is printed beside its known-good figure for the configuration
+# (bench/peer_figures.py); more than 15 % under it prints a WARNING banner on stderr and under
+# the table, and a configuration with no known-good figure says so.
 #
 # Usage: bench/compare_torch_ps.sh [--models=logreg,mlp] [--modes=sync,async] [--threads=1]
 #          [--pairs=3] [--workers=2] [--batch_size=128] [--logreg_steps=2000] [--mlp_steps=0]
@@ -234,10 +237,12 @@ elapsed=$(( $(date +%s) - t_start ))
 
 mkdir -p "$(dirname "$out")"
 python3 - "$results" "$loads" "$TORCH_VERSION" "$workers" "$batch" "$pairs" "$exchange" \
-    "$elapsed" "$logreg_steps" "$mlp_steps" "$fulcrum_flags" "$torch_flags" <<'EOF' | tee "$out"
+    "$elapsed" "$logreg_steps" "$mlp_steps" "$fulcrum_flags" "$torch_flags" "$ROOT/bench" <<'EOF' | tee "$out"
 import statistics as st, sys
 from collections import defaultdict
-res, loads, tv, W, B, P, exchange, elapsed, lsteps, msteps, fflags, tflags = sys.argv[1:]
+res, loads, tv, W, B, P, exchange, elapsed, lsteps, msteps, fflags, tflags, bench = sys.argv[1:]
+sys.path.insert(0, bench)
+import peer_figures
 runs = defaultdict(dict)          # (model, mode, side, threads) -> {pair: (ex, acc, stale)}
 for line in open(res):
     model, mode, side, t, p, ex, acc, stale = line.rstrip("\n").split("\t")
@@ -256,8 +261,9 @@ print("Parameter-server job, 1 ps + %s workers, batch %s per worker, Fashion-MNI
          else "", (" " + tflags) if tflags else "", (" " + fflags) if fflags else "", P,
          int(elapsed)))
 print("| config | mode | PyTorch ex/s | Fulcrum ex/s | Fulcrum/PyTorch | PyTorch acc | Fulcrum acc "
-      "| PyTorch staleness | Fulcrum staleness | load before -> after |")
-print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+      "| PyTorch staleness | Fulcrum staleness | load before -> after | PyTorch known-good ex/s |")
+print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
+banners = []
 for (model, mode) in load:
     best = {}
     for side in ("torch", "fulcrum"):
@@ -269,10 +275,25 @@ for (model, mode) in load:
     acc = lambda r: "%.4f [%.4f-%.4f]" % (st.median(v[1] for v in r.values()),
                                           min(v[1] for v in r.values()), max(v[1] for v in r.values()))
     stale = lambda r: "%.2f" % st.median(v[2] for v in r.values()) if mode == "async" else "-"
-    print("| %s | %s | %.0f (t=%d) | %.0f (t=%d) | %.2fx [%.2f-%.2f] | %s | %s | %s | %s | %s -> %s |"
+    ex = exchange if exchange != "auto" else ("push_fetch" if mode == "sync" else "fetch_push")
+    variant = "mode=%s,workers=%s,exchange=%s" % (mode, W, ex)
+    if msteps != "0" and model == "mlp":
+        variant += ",steps=%s" % msteps
+    if tflags:
+        variant += ",torch_flags=%s" % tflags.replace(",", ";")
+    known = peer_figures.judge(
+        "pytorch-rpc-ps", model, int(B), best["torch"][1], best["torch"][0], variant, tv,
+        what="compare_torch_ps: PyTorch RPC PS %s %s, %s workers, batch %s, %d thread%s, %s" % (
+            model, mode, W, B, best["torch"][1], "" if best["torch"][1] == 1 else "s", ex))
+    if known["banner"]:
+        banners.append(known["banner"])
+        print(known["banner"], file=sys.stderr)
+    print("| %s | %s | %.0f (t=%d) | %.0f (t=%d) | %.2fx [%.2f-%.2f] | %s | %s | %s | %s | %s -> %s | %s |"
           % (desc[model], mode, best["torch"][0], best["torch"][1], best["fulcrum"][0],
              best["fulcrum"][1], st.median(ratios), min(ratios), max(ratios), acc(rt), acc(rf),
-             stale(rt), stale(rf), load[(model, mode)][0], load[(model, mode)][1]))
+             stale(rt), stale(rf), load[(model, mode)][0], load[(model, mode)][1], known["cell"]))
+if banners:
+    print("\n```\n%s\n```" % "\n".join(banners))
 EOF
 echo "compare_torch_ps: table written to ${out#"${ROOT}"/}" >&2
 (( keep )) && echo "compare_torch_ps: run folders kept in ${work#"${ROOT}"/}" >&2

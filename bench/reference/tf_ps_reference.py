@@ -25,7 +25,12 @@ no checkpoints, summaries or step-counter hooks.
 Models as Fulcrum's (weights Glorot-uniform, biases zero; softmax cross-entropy, batch mean):
   logreg 784->10;  mlp 784-256-128-10 ReLU;  mnist_cnn (models/cnn_zoo.cc, TensorFlow's layers
   tutorial): 28x28x1 -> conv5x5x32 SAME ReLU -> maxpool 2x2 -> conv5x5x64 SAME ReLU ->
-  maxpool 2x2 -> fc1024 ReLU -> dropout 0.4 (training only) -> fc10, NHWC as Fulcrum's.
+  maxpool 2x2 -> fc1024 ReLU -> dropout 0.4 (training only) -> fc10, NHWC as Fulcrum's;
+  cifar10_cnn (models/cnn_zoo.cc, TensorFlow's CIFAR-10 tutorial) on the same 28x28x1 images,
+  as Fulcrum's worker builds it on Fashion-MNIST: conv5x5x64 - maxpool 3x3 s2 SAME - LRN -
+  conv5x5x64 - LRN - maxpool 3x3 s2 SAME - fc384 - fc192 - fc10, the tutorial's initializers
+  and its weight decay (0.004 * l2_loss of the fc384/fc192 kernels added to the loss). The CNN
+  graphs come from tf_cnn_reference.py (build_cnn), the single-process peer of the same models.
   Optimizers: sgd, momentum (0.9, TF's MomentumOptimizer), adam (0.9, 0.999, 1e-8).
 Data: the Fashion-MNIST IDX .gz files read with gzip + numpy; pixels / 255 as float32.
 Worker i trains on its contiguous 1/N shard of the training set (as Fulcrum's ShardOf), a
@@ -63,6 +68,8 @@ import tensorflow as tf  # noqa: E402
 
 from tensorflow.python.training import session_manager as _session_manager  # noqa: E402
 
+from tf_cnn_reference import build_cnn  # noqa: E402  (this script's folder is on sys.path)
+
 WARMUP_STEPS = 20
 v1 = tf.compat.v1
 
@@ -72,7 +79,8 @@ def parse_args():
     p.add_argument("--cluster_spec", required=True, help="ClusterSpec JSON (chief/ps/worker)")
     p.add_argument("--job_name", required=True, choices=["ps", "worker"])
     p.add_argument("--task_index", type=int, default=0)
-    p.add_argument("--model", default="logreg", choices=["logreg", "mlp", "mnist_cnn"])
+    p.add_argument("--model", default="logreg",
+                   choices=["logreg", "mlp", "mnist_cnn", "cifar10_cnn"])
     p.add_argument("--optimizer", default="sgd", choices=["sgd", "momentum", "adam"])
     p.add_argument("--learning_rate", type=float, default=0.03)
     p.add_argument("--batch_size", type=int, default=256, help="per worker and step")
@@ -114,30 +122,10 @@ def shard_of(total, index, count):
     return begin, begin + base + (1 if index < extra else 0)
 
 
-def build_mnist_cnn(x, training):
-    init_w = v1.glorot_uniform_initializer()
-    h = tf.reshape(x, [-1, 28, 28, 1])
-    for name, k, c_in, c_out in (("conv1", 5, 1, 32), ("conv2", 5, 32, 64)):
-        w = v1.get_variable(name + "/kernel", [k, k, c_in, c_out], tf.float32, init_w)
-        b = v1.get_variable(name + "/bias", [c_out], tf.float32, v1.zeros_initializer())
-        h = tf.nn.relu(tf.nn.conv2d(h, w, [1, 1, 1, 1], "SAME") + b)
-        h = tf.nn.max_pool2d(h, 2, 2, "VALID")
-    h = tf.reshape(h, [-1, 7 * 7 * 64])
-    for i, (n_in, n_out) in enumerate(((7 * 7 * 64, 1024), (1024, 10))):
-        name = "dense1" if i == 0 else "logits"
-        w = v1.get_variable(name + "/kernel", [n_in, n_out], tf.float32, init_w)
-        b = v1.get_variable(name + "/bias", [n_out], tf.float32, v1.zeros_initializer())
-        h = tf.matmul(h, w) + b
-        if i == 0:
-            h = tf.nn.relu(h)
-            if training:
-                h = tf.nn.dropout(h, rate=0.4)
-    return h
-
-
 def build_model(model, x, training=True):
-    if model == "mnist_cnn":
-        return build_mnist_cnn(x, training)
+    """(logits, weight-decay loss term) of the model on flat 784-pixel rows x."""
+    if model in ("mnist_cnn", "cifar10_cnn"):
+        return build_cnn(model, tf.reshape(x, [-1, 28, 28, 1]), training)
     init_w = v1.glorot_uniform_initializer()
     sizes = [784, 10] if model == "logreg" else [784, 256, 128, 10]
     h = x
@@ -148,7 +136,7 @@ def build_model(model, x, training=True):
         h = tf.matmul(h, w) + b
         if i < len(sizes) - 2:
             h = tf.nn.relu(h)
-    return h
+    return h, tf.constant(0.0)
 
 
 def main():
@@ -209,9 +197,10 @@ def main():
                 x_in, y_in = it.get_next()
         else:
             x_in, y_in = x_ph, y_ph
-        logits = build_model(args.model, x_in)
+        logits, weight_decay = build_model(args.model, x_in)
         loss = tf.reduce_mean(
             tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y_in, logits=logits))
+        loss = loss + weight_decay
         if args.optimizer == "sgd":
             opt = v1.train.GradientDescentOptimizer(args.learning_rate)
         elif args.optimizer == "momentum":
@@ -226,7 +215,7 @@ def main():
         train_op = opt.minimize(loss, global_step=global_step)
         # Evaluation graph for the chief (reads the variables from the ps).
         with v1.variable_scope("", reuse=True):
-            eval_logits = build_model(args.model, x_ph, training=False)
+            eval_logits, _ = build_model(args.model, x_ph, training=False)
         correct = tf.reduce_sum(tf.cast(tf.equal(tf.cast(tf.argmax(eval_logits, 1), tf.int32),
                                                  y_ph), tf.int32))
         eval_loss = tf.reduce_sum(
