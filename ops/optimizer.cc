@@ -13,6 +13,21 @@ using ConstArrayMap = Eigen::Map<const Eigen::ArrayXf>;
 
 ArrayMap Mutable(Tensor* t) { return ArrayMap(t->data(), t->num_elements()); }
 
+// accum = momentum * accum + scale * g; var -= lr * accum, in one pass over the three arrays
+// (the two Eigen statements read accum twice: the apply is memory-bound).
+void MomentumStep(float lr, float momentum, float scale, const Tensor& grad, Tensor* var,
+                  Tensor* accum) {
+  const float* __restrict g = grad.data();
+  float* __restrict w = var->data();
+  float* __restrict a = accum->data();
+  const int64_t n = grad.num_elements();
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = momentum * a[i] + scale * g[i];
+    a[i] = v;
+    w[i] -= lr * v;
+  }
+}
+
 absl::Status CheckOperands(const OptimizerConfig& config, int64_t step, const Tensor& grad,
                            const Tensor* var, std::span<Tensor> slots) {
   if (var == nullptr || var->empty() || grad.empty()) {
@@ -117,21 +132,21 @@ float LearningRateAt(const OptimizerConfig& config, int64_t step) {
 }
 
 absl::Status ApplyGradient(const OptimizerConfig& config, int64_t step, const Tensor& grad,
-                           Tensor* var, std::span<Tensor> slots) {
+                           Tensor* var, std::span<Tensor> slots, float grad_scale) {
   if (auto s = CheckOperands(config, step, grad, var, slots); !s.ok()) return s;
-  const ConstArrayMap g(grad.data(), grad.num_elements());
+  if (config.kind == OptimizerKind::kMomentum) {
+    MomentumStep(LearningRateAt(config, step), config.momentum, grad_scale, grad, var, &slots[0]);
+    return absl::OkStatus();
+  }
+  const auto g = grad_scale * ConstArrayMap(grad.data(), grad.num_elements());
   auto w = Mutable(var);
   const float lr = LearningRateAt(config, step);
   switch (config.kind) {
     case OptimizerKind::kSgd:
       w -= lr * g;
       break;
-    case OptimizerKind::kMomentum: {
-      auto accum = Mutable(&slots[0]);
-      accum = config.momentum * accum + g;
-      w -= lr * accum;
+    case OptimizerKind::kMomentum:  // MomentumStep above
       break;
-    }
     case OptimizerKind::kAdam: {
       auto m = Mutable(&slots[0]);
       auto v = Mutable(&slots[1]);

@@ -68,7 +68,9 @@ float LearningRateAt(const OptimizerConfig& config, int64_t step);
 // `step` is t, the 1-based number of this update for the variable (Adam's t; the decay's
 // global step + 1).
 // `slots` must hold SlotNames(kind).size() tensors shaped like `var`.
+// g is grad_scale * grad: a sync ps applies the mean of its workers' summed gradients by
+// passing 1/n here rather than dividing the sum in a pass of its own.
 absl::Status ApplyGradient(const OptimizerConfig& config, int64_t step, const Tensor& grad,
-                           Tensor* var, std::span<Tensor> slots);
+                           Tensor* var, std::span<Tensor> slots, float grad_scale = 1.0f);
 
 }  // namespace fulcrum::ops

@@ -455,7 +455,7 @@ bool Shard::SeenBefore(const std::string& task, uint64_t request_id) {
 }
 
 absl::Status Shard::ApplyToChunk(Store& store, ChunkState& chunk, std::span<const float> grad,
-                                 float lr_scale) {
+                                 float lr_scale, float grad_scale) {
   const auto apply_start = std::chrono::steady_clock::now();
   const int64_t t = chunk.updates + 1;
   ops::OptimizerConfig scaled;
@@ -475,7 +475,7 @@ absl::Status Shard::ApplyToChunk(Store& store, ChunkState& chunk, std::span<cons
     const ops::Tensor g =
         ops::Tensor::View(const_cast<float*>(grad.data()), ops::Shape({seg.count}));
     grad = grad.subspan(static_cast<size_t>(seg.count));
-    FULCRUM_RETURN_IF_ERROR(ops::ApplyGradient(*optimizer, t, g, &value, slots));
+    FULCRUM_RETURN_IF_ERROR(ops::ApplyGradient(*optimizer, t, g, &value, slots, grad_scale));
   }
   counters_.apply_ns.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                    std::chrono::steady_clock::now() - apply_start)
@@ -491,8 +491,7 @@ absl::Status Shard::ApplyToChunk(Store& store, ChunkState& chunk, std::span<cons
 
 void Shard::DropPending(ChunkState& chunk) {
   counters_.pushes_dropped.fetch_add(chunk.count, std::memory_order_relaxed);
-  std::fill(chunk.accum.begin(), chunk.accum.end(), 0.0f);
-  chunk.count = 0;
+  chunk.count = 0;  // the next step's first gradient overwrites accum
 }
 
 absl::Status Shard::DecodeGradients(const pb::PushRequest& request,
@@ -616,16 +615,20 @@ absl::Status Shard::PushChunk(Store& store, ChunkState& chunk, int chunk_id,
     counters_.pushes_dropped.fetch_add(1, std::memory_order_relaxed);
     return absl::OkStatus();
   }
-  std::transform(chunk.accum.begin(), chunk.accum.end(), grad.begin(), chunk.accum.begin(),
-                 [](float a, float b) { return a + b; });
+  // The step's first gradient is copied in, the others added; the mean is taken inside the
+  // apply (grad_scale 1/n), so the sum is read once more, not twice.
+  if (chunk.count == 0) {
+    std::copy(grad.begin(), grad.end(), chunk.accum.begin());
+  } else {
+    std::transform(chunk.accum.begin(), chunk.accum.end(), grad.begin(), chunk.accum.begin(),
+                   [](float a, float b) { return a + b; });
+  }
   ++chunk.count;
   ++*applied;
   if (chunk.count == store.replicas) {
-    const float n = static_cast<float>(store.replicas);
-    for (float& a : chunk.accum) a /= n;
-    FULCRUM_RETURN_IF_ERROR(ApplyToChunk(store, chunk, chunk.accum));
-    std::fill(chunk.accum.begin(), chunk.accum.end(), 0.0f);
     chunk.count = 0;
+    FULCRUM_RETURN_IF_ERROR(ApplyToChunk(store, chunk, chunk.accum, 1.0f,
+                                         1.0f / static_cast<float>(store.replicas)));
     counters_.pushes_applied.fetch_add(store.replicas, std::memory_order_relaxed);
     if (chunk_id == 0) counters_.steps_applied.fetch_add(1, std::memory_order_relaxed);
   }

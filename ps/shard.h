@@ -209,7 +209,7 @@ class Shard {
     CondVar advanced;     // signalled when step grows or the shard stops
     int64_t step ABSL_GUARDED_BY(mu) = 0;          // global step of the chunk
     int64_t updates ABSL_GUARDED_BY(mu) = 0;       // applies done (Adam's t = updates + 1)
-    std::vector<float> accum ABSL_GUARDED_BY(mu);  // sync: sum of this step's gradients
+    std::vector<float> accum ABSL_GUARDED_BY(mu);  // sync: sum of the step's first `count` grads
     int count ABSL_GUARDED_BY(mu) = 0;             // sync: gradients in accum
     std::atomic<int64_t> published_step{0};        // step, readable without the lock
   };
@@ -279,10 +279,11 @@ class Shard {
                          int* dropped, int64_t* staleness) ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk.mu);
   // True when (task, request_id) was seen before; records it otherwise.
   bool SeenBefore(const std::string& task, uint64_t request_id);
-  // Applies one gradient (the mean, in sync mode) to a chunk's segments, at `lr_scale` times
-  // the optimizer's learning rate, and advances its step.
+  // Applies grad_scale * grad (sync mode: the workers' sum and 1/n, their mean) to a chunk's
+  // segments, at `lr_scale` times the optimizer's learning rate, and advances its step.
   absl::Status ApplyToChunk(Store& store, ChunkState& chunk, std::span<const float> grad,
-                            float lr_scale = 1.0f) ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk.mu);
+                            float lr_scale = 1.0f, float grad_scale = 1.0f)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk.mu);
   // Discards a sync step's unfinished gradients, counting them as dropped.
   void DropPending(ChunkState& chunk) ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk.mu);
   int64_t GlobalStep(const Store& store) const;

@@ -78,6 +78,33 @@ TEST_P(OptimizerTest, MatchesScalarReferenceOverSteps) {
   }
 }
 
+// A sync ps passes the sum of n gradients with grad_scale 1/n: every optimizer must update
+// as the reference does from the mean (3 workers: 1/3 is not exact in binary).
+TEST_P(OptimizerTest, GradScaleAppliesTheScaledGradient) {
+  OptimizerConfig c;
+  c.kind = *ParseOptimizerKind(GetParam());
+  c.learning_rate = 0.05f;
+  c.rmsprop_momentum = 0.5f;
+  const int64_t n = 37;
+  Tensor var = Random({n}, 7);
+  std::vector<Tensor> slots;
+  for (size_t i = 0; i < SlotNames(c.kind).size(); ++i) {
+    slots.push_back(Tensor::Filled({n}, SlotInitialValue(c, static_cast<int>(i))));
+  }
+  std::vector<ScalarState> ref(n);
+  for (int64_t i = 0; i < n; ++i) {
+    ref[i] = {var.data()[i], SlotInitialValue(c, 0), SlotInitialValue(c, 1)};
+  }
+  for (int64_t t = 1; t <= 10; ++t) {
+    Tensor sum = Random({n}, 200 + t);
+    ASSERT_TRUE(ApplyGradient(c, t, sum, &var, slots, 1.0f / 3.0f).ok());
+    for (int64_t i = 0; i < n; ++i) ReferenceStep(c, t, sum.data()[i] / 3.0, &ref[i]);
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    EXPECT_NEAR(var.data()[i], ref[i].var, 1e-5 * (1 + std::abs(ref[i].var))) << GetParam() << i;
+  }
+}
+
 TEST_P(OptimizerTest, DescendsAQuadratic) {
   // f(x) = 0.5 * |x - 3|^2 has gradient x - 3: every optimizer must move toward 3.
   OptimizerConfig c;
