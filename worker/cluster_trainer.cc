@@ -130,9 +130,12 @@ nlohmann::json SummaryJson(const TrainingOptions& t, const ClusterOptions& c,
   // restored ps tasks' pushes_applied is the sum of these over the workers.
   j["pushes_since_recovery"] = moved.pushes - moved.pushes_at_recovery;
   j["staleness_mean"] = nullptr;  // sync, or no step applied
+  j["staleness_histogram"] = nullptr;
   if (moved.staleness_steps > 0) {
     j["staleness_mean"] =
         static_cast<double>(moved.staleness_sum) / static_cast<double>(moved.staleness_steps);
+    // Steps by staleness 0, 1, ..., the last entry counting that many or more.
+    j["staleness_histogram"] = moved.staleness_histogram;
   }
   j["bytes_pushed"] = moved.bytes_sent;
   j["bytes_pulled"] = moved.bytes_received;

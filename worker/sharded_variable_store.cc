@@ -77,6 +77,8 @@ void ShardedVariableStore::Took(const runtime::TransferResult& xfer) {
   if (!sync && xfer.applied > 0) {
     totals_.staleness_sum += xfer.staleness;
     ++totals_.staleness_steps;
+    const int64_t last = TransferTotals::kStalenessBuckets - 1;
+    ++totals_.staleness_histogram[static_cast<size_t>(std::min(xfer.staleness, last))];
   }
   totals_.pushes += xfer.applied + xfer.dropped;  // what the PS took (none once it stopped)
   totals_.dropped += xfer.dropped;

@@ -15,6 +15,7 @@
 // shared.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -46,6 +47,9 @@ struct TransferTotals {
   // ps counted them (per chunk; a step counts its most stale chunk).
   int64_t staleness_sum = 0;
   int64_t staleness_steps = 0;
+  // The same steps counted by staleness: [s] for s < kStalenessBuckets - 1, the last for the rest.
+  static constexpr int kStalenessBuckets = 9;
+  std::array<int64_t, kStalenessBuckets> staleness_histogram{};
 };
 
 class ShardedVariableStore final : public VariableStore, public StepExchange {

@@ -261,6 +261,22 @@ TEST_P(ClusterTrainingTest, TrainsLikeSingleModeAndEveryTaskExitsCleanly) {
     EXPECT_EQ(w["staleness_aware_lr"], false) << w.dump();
     // Async workers count how stale their gradients were; sync ones have nothing to count.
     EXPECT_EQ(w["staleness_mean"].is_number(), !sync) << w.dump();
+    EXPECT_EQ(w["staleness_histogram"].is_array(), !sync) << w.dump();
+    if (!sync) {
+      // The histogram counts the steps the mean is taken over, and has the mean's sum.
+      int64_t steps = 0;
+      double sum = 0;
+      for (size_t s = 0; s < w["staleness_histogram"].size(); ++s) {
+        const int64_t n = w["staleness_histogram"][s].get<int64_t>();
+        steps += n;
+        sum += static_cast<double>(s) * static_cast<double>(n);
+      }
+      EXPECT_GT(steps, 0) << w.dump();
+      if (w["staleness_histogram"].back() == 0) {  // no step in the open-ended last entry
+        EXPECT_NEAR(sum / static_cast<double>(steps), w["staleness_mean"].get<double>(), 1e-9)
+            << w.dump();
+      }
+    }
     if (before_step) {
       // A pull before every step but the first, besides the values each PushPull returns
       // (and one more when a pull finds that training ended before the next step).
