@@ -25,13 +25,23 @@
 # Usage: bench/compare_tf_ps.sh [--models=logreg[,mlp,mnist_cnn,cifar10_cnn]] [--modes=sync,async]
 #          [--threads=1,2] [--pairs=3] [--workers=2] [--batch_size=256]
 #          [--logreg_steps=2000] [--mlp_steps=1000] [--cnn_steps=100]
-#          [--feed=feed_dict|dataset] [--out=build/compare_tf_ps.md] [--keep] [--setup_only]
+#          [--feed=feed_dict|dataset] [--busy] [--fulcrum_flags='--async_pull=before_step']
+#          [--out=build/compare_tf_ps.md] [--keep]
+#          [--setup_only]
 #   logreg: 784->10, SGD lr 0.03.   mlp: 784-256-128-10 ReLU, Adam lr 1e-3.
 #   mnist_cnn: conv5x5x32-pool-conv5x5x64-pool-fc1024-dropout-fc (3.3 M parameters, 13 MB),
 #              momentum 0.9 lr 0.01 (a step is ~100x an mlp's: use a smaller --batch_size).
 #   cifar10_cnn: TensorFlow's CIFAR-10 tutorial graph (models/cnn_zoo.cc: conv-pool-LRN-conv-
 #              LRN-pool-fc384-fc192-fc, weight decay 0.004 on the fc384/fc192 kernels) on the
 #              28x28x1 Fashion-MNIST images, momentum 0.9 lr 0.01, --cnn_steps steps.
+#   --busy        a competing busy process (a shell loop pinned to CPU 0) runs through every
+#                 run of both sides: the loaded machine on which async staleness is compared.
+#   Async rows also give each side's staleness: per step, the updates of other workers applied
+#   between the read of the values its gradients were computed at and its own apply (Fulcrum:
+#   the ps's count, the workers' staleness_histogram; TF: the global step read before the
+#   step's variable reads and after its apply), as a mean and as the distribution of steps.
+#   --fulcrum_flags  more flags for every Fulcrum task (words split on spaces), e.g. a
+#                 schedule to compare with the default one; the table names them.
 #   --keep        keep the per-run folders (logs, summaries, report.json) under $TMPDIR.
 #   --setup_only  only create the TF virtual environment.
 # Environment: TF_PIP_SPEC (default tensorflow-cpu==2.21.0), VENV (default build/tf-venv),
@@ -48,7 +58,7 @@ DATA_DIR=/usr/share/datasets/fashion-mnist
 
 models=logreg modes=sync,async threads_list=1,2 pairs=3 workers=2 batch=256
 logreg_steps=2000 mlp_steps=1000 cnn_steps=100 feed=feed_dict out="${ROOT}/build/compare_tf_ps.md"
-keep=0 setup_only=0
+keep=0 setup_only=0 busy=0 fulcrum_flags=""
 die() { echo "compare_tf_ps: error: $*" >&2; exit 2; }
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 for arg in "$@"; do
@@ -65,6 +75,8 @@ for arg in "$@"; do
     --feed=*) feed="${arg#*=}" ;;
     --out=*) out="${arg#*=}" ;;
     --keep) keep=1 ;;
+    --busy) busy=1 ;;
+    --fulcrum_flags=*) fulcrum_flags="${arg#*=}" ;;
     --setup_only) setup_only=1 ;;
     -h|--help) usage; exit 0 ;;
     *) usage >&2; die "unknown argument: $arg" ;;
@@ -114,8 +126,21 @@ done
   die "Fashion-MNIST not found in $DATA_DIR"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/compare_tf_ps.XXXXXX")"
+busy_pid=""
+start_busy() {
+  (( busy )) || return 0
+  taskset -c 0 bash -c 'while :; do :; done' &
+  busy_pid=$!
+}
+stop_busy() {
+  [[ -n "$busy_pid" ]] || return 0
+  kill -TERM "$busy_pid" 2>/dev/null || true
+  wait "$busy_pid" 2>/dev/null || true
+  busy_pid=""
+}
 cleanup() {
   local pid
+  stop_busy
   for pid in $(jobs -p); do kill -TERM "$pid" 2>/dev/null || true; done
   (( keep )) || rm -rf "$work"
 }
@@ -140,7 +165,7 @@ model_flags() {  # model -> flags shared by both sides
   esac
 }
 
-# run_tf MODEL MODE THREADS DIR: sets result="ex_per_sec accuracy"
+# run_tf MODEL MODE THREADS DIR: sets result="ex_per_sec accuracy staleness_histogram"
 run_tf() {
   local model=$1 mode=$2 t=$3 dir=$4 i ps_pid rc=0
   local -a wpids=()
@@ -170,18 +195,21 @@ run_tf() {
   result=$(python3 - "$dir" "$workers" <<'EOF'
 import json, sys
 s = [json.load(open("%s/worker-%d.json" % (sys.argv[1], i))) for i in range(int(sys.argv[2]))]
-print(sum(w["examples_per_sec"] for w in s), s[0]["final_test_accuracy"])
+h = [w.get("staleness_histogram") for w in s]
+hist = ",".join(str(sum(c)) for c in zip(*h)) if all(h) else "-"
+print(sum(w["examples_per_sec"] for w in s), s[0]["final_test_accuracy"], hist)
 EOF
 ) || die "no worker summaries in $dir"
 }
 
-# run_fulcrum MODEL MODE THREADS DIR: sets result="ex_per_sec accuracy"
+# run_fulcrum MODEL MODE THREADS DIR: sets result="ex_per_sec accuracy staleness_histogram"
 run_fulcrum() {
   local model=$1 mode=$2 t=$3 dir=$4
   mkdir -p "$dir"; make_spec "$dir/spec.json"
   if ! BIN_DIR="$work/bin" timeout "$RUN_TIMEOUT" "$ROOT/scripts/local_cluster.sh" "$dir/spec.json" \
       $(model_flags "$model") --batch_size="$batch" --mode="$mode" --threads="$t" \
-      --eval_every=0 --log_every=100000 --run_dir="$dir/run" > "$dir/cluster.log" 2>&1; then
+      --eval_every=0 --log_every=100000 --run_dir="$dir/run" $fulcrum_flags \
+      > "$dir/cluster.log" 2>&1; then
     echo "compare_tf_ps: Fulcrum run failed; log in $dir/cluster.log:" >&2
     tail -n 5 "$dir/cluster.log" >&2
     keep=1; exit 1
@@ -189,15 +217,19 @@ run_fulcrum() {
   result=$(python3 - "$dir/run/report.json" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1]))
-print(r["workers_examples_per_sec"], r["final_test_accuracy"])
+h = [w.get("staleness_histogram") for w in r["workers"]]
+hist = ",".join(str(sum(c)) for c in zip(*h)) if all(h) else "-"
+print(r["workers_examples_per_sec"], r["final_test_accuracy"], hist)
 EOF
 ) || die "no report.json in $dir/run"
 }
 
-record() {  # model mode side threads pair (uses $result = "ex acc")
-  echo -e "$1\t$2\t$3\t$4\t$5\t${result% *}\t${result#* }" >> "$results"
-  printf '  %-6s %-5s %-7s t=%s pair %s: %10.0f ex/s  acc %s\n' "$1" "$2" "$3" "$4" "$5" \
-    "${result% *}" "${result#* }" >&2
+record() {  # model mode side threads pair (uses $result = "ex acc hist")
+  local ex acc hist
+  read -r ex acc hist <<< "$result"
+  echo -e "$1\t$2\t$3\t$4\t$5\t$ex\t$acc\t$hist" >> "$results"
+  printf '  %-6s %-5s %-7s t=%s pair %s: %10.0f ex/s  acc %s  staleness hist %s\n' "$1" "$2" \
+    "$3" "$4" "$5" "$ex" "$acc" "$hist" >&2
 }
 
 echo "compare_tf_ps: TensorFlow $TF_VERSION ($VENV), Fulcrum $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?') (binaries copied from build/bin), $(nproc) cores" >&2
@@ -206,6 +238,7 @@ t_start=$(date +%s)
 n=0
 for model in ${models//,/ }; do
   for mode in ${modes//,/ }; do
+    start_busy
     load_before=$(cut -d' ' -f1-3 /proc/loadavg)
     echo "compare_tf_ps: $model $mode - load before: $load_before" >&2
     t0=${threads_list%%,*}
@@ -220,6 +253,7 @@ for model in ${models//,/ }; do
       done
     done
     load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+    stop_busy
     echo "compare_tf_ps: $model $mode - load after: $load_after" >&2
     echo -e "$model\t$mode\t$load_before\t$load_after" >> "$loads"
   done
@@ -228,16 +262,28 @@ elapsed=$(( $(date +%s) - t_start ))
 
 mkdir -p "$(dirname "$out")"
 python3 - "$results" "$loads" "$TF_VERSION" "$workers" "$batch" "$pairs" "$feed" "$elapsed" \
-    "$logreg_steps" "$mlp_steps" "$cnn_steps" "$ROOT/bench" <<'EOF' | tee "$out"
+    "$logreg_steps" "$mlp_steps" "$cnn_steps" "$ROOT/bench" "$busy" "$fulcrum_flags" <<'EOF' | tee "$out"
 import statistics as st, sys
 from collections import defaultdict
-res, loads, tfv, W, B, P, feed, elapsed, lsteps, msteps, csteps, bench = sys.argv[1:]
+res, loads, tfv, W, B, P, feed, elapsed, lsteps, msteps, csteps, bench, busy, fflags = sys.argv[1:]
 sys.path.insert(0, bench)
 import peer_figures
-runs = defaultdict(dict)          # (model, mode, side, threads) -> {pair: (ex, acc)}
+runs = defaultdict(dict)          # (model, mode, side, threads) -> {pair: (ex, acc, hist)}
 for line in open(res):
-    model, mode, side, t, p, ex, acc = line.rstrip("\n").split("\t")
-    runs[(model, mode, side, int(t))][int(p)] = (float(ex), float(acc) if acc != "None" else None)
+    model, mode, side, t, p, ex, acc, hist = line.rstrip("\n").split("\t")
+    runs[(model, mode, side, int(t))][int(p)] = (
+        float(ex), float(acc) if acc != "None" else None,
+        [int(c) for c in hist.split(",")] if hist not in ("-", "") else None)
+
+
+def hist_of(r):  # the runs' staleness histograms summed, or None
+    hs = [v[2] for v in r.values() if v[2]]
+    return [sum(c) for c in zip(*hs)] if hs else None
+
+
+def mean_of(h):
+    return sum(i * c for i, c in enumerate(h)) / sum(h) if h and sum(h) else None
+
 load = {(l.split("\t")[0], l.split("\t")[1]): l.rstrip("\n").split("\t")[2:] for l in open(loads)}
 desc = {"logreg": "logreg 784-10, SGD lr 0.03, %s steps" % lsteps,
         "mlp": "mlp 784-256-128-10, Adam lr 1e-3, %s steps" % msteps,
@@ -247,12 +293,17 @@ print("Between-graph PS job, 1 ps + %s workers, batch %s per worker, Fashion-MNI
       "TensorFlow %s (tf.compat.v1, %s) vs Fulcrum; %s pairs after a warm-up; "
       "examples/sec = sum of the workers' steady-state rates (first 20 steps dropped), "
       "median at each side's best thread count (t=N). Ratio = Fulcrum/TF, median [min-max] "
-      "of the pairwise ratios. Accuracy: median final test accuracy. Bench time %d s.\n"
-      % (W, B, tfv, feed, P, int(elapsed)))
-print("| config | mode | TF ex/s | Fulcrum ex/s | Fulcrum/TF | TF acc | Fulcrum acc | load before -> after "
-      "| TF known-good ex/s |")
-print("| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | --- |")
+      "of the pairwise ratios. Accuracy: median final test accuracy. Staleness (async): the "
+      "mean over every step of the runs at the best thread count (8+ counted as 8). "
+      "Fulcrum's extra flags: %s. Machine: %s. Bench time %d s.\n"
+      % (W, B, tfv, feed, P, "`%s`" % fflags if fflags else "none",
+         "a competing busy process pinned to CPU 0 throughout (--busy)" if busy == "1"
+         else "nothing else started", int(elapsed)))
+print("| config | mode | TF ex/s | Fulcrum ex/s | Fulcrum/TF | TF acc | Fulcrum acc "
+      "| TF staleness | Fulcrum staleness | load before -> after | TF known-good ex/s |")
+print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
 banners = []
+dists = []
 for (model, mode) in load:
     best = {}
     for side in ("tf", "fulcrum"):
@@ -270,10 +321,25 @@ for (model, mode) in load:
     if known["banner"]:
         banners.append(known["banner"])
         print(known["banner"], file=sys.stderr)
-    print("| %s | %s | %.0f (t=%d) | %.0f (t=%d) | %.2fx [%.2f-%.2f] | %.4f | %.4f | %s -> %s | %s |"
+    ht, hf = hist_of(rt), hist_of(rf)
+    stale = lambda h: "%.2f" % mean_of(h) if h else "-"
+    if ht or hf:
+        dists.append((model, mode, best["tf"][1], ht, best["fulcrum"][1], hf))
+    print("| %s | %s | %.0f (t=%d) | %.0f (t=%d) | %.2fx [%.2f-%.2f] | %.4f | %.4f | %s | %s "
+          "| %s -> %s | %s |"
           % (desc[model], mode, best["tf"][0], best["tf"][1], best["fulcrum"][0], best["fulcrum"][1],
-             st.median(ratios), min(ratios), max(ratios), acc(rt), acc(rf),
+             st.median(ratios), min(ratios), max(ratios), acc(rt), acc(rf), stale(ht), stale(hf),
              load[(model, mode)][0], load[(model, mode)][1], known["cell"]))
+if dists:
+    print("\nStaleness distributions (share of steps by staleness, all runs at the best thread "
+          "count):\n")
+    print("| config | side | steps | " + " | ".join(str(i) for i in range(8)) + " | 8+ |")
+    print("| --- | --- | ---: |" + " ---: |" * 9)
+    for model, mode, tt, ht, tfu, hf in dists:
+        for side, t, h in (("TF", tt, ht), ("Fulcrum", tfu, hf)):
+            if h:
+                print("| %s %s | %s (t=%d) | %d | %s |" % (model, mode, side, t, sum(h), " | ".join(
+                    "%.2f" % (c / sum(h)) for c in h)))
 if banners:
     print("\n```\n%s\n```" % "\n".join(banners))
 print("\nAll medians (ex/s): " + " | ".join(

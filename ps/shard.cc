@@ -716,6 +716,11 @@ absl::Status Shard::PushPull(const pb::PushRequest& request,
                                                    ": unknown reply wire dtype ",
                                                    static_cast<int>(request.reply_dtype())));
   }
+  if (request.no_values() && request.min_step() > 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name_, ": PushPull from ", request.task(), ": no_values with min_step ",
+                     request.min_step(), " (a push-pull that waits for a step returns values)"));
+  }
   FULCRUM_ASSIGN_OR_RETURN(std::shared_ptr<Store> store, GetDataStore("PushPull", request.task()));
   // The slot is taken before the push, so a refused request applies nothing.
   std::unique_ptr<WaitSlot> slot;
@@ -729,8 +734,10 @@ absl::Status Shard::PushPull(const pb::PushRequest& request,
   // ssp: held while this worker is too far ahead (a no-op in the other modes).
   FULCRUM_RETURN_IF_ERROR(
       SspWait(*store, request.task(), ids, request.timeout_ms(), deadline, &waited_us));
-  FULCRUM_RETURN_IF_ERROR(PullChunks(*store, ids, request.min_step(), request.timeout_ms(),
-                                     deadline, request.reply_dtype(), sink, &waited_us));
+  if (!request.no_values()) {
+    FULCRUM_RETURN_IF_ERROR(PullChunks(*store, ids, request.min_step(), request.timeout_ms(),
+                                       deadline, request.reply_dtype(), sink, &waited_us));
+  }
   response->set_wait_us(waited_us);
   response->set_global_step(GlobalStep(*store));
   response->set_stopped(stopped());

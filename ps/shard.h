@@ -140,7 +140,8 @@ class Shard {
   absl::Status Push(const pb::PushRequest& request, std::span<const std::span<const float>> grads,
                     pb::PushResponse* response);
   // Push, then Pull of the pushed chunks with the request's min_step and timeout_ms; the
-  // values go to response->values. A duplicate still pulls.
+  // values go to response->values. A duplicate still pulls. With no_values (async) nothing is
+  // pulled; no_values with min_step > 0 is InvalidArgument.
   absl::Status PushPull(const pb::PushRequest& request, pb::PushResponse* response,
                         absl::Time deadline = absl::InfiniteFuture());
   // The same over decoded gradients (as Push above), the values going to `sink` in

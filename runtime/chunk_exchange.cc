@@ -53,6 +53,7 @@ void ChunkExchange::Begin(int64_t step, int64_t min_step, std::span<const ops::T
   timeout_ = timeout;
   MutexLock lock(&mu_);
   active_ = true;
+  reads_started_ = false;
   failure_ = absl::OkStatus();
   retries_ = 0;
   first_sent_ = absl::InfiniteFuture();
@@ -120,37 +121,97 @@ void ChunkExchange::AllGradientsReady() {
 }
 
 void ChunkExchange::Send(int c) {
-  sharded_->StartChunkPushPull(c, step_, min_step_, grads_, values_, timeout_,
-                               [this, c](absl::Status s) { OnReply(c, std::move(s)); });
+  sharded_->StartChunkPushPull(
+      c, step_, min_step_, grads_, values_, timeout_,
+      [this, c](absl::Status s) { OnReply(c, std::move(s)); }, !separate_reads_);
+}
+
+void ChunkExchange::Ended(size_t c, absl::Status status) {
+  if (status.ok()) {
+    state_[c] = ChunkState::kDone;
+    for (const int v : chunk_sources_[c]) --missing_values_[static_cast<size_t>(v)];
+  } else {
+    state_[c] = ChunkState::kFailed;
+    if (failure_.ok()) failure_ = std::move(status);
+  }
+  last_done_ = absl::Now();
+  --in_flight_;
+  changed_.SignalAll();
 }
 
 void ChunkExchange::OnReply(int c, absl::Status status) {
   const size_t i = static_cast<size_t>(c);
+  bool read_now = false;
   {
     MutexLock lock(&mu_);
     if (!status.ok() && ShardedVariables::Retryable(status) && !resent_[i]) {
       // Once, with the same request id: the PS applies the push at most once.
       resent_[i] = true;
       ++retries_;
-    } else {
-      if (status.ok()) {
-        state_[i] = ChunkState::kDone;
-        for (const int v : chunk_sources_[i]) --missing_values_[static_cast<size_t>(v)];
-      } else {
-        state_[i] = ChunkState::kFailed;
-        if (failure_.ok()) failure_ = std::move(status);
+    } else if (status.ok() && separate_reads_) {
+      // The push is applied; the values are read when the next step begins.
+      read_now = reads_started_;
+      state_[i] = read_now ? ChunkState::kReading : ChunkState::kPushed;
+      if (!read_now) {
+        --in_flight_;
+        changed_.SignalAll();
+        return;
       }
-      last_done_ = absl::Now();
-      --in_flight_;
-      changed_.SignalAll();
+    } else {
+      Ended(i, std::move(status));
       return;
     }
+  }
+  if (read_now) {
+    Read(c);  // stays counted in in_flight_
+    return;
   }
   sharded_->ResendChunkPushPull(c, values_, timeout_,
                                 [this, c](absl::Status s) { OnReply(c, std::move(s)); });
 }
 
+void ChunkExchange::StartReads() {
+  if (!separate_reads_) return;
+  std::vector<int> now;
+  {
+    MutexLock lock(&mu_);
+    if (!active_ || reads_started_) return;
+    reads_started_ = true;
+    for (size_t c = 0; c < state_.size(); ++c) {
+      if (state_[c] != ChunkState::kPushed) continue;
+      state_[c] = ChunkState::kReading;
+      ++in_flight_;
+      now.push_back(static_cast<int>(c));
+    }
+  }
+  // The first layers' chunks first: the forward pass needs them first.
+  std::sort(now.begin(), now.end(), [this](int a, int b) {
+    return chunk_priority_[static_cast<size_t>(a)] < chunk_priority_[static_cast<size_t>(b)];
+  });
+  for (const int c : now) Read(c);
+}
+
+void ChunkExchange::Read(int c) {
+  sharded_->StartChunkPull(c, values_, timeout_,
+                           [this, c](absl::Status s) { OnRead(c, std::move(s)); });
+}
+
+void ChunkExchange::OnRead(int c, absl::Status status) {
+  const size_t i = static_cast<size_t>(c);
+  {
+    MutexLock lock(&mu_);
+    if (status.ok() || !ShardedVariables::Retryable(status) || resent_[i]) {
+      Ended(i, std::move(status));
+      return;
+    }
+    resent_[i] = true;  // a pull is re-sent once too (it changes nothing on the PS)
+    ++retries_;
+  }
+  Read(c);
+}
+
 absl::Status ChunkExchange::WaitForValues(int first, int count) {
+  StartReads();  // separate reads: asking for values is where the next step begins
   MutexLock lock(&mu_);
   const int end = std::min(first + count, static_cast<int>(missing_values_.size()));
   for (int v = std::max(first, 0); v < end; ++v) {
@@ -166,6 +227,9 @@ absl::Status ChunkExchange::WaitForValues(int first, int count) {
 
 absl::Status ChunkExchange::Finish(Report* report) {
   *report = Report();
+  // Separate reads: values that no step asked for yet are read now, so that the exchange
+  // always ends with every value read after this worker's own push.
+  StartReads();
   MutexLock lock(&mu_);
   if (!active_) return absl::OkStatus();
   while (in_flight_ > 0) {

@@ -10,6 +10,10 @@
 // forward pass asks for each layer's variables (WaitForValues) and waits only for the chunks
 // that hold them. No credit window: every ready chunk is in flight at once, as PushPullAll
 // has them (a held sync push-pull must not block another worker's chunk).
+// With separate reads (async, --async_pull=at_step_start) a chunk's push-pull brings no
+// values back: the chunk is pulled once the next step asks for values (StartReads, or its
+// first WaitForValues), and not before its own push was applied, so a step reads what the ps
+// holds when it begins, as TensorFlow's async workers do, not what it held mid-backward.
 // Thread-safety: Begin, GradientsReady, AllGradientsReady and Finish from one thread (the
 // training loop's); WaitForValues from any thread; replies arrive on the clients' threads.
 #pragma once
@@ -65,12 +69,24 @@ class ChunkExchange {
   absl::Status Finish(Report* report);
 
   bool active() const;
+  // Before Begin: whether pushes come back without values and the values are pulled when the
+  // next step begins (async only).
+  void set_separate_reads(bool on) { separate_reads_ = on; }
+  // Separate reads: the next step begins, so every chunk whose push was applied is pulled now
+  // and the others as their replies come in. A no-op otherwise, when inactive, or repeated.
+  void StartReads();
 
  private:
-  enum class ChunkState { kWaiting, kInFlight, kDone, kFailed };
+  // kPushed, kReading: separate reads only (the push was applied; the pull not yet started,
+  // or in flight).
+  enum class ChunkState { kWaiting, kInFlight, kPushed, kReading, kDone, kFailed };
   // Starts chunk c's push-pull (in_flight_ already counts it).
   void Send(int c);
   void OnReply(int c, absl::Status status);
+  void Read(int c);
+  void OnRead(int c, absl::Status status);
+  // A chunk's call ended: its values are in (ok) or the exchange failed.
+  void Ended(size_t c, absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Marks variables final and collects the chunks that became ready, in priority order.
   std::vector<int> MarkReady(int first, int count) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -85,10 +101,12 @@ class ChunkExchange {
   std::span<const ops::Tensor> grads_;
   std::span<ops::Tensor> values_;
   absl::Duration timeout_;
+  bool separate_reads_ = false;
 
   mutable Mutex mu_;
   CondVar changed_;  // a chunk finished
   bool active_ ABSL_GUARDED_BY(mu_) = false;
+  bool reads_started_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<bool> variable_ready_ ABSL_GUARDED_BY(mu_);
   std::vector<int> missing_grads_ ABSL_GUARDED_BY(mu_);   // per chunk
   std::vector<int> missing_values_ ABSL_GUARDED_BY(mu_);  // per variable: chunks not yet in

@@ -114,11 +114,13 @@ ABSL_FLAG(std::optional<int64_t>, staleness, std::nullopt,
 ABSL_FLAG(int32_t, replicas_to_aggregate, 0,
           "Sync mode: gradients aggregated per step (default: the number of workers; fewer "
           "makes the rest backup workers).");
-ABSL_FLAG(std::string, async_pull, "with_push",
-          "Async mode: where a worker's values for a step come from: with_push (the values its "
-          "PushPull returns right after its own gradient was applied; one RPC per chunk and "
-          "step) or before_step (a Pull of its own at the start of each step: fewer updates of "
-          "other workers between a gradient's read and its apply, one more RPC per step).");
+ABSL_FLAG(std::string, async_pull, "at_step_start",
+          "Async mode: where a worker's values for a step come from: at_step_start (default, "
+          "TensorFlow's PS reads: each chunk is pulled when the step begins, once this worker's "
+          "own gradient of it was applied, and the forward pass waits layer by layer), "
+          "with_push (the values each chunk's PushPull returns right after its gradient was "
+          "applied, mid-backward under --overlap: staler) or before_step (a whole Pull before "
+          "each step, no overlap).");
 ABSL_FLAG(bool, staleness_aware_lr, false,
           "Async and ssp modes: the ps applies each pushed gradient with the learning rate "
           "divided by 1 + its staleness (the updates other workers applied to that chunk "
@@ -738,11 +740,12 @@ absl::StatusOr<ClusterOptions> ClusterOptionsFromFlags(absl::string_view default
                      ": must be between 1 and the ", workers, " worker(s) of the cluster spec"));
   }
   const std::string async_pull = absl::GetFlag(FLAGS_async_pull);
-  if (async_pull != "with_push" && async_pull != "before_step") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--async_pull=", async_pull, ": expected with_push or before_step"));
+  if (async_pull != "at_step_start" && async_pull != "with_push" && async_pull != "before_step") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--async_pull=", async_pull, ": expected at_step_start, with_push or before_step"));
   }
   o.pull_before_step = async_pull == "before_step";
+  o.reads_at_step_start = async_pull == "at_step_start";
   if (o.pull_before_step && o.mode == SyncMode::kSync) {
     return absl::InvalidArgumentError(
         "--async_pull=before_step is for --mode=async (a sync step's values come with its push)");
@@ -854,7 +857,7 @@ absl::StatusOr<TaskOptions> TaskOptionsFromFlags(absl::string_view default_job) 
 }
 
 const char* AsyncPullName(const ClusterOptions& c) {
-  return c.pull_before_step ? "before_step" : "with_push";
+  return c.pull_before_step ? "before_step" : c.reads_at_step_start ? "at_step_start" : "with_push";
 }
 
 std::string ConfigFingerprint(const TrainingOptions& t, const ClusterOptions& c) {

@@ -110,7 +110,7 @@ inline constexpr int64_t kDefaultStaleness = 3;
 inline constexpr int64_t kMaxStaleness = 1000000;
 
 struct ClusterOptions;
-// "with_push" or "before_step": --async_pull as given, for logs, summaries and reports.
+// "at_step_start", "with_push" or "before_step": --async_pull, for logs, summaries, reports.
 const char* AsyncPullName(const ClusterOptions& c);
 
 // Options of a distributed run (ps, worker and chief read the same ones), validated.
@@ -124,6 +124,11 @@ struct ClusterOptions {
   // own gradient was applied (fewer updates by others land between a gradient's read and
   // its apply, at the cost of one more RPC per chunk and step; docs/distributed.md).
   bool pull_before_step = false;
+  // --async_pull=at_step_start (the default; async with --overlap): each chunk's push-pull
+  // carries no values back; the chunk is pulled when the next step begins (after this
+  // worker's own gradient of it was applied), as TensorFlow's async workers read their
+  // variables at the start of a step, and the forward pass waits layer by layer.
+  bool reads_at_step_start = false;
   // --staleness_aware_lr (async and ssp): the ps divides the learning rate of each push by
   // 1 + the push's staleness on that chunk (ps/shard.h; docs/distributed.md).
   bool staleness_aware_lr = false;

@@ -28,6 +28,7 @@ struct ShardedVariables::Slot {
   // The chunk's step in the last reply of values (-1: none yet): the step the next gradient
   // of this chunk is computed at, sent in its ChunkData.step.
   int64_t read_step = -1;
+  bool pull_stopped = false;  // the last StartChunkPull reply said training has ended
 };
 
 namespace {
@@ -194,12 +195,14 @@ absl::Status ShardedVariables::PushPullAll(int64_t step, int64_t min_step,
 }
 
 void ShardedVariables::EncodePushPull(Slot& slot, int64_t step, int64_t min_step,
-                                      absl::Duration timeout, std::span<const ops::Tensor> grads) {
+                                      absl::Duration timeout, std::span<const ops::Tensor> grads,
+                                      bool with_values) {
   pb::PushRequest& req = slot.push.header;
   if (next_request_ == 0) ++next_request_;  // 0 means "no dedup" to the PS
   req.set_request_id(next_request_++);
   req.set_step(step);
   req.set_min_step(min_step);
+  req.set_no_values(!with_values);
   req.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
   OutChunk& g = slot.push.chunks[0];
   g.meta.set_step(slot.read_step >= 0 ? slot.read_step : step);
@@ -219,9 +222,10 @@ void ShardedVariables::SendPushPull(Slot* slot, std::span<ops::Tensor> values,
   clients_[static_cast<size_t>(slot->ps)]->PushPullFrameAsync(
       &slot->push, &slot->push_reply, timeout + kCallSlack,
       [slot, done = std::move(done)](absl::Status s) {
-        if (s.ok() && slot->replies != 1) {
+        const int expected = slot->push.header.no_values() ? 0 : 1;
+        if (s.ok() && slot->replies != expected) {
           s = absl::InternalError(absl::StrCat("ps:", slot->ps, " answered ", slot->replies,
-                                               " chunks to a push-pull of one"));
+                                               " chunks to a push-pull of ", expected));
         }
         done(s.ok() ? std::move(s) : InChunk(s, *slot));
       });
@@ -244,10 +248,29 @@ std::vector<int> ShardedVariables::ChunkSources(int index) const {
 void ShardedVariables::StartChunkPushPull(int index, int64_t step, int64_t min_step,
                                           std::span<const ops::Tensor> grads,
                                           std::span<ops::Tensor> values, absl::Duration timeout,
-                                          PsClient::Done done) {
+                                          PsClient::Done done, bool with_values) {
   Slot* slot = slots_[static_cast<size_t>(index)].get();
-  EncodePushPull(*slot, step, min_step, timeout, grads);
+  EncodePushPull(*slot, step, min_step, timeout, grads, with_values);
   SendPushPull(slot, values, timeout, std::move(done));
+}
+
+void ShardedVariables::StartChunkPull(int index, std::span<ops::Tensor> values,
+                                      absl::Duration timeout, PsClient::Done done) {
+  Slot* slot = slots_[static_cast<size_t>(index)].get();
+  slot->pull_request.set_min_step(0);
+  slot->pull_request.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
+  slot->dest = Spans<float>(slot->ps, slot->chunk, values);
+  slot->pull_reply.sink = ExpectChunk(slot, "pulled values");
+  clients_[static_cast<size_t>(slot->ps)]->PullFrameAsync(
+      &slot->pull_request, &slot->pull_reply, timeout + kCallSlack,
+      [slot, done = std::move(done)](absl::Status s) {
+        if (s.ok() && slot->replies != 1) {
+          s = absl::InternalError(absl::StrCat("ps:", slot->ps, " answered ", slot->replies,
+                                               " chunks to a pull of one"));
+        }
+        slot->pull_stopped = s.ok() && slot->pull_reply.header.stopped();
+        done(s.ok() ? std::move(s) : InChunk(s, *slot));
+      });
 }
 
 void ShardedVariables::ResendChunkPushPull(int index, std::span<ops::Tensor> values,
@@ -258,8 +281,11 @@ void ShardedVariables::ResendChunkPushPull(int index, std::span<ops::Tensor> val
 void ShardedVariables::AddChunkResult(int index, TransferResult* result) const {
   const Slot& slot = *slots_[static_cast<size_t>(index)];
   const pb::PushResponse& r = slot.push_reply.header;
-  result->global_step = std::min(result->global_step, r.values(0).step());
-  result->stopped = result->stopped || r.stopped();
+  // Without values (no_values) the step of the chunk's pull that followed the push (the
+  // exchange ends only once it is in); the shard's own step would be the least of its chunks'.
+  result->global_step =
+      std::min(result->global_step, r.values_size() > 0 ? r.values(0).step() : slot.read_step);
+  result->stopped = result->stopped || r.stopped() || (r.values_size() == 0 && slot.pull_stopped);
   result->applied += r.applied();
   result->dropped += r.dropped();
   result->duplicates += r.duplicate() ? 1 : 0;

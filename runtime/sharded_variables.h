@@ -88,9 +88,17 @@ class ShardedVariables {
   // with a new request id, and once the chunk's step >= min_step its values come back into
   // its part of `values`. `done` runs once (on any thread, maybe before this returns) with
   // the outcome, the reply already decoded; `grads` and `values` must stay alive until then.
+  // With with_values false (async only, min_step 0) the PS answers once the push is applied,
+  // without values (PushRequest.no_values): the values come from a StartChunkPull.
   void StartChunkPushPull(int index, int64_t step, int64_t min_step,
                           std::span<const ops::Tensor> grads, std::span<ops::Tensor> values,
-                          absl::Duration timeout, PsClient::Done done);
+                          absl::Duration timeout, PsClient::Done done, bool with_values = true);
+  // Starts a pull of chunk `index` (no wait for a step) into its part of `values`; `done` as
+  // above. Never while the chunk's push-pull is in flight. The values' step becomes the step
+  // its next gradient is computed at; after a push-pull without values, AddChunkResult takes
+  // the chunk's step, the end of training and the bytes received from this pull.
+  void StartChunkPull(int index, std::span<ops::Tensor> values, absl::Duration timeout,
+                      PsClient::Done done);
   // Sends chunk `index`'s last push-pull again, with the same request id (the PS applies it
   // at most once): after a transport failure. As StartChunkPushPull otherwise.
   void ResendChunkPushPull(int index, std::span<ops::Tensor> values, absl::Duration timeout,
@@ -116,7 +124,7 @@ class ShardedVariables {
   // new request id, the steps, the gradients' payload borrowed or encoded), and send it with
   // its reply's payload going straight into `values`.
   void EncodePushPull(Slot& slot, int64_t step, int64_t min_step, absl::Duration timeout,
-                      std::span<const ops::Tensor> grads);
+                      std::span<const ops::Tensor> grads, bool with_values = true);
   void SendPushPull(Slot* slot, std::span<ops::Tensor> values, absl::Duration timeout,
                     PsClient::Done done);
 

@@ -199,6 +199,7 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c,
       c.mode == runtime::SyncMode::kSsp ? c.step_timeout + c.heartbeat_timeout : c.step_timeout;
   ShardedVariableStore store(&sharded, shapes, c.mode, step_wait);
   store.set_pull_before_step(c.pull_before_step);
+  store.set_reads_at_step_start(c.reads_at_step_start);
   if (c.recovers()) {
     // While a dead ps is restarted and restored, the chief's word still ends the wait.
     store.EnableRecovery(c.recovery_timeout,

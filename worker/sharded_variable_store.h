@@ -71,6 +71,12 @@ class ShardedVariableStore final : public VariableStore, public StepExchange {
   absl::StatusOr<absl::Duration> Refresh() override;
   // Async mode only (--async_pull=before_step); call before Start.
   void set_pull_before_step(bool on) { pull_before_step_ = on; }
+  // --async_pull=at_step_start (async mode only; the overlapped exchange): pushes come back
+  // without values and each chunk is read when the next step begins (ChunkExchange's
+  // separate reads). Call before Start.
+  void set_reads_at_step_start(bool on) {
+    chunks_.set_separate_reads(on && mode_ == runtime::SyncMode::kAsync);
+  }
 
   std::span<const ops::Tensor> values() const override { return values_; }
   std::span<ops::Tensor> grads() override { return grads_; }

@@ -197,10 +197,15 @@ def main():
                 x_in, y_in = it.get_next()
         else:
             x_in, y_in = x_ph, y_ph
-        logits, weight_decay = build_model(args.model, x_in)
-        loss = tf.reduce_mean(
-            tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y_in, logits=logits))
-        loss = loss + weight_decay
+        # Async staleness as Fulcrum's ps counts it: the global step is read before the
+        # model reads its variables (a control dependency of the whole step) and again after
+        # this step's apply; the updates of others in between are the step's staleness.
+        gs_read = v1.identity(global_step.read_value()) if args.mode == "async" else None
+        with v1.control_dependencies([gs_read] if gs_read is not None else []):
+            logits, weight_decay = build_model(args.model, x_in)
+            loss = tf.reduce_mean(
+                tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y_in, logits=logits))
+            loss = loss + weight_decay
         if args.optimizer == "sgd":
             opt = v1.train.GradientDescentOptimizer(args.learning_rate)
         elif args.optimizer == "momentum":
@@ -213,6 +218,11 @@ def main():
                                                  total_num_replicas=num_workers)
             hooks.append(opt.make_session_run_hook(is_chief, num_tokens=0))
         train_op = opt.minimize(loss, global_step=global_step)
+        step_fetches = [train_op, global_step]
+        if gs_read is not None:
+            with v1.control_dependencies([train_op]):
+                gs_after = v1.identity(global_step.read_value())
+            step_fetches = [gs_after, gs_read]
         # Evaluation graph for the chief (reads the variables from the ps).
         with v1.variable_scope("", reuse=True):
             eval_logits, _ = build_model(args.model, x_ph, training=False)
@@ -241,6 +251,7 @@ def main():
         return {x_ph: x_shard[idx], y_ph: y_shard[idx]}
 
     step_times = []
+    staleness = []  # async: per step, the updates of others between the read and the apply
     local_steps = 0
     last_gs = 0
     t_train = t_steady = t_last = None
@@ -263,7 +274,12 @@ def main():
         try:
             while not sess.should_stop():
                 t0 = time.perf_counter()
-                _, last_gs = sess.run([train_op, global_step], feed_dict=next_feed())
+                got = sess.run(step_fetches, feed_dict=next_feed())
+                if gs_read is not None:
+                    last_gs = got[0]
+                    staleness.append(max(0, int(got[0]) - 1 - int(got[1])))
+                else:
+                    last_gs = got[1]
                 t1 = t_last = time.perf_counter()
                 step_times.append(t1 - t0)
                 local_steps += 1
@@ -305,6 +321,10 @@ def main():
         "step_time_p50_ms": float(np.percentile(step_times, 50) * 1e3) if step_times else None,
         "step_time_p99_ms": float(np.percentile(step_times, 99) * 1e3) if step_times else None,
         "train_seconds": t_end - t_train,
+        # As Fulcrum's worker summary: the mean, and the steps by staleness 0..7, 8 or more.
+        "staleness_mean": float(np.mean(staleness)) if staleness else None,
+        "staleness_histogram": ([int(np.sum(np.minimum(staleness, 8) == s)) for s in range(9)]
+                                if staleness else None),
     }
     summary.update(final)
     summary["wall_seconds"] = time.perf_counter() - t_wall

@@ -152,7 +152,7 @@ struct Layout {
   int num_workers;
   std::string mode;
   int replicas = 0;             // sync: 0 = every worker
-  std::string async_pull = "";  // --async_pull; empty = the default (with_push)
+  std::string async_pull = "";  // --async_pull; empty = the default (at_step_start)
 };
 
 void PrintTo(const Layout& l, std::ostream* os) {
@@ -255,7 +255,7 @@ TEST_P(ClusterTrainingTest, TrainsLikeSingleModeAndEveryTaskExitsCleanly) {
     EXPECT_EQ(report["global_step"], kSteps);
   }
   const bool before_step = p.async_pull == "before_step";
-  EXPECT_EQ(report["async_pull"], before_step ? "before_step" : "with_push");
+  EXPECT_EQ(report["async_pull"], p.async_pull.empty() ? "at_step_start" : p.async_pull);
   EXPECT_EQ(report["staleness_aware_lr"], false);
   for (const auto& w : report["workers"]) {
     EXPECT_EQ(w["staleness_aware_lr"], false) << w.dump();
@@ -293,7 +293,8 @@ INSTANTIATE_TEST_SUITE_P(Layouts, ClusterTrainingTest,
                          ::testing::Values(Layout{1, 2, "sync"}, Layout{2, 2, "sync"},
                                            Layout{1, 2, "async"}, Layout{2, 2, "async"},
                                            Layout{1, 3, "sync", 2},
-                                           Layout{2, 2, "async", 0, "before_step"}),
+                                           Layout{2, 2, "async", 0, "before_step"},
+                                           Layout{1, 2, "async", 0, "with_push"}),
                          LayoutName);
 
 // TensorFlow's way to name the cluster and the task: TF_CONFIG only, no spec file and no

@@ -1580,14 +1580,16 @@ std::vector<std::span<T>> ChunkParts(const std::vector<runtime::Chunk>& plan, si
 }
 
 // Push-pulls every chunk of `grads` through the frame calls in `dtype`; returns the values the
-// reply carried (per variable).
+// reply carried (per variable). With no_values the reply must carry none (zeros returned).
 Values FramePushPull(runtime::PsClient& client, const pb::CreateVariablesRequest& def,
-                     const Values& grads, pb::WireDtype dtype, uint64_t request_id) {
+                     const Values& grads, pb::WireDtype dtype, uint64_t request_id,
+                     bool no_values = false, int64_t* global_step = nullptr) {
   const auto plan = Plan(def);
   runtime::PsClient::PushFrame frame;
   frame.header.set_task("worker:0");
   frame.header.set_request_id(request_id);
   frame.header.set_reply_dtype(dtype);
+  frame.header.set_no_values(no_values);
   for (size_t c = 0; c < plan.size(); ++c) {
     runtime::OutChunk& out = frame.chunks.emplace_back();
     out.meta.set_chunk(static_cast<int>(c));
@@ -1609,7 +1611,8 @@ Values FramePushPull(runtime::PsClient& client, const pb::CreateVariablesRequest
                             [&done](absl::Status s) { done.set_value(std::move(s)); });
   const absl::Status s = done.get_future().get();
   EXPECT_TRUE(s.ok()) << s;
-  EXPECT_EQ(reply.header.values_size(), static_cast<int>(plan.size()));
+  EXPECT_EQ(reply.header.values_size(), no_values ? 0 : static_cast<int>(plan.size()));
+  if (global_step != nullptr) *global_step = reply.header.global_step();
   return returned;
 }
 
@@ -1645,6 +1648,38 @@ TEST_P(PsContractTest, FramesCarryTheSameNumbersAsTheGeneratedMessages) {
   for (const auto& v : grad) elements += static_cast<int64_t>(v.size());
   EXPECT_EQ(stats.bytes_pushed(), 4 * elements);
   EXPECT_EQ(stats.pushes_applied(), static_cast<int64_t>(Plan(def).size()));
+}
+
+// --async_pull=at_step_start: the push is applied and answered without values (the worker
+// pulls them when its next step begins); a push-pull that waits for a step cannot do that.
+TEST_P(PsContractTest, ANoValuesPushPullIsAppliedAndAnsweredWithoutValues) {
+  const auto def = SmallModel(Sgd(0.5f));
+  Create(def);
+  const Values start = PullAll(def);
+  const Values grad = Filled(def, 1.0f);
+  int64_t global_step = -1;
+  const Values returned =
+      FramePushPull(*client_, def, grad, pb::WIRE_F32, 1, /*no_values=*/true, &global_step);
+  EXPECT_EQ(returned, ZerosLike(def));
+  EXPECT_EQ(global_step, 1);
+  const Values after = PullAll(def);
+  for (size_t v = 0; v < after.size(); ++v) {
+    for (size_t i = 0; i < after[v].size(); ++i) {
+      EXPECT_FLOAT_EQ(after[v][i], start[v][i] - 0.5f) << v << "," << i;
+    }
+  }
+  int64_t elements = 0;
+  for (const auto& v : start) elements += static_cast<int64_t>(v.size());
+  EXPECT_EQ(Stats().bytes_pulled(), 2 * 4 * elements);  // the two PullAll, nothing else
+
+  pb::PushRequest waits = PushOf(def, grad, "worker:0", 2);
+  waits.set_no_values(true);
+  waits.set_min_step(2);
+  pb::PushResponse refused;
+  const absl::Status s = client_->PushPull(waits, &refused, kTimeout);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(), HasSubstr("no_values with min_step 2"));
+  EXPECT_EQ(PullAll(def), after);  // nothing applied
 }
 
 TEST_P(PsContractTest, SixteenBitWireRoundsGradientsAndRepliesButThePsKeepsFloat32) {

@@ -142,11 +142,19 @@ TEST_F(FlagsTest, StalenessOutsideSspOrNegativeIsNamed) {
   EXPECT_THAT(options.status().message(), HasSubstr("--staleness=-1: must be between 0"));
 }
 
-TEST_F(FlagsTest, AsyncPullIsWithPushUnlessToldAndOnlyForAsync) {
+TEST_F(FlagsTest, AsyncPullIsAtStepStartUnlessToldAndBeforeStepOnlyForAsync) {
   absl::SetFlag(&FLAGS_train_steps, 7);
   absl::StatusOr<TaskOptions> options = TaskOptionsFromFlags("worker");
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_FALSE(options->cluster.pull_before_step);
+  EXPECT_TRUE(options->cluster.reads_at_step_start);
+  EXPECT_STREQ(AsyncPullName(options->cluster), "at_step_start");
+
+  absl::SetFlag(&FLAGS_async_pull, "with_push");
+  options = TaskOptionsFromFlags("worker");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_FALSE(options->cluster.pull_before_step);
+  EXPECT_FALSE(options->cluster.reads_at_step_start);
   EXPECT_STREQ(AsyncPullName(options->cluster), "with_push");
 
   absl::SetFlag(&FLAGS_async_pull, "before_step");
@@ -170,7 +178,8 @@ TEST_F(FlagsTest, AsyncPullIsWithPushUnlessToldAndOnlyForAsync) {
   absl::SetFlag(&FLAGS_async_pull, "later");
   options = TaskOptionsFromFlags("ps");
   EXPECT_EQ(options.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(options.status().message(), HasSubstr("--async_pull=later"));
+  EXPECT_THAT(options.status().message(),
+              HasSubstr("--async_pull=later: expected at_step_start, with_push or before_step"));
 }
 
 TEST_F(FlagsTest, StalenessAwareLrIsOffUnlessToldAndRefusedInSync) {

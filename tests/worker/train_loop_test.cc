@@ -414,6 +414,40 @@ TEST_F(TrainLoopTest, AnAsyncWorkerPullingBeforeEachStepTrainsTheSame) {
   EXPECT_EQ(received[1], (1 + 20 + 19) * model_bytes);  // + a Pull before steps 2..20
 }
 
+// --async_pull=at_step_start: pushes come back without values and each chunk is pulled when
+// the next step begins. One worker computes the same gradients on the same values either
+// way, and the values cross the wire once per step as before (now in the pulls).
+TEST_F(TrainLoopTest, AsyncReadsAtStepStartTrainTheSameAndMoveTheSameBytes) {
+  std::vector<std::vector<float>> finals;
+  std::vector<TransferTotals> moved;
+  for (const bool at_step_start : {false, true}) {
+    clients_.clear();
+    shards_.clear();
+    StartPs(SyncMode::kAsync, 0);
+    auto sharded = Sharded("worker:0");
+    ShardedVariableStore store(sharded.get(), Shapes(), SyncMode::kAsync, kTimeout);
+    store.set_reads_at_step_start(at_step_start);
+    TrainLoop loop({.target_global_steps = 20, .overlap = true}, model_.get(), MakeBatcher(),
+                   &store, nullptr);
+    auto result = loop.Run();
+    ASSERT_TRUE(result.ok()) << result.status();
+    ASSERT_EQ(result->steps.size(), 20u);
+    EXPECT_EQ(result->global_step, 20);
+    finals.push_back(Flat(store.values()));
+    moved.push_back(store.totals());
+  }
+  EXPECT_TRUE(finals[0] == finals[1]);
+  const auto model_bytes = static_cast<int64_t>(finals[0].size() * sizeof(float));
+  for (const TransferTotals& m : moved) {
+    EXPECT_EQ(m.bytes_received, (1 + 20) * model_bytes);  // Start + one read per step
+    EXPECT_EQ(m.pushes, 20 * static_cast<int64_t>(Sharded("plan")->num_chunks()));
+    EXPECT_EQ(m.retries, 0);
+    // Alone on the ps, nothing lands between a read and its apply.
+    EXPECT_EQ(m.staleness_sum, 0);
+    EXPECT_EQ(m.staleness_histogram[0], m.staleness_steps);
+  }
+}
+
 TEST_F(TrainLoopTest, APsThatStoppedEndsTheLoopBeforeAnyStep) {
   StartPs(SyncMode::kAsync, 0);
   for (auto& shard : shards_) shard->Stop("the chief stopped the run");
