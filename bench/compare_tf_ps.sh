@@ -11,7 +11,8 @@
 # Reported figure per side: the sum over workers of steady-state examples/sec (each worker's
 # local steps after its first 20), and the chief's final test accuracy.
 #
-# Per (model, mode): one unreported warm-up run of each side, then N pairs; inside a pair the
+# Per (model, mode): one unreported warm-up run of each side, then N pairs (pair p with --seed=p
+# on both sides, so accuracies are medians over initial values and data orders); inside a pair the
 # thread counts interleave (TF t1, Fulcrum t1, TF t2, Fulcrum t2). Each side's figure is the
 # median at its best thread count; the ratio column is the median and min-max of the pairwise
 # ratios Fulcrum/TF at each side's best thread count. /proc/loadavg before and after each
@@ -171,7 +172,7 @@ run_tf() {
   local -a wpids=()
   mkdir -p "$dir"; make_spec "$dir/spec.json"
   local -a common=(--cluster_spec="$dir/spec.json" --mode="$mode" --threads="$t"
-                   --batch_size="$batch" --feed="$feed" $(model_flags "$model"))
+                   --batch_size="$batch" --feed="$feed" --seed="$seed" $(model_flags "$model"))
   TF_CPP_MIN_LOG_LEVEL=2 "$VENV/bin/python" "$TF_SCRIPT" "${common[@]}" --job_name=ps \
     --task_index=0 > "$dir/ps-0.log" 2>&1 &
   ps_pid=$!
@@ -207,7 +208,7 @@ run_fulcrum() {
   local model=$1 mode=$2 t=$3 dir=$4
   mkdir -p "$dir"; make_spec "$dir/spec.json"
   if ! BIN_DIR="$work/bin" timeout "$RUN_TIMEOUT" "$ROOT/scripts/local_cluster.sh" "$dir/spec.json" \
-      $(model_flags "$model") --batch_size="$batch" --mode="$mode" --threads="$t" \
+      $(model_flags "$model") --batch_size="$batch" --mode="$mode" --threads="$t" --seed="$seed" \
       --eval_every=0 --log_every=100000 --run_dir="$dir/run" $fulcrum_flags \
       > "$dir/cluster.log" 2>&1; then
     echo "compare_tf_ps: Fulcrum run failed; log in $dir/cluster.log:" >&2
@@ -242,9 +243,11 @@ for model in ${models//,/ }; do
     load_before=$(cut -d' ' -f1-3 /proc/loadavg)
     echo "compare_tf_ps: $model $mode - load before: $load_before" >&2
     t0=${threads_list%%,*}
+    seed=1
     run_tf "$model" "$mode" "$t0" "$work/r$((++n))"          # warm-up, unreported
     run_fulcrum "$model" "$mode" "$t0" "$work/r$((++n))"
     for ((p = 1; p <= pairs; p++)); do
+      seed=$p  # pair p runs with seed p on both sides: initial values and data order vary
       for t in ${threads_list//,/ }; do
         run_tf "$model" "$mode" "$t" "$work/r$((++n))"
         record "$model" "$mode" tf "$t" "$p"

@@ -1,12 +1,19 @@
 #include "ops/optimizer.h"
 
 #include <Eigen/Core>
+#include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "ops/cpu/thread_pool.h"
 
 namespace fulcrum::ops {
 namespace {
+
+// ApplyGradient over a pool: at most this many parts; slots per variable at most kMaxSlots.
+constexpr int kMaxApplyParts = 64;
+constexpr size_t kMaxSlots = 2;
 
 using ArrayMap = Eigen::Map<Eigen::ArrayXf>;
 using ConstArrayMap = Eigen::Map<const Eigen::ArrayXf>;
@@ -172,6 +179,38 @@ absl::Status ApplyGradient(const OptimizerConfig& config, int64_t step, const Te
       w -= mom;
       break;
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ApplyGradient(const OptimizerConfig& config, int64_t step, const Tensor& grad,
+                           Tensor* var, std::span<Tensor> slots, float grad_scale,
+                           ThreadPool* pool) {
+  const int64_t n = grad.num_elements();
+  const int parts = pool == nullptr ? 1 : std::min(pool->num_threads(), kMaxApplyParts);
+  if (parts <= 1 || n < kParallelApplyElements) {
+    return ApplyGradient(config, step, grad, var, slots, grad_scale);
+  }
+  if (auto s = CheckOperands(config, step, grad, var, slots); !s.ok()) return s;
+  // Part p updates [cut(p), cut(p + 1)), cut on 64-byte boundaries.
+  const auto cut = [n, parts](int p) {
+    return p == parts ? n : std::min(n, (n * p / parts + 15) & ~int64_t{15});
+  };
+  std::array<absl::Status, kMaxApplyParts> status;
+  pool->ParallelFor(parts, [&](int p) {
+    const int64_t b = cut(p);
+    const int64_t e = cut(p + 1);
+    if (e <= b) return;
+    const Shape part({e - b});
+    const Tensor g = Tensor::View(const_cast<float*>(grad.data()) + b, part);
+    Tensor w = Tensor::View(var->data() + b, part);
+    std::array<Tensor, kMaxSlots> s;
+    for (size_t i = 0; i < slots.size(); ++i) s[i] = Tensor::View(slots[i].data() + b, part);
+    status[static_cast<size_t>(p)] =
+        ApplyGradient(config, step, g, &w, std::span<Tensor>(s.data(), slots.size()), grad_scale);
+  });
+  for (int p = 0; p < parts; ++p) {
+    if (!status[static_cast<size_t>(p)].ok()) return status[static_cast<size_t>(p)];
   }
   return absl::OkStatus();
 }

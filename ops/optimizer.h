@@ -18,6 +18,8 @@
 
 namespace fulcrum::ops {
 
+class ThreadPool;  // ops/cpu/thread_pool.h
+
 enum class OptimizerKind { kSgd, kMomentum, kAdam, kAdagrad, kRmsProp };
 
 struct OptimizerConfig {
@@ -72,5 +74,13 @@ float LearningRateAt(const OptimizerConfig& config, int64_t step);
 // passing 1/n here rather than dividing the sum in a pass of its own.
 absl::Status ApplyGradient(const OptimizerConfig& config, int64_t step, const Tensor& grad,
                            Tensor* var, std::span<Tensor> slots, float grad_scale = 1.0f);
+
+// The same split over `pool`'s threads (nullptr or one thread: the call above): a variable of
+// at least kParallelApplyElements elements is cut into one contiguous part per thread, each
+// part updated elementwise by one thread. The apply is memory-bound and runs once per step.
+inline constexpr int64_t kParallelApplyElements = int64_t{1} << 16;
+absl::Status ApplyGradient(const OptimizerConfig& config, int64_t step, const Tensor& grad,
+                           Tensor* var, std::span<Tensor> slots, float grad_scale,
+                           ThreadPool* pool);
 
 }  // namespace fulcrum::ops

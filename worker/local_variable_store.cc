@@ -35,7 +35,7 @@ absl::StatusOr<ApplyResult> LocalVariableStore::Apply() {
   const int64_t step = global_step_ + 1;  // the optimizer counts steps from 1 (Adam's bias)
   for (size_t i = 0; i < values_.size(); ++i) {
     FULCRUM_RETURN_IF_ERROR(
-        ops::ApplyGradient(optimizer_, step, grads_[i], &values_[i], slots_[i]));
+        ops::ApplyGradient(optimizer_, step, grads_[i], &values_[i], slots_[i], 1.0f, pool_));
   }
   global_step_ = step;
   return ApplyResult{};

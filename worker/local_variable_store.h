@@ -27,8 +27,11 @@ class LocalVariableStore final : public VariableStore {
 
   // Nothing to read: the values are here. Returns zero.
   absl::StatusOr<absl::Duration> Start() override;
-  // Applies the optimizer to every variable as step global_step() + 1.
+  // Applies the optimizer to every variable as step global_step() + 1, each large variable
+  // split over the pool's threads when set_pool gave one.
   absl::StatusOr<ApplyResult> Apply() override;
+  // The process's compute threads (not owned; must outlive the store), or nullptr.
+  void set_pool(ops::ThreadPool* pool) { pool_ = pool; }
 
   std::span<const ops::Tensor> values() const override { return values_; }
   std::span<ops::Tensor> grads() override { return grads_; }
@@ -43,6 +46,7 @@ class LocalVariableStore final : public VariableStore {
   std::vector<ops::Tensor> grads_;
   std::vector<std::vector<ops::Tensor>> slots_;  // per variable, in SlotNames order
   int64_t global_step_ = 0;
+  ops::ThreadPool* pool_ = nullptr;
 };
 
 }  // namespace fulcrum::worker

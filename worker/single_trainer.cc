@@ -129,6 +129,7 @@ absl::StatusOr<SingleRunResult> RunSingle(const runtime::TrainingOptions& o,
   const int64_t steps = SingleTrainSteps(o, steps_per_epoch);
   FULCRUM_ASSIGN_OR_RETURN(LocalVariableStore store,
                            LocalVariableStore::Create(model->variables(), o.optimizer, o.seed));
+  store.set_pool(replicas->pool());
 
   spdlog::info("training: {} steps of batch {} with {} (lr {}), {} thread(s)", steps, o.batch_size,
                ops::OptimizerName(o.optimizer.kind), o.optimizer.learning_rate, o.threads);

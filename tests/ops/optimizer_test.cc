@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "ops/cpu/thread_pool.h"
 #include "ops/initializer.h"
 #include "tests/testing/gradient_check.h"
 
@@ -103,6 +104,40 @@ TEST_P(OptimizerTest, GradScaleAppliesTheScaledGradient) {
   for (int64_t i = 0; i < n; ++i) {
     EXPECT_NEAR(var.data()[i], ref[i].var, 1e-5 * (1 + std::abs(ref[i].var))) << GetParam() << i;
   }
+}
+
+// A large variable split over a pool's threads updates every element as the serial apply
+// does (momentum, the studies' optimizer, bit for bit: one elementwise loop either way).
+TEST_P(OptimizerTest, ApplyOverAPoolMatchesTheSerialApply) {
+  OptimizerConfig c;
+  c.kind = *ParseOptimizerKind(GetParam());
+  c.learning_rate = 0.05f;
+  c.rmsprop_momentum = 0.5f;
+  const int64_t n = kParallelApplyElements + 1237;  // parts that do not end on a vector
+  ThreadPool pool(3);
+  Tensor serial = Random({n}, 11);
+  Tensor split = Random({n}, 11);
+  std::vector<Tensor> serial_slots, split_slots;
+  for (size_t i = 0; i < SlotNames(c.kind).size(); ++i) {
+    serial_slots.push_back(Tensor::Filled({n}, SlotInitialValue(c, static_cast<int>(i))));
+    split_slots.push_back(Tensor::Filled({n}, SlotInitialValue(c, static_cast<int>(i))));
+  }
+  for (int64_t t = 1; t <= 3; ++t) {
+    const Tensor grad = Random({n}, 300 + t);
+    ASSERT_TRUE(ApplyGradient(c, t, grad, &serial, serial_slots, 0.5f).ok());
+    ASSERT_TRUE(ApplyGradient(c, t, grad, &split, split_slots, 0.5f, &pool).ok());
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    if (c.kind == OptimizerKind::kMomentum || c.kind == OptimizerKind::kSgd) {
+      ASSERT_EQ(split.data()[i], serial.data()[i]) << GetParam() << " " << i;
+    } else {
+      ASSERT_NEAR(split.data()[i], serial.data()[i], 1e-6f * (1 + std::abs(serial.data()[i])))
+          << GetParam() << " " << i;
+    }
+  }
+  // A bad operand is refused before any thread runs.
+  Tensor short_grad = Random({n - 1}, 1);
+  EXPECT_FALSE(ApplyGradient(c, 4, short_grad, &split, split_slots, 1.0f, &pool).ok());
 }
 
 TEST_P(OptimizerTest, DescendsAQuadratic) {
