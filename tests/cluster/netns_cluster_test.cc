@@ -260,9 +260,11 @@ TEST(NetnsCpuShareTest, AHostsTasksGetItsShareAndDownLeavesNothing) {
                                        " -- ip -4 -o addr show dev eth0"));
   EXPECT_NE(addr.output.find("198.18.0.1/24"), std::string::npos) << addr.output;
 
-  // A task left running in a host is killed by `down`, with its cgroup.
-  const auto left = Shell(absl::StrCat(scripts, "/netns_hosts.sh exec ", host,
-                                       " -- sleep 300 > /dev/null 2>&1 & echo started"));
+  // A task left running in a host is killed by `down`, with its cgroup. Its command line is
+  // this test's own (a sleep of 300.<pid> s), so no other process on the machine is counted.
+  const std::string sleeper = absl::StrCat("sleep 300.", ::getpid() % 100000);
+  const auto left = Shell(absl::StrCat(scripts, "/netns_hosts.sh exec ", host, " -- ", sleeper,
+                                       " > /dev/null 2>&1 & echo started"));
   ASSERT_EQ(left.exit_code, 0) << left.output;
   const auto down = Shell(absl::StrCat(scripts, "/netns_hosts.sh down --prefix ", prefix));
   EXPECT_EQ(down.exit_code, 0) << down.output;
@@ -272,7 +274,7 @@ TEST(NetnsCpuShareTest, AHostsTasksGetItsShareAndDownLeavesNothing) {
                                "/sys/fs/cgroup/unified/fulcrum-", prefix, "-* 2>/dev/null | wc -l"))
                 .output,
             "0\n");
-  EXPECT_EQ(Shell("pgrep -fx 'sleep 300' | wc -l").output, "0\n");
+  EXPECT_EQ(Shell(absl::StrCat("pgrep -fx '", sleeper, "' | wc -l")).output, "0\n");
 }
 
 }  // namespace
