@@ -181,7 +181,8 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, "peer_figures: error: %s\n" % message)
 
 
-def _positive_int(text):
+def positive_int(text):
+    """argparse type: a positive integer (the reference scripts use it too)."""
     try:
         v = int(text)
     except ValueError:
@@ -209,8 +210,8 @@ def main(argv=None):
     c = sub.add_parser("check", help="judge one peer figure")
     c.add_argument("--peer", required=True, choices=sorted(PEER_NAMES))
     c.add_argument("--model", required=True)
-    c.add_argument("--batch", required=True, type=_positive_int)
-    c.add_argument("--threads", required=True, type=_positive_int)
+    c.add_argument("--batch", required=True, type=positive_int)
+    c.add_argument("--threads", required=True, type=positive_int)
     c.add_argument("--value", required=True, type=_rate, help="the peer's examples/sec")
     c.add_argument("--variant", default="", help="key=value,... settings of the run")
     c.add_argument("--version", default=None, help="the peer's version (e.g. 2.21.0)")

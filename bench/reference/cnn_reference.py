@@ -43,6 +43,10 @@ import statistics
 import sys
 import time
 
+# bench/peer_figures.py: the argument types the compare tools share.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from peer_figures import positive_int  # noqa: E402
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -188,16 +192,6 @@ def environment(threads):
                        "(libopenblas0-openmp; loaded: %s)" % (", ".join(blas) or "none"))
     env["missing"] = missing
     return env
-
-
-def positive_int(text):
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("expected a positive integer, got '%s'" % text)
-    if v <= 0:
-        raise argparse.ArgumentTypeError("expected a positive integer, got '%s'" % text)
-    return v
 
 
 def main():

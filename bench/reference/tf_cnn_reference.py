@@ -46,6 +46,10 @@ import statistics
 import sys
 import time
 
+# bench/peer_figures.py: the argument types the compare tools share.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from peer_figures import positive_int  # noqa: E402
+
 import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -165,16 +169,6 @@ def onednn_enabled():
         return bool(_pywrap_util_port.IsMklEnabled())
     except Exception:  # private API moved: say so rather than guess
         return None
-
-
-def positive_int(text):
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("expected a positive integer, got '%s'" % text)
-    if v <= 0:
-        raise argparse.ArgumentTypeError("expected a positive integer, got '%s'" % text)
-    return v
 
 
 def parse_args(argv=None):

@@ -54,74 +54,65 @@ INSTANTIATE_TEST_SUITE_P(All, OptimizerTest,
                          ::testing::Values("sgd", "momentum", "adam", "adagrad", "rmsprop"),
                          [](const auto& info) { return std::string(info.param); });
 
-TEST_P(OptimizerTest, MatchesScalarReferenceOverSteps) {
+OptimizerConfig ConfigFor(const char* name) {
   OptimizerConfig c;
-  c.kind = *ParseOptimizerKind(GetParam());
+  c.kind = *ParseOptimizerKind(name);
   c.learning_rate = 0.05f;
   c.rmsprop_momentum = 0.5f;  // exercise the momentum slot too
-  const int64_t n = 37;       // not a multiple of the vector width
-  Tensor var = Random({n}, 1);
+  return c;
+}
+
+std::vector<Tensor> InitialSlots(const OptimizerConfig& c, int64_t n) {
   std::vector<Tensor> slots;
   for (size_t i = 0; i < SlotNames(c.kind).size(); ++i) {
     slots.push_back(Tensor::Filled({n}, SlotInitialValue(c, static_cast<int>(i))));
   }
+  return slots;
+}
+
+// `steps` applies of random gradients times grad_scale against the scalar reference fed the
+// scaled gradients, on a variable of 37 elements (not a multiple of the vector width).
+void ExpectMatchesReference(const char* name, int64_t steps, uint64_t seed, float grad_scale) {
+  const OptimizerConfig c = ConfigFor(name);
+  const int64_t n = 37;
+  Tensor var = Random({n}, seed);
+  std::vector<Tensor> slots = InitialSlots(c, n);
   std::vector<ScalarState> ref(n);
   for (int64_t i = 0; i < n; ++i) {
     ref[i] = {var.data()[i], SlotInitialValue(c, 0), SlotInitialValue(c, 1)};
   }
-  for (int64_t t = 1; t <= 25; ++t) {
-    Tensor grad = Random({n}, 100 + t);
-    ASSERT_TRUE(ApplyGradient(c, t, grad, &var, slots).ok());
-    for (int64_t i = 0; i < n; ++i) ReferenceStep(c, t, grad.data()[i], &ref[i]);
+  for (int64_t t = 1; t <= steps; ++t) {
+    const Tensor grad = Random({n}, 100 * seed + t);
+    ASSERT_TRUE(ApplyGradient(c, t, grad, &var, slots, grad_scale).ok());
+    for (int64_t i = 0; i < n; ++i) {
+      ReferenceStep(c, t, static_cast<double>(grad.data()[i]) * grad_scale, &ref[i]);
+    }
   }
   for (int64_t i = 0; i < n; ++i) {
-    EXPECT_NEAR(var.data()[i], ref[i].var, 1e-5 * (1 + std::abs(ref[i].var))) << GetParam() << i;
+    EXPECT_NEAR(var.data()[i], ref[i].var, 1e-5 * (1 + std::abs(ref[i].var))) << name << i;
   }
+}
+
+TEST_P(OptimizerTest, MatchesScalarReferenceOverSteps) {
+  ExpectMatchesReference(GetParam(), 25, 1, 1.0f);
 }
 
 // A sync ps passes the sum of n gradients with grad_scale 1/n: every optimizer must update
 // as the reference does from the mean (3 workers: 1/3 is not exact in binary).
 TEST_P(OptimizerTest, GradScaleAppliesTheScaledGradient) {
-  OptimizerConfig c;
-  c.kind = *ParseOptimizerKind(GetParam());
-  c.learning_rate = 0.05f;
-  c.rmsprop_momentum = 0.5f;
-  const int64_t n = 37;
-  Tensor var = Random({n}, 7);
-  std::vector<Tensor> slots;
-  for (size_t i = 0; i < SlotNames(c.kind).size(); ++i) {
-    slots.push_back(Tensor::Filled({n}, SlotInitialValue(c, static_cast<int>(i))));
-  }
-  std::vector<ScalarState> ref(n);
-  for (int64_t i = 0; i < n; ++i) {
-    ref[i] = {var.data()[i], SlotInitialValue(c, 0), SlotInitialValue(c, 1)};
-  }
-  for (int64_t t = 1; t <= 10; ++t) {
-    Tensor sum = Random({n}, 200 + t);
-    ASSERT_TRUE(ApplyGradient(c, t, sum, &var, slots, 1.0f / 3.0f).ok());
-    for (int64_t i = 0; i < n; ++i) ReferenceStep(c, t, sum.data()[i] / 3.0, &ref[i]);
-  }
-  for (int64_t i = 0; i < n; ++i) {
-    EXPECT_NEAR(var.data()[i], ref[i].var, 1e-5 * (1 + std::abs(ref[i].var))) << GetParam() << i;
-  }
+  ExpectMatchesReference(GetParam(), 10, 2, 1.0f / 3.0f);
 }
 
 // A large variable split over a pool's threads updates every element as the serial apply
 // does (momentum, the studies' optimizer, bit for bit: one elementwise loop either way).
 TEST_P(OptimizerTest, ApplyOverAPoolMatchesTheSerialApply) {
-  OptimizerConfig c;
-  c.kind = *ParseOptimizerKind(GetParam());
-  c.learning_rate = 0.05f;
-  c.rmsprop_momentum = 0.5f;
+  const OptimizerConfig c = ConfigFor(GetParam());
   const int64_t n = kParallelApplyElements + 1237;  // parts that do not end on a vector
   ThreadPool pool(3);
   Tensor serial = Random({n}, 11);
   Tensor split = Random({n}, 11);
-  std::vector<Tensor> serial_slots, split_slots;
-  for (size_t i = 0; i < SlotNames(c.kind).size(); ++i) {
-    serial_slots.push_back(Tensor::Filled({n}, SlotInitialValue(c, static_cast<int>(i))));
-    split_slots.push_back(Tensor::Filled({n}, SlotInitialValue(c, static_cast<int>(i))));
-  }
+  std::vector<Tensor> serial_slots = InitialSlots(c, n);
+  std::vector<Tensor> split_slots = InitialSlots(c, n);
   for (int64_t t = 1; t <= 3; ++t) {
     const Tensor grad = Random({n}, 300 + t);
     ASSERT_TRUE(ApplyGradient(c, t, grad, &serial, serial_slots, 0.5f).ok());
