@@ -82,6 +82,53 @@ void WindowMax(const Pool2DGeometry& g, const float* x, const Window& win, float
 int64_t ImageSize(const Pool2DGeometry& g) { return g.in_h * g.in_w * g.channels; }
 int64_t OutImageSize(const Pool2DGeometry& g) { return g.out_h * g.out_w * g.channels; }
 
+// Whether the windows tile the image: stride = window and no padding before, so each input
+// element lies in at most one window (TF's 2x2 stride-2 pools, VALID or SAME).
+bool WindowsTile(const Pool2DGeometry& g) {
+  return g.stride_h == g.window_h && g.stride_w == g.window_w && g.pad_top == 0 &&
+         g.pad_left == 0;
+}
+
+// dx of one image [H, W, C] for tiling windows: each element is written once (dy at its
+// window's first maximum, 0 elsewhere), so nothing is cleared first except the rows and
+// columns no window covers (VALID's remainder). best, arg: [C] scratch.
+void TiledMaxPoolGrad(const Pool2DGeometry& g, const float* x, const float* dy, float* dx,
+                      float* best, int32_t* arg) {
+  const int64_t c = g.channels, row = g.in_w * c;
+  const int64_t covered_h = std::min(g.out_h * g.window_h, g.in_h);
+  const int64_t covered_w = std::min(g.out_w * g.window_w, g.in_w);
+  std::fill(dx + covered_h * row, dx + g.in_h * row, 0.0f);
+  for (int64_t h = 0; h < covered_h && covered_w < g.in_w; ++h) {
+    std::fill(dx + h * row + covered_w * c, dx + (h + 1) * row, 0.0f);
+  }
+  for (int64_t oh = 0; oh < g.out_h; ++oh) {
+    for (int64_t ow = 0; ow < g.out_w; ++ow) {
+      const Window win = WindowAt(g, oh, ow);
+      const float* dyrow = dy + (oh * g.out_w + ow) * c;
+      std::copy_n(x + (win.h0 * g.in_w + win.w0) * c, c, best);
+      std::fill_n(arg, c, 0);
+      int32_t j = 0;  // the element's position in the window, row-major
+      for (int64_t h = win.h0; h < win.h1; ++h) {
+        for (int64_t w = win.w0; w < win.w1; ++w, ++j) {
+          const float* xr = x + (h * g.in_w + w) * c;
+          for (int64_t k = 0; k < c; ++k) {
+            const bool more = xr[k] > best[k];
+            best[k] = more ? xr[k] : best[k];
+            arg[k] = more ? j : arg[k];
+          }
+        }
+      }
+      j = 0;
+      for (int64_t h = win.h0; h < win.h1; ++h) {
+        for (int64_t w = win.w0; w < win.w1; ++w, ++j) {
+          float* dxr = dx + (h * g.in_w + w) * c;
+          for (int64_t k = 0; k < c; ++k) dxr[k] = arg[k] == j ? dyrow[k] : 0.0f;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<Pool2DGeometry> Pool2DGeometryFor(const Shape& x, const Pool2DParams& params,
@@ -158,7 +205,7 @@ absl::Status MaxPoolGrad(const Tensor& x, const Tensor& dy, const Pool2DParams& 
   if (!g.ok()) return g.status();
   if (auto s = CheckNhwcTensor(dx, &x.shape(), "MaxPoolGrad", "dx"); !s.ok()) return s;
   const Pool2DGeometry& geo = *g;
-  std::fill(dx->flat().begin(), dx->flat().end(), 0.0f);
+  const bool tiles = WindowsTile(geo);
   const float* xd = x.data();
   const float* dyd = dy.data();
   float* dxd = dx->data();
@@ -167,6 +214,11 @@ absl::Status MaxPoolGrad(const Tensor& x, const Tensor& dy, const Pool2DParams& 
     float* dxi = dxd + b * ImageSize(geo);
     std::span<float> best = ThreadScratch<float>(geo.channels);
     std::span<int32_t> arg = ThreadScratch<int32_t>(geo.channels);
+    if (tiles) {
+      TiledMaxPoolGrad(geo, xi, dyd + b * OutImageSize(geo), dxi, best.data(), arg.data());
+      return;
+    }
+    std::fill(dxi, dxi + ImageSize(geo), 0.0f);
     for (int64_t oh = 0; oh < geo.out_h; ++oh) {
       for (int64_t ow = 0; ow < geo.out_w; ++ow) {
         WindowMax(geo, xi, WindowAt(geo, oh, ow), best.data(), arg.data());
