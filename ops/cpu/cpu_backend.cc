@@ -84,11 +84,11 @@ absl::Status CpuBackend::ActivationGrad(ActivationKind kind, const Tensor& y, Te
   if (dy == nullptr) return absl::InvalidArgumentError("ActivationGrad: no gradient tensor");
   switch (kind) {
     case ActivationKind::kRelu:
-      return ops::ReluGrad(y, *dy, dy);
+      return ops::ReluGrad(y, *dy, dy, pool_);
     case ActivationKind::kSigmoid:
-      return ops::SigmoidGrad(y, *dy, dy);
+      return ops::SigmoidGrad(y, *dy, dy, pool_);
     case ActivationKind::kTanh:
-      return ops::TanhGrad(y, *dy, dy);
+      return ops::TanhGrad(y, *dy, dy, pool_);
   }
   return absl::InvalidArgumentError("ActivationGrad: unknown activation");
 }

@@ -175,6 +175,23 @@ std::pair<int64_t, int64_t> Part(int64_t total, int parts, int p) {
   return {begin, base + (p < extra ? 1 : 0)};
 }
 
+// Runs fn(begin, size) over [0, n) in near-equal parts on the pool, one per thread, when n
+// is large enough to pay for the handoff; else on the calling thread.
+template <typename Fn>
+void ForEachRange(int64_t n, ThreadPool* pool, const Fn& fn) {
+  constexpr int64_t kMinPart = int64_t{1} << 15;
+  const int parts =
+      pool == nullptr ? 1 : static_cast<int>(std::min<int64_t>(pool->num_threads(), n / kMinPart));
+  if (parts <= 1) {
+    fn(int64_t{0}, n);
+    return;
+  }
+  pool->ParallelFor(parts, [&](int p) {
+    const auto [begin, size] = Part(n, parts, p);
+    fn(begin, size);
+  });
+}
+
 }  // namespace
 
 absl::Status MatMul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor* out,
@@ -301,23 +318,30 @@ absl::Status Tanh(const Tensor& x, Tensor* y) {
   return absl::OkStatus();
 }
 
-absl::Status ReluGrad(const Tensor& y, const Tensor& dy, Tensor* dx) {
+absl::Status ReluGrad(const Tensor& y, const Tensor& dy, Tensor* dx, ThreadPool* pool) {
   if (auto s = CheckGrad(y, dy, dx, "ReluGrad"); !s.ok()) return s;
-  AsMutableArray(dx) = (AsArray(y) > 0.0f).select(AsArray(dy), 0.0f);
+  ForEachRange(y.num_elements(), pool, [&](int64_t b, int64_t n) {
+    ArrayMap(dx->data() + b, n) =
+        (ConstArrayMap(y.data() + b, n) > 0.0f).select(ConstArrayMap(dy.data() + b, n), 0.0f);
+  });
   return absl::OkStatus();
 }
 
-absl::Status SigmoidGrad(const Tensor& y, const Tensor& dy, Tensor* dx) {
+absl::Status SigmoidGrad(const Tensor& y, const Tensor& dy, Tensor* dx, ThreadPool* pool) {
   if (auto s = CheckGrad(y, dy, dx, "SigmoidGrad"); !s.ok()) return s;
-  const auto ya = AsArray(y);
-  AsMutableArray(dx) = AsArray(dy) * ya * (1.0f - ya);
+  ForEachRange(y.num_elements(), pool, [&](int64_t b, int64_t n) {
+    const ConstArrayMap ya(y.data() + b, n);
+    ArrayMap(dx->data() + b, n) = ConstArrayMap(dy.data() + b, n) * ya * (1.0f - ya);
+  });
   return absl::OkStatus();
 }
 
-absl::Status TanhGrad(const Tensor& y, const Tensor& dy, Tensor* dx) {
+absl::Status TanhGrad(const Tensor& y, const Tensor& dy, Tensor* dx, ThreadPool* pool) {
   if (auto s = CheckGrad(y, dy, dx, "TanhGrad"); !s.ok()) return s;
-  const auto ya = AsArray(y);
-  AsMutableArray(dx) = AsArray(dy) * (1.0f - ya.square());
+  ForEachRange(y.num_elements(), pool, [&](int64_t b, int64_t n) {
+    const ConstArrayMap ya(y.data() + b, n);
+    ArrayMap(dx->data() + b, n) = ConstArrayMap(dy.data() + b, n) * (1.0f - ya.square());
+  });
   return absl::OkStatus();
 }
 

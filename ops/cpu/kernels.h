@@ -40,9 +40,10 @@ absl::Status Sigmoid(const Tensor& x, Tensor* y);
 absl::Status Tanh(const Tensor& x, Tensor* y);
 // Gradients from the activation's output y and upstream dy; dx may alias dy.
 // relu: dx = dy * (y > 0); sigmoid: dx = dy * y * (1 - y); tanh: dx = dy * (1 - y^2).
-absl::Status ReluGrad(const Tensor& y, const Tensor& dy, Tensor* dx);
-absl::Status SigmoidGrad(const Tensor& y, const Tensor& dy, Tensor* dx);
-absl::Status TanhGrad(const Tensor& y, const Tensor& dy, Tensor* dx);
+// Large tensors are split over `pool` when one is given.
+absl::Status ReluGrad(const Tensor& y, const Tensor& dy, Tensor* dx, ThreadPool* pool = nullptr);
+absl::Status SigmoidGrad(const Tensor& y, const Tensor& dy, Tensor* dx, ThreadPool* pool = nullptr);
+absl::Status TanhGrad(const Tensor& y, const Tensor& dy, Tensor* dx, ThreadPool* pool = nullptr);
 
 // Mean over the batch of softmax cross-entropy between logits [batch, classes] and integer
 // labels in [0, classes). Stable for any logit magnitude (max-shifted log-sum-exp).

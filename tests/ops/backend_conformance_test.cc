@@ -153,7 +153,7 @@ TEST_P(BackendTest, BiasAndActivations) {
 
   const Tensor dy = Random({9, 6}, 8);
   using Fwd = absl::Status (*)(const Tensor&, Tensor*);
-  using Bwd = absl::Status (*)(const Tensor&, const Tensor&, Tensor*);
+  using Bwd = absl::Status (*)(const Tensor&, const Tensor&, Tensor*, ThreadPool*);
   const struct {
     ActivationKind kind;
     Fwd fwd;
@@ -169,7 +169,7 @@ TEST_P(BackendTest, BiasAndActivations) {
     ASSERT_TRUE(b().Activate(a.kind, &y).ok());
     ExpectClose(y, y_want, 1e-5f, a.name);
     Tensor dx_want = dy.Clone();
-    ASSERT_TRUE(a.bwd(y_want, dx_want, &dx_want).ok());
+    ASSERT_TRUE(a.bwd(y_want, dx_want, &dx_want, nullptr).ok());
     Tensor dx = On(dy);
     ASSERT_TRUE(b().ActivationGrad(a.kind, On(y_want), &dx).ok());
     ExpectClose(dx, dx_want, 1e-5f, absl::StrCat(a.name, " gradient"));

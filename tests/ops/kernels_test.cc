@@ -123,7 +123,7 @@ TEST(KernelsTest, BiasAddAndGradient) {
 }
 
 using Activation = absl::Status (*)(const Tensor&, Tensor*);
-using ActivationGrad = absl::Status (*)(const Tensor&, const Tensor&, Tensor*);
+using ActivationGrad = absl::Status (*)(const Tensor&, const Tensor&, Tensor*, ThreadPool*);
 
 struct ActivationCase {
   const char* name;
@@ -172,9 +172,23 @@ TEST_P(ActivationTest, GradientMatchesFiniteDifferences) {
     };
     loss();
     Tensor dx = Tensor::Zeros({3, n});
-    ASSERT_TRUE(c.backward(y, w, &dx).ok());
+    ASSERT_TRUE(c.backward(y, w, &dx, nullptr).ok());
     ExpectGradientMatches(&x, dx, loss, c.name, 1e-2, 1e-2, 1e-3);
   }
+}
+
+// A tensor large enough to be split over the pool gets the same gradient, in place too.
+TEST_P(ActivationTest, GradientOnAPoolEqualsTheSerialOne) {
+  const auto& c = GetParam();
+  const int64_t n = 3 * (int64_t{1} << 15) + 5;
+  Tensor y = Random({n}, 12, -3.0f, 3.0f), dy = Random({n}, 13);
+  ASSERT_TRUE(c.forward(y, &y).ok());
+  Tensor serial = Tensor::Zeros({n}), pooled = dy.Clone();
+  ASSERT_TRUE(c.backward(y, dy, &serial, nullptr).ok());
+  ThreadPool pool(3);
+  ASSERT_TRUE(c.backward(y, pooled, &pooled, &pool).ok());
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_EQ(pooled.data()[i], serial.data()[i]) << c.name << " " << i;
 }
 
 TEST(KernelsTest, SigmoidAndTanhSaturateWithoutNaN) {
