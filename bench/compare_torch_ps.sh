@@ -20,18 +20,35 @@
 # count; the ratio column is the median and min-max of the pairwise ratios Fulcrum/PyTorch at
 # those thread counts. /proc/loadavg before and after each (model, mode) block. PyTorch runs
 # from build/torch-venv (created on first use: Debian's python3 -m venv + pip install torch).
+# PyTorch gets its best configuration (docs/benchmarking.md): OMP/MKL/OPENBLAS_NUM_THREADS =
+# torch threads, glibc MALLOC_MMAP_THRESHOLD_=2000000000 MALLOC_TRIM_THRESHOLD_=4000000000, and
+# for the CNNs the trainers in channels_last memory format (--channels_last: the faster one for
+# the pip wheel on this machine kind, single-process steps at one thread, batch 64, measured
+# interleaved on a busy machine: mnist_cnn ~1300 vs ~1100 ex/s, cifar10_cnn ~335 vs ~308).
+# The pip wheel bundles MKL and oneDNN, so compare_cnn.sh's OpenMP OpenBLAS and
+# OPENBLAS_CORETYPE settings (for Debian's python3-torch) do not apply.
 # PyTorch's best figure is printed beside its known-good figure for the configuration
 # (bench/peer_figures.py); more than 15 % under it prints a WARNING banner on stderr and under
 # the table, and a configuration with no known-good figure says so.
 #
-# Usage: bench/compare_torch_ps.sh [--models=logreg,mlp] [--modes=sync,async] [--threads=1]
-#          [--pairs=3] [--workers=2] [--batch_size=128] [--logreg_steps=2000] [--mlp_steps=0]
+# Usage: bench/compare_torch_ps.sh [--models=logreg,mlp[,mnist_cnn,cifar10_cnn]]
+#          [--modes=sync,async] [--threads=1] [--pairs=3] [--workers=2] [--batch_size=128]
+#          [--logreg_steps=2000] [--mlp_steps=0] [--cnn_steps=150]
 #          [--exchange=auto|fetch_push|push_fetch] [--fulcrum_flags='...'] [--torch_flags='...']
 #          [--seed=1]
 #          [--out=build/compare_torch_ps.md] [--keep] [--setup_only]
 #   logreg: 784->10, SGD lr 0.03.   mlp: 784-256-128-10 ReLU, momentum 0.9, lr 0.05.
+#   mnist_cnn: conv5x5x32-pool-conv5x5x64-pool-fc1024-dropout0.4-fc (3.3 M parameters, 13 MB
+#              a push), momentum 0.9 lr 0.01, --cnn_steps global steps (a step is ~100x an
+#              mlp's: use a smaller --batch_size, e.g. 64).
+#   cifar10_cnn: TensorFlow's CIFAR-10 tutorial graph (models/cnn_zoo.cc: conv-pool-LRN-conv-
+#              LRN-pool-fc384-fc192-fc, weight decay 0.004 on the fc384/fc192 kernels) on the
+#              28x28x1 Fashion-MNIST images as compare_tf_ps.sh runs it, momentum 0.9 lr 0.01,
+#              --cnn_steps global steps. PyTorch's side: bench/reference/cnn_reference.py's
+#              classes with cnn_zoo.cc's initializers, the weight decay in its PS optimizer.
 #   --mlp_steps=0 (default): one epoch of pushes (--epochs=1: 469 global steps async, 235 sync
 #                 at batch 128 and 2 workers), the setting of issue 14.
+#   --cnn_steps   global steps of mnist_cnn and cifar10_cnn (default 150).
 #   --exchange    the PyTorch trainers' loop: fetch_push (get_params RPC, compute, push RPC),
 #                 push_fetch (one RPC: the push answers with the new parameters), or auto
 #                 (default): push_fetch in sync mode (the same step, one RPC less: the peer's
@@ -54,7 +71,7 @@ RUN_TIMEOUT="${RUN_TIMEOUT:-300}"
 DATA_DIR=/usr/share/datasets/fashion-mnist
 
 models=logreg,mlp modes=sync,async threads_list=1 pairs=3 workers=2 batch=128
-logreg_steps=2000 mlp_steps=0 exchange=auto fulcrum_flags="" torch_flags="" seed=1
+logreg_steps=2000 mlp_steps=0 cnn_steps=150 exchange=auto fulcrum_flags="" torch_flags="" seed=1
 out="${ROOT}/build/compare_torch_ps.md" keep=0 setup_only=0
 die() { echo "compare_torch_ps: error: $*" >&2; exit 2; }
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
@@ -68,6 +85,7 @@ for arg in "$@"; do
     --batch_size=*) batch="${arg#*=}" ;;
     --logreg_steps=*) logreg_steps="${arg#*=}" ;;
     --mlp_steps=*) mlp_steps="${arg#*=}" ;;
+    --cnn_steps=*) cnn_steps="${arg#*=}" ;;
     --exchange=*) exchange="${arg#*=}" ;;
     --fulcrum_flags=*) fulcrum_flags="${arg#*=}" ;;
     --torch_flags=*) torch_flags="${arg#*=}" ;;
@@ -79,12 +97,15 @@ for arg in "$@"; do
     *) usage >&2; die "unknown argument: $arg" ;;
   esac
 done
-for m in ${models//,/ }; do [[ "$m" =~ ^(logreg|mlp)$ ]] || die "unknown model '$m'"; done
+for m in ${models//,/ }; do
+  [[ "$m" =~ ^(logreg|mlp|mnist_cnn|cifar10_cnn)$ ]] ||
+    die "unknown model '$m' (logreg, mlp, mnist_cnn, cifar10_cnn)"
+done
 for m in ${modes//,/ }; do [[ "$m" =~ ^(sync|async)$ ]] || die "unknown mode '$m'"; done
 [[ -n "${models//,/}" && -n "${modes//,/}" ]] || die "--models and --modes must not be empty"
 [[ "$exchange" =~ ^(auto|fetch_push|push_fetch)$ ]] ||
   die "--exchange must be auto, fetch_push or push_fetch"
-for v in $pairs $workers $batch $logreg_steps ${threads_list//,/ }; do
+for v in $pairs $workers $batch $logreg_steps $cnn_steps ${threads_list//,/ }; do
   [[ "$v" =~ ^[1-9][0-9]*$ ]] || die "expected a positive integer, got '$v'"
 done
 [[ "$mlp_steps" =~ ^[0-9]+$ ]] || die "--mlp_steps must be 0 (one epoch) or a positive integer"
@@ -142,6 +163,14 @@ model_flags() {  # model -> flags shared by both sides
     logreg) echo "--model=logreg --optimizer=sgd --learning_rate=0.03 --train_steps=$logreg_steps" ;;
     mlp) echo "--model=mlp --optimizer=momentum --momentum=0.9 --learning_rate=0.05" \
               "$( (( mlp_steps > 0 )) && echo "--train_steps=$mlp_steps" || echo "--epochs=1")" ;;
+    mnist_cnn|cifar10_cnn)
+      echo "--model=$1 --optimizer=momentum --momentum=0.9 --learning_rate=0.01 --train_steps=$cnn_steps" ;;
+  esac
+}
+
+torch_model_flags() {  # model -> flags of the PyTorch side only (its best configuration)
+  case "$1" in
+    mnist_cnn|cifar10_cnn) echo "--channels_last" ;;
   esac
 }
 
@@ -156,11 +185,11 @@ run_torch() {
   local model=$1 mode=$2 t=$3 dir=$4 s=$5
   mkdir -p "$dir"
   # docs/benchmarking.md: matched threads, glibc kept from returning buffers every step.
-  # shellcheck disable=SC2046,SC2086  # model_flags and torch_flags are lists of flags
+  # shellcheck disable=SC2046,SC2086  # the model flags and torch_flags are lists of flags
   if ! OMP_NUM_THREADS=$t MKL_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t \
       MALLOC_MMAP_THRESHOLD_=2000000000 MALLOC_TRIM_THRESHOLD_=4000000000 \
       timeout "$RUN_TIMEOUT" "$VENV/bin/python" "$TORCH_SCRIPT" $(model_flags "$model") \
-      --batch_size="$batch" --mode="$mode" --workers="$workers" --threads="$t" \
+      $(torch_model_flags "$model") --batch_size="$batch" --mode="$mode" --workers="$workers" --threads="$t" \
       --exchange="$(exchange_for "$mode")" --seed="$s" --timeout="$RUN_TIMEOUT" $torch_flags \
       --run_dir="$dir/run" > "$dir/launcher.log" 2>&1; then
     echo "compare_torch_ps: PyTorch run failed; logs in $dir:" >&2
@@ -237,10 +266,12 @@ elapsed=$(( $(date +%s) - t_start ))
 
 mkdir -p "$(dirname "$out")"
 python3 - "$results" "$loads" "$TORCH_VERSION" "$workers" "$batch" "$pairs" "$exchange" \
-    "$elapsed" "$logreg_steps" "$mlp_steps" "$fulcrum_flags" "$torch_flags" "$ROOT/bench" <<'EOF' | tee "$out"
+    "$elapsed" "$logreg_steps" "$mlp_steps" "$cnn_steps" "$fulcrum_flags" "$torch_flags" "$ROOT/bench" \
+    <<'EOF' | tee "$out"
 import statistics as st, sys
 from collections import defaultdict
-res, loads, tv, W, B, P, exchange, elapsed, lsteps, msteps, fflags, tflags, bench = sys.argv[1:]
+res, loads, tv, W, B, P, exchange, elapsed, lsteps, msteps, csteps, fflags, tflags, bench = \
+    sys.argv[1:]
 sys.path.insert(0, bench)
 import peer_figures
 runs = defaultdict(dict)          # (model, mode, side, threads) -> {pair: (ex, acc, stale)}
@@ -250,7 +281,9 @@ for line in open(res):
 load = {(l.split("\t")[0], l.split("\t")[1]): l.rstrip("\n").split("\t")[2:] for l in open(loads)}
 desc = {"logreg": "logreg 784-10, SGD lr 0.03, %s steps" % lsteps,
         "mlp": "mlp 784-256-128-10, momentum 0.9 lr 0.05, %s" %
-               ("%s steps" % msteps if msteps != "0" else "1 epoch of pushes")}
+               ("%s steps" % msteps if msteps != "0" else "1 epoch of pushes"),
+        "mnist_cnn": "mnist_cnn (3.3 M parameters), momentum 0.9 lr 0.01, %s steps" % csteps,
+        "cifar10_cnn": "cifar10_cnn (28x28x1 input), momentum 0.9 lr 0.01, %s steps" % csteps}
 print("Parameter-server job, 1 ps + %s workers, batch %s per worker, Fashion-MNIST; PyTorch %s "
       "(torch.distributed.rpc, TensorPipe, --exchange=%s%s%s) vs Fulcrum%s; %s pairs after a warm-up; "
       "examples/sec = sum of the workers' steady-state rates (first 20 steps dropped), median at "
@@ -279,6 +312,8 @@ for (model, mode) in load:
     variant = "mode=%s,workers=%s,exchange=%s" % (mode, W, ex)
     if msteps != "0" and model == "mlp":
         variant += ",steps=%s" % msteps
+    if model in ("mnist_cnn", "cifar10_cnn"):
+        variant += ",steps=%s,channels_last=1" % csteps
     if tflags:
         variant += ",torch_flags=%s" % tflags.replace(",", ";")
     known = peer_figures.judge(

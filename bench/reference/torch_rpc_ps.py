@@ -27,6 +27,17 @@ in sync, ceil(epochs * 60000 / B) in async), as Fulcrum's workers do.
 
 Models as Fulcrum's (and train_reference.py's, whose classes this reuses): logreg 784->10,
 mlp 784-256-128-10 ReLU; weights Glorot-uniform, biases zero; softmax cross-entropy, batch mean.
+The convolutional ones are cnn_reference.py's classes on the 28x28x1 images ([N, 1, 28, 28]
+NCHW), with models/cnn_zoo.cc's initializers: mnist_cnn (conv5x5x32-pool-conv5x5x64-pool-
+fc1024-dropout0.4-fc; Glorot kernels, zero biases) and cifar10_cnn (TF's CIFAR-10 tutorial
+graph on the Fashion-MNIST images, as compare_tf_ps.sh runs it; truncated-normal kernels,
+biases 0 / 0.1, and L2 weight decay 0.004 on the local3/local4 kernels: as cnn_reference.py
+does, a weight_decay in those parameters' group of the PS's optimizer, whose gradient
+0.004 * w is what TF's 0.004 * l2_loss(w) in the loss adds; in async mode it is taken at the
+PS's current values rather than at the trainer's stale copy). --channels_last runs the
+trainers' forward/backward in the channels_last memory format (compare_torch_ps.sh gives it
+to the CNNs: faster for pip torch's oneDNN convolutions here). The ps evaluates the test set
+in batches of EVAL_BATCH, on every core (training is over by then).
 
 Output (--run_dir): worker-<i>/summary.json and steps.csv per trainer (examples_per_sec =
 local steps after the first 20, as Fulcrum's), ps-0/summary.json and pushes.csv (every push:
@@ -61,7 +72,12 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import train_reference as ref  # noqa: E402  (the models, the IDX reader, the optimizers)
+import cnn_reference as cnn  # noqa: E402  (the convolutional models)
 TRAIN_EXAMPLES = 60000  # Fashion-MNIST's train split (checked when the data is read)
+IMAGE = (1, 28, 28)  # Fashion-MNIST's images, channels first: the CNNs' input
+CNN_MODELS = {"mnist_cnn": cnn.MnistCnn, "cifar10_cnn": cnn.Cifar10Cnn}
+EVAL_BATCH = 500  # test images per forward at the ps's evaluation: bounds a CNN's memory
+# (cifar10_cnn: ~1 MB of activations per image, ~0.5 GB a batch; 10k at once ~10 GB)
 
 
 def positive_int(text):
@@ -73,7 +89,7 @@ def positive_int(text):
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--model", choices=["logreg", "mlp"], default="logreg")
+    p.add_argument("--model", choices=["logreg", "mlp", *CNN_MODELS], default="logreg")
     p.add_argument("--optimizer", choices=["sgd", "momentum", "adam", "adagrad"], default="sgd")
     p.add_argument("--learning_rate", type=float, default=0.01)
     p.add_argument("--momentum", type=float, default=0.9, help="of --optimizer=momentum")
@@ -85,6 +101,8 @@ def parse_args(argv=None):
     p.add_argument("--staleness_aware_lr", action="store_true",
                    help="async: apply each push at learning_rate / (1 + its staleness), as "
                         "Fulcrum's --staleness_aware_lr does")
+    p.add_argument("--channels_last", action="store_true",
+                   help="CNNs: the trainers' model and batches in channels_last memory format")
     p.add_argument("--workers", type=positive_int, default=2, help="trainer processes")
     p.add_argument("--threads", type=positive_int, default=1, help="torch threads per process")
     p.add_argument("--rpc_threads", type=positive_int, default=4,
@@ -107,6 +125,8 @@ def parse_args(argv=None):
         p.error("give --train_steps > 0 or --epochs > 0")
     if args.staleness_aware_lr and args.mode != "async":
         p.error("--staleness_aware_lr is for --mode=async")
+    if args.channels_last and args.model not in CNN_MODELS:
+        p.error("--channels_last is for the convolutional models")
     if args.rpc_timeout <= 0 or args.timeout <= 0:
         p.error("--rpc_timeout and --timeout must be positive")
     if not 0 <= args.port < 65536:
@@ -245,9 +265,45 @@ def task_main(args):
     return 0
 
 
+def trunc_normal(t, std):
+    # TF's truncated_normal (Fulcrum's Initializer::TruncatedNormal): redrawn beyond 2 stddev.
+    torch.nn.init.trunc_normal_(t, std=std, a=-2 * std, b=2 * std)
+
+
+def init_cnn(name, model):
+    """models/cnn_zoo.cc's initializers (cnn_reference.py keeps PyTorch's defaults)."""
+    with torch.no_grad():
+        if name == "mnist_cnn":
+            for layer in (model.conv1, model.conv2, model.fc1, model.fc2):
+                torch.nn.init.xavier_uniform_(layer.weight)  # TF's fans for [O, I, KH, KW]
+                torch.nn.init.zeros_(layer.bias)
+            return
+        for layer, std, bias in ((model.conv1, 5e-2, 0.0), (model.conv2, 5e-2, 0.1),
+                                 (model.local3, 0.04, 0.1), (model.local4, 0.04, 0.1),
+                                 (model.softmax_linear, 1.0 / 192.0, 0.0)):
+            trunc_normal(layer.weight, std)
+            torch.nn.init.constant_(layer.bias, bias)
+
+
 def make_model(args):
     torch.manual_seed(args.seed)
-    return {"logreg": ref.LogReg, "mlp": ref.MLP}[args.model]()
+    if args.model not in CNN_MODELS:
+        return {"logreg": ref.LogReg, "mlp": ref.MLP}[args.model]()
+    model = CNN_MODELS[args.model](*IMAGE, 10, dropout=True)
+    init_cnn(args.model, model)
+    model.classifier = True  # for ref.evaluate / ref.loss_of
+    return model
+
+
+def param_groups(args, model):
+    # cifar10_cnn's L2 weight decay, as cnn_reference.py applies it: the optimizer's
+    # weight_decay (grad += wd * w before the update) on the decayed kernels only.
+    decay = getattr(type(model), "WEIGHT_DECAY", {})
+    if not decay:
+        return list(model.parameters())
+    named = list(model.named_parameters())
+    return ([{"params": [q for n, q in named if n not in decay]}] +
+            [{"params": [q], "weight_decay": decay[n]} for n, q in named if n in decay])
 
 
 def make_optimizer(args, params):
@@ -255,6 +311,11 @@ def make_optimizer(args, params):
         return torch.optim.SGD(params, lr=args.learning_rate, momentum=args.momentum,
                                dampening=0.0)
     return ref.make_optimizer(args.optimizer, params, args.learning_rate)
+
+
+def as_input(args, x):
+    """Flat [N, 784] pixels -> the model's input: [N, 1, 28, 28] (a view) for the CNNs."""
+    return x.view(x.shape[0], *IMAGE) if args.model in CNN_MODELS else x
 
 
 class ParameterServer:
@@ -267,7 +328,7 @@ class ParameterServer:
         self.params = list(self.model.parameters())
         for p in self.params:
             p.grad = torch.zeros_like(p)
-        self.opt = make_optimizer(args, self.params)
+        self.opt = make_optimizer(args, param_groups(args, self.model))
         self.lock = threading.Lock()
         self.global_step = 0
         self.target = global_train_steps(args)
@@ -342,7 +403,13 @@ class ParameterServer:
     def finish(self):
         args = self.args
         x_test, y_test = ref.load_split(args.data_dir, "t10k")
-        acc, test_loss = ref.evaluate(self.model, x_test, y_test)
+        # Training is over (the trainers have exited): the evaluation may use every core.
+        torch.set_num_threads(max(args.threads, len(os.sched_getaffinity(0))))
+        model, x_test = self.model, as_input(args, x_test)
+        if args.channels_last:  # as the trainers run it (cifar10_cnn's forward: ~25 % faster)
+            model = model.to(memory_format=torch.channels_last)
+            x_test = x_test.contiguous(memory_format=torch.channels_last)
+        acc, test_loss = ref.evaluate(model, x_test, y_test, chunk=EVAL_BATCH)
         stale = [applied - version for _, version, applied, _ in self.pushes]
         hist = collections.Counter(stale)
         ps_dir = os.path.join(args.run_dir, "ps-0")
@@ -364,6 +431,7 @@ class ParameterServer:
         report = {
             "framework": f"pytorch {torch.__version__} (torch.distributed.rpc, TensorPipe)",
             "mode": args.mode, "exchange": args.exchange, "model": args.model,
+            "channels_last": args.channels_last,
             "staleness_aware_lr": args.staleness_aware_lr,
             "optimizer": args.optimizer, "learning_rate": args.learning_rate,
             "momentum": args.momentum if args.optimizer == "momentum" else None,
@@ -410,10 +478,13 @@ class Trainer:
         if x.shape[0] != TRAIN_EXAMPLES:
             raise ValueError(f"expected {TRAIN_EXAMPLES} training examples, got {x.shape[0]}")
         begin, end = shard_of(x.shape[0], self.index, args.workers)
-        self.x, self.y = x[begin:end].contiguous(), y[begin:end].contiguous()
+        self.x = as_input(args, x[begin:end].contiguous())
+        self.y = y[begin:end].contiguous()
         if self.x.shape[0] < args.batch_size:
             raise ValueError("--batch_size is larger than a trainer's shard")
         self.model = make_model(args)  # the values come from the PS; only the shapes count
+        if args.channels_last:
+            self.model = self.model.to(memory_format=torch.channels_last)
         self.params = list(self.model.parameters())
         self.gen = torch.Generator().manual_seed(args.seed * 1000 + self.index)
 
@@ -446,8 +517,10 @@ class Trainer:
             idx = perm[i * B:(i + 1) * B]
             for p in self.params:
                 p.grad = None
-            loss = F.cross_entropy(self.model(self.x.index_select(0, idx)),
-                                   self.y.index_select(0, idx))
+            xb = self.x.index_select(0, idx)
+            if args.channels_last:
+                xb = xb.contiguous(memory_format=torch.channels_last)
+            loss = F.cross_entropy(self.model(xb), self.y.index_select(0, idx))
             loss.backward()
             global_step, new_values = rpc.rpc_sync(
                 "ps", push, args=(self.index, version, [p.grad for p in self.params], fetch))

@@ -8,6 +8,9 @@ both side by side. Models (weights xavier_uniform_, biases zero):
   mlp          784-256-128-10, ReLU, softmax cross-entropy
   autoencoder  784-256-128-256-784, sigmoid after every layer (output too),
                MSE (mean over all elements) against the input
+  mnist_cnn    cnn_reference.py's MnistCnn (conv5x5x32-pool2-conv5x5x64-pool2-fc1024-
+               dropout0.4-fc, models/cnn_zoo.cc's layer list) on the [N, 1, 28, 28] images,
+               Glorot-uniform kernels and zero biases as cnn_zoo.cc initialises them
 Optimizers follow TensorFlow 1.x semantics:
   sgd; momentum (0.9, accum = m*accum + g, var -= lr*accum = torch SGD momentum,
   dampening 0); adam (0.9, 0.999, eps 1e-8; torch adds eps to the bias-corrected
@@ -36,6 +39,9 @@ import time
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cnn_reference  # noqa: E402  (the convolutional models)
 
 WARMUP_STEPS = 20  # steps left out of examples_per_sec, as Fulcrum does
 
@@ -124,7 +130,22 @@ class AutoEncoder(torch.nn.Module):
         return x
 
 
-MODELS = {"logreg": LogReg, "mlp": MLP, "autoencoder": AutoEncoder}
+class MnistCnn(torch.nn.Module):
+    classifier = True
+
+    def __init__(self):
+        super().__init__()
+        self.net = cnn_reference.MnistCnn(1, 28, 28, 10, dropout=True)
+        for m in self.net.modules():
+            if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear)):
+                torch.nn.init.xavier_uniform_(m.weight)
+                torch.nn.init.zeros_(m.bias)
+
+    def forward(self, x):
+        return self.net(x.view(-1, 1, 28, 28))
+
+
+MODELS = {"logreg": LogReg, "mlp": MLP, "autoencoder": AutoEncoder, "mnist_cnn": MnistCnn}
 
 
 def make_optimizer(name, params, lr):
@@ -147,7 +168,7 @@ def loss_of(model, x, y):
     return F.mse_loss(out, x), out
 
 
-def evaluate(model, x, y, chunk=10000):
+def evaluate(model, x, y, chunk=2000):
     model.eval()
     total_loss = 0.0
     correct = 0
