@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -44,6 +45,44 @@ bool AllFinite(std::span<const float> values) {
     bad |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
   }
   return bad == 0;
+}
+
+// The memory a definition asks for, checked before anything is allocated: the rows this ps
+// keeps with their optimizer slots (and the sync accumulators), the largest whole variable
+// while it is initialised and sliced, and the chunk count (runtime::kMaxChunks).
+absl::Status CheckDefinitionFits(double held, double largest_whole, size_t num_slots, bool sync,
+                                 int64_t chunk_bytes) {
+  const double per_chunk = static_cast<double>(std::max<int64_t>(1, chunk_bytes / 4));
+  const double chunks = std::ceil(held / per_chunk);
+  if (chunks > static_cast<double>(runtime::kMaxChunks)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "chunk_bytes=", chunk_bytes, " cuts the ", held, " elements this ps holds into ", chunks,
+        " chunks; at most ", runtime::kMaxChunks, " are allowed (give a larger chunk_bytes)"));
+  }
+  const double copies = 1.0 + static_cast<double>(num_slots) + (sync ? 1.0 : 0.0);
+  return CheckFitsInMemory((held * copies + largest_whole) * sizeof(float),
+                           "the variables and their optimizer slots");
+}
+
+// Refuses a chunk id outside [0, num_chunks) or named twice in one request (a pull naming one
+// chunk 1000 times once built a 941 MB reply; a push naming it twice would count twice).
+// `ps`, `method` and `task` name the request in an error (built only then: pushes are hot).
+absl::Status CheckChunkIds(std::span<const int> ids, int num_chunks, std::vector<bool>* seen,
+                           absl::string_view ps, const char* method, absl::string_view task) {
+  seen->assign(static_cast<size_t>(num_chunks), false);
+  for (const int id : ids) {
+    if (id < 0 || id >= num_chunks) {
+      return absl::InvalidArgumentError(absl::StrCat(ps, ": ", method, " from ", task, ": chunk ",
+                                                     id, " does not exist (", num_chunks,
+                                                     " chunks)"));
+    }
+    if ((*seen)[static_cast<size_t>(id)]) {
+      return absl::InvalidArgumentError(absl::StrCat(ps, ": ", method, " from ", task, ": chunk ",
+                                                     id, " is named more than once"));
+    }
+    (*seen)[static_cast<size_t>(id)] = true;
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -195,11 +234,8 @@ absl::StatusOr<std::shared_ptr<Shard::Store>> Shard::BuildStore(
     if (!init.ok()) return bad(what, ": ", init.status().message());
     inits.push_back(*init);
   }
-  // The rows this ps keeps with their optimizer slots, plus the largest whole variable while
-  // it is initialised and sliced.
-  if (absl::Status s = CheckFitsInMemory(
-          (held * static_cast<double>(1 + num_slots) + largest_whole) * sizeof(float),
-          "the variables and their optimizer slots");
+  if (absl::Status s =
+          CheckDefinitionFits(held, largest_whole, num_slots, store->sync, request.chunk_bytes());
       !s.ok()) {
     return bad(s.message());
   }
@@ -413,18 +449,12 @@ absl::Status Shard::Pull(const pb::PullRequest& request, ValueSink& sink,
     FULCRUM_ASSIGN_OR_RETURN(slot, TakeWaitSlot(*store, request.task(), "Pull"));
   }
   const int num_chunks = static_cast<int>(store->chunks.size());
-  std::vector<int> ids;
-  if (request.chunks().empty()) {
+  std::vector<int> ids(request.chunks().begin(), request.chunks().end());
+  if (ids.empty()) {
     for (int i = 0; i < num_chunks; ++i) ids.push_back(i);
   } else {
-    for (const int id : request.chunks()) {
-      if (id < 0 || id >= num_chunks) {
-        return absl::InvalidArgumentError(absl::StrCat(name_, ": Pull from ", request.task(),
-                                                       ": chunk ", id, " does not exist (",
-                                                       num_chunks, " chunks)"));
-      }
-      ids.push_back(id);
-    }
+    thread_local std::vector<bool> seen;
+    FULCRUM_RETURN_IF_ERROR(CheckChunkIds(ids, num_chunks, &seen, name_, "Pull", request.task()));
   }
   int64_t waited_us = 0;
   if (request.ssp_wait()) {  // ssp: first wait for the workers behind
@@ -545,13 +575,15 @@ absl::Status Shard::ValidatePush(const Store& store, const pb::PushRequest& requ
                                             grads.size(), " decoded gradients for ",
                                             request.gradients_size(), " chunks"));
   }
+  {
+    thread_local std::vector<int> ids;
+    thread_local std::vector<bool> seen;
+    ids.clear();
+    for (const pb::ChunkData& g : request.gradients()) ids.push_back(g.chunk());
+    FULCRUM_RETURN_IF_ERROR(CheckChunkIds(ids, num_chunks, &seen, name_, "Push", request.task()));
+  }
   for (int i = 0; i < request.gradients_size(); ++i) {
     const pb::ChunkData& g = request.gradients(i);
-    if (g.chunk() < 0 || g.chunk() >= num_chunks) {
-      return absl::InvalidArgumentError(absl::StrCat(name_, ": Push from ", request.task(),
-                                                     ": chunk ", g.chunk(), " does not exist (",
-                                                     num_chunks, " chunks)"));
-    }
     const ChunkState& chunk = *store.chunks[static_cast<size_t>(g.chunk())];
     const std::span<const float> floats = grads[static_cast<size_t>(i)];
     if (static_cast<int64_t>(floats.size()) != chunk.plan.num_elements) {

@@ -29,10 +29,8 @@ constexpr absl::Duration kFrameTime = absl::Seconds(30);
 // The most threads the pool grows to (each a running request).
 constexpr int kMaxPoolThreads = 1024;
 
-std::string PeerAddress(int fd) {
-  sockaddr_storage peer{};
-  socklen_t len = sizeof(peer);
-  if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) return "unknown peer";
+// The address accept4 gave (still known when the peer has already reset the connection).
+std::string PeerAddress(const sockaddr_storage& peer) {
   char host[INET6_ADDRSTRLEN] = {};
   int port = 0;
   if (peer.ss_family == AF_INET6) {
@@ -140,7 +138,7 @@ TcpDataServer::TcpDataServer(std::string name, int listen_fd, int port, Handler 
 TcpDataServer::~TcpDataServer() { Shutdown(); }
 
 void TcpDataServer::Shutdown() {
-  std::vector<std::thread> readers;
+  std::vector<Reader> readers;
   {
     MutexLock lock(&mu_);
     if (stopping_) return;
@@ -157,7 +155,7 @@ void TcpDataServer::Shutdown() {
     for (const auto& c : connections_) shutdown(c->fd, SHUT_RDWR);  // accepted meanwhile
     readers.swap(readers_);
   }
-  for (std::thread& t : readers) t.join();
+  for (Reader& r : readers) r.thread.join();
   pool_->Stop();
   {
     MutexLock lock(&mu_);
@@ -211,29 +209,69 @@ void TcpDataServer::AcceptLoop() {
       if (stopping_) return;
     }
     if (rc <= 0 || (fds[0].revents & POLLIN) == 0) continue;
-    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    sockaddr_storage peer{};
+    socklen_t peer_len = sizeof(peer);
+    const int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &peer_len, SOCK_CLOEXEC);
     if (fd < 0) continue;
     if (!runtime::PrepareSocket(fd).ok()) {
       close(fd);
       continue;
     }
-    auto conn = std::make_shared<Connection>(fd, PeerAddress(fd));
+    auto conn = std::make_shared<Connection>(fd, PeerAddress(peer));
+    {
+      MutexLock lock(&mu_);
+      if (stopping_) return;  // conn closes the socket
+      if (ReapReaders()) {
+        connections_.push_back(conn);
+        auto done = std::make_shared<std::atomic<bool>>(false);
+        readers_.push_back(Reader{std::thread([this, conn, done] {
+                                    SetCurrentThreadName("tcp-data-conn");
+                                    Serve(conn);
+                                    done->store(true, std::memory_order_release);
+                                  }),
+                                  done});
+        continue;
+      }
+    }
+    CountRefused(conn->peer, absl::StrCat(kMaxHelloReaders,
+                                          " other connections are still presenting their hello"));
+  }  // a refused conn's socket closes with it
+}
+
+bool TcpDataServer::ReapReaders() {
+  std::erase_if(readers_, [](Reader& r) {
+    if (!r.done->load(std::memory_order_acquire)) return false;
+    r.thread.join();  // it has ended or is ending: it takes no lock after setting its flag
+    return true;
+  });
+  return static_cast<int>(readers_.size()) < kMaxHelloReaders;
+}
+
+void TcpDataServer::CountRefused(const std::string& peer, const std::string& why) {
+  int64_t not_logged = 0;
+  {
     MutexLock lock(&mu_);
-    if (stopping_) return;  // conn closes the socket
-    connections_.push_back(conn);
-    readers_.emplace_back([this, conn] {
-      SetCurrentThreadName("tcp-data-conn");
-      Serve(conn);
-    });
+    ++refused_;
+    const absl::Time now = absl::Now();
+    if (now - log_window_start_ >= absl::Seconds(1)) {
+      log_window_start_ = now;
+      logged_in_window_ = 0;
+    }
+    if (logged_in_window_ >= kRefusalLinesPerSecond) {
+      ++not_logged_;
+      return;
+    }
+    ++logged_in_window_;
+    not_logged = std::exchange(not_logged_, 0);
   }
+  spdlog::warn("{} data plane: closed the connection from {}: {}{}", name_, peer, why,
+               not_logged > 0
+                   ? absl::StrCat(" (and ", not_logged, " more refused since the last such line)")
+                   : "");
 }
 
 void TcpDataServer::Serve(std::shared_ptr<Connection> conn) {
-  const auto refuse = [&](const std::string& why) {
-    spdlog::warn("{} data plane: closed the connection from {}: {}", name_, conn->peer, why);
-    MutexLock lock(&mu_);
-    ++refused_;
-  };
+  const auto refuse = [&](const std::string& why) { CountRefused(conn->peer, why); };
   // The hello: a live ticket within kHelloTimeout, or the connection is closed.
   char hello[runtime::kHelloBytes];
   absl::Status s = runtime::ReadFull(conn->fd, hello, absl::Now() + kHelloTimeout);
@@ -266,11 +304,7 @@ void TcpDataServer::Serve(std::shared_ptr<Connection> conn) {
 }
 
 void TcpDataServer::ReadNext(std::shared_ptr<Connection> conn) {
-  const auto refuse = [&](const std::string& why) {
-    spdlog::warn("{} data plane: closed the connection from {}: {}", name_, conn->peer, why);
-    MutexLock lock(&mu_);
-    ++refused_;
-  };
+  const auto refuse = [&](const std::string& why) { CountRefused(conn->peer, why); };
   for (;;) {
     {
       MutexLock lock(&mu_);

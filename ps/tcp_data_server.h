@@ -5,7 +5,9 @@
 // that does not present a live ticket within kHelloTimeout is answered "refused" and closed;
 // every request on an accepted connection is served as the ticket's task.
 //
-// A connection's hello is read on a thread of its own; then the thread that read a request
+// A connection's hello is read on a thread of its own (at most kMaxHelloReaders at once; more
+// connections are closed at once, and the threads that ended are joined as new ones start, so
+// a flood of connections holds bounded memory); then the thread that read a request
 // hands the reading of the next to a pool and serves the request itself. The pool grows
 // while all its threads are busy (a sync-mode pull blocks until its step completes, as a gRPC
 // sync server's handler does), so replies go back in the order they finish. A malformed header, a
@@ -14,6 +16,7 @@
 // Thread-safety: IssueTicket and port may be called from any thread; Shutdown once.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -43,6 +46,10 @@ class TcpDataServer {
 
   static constexpr absl::Duration kHelloTimeout = absl::Seconds(5);
   static constexpr absl::Duration kTicketLifetime = absl::Seconds(60);
+  // Connections whose hello is still being read at once; more are closed at once (a worker
+  // opens one per ps, so only a flood reaches this).
+  static constexpr int kMaxHelloReaders = 256;
+  static constexpr int kRefusalLinesPerSecond = 10;
 
   // Listens on `host` (port picked by the kernel). `name` ("ps:0") labels logs and errors.
   static absl::StatusOr<std::unique_ptr<TcpDataServer>> Start(std::string name,
@@ -59,7 +66,8 @@ class TcpDataServer {
   // blocked must be woken by its owner first: the ps stops its shard).
   void Shutdown();
 
-  // Connections closed for a bad hello, a bad ticket or a malformed frame (for tests).
+  // Connections closed for a bad hello, a bad ticket, a malformed frame or too many hellos at
+  // once (for tests).
   int64_t connections_refused() const;
 
  private:
@@ -68,6 +76,12 @@ class TcpDataServer {
 
   TcpDataServer(std::string name, int listen_fd, int port, Handler handler);
   void AcceptLoop();
+  // Joins the hello readers that ended; returns whether another may start (fewer than
+  // kMaxHelloReaders still running).
+  bool ReapReaders() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Counts a refused connection and logs it, at most kRefusalLinesPerSecond lines a second
+  // (each naming how many went unlogged before it): a flood must not flood the log.
+  void CountRefused(const std::string& peer, const std::string& why) ABSL_LOCKS_EXCLUDED(mu_);
   // The hello, then ReadNext.
   void Serve(std::shared_ptr<Connection> conn);
   // Reads one request, hands the reading of the next to the pool and serves this one; closes
@@ -93,7 +107,18 @@ class TcpDataServer {
   };
   std::vector<Ticket> tickets_ ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<Connection>> connections_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::thread> readers_ ABSL_GUARDED_BY(mu_);
+  // The threads reading a hello; each sets its flag when it ends, and the accept loop joins
+  // the ended ones before it starts another, so a flood of connections never piles up
+  // finished threads (each holding its stack) up to the kernel's limit.
+  struct Reader {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::vector<Reader> readers_ ABSL_GUARDED_BY(mu_);
+  // CountRefused's log budget: lines in the current one-second window, refusals not logged.
+  absl::Time log_window_start_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  int logged_in_window_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t not_logged_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   int64_t refused_ ABSL_GUARDED_BY(mu_) = 0;
   int wake_fd_ = -1;  // an eventfd that wakes the accept loop on Shutdown

@@ -15,6 +15,10 @@ namespace fulcrum::runtime {
 // Default chunk size: large enough to amortise an RPC, small enough that gRPC stays in its
 // fast regime (1–4 MiB messages, docs/benchmarking.md) and pieces go out in parallel.
 inline constexpr int64_t kDefaultChunkBytes = int64_t{2} << 20;
+// The most chunks a shard may be cut into: each is a PS-side state (a lock, counters, its
+// plan), so a tiny chunk_bytes on a big shard must be refused before any exists (65,536
+// chunks of the default size hold 128 GiB).
+inline constexpr int64_t kMaxChunks = int64_t{1} << 16;
 
 // Elements [offset, offset + count) of shard variable `variable`.
 struct Segment {

@@ -232,7 +232,7 @@ absl::StatusOr<int> ListenTcp(const std::string& host_in, int* port) {
       why = std::strerror(errno);
       continue;
     }
-    if (bind(fd, a->ai_addr, a->ai_addrlen) != 0 || listen(fd, 64) != 0) {
+    if (bind(fd, a->ai_addr, a->ai_addrlen) != 0 || listen(fd, SOMAXCONN) != 0) {
       why = std::strerror(errno);
       close(fd);
       continue;

@@ -2,12 +2,16 @@
 // 2 worker spec, in insecure mode (the lab setting; the TLS checks are in
 // security_cluster_test.cc), is sent each malicious request the issue lists, over a real
 // gRPC channel: shapes that overflow int64 or lie outside the variable, a stranger's task
-// names (30,000 of them), NaN gradients, wrong payload sizes and chunk ids, checkpoint paths
-// outside --checkpoint_dir, oversized and concurrent Ping replies, and hundreds of pulls
-// waiting for a step that never comes. Each is refused with a clear message, and after each
-// the ps's state is what it was: the same values, global step and counters, no file written
-// outside its folder, and its memory and thread count stay bounded.
+// names (30,000 of them), NaN gradients, wrong payload sizes and chunk ids, a chunk named
+// twice or a thousand times, 10^9 elements in 4-byte chunks, checkpoint paths outside
+// --checkpoint_dir, oversized and concurrent Ping replies, hundreds of pulls waiting for a
+// step that never comes, and (issue 27) 3,000 connect-and-resets on the tcp data port. Each is
+// refused with a clear message, and after each the ps's state is what it was: the same values,
+// global step and counters, no file written outside its folder, and its memory and thread count
+// stay bounded.
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
@@ -18,10 +22,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
+#include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "proto/ps.grpc.pb.h"
 #include "proto/ps.pb.h"
+#include "ps/tcp_data_server.h"
 #include "runtime/grpc_ps_client.h"
+#include "runtime/tcp_wire.h"
 #include "runtime/tensor_coding.h"
 #include "tests/testing/cluster.h"
 #include "tests/testing/subprocess.h"
@@ -85,18 +93,28 @@ int64_t ProcStatus(pid_t pid, const std::string& field) {
   return -1;
 }
 
+// Lines of /proc/<pid>/maps: every thread's stack is a mapping, kept until the thread is
+// joined; the kernel's vm.max_map_count (65,530) caps them, and a process at the cap aborts.
+int64_t Mappings(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/maps"));
+  std::string line;
+  int64_t n = 0;
+  while (std::getline(in, line)) ++n;
+  return n;
+}
+
 class HostileClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = FreshDir("hostile_client");
     const std::string spec = WriteLocalSpec(dir_ / "spec.json", 1, 2);
-    const std::string address = nlohmann::json::parse(ReadFile(spec))["ps"][0].get<std::string>();
+    address_ = nlohmann::json::parse(ReadFile(spec))["ps"][0].get<std::string>();
     cluster_ = std::make_unique<LocalCluster>(dir_);
     cluster_->Start(
         "ps", 0,
         {absl::StrCat("--cluster_spec=", spec), "--startup_timeout=120", "--heartbeat_timeout=120",
          "--profile=off", absl::StrCat("--checkpoint_dir=", (dir_ / "ckpt").string())});
-    client_ = std::make_unique<runtime::GrpcPsClient>("ps:0", address);
+    client_ = std::make_unique<runtime::GrpcPsClient>("ps:0", address_);
     ASSERT_TRUE(client_->WaitUntilReady(kTimeout)) << cluster_->Logs();
   }
 
@@ -129,7 +147,23 @@ class HostileClientTest : public ::testing::Test {
     EXPECT_THAT(std::string(s.message()), HasSubstr(text));
   }
 
+  // The tcp data plane's port, learnt as a worker learns it (the ps runs it by default
+  // without TLS).
+  int DataPort() {
+    auto stub = pb::ParameterServer::NewStub(
+        grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + kTimeout));
+    pb::OpenDataPlaneRequest request;
+    request.set_task("worker:0");
+    pb::OpenDataPlaneResponse response;
+    const grpc::Status s = stub->OpenDataPlane(&context, request, &response);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return response.port();
+  }
+
   fs::path dir_;
+  std::string address_;
   std::unique_ptr<LocalCluster> cluster_;
   std::unique_ptr<runtime::GrpcPsClient> client_;
 };
@@ -149,6 +183,13 @@ TEST_F(HostileClientTest, EveryMaliciousRequestIsRefusedAndTheStateIsUnchanged) 
   outside.set_row_end(4096);
   ExpectRefused(client_->CreateVariables(Definition(dir_, {outside}), &created, kTimeout),
                 absl::StatusCode::kInvalidArgument, "rows [0, 4096)");
+  // 10^9 elements in 4-byte chunks (once 24 GB of chunk states, then the OOM killer): refused
+  // by the chunk count before anything is allocated.
+  pb::CreateVariablesRequest tiny_chunks = Definition(dir_, {Var("w", {1000000000})});
+  tiny_chunks.set_chunk_bytes(4);
+  ExpectRefused(client_->CreateVariables(tiny_chunks, &created, kTimeout),
+                absl::StatusCode::kInvalidArgument, "chunks; at most 65536 are allowed");
+  EXPECT_LT(ProcStatus(pid(), "VmHWM"), 512 * 1024) << "ps peak RSS in kB";
   pb::StatsResponse stats;
   ASSERT_TRUE(client_->Stats(&stats, kTimeout).ok());
   EXPECT_FALSE(stats.initialized());
@@ -193,6 +234,17 @@ TEST_F(HostileClientTest, EveryMaliciousRequestIsRefusedAndTheStateIsUnchanged) 
   ExpectRefused(
       client_->Push(Gradient("worker:0", 6, std::vector<float>(128, 1.0f), 7), &pushed, kTimeout),
       absl::StatusCode::kInvalidArgument, "chunk 7");
+  // One chunk named 1000 times in a pull (once a 941 MB reply), twice in a push (counted twice).
+  pb::PullRequest amplifying;
+  amplifying.set_task("worker:0");
+  for (int i = 0; i < 1000; ++i) amplifying.add_chunks(0);
+  pb::PullResponse amplified;
+  ExpectRefused(client_->Pull(amplifying, &amplified, kTimeout), absl::StatusCode::kInvalidArgument,
+                "chunk 0 is named more than once");
+  pb::PushRequest twice = Gradient("worker:0", 7, std::vector<float>(128, 1.0f));
+  *twice.add_gradients() = twice.gradients(0);
+  ExpectRefused(client_->Push(twice, &pushed, kTimeout), absl::StatusCode::kInvalidArgument,
+                "chunk 0 is named more than once");
   // A second CreateVariables (another run replacing every weight) is refused.
   pb::CreateVariablesRequest replace = Definition(dir_, {Var("w", {16, 8})});
   replace.set_run_id("mallory-run");
@@ -282,6 +334,60 @@ TEST_F(HostileClientTest, EveryMaliciousRequestIsRefusedAndTheStateIsUnchanged) 
   EXPECT_EQ(Snapshot().global_step, before.global_step + 1);
   EXPECT_GT(pid(), 0);
   EXPECT_EQ(::kill(pid(), 0), 0) << "the ps died:\n" << cluster_->Logs();
+}
+
+// Connect-and-reset on the tcp data port, no ticket (once: an abort after ~32,600, each
+// finished connection thread kept its stack until the kernel's mapping limit): the ps joins
+// the ended ones as it goes, so its mappings stay bounded, and it still serves.
+TEST_F(HostileClientTest, AConnectionFloodOnTheDataPortLeavesThePsBoundedAndServing) {
+  pb::CreateVariablesResponse created;
+  ASSERT_TRUE(
+      client_->CreateVariables(Definition(dir_, {Var("w", {16, 8})}), &created, kTimeout).ok());
+  const int port = DataPort();
+  ASSERT_GT(port, 0);
+  const int64_t maps_before = Mappings(pid()), threads_before = ProcStatus(pid(), "Threads");
+  constexpr int kConnections = 3000;
+  int connected = 0;
+  const absl::Time flood_start = absl::Now();
+  for (int i = 0; i < kConnections; ++i) {
+    absl::StatusOr<int> fd = runtime::ConnectTcp("127.0.0.1", port, absl::Now() + kTimeout);
+    if (!fd.ok()) continue;
+    ++connected;
+    const linger reset{1, 0};  // close sends RST, as a scanner's reset does
+    setsockopt(*fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
+    close(*fd);
+  }
+  EXPECT_GE(connected, kConnections * 9 / 10);
+  const int64_t maps_growth = Mappings(pid()) - maps_before;
+  const int64_t threads_after = ProcStatus(pid(), "Threads");
+  std::printf(
+      "hostile: %d connect-and-reset calls on the data port: ps mappings %+lld, threads "
+      "%lld -> %lld\n",
+      connected, static_cast<long long>(maps_growth), static_cast<long long>(threads_before),
+      static_cast<long long>(threads_after));
+  // At most kMaxHelloReaders ended-but-unjoined readers (a stack and its guard each) remain.
+  EXPECT_LT(maps_growth, 2 * ps::TcpDataServer::kMaxHelloReaders + 64);
+  EXPECT_LT(threads_after - threads_before, ps::TcpDataServer::kMaxHelloReaders + 16);
+  EXPECT_EQ(::kill(pid(), 0), 0) << "the ps died:\n" << cluster_->Logs();
+  // A worker still gets its data-plane connection and pushes over it.
+  runtime::GrpcPsClient worker("ps:0", address_);
+  worker.set_tcp_data_plane(true);
+  ASSERT_TRUE(worker.OpenDataPlane("worker:0", kTimeout).ok());
+  pb::PushResponse pushed;
+  ASSERT_TRUE(
+      worker.Push(Gradient("worker:0", 1, std::vector<float>(128, 0.5f)), &pushed, kTimeout).ok());
+  EXPECT_EQ(Snapshot().global_step, 1);
+  // The flood's log is bounded too: a few lines a second, not one per connection.
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - flood_start);
+  const std::string log = cluster_->Logs();
+  int64_t lines = 0;
+  for (size_t at = 0; (at = log.find("data plane: closed the connection", at)) != std::string::npos;
+       ++at) {
+    ++lines;
+  }
+  EXPECT_LE(lines, ps::TcpDataServer::kRefusalLinesPerSecond * (static_cast<int64_t>(seconds) + 2))
+      << "refusal lines in the ps's log over " << seconds << " s";
+  EXPECT_LT(lines, connected / 2) << "refusal lines in the ps's log";
 }
 
 }  // namespace
