@@ -3,6 +3,7 @@
 #include <malloc.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 
 #include "absl/strings/str_cat.h"
@@ -22,6 +23,17 @@ absl::Status CheckFitsInMemory(double bytes, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat(what, " need ", absl::SixDigits(bytes / kGiB),
                                                  " GiB; this machine has ",
                                                  absl::SixDigits(physical / kGiB), " GiB"));
+}
+
+int64_t ReturnFreeMemoryAbove(int64_t slack) {
+  static int64_t free_after_last_trim = 0;
+  const auto free_bytes = static_cast<int64_t>(mallinfo2().fordblks);
+  // Freed memory taken again lowers the level; the next burst is measured from there.
+  free_after_last_trim = std::min(free_after_last_trim, free_bytes);
+  if (free_bytes - free_after_last_trim <= slack) return 0;
+  malloc_trim(0);  // every arena; pages inside free chunks too (glibc >= 2.8)
+  free_after_last_trim = free_bytes;
+  return free_bytes;
 }
 
 void TuneMallocForTraining() {

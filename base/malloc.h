@@ -16,6 +16,13 @@ namespace fulcrum {
 // PyTorch.) Call once from main() before allocating.
 void TuneMallocForTraining();
 
+// Gives the allocator's free memory back to the kernel (malloc_trim) once it has grown by
+// more than `slack` bytes since the last time: a server that keeps freed memory for speed
+// (TuneMallocForTraining) must not keep a burst's forever (four 200 MiB requests once left a
+// ps at 1.9 GB). Returns the free bytes the allocator held when it trimmed, 0 when it did not.
+// Call from one thread, periodically.
+int64_t ReturnFreeMemoryAbove(int64_t slack);
+
 // This machine's physical memory in bytes (sysconf), or 0 when it cannot be read.
 int64_t PhysicalMemoryBytes();
 

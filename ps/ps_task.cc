@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "base/files.h"
 #include "base/logging.h"
+#include "base/malloc.h"
 #include "base/signals.h"
 #include "base/status_macros.h"
 #include "nlohmann/json.hpp"
@@ -116,13 +117,17 @@ profiler::PsRecord Progress(const Shard& shard) {
 // Serves until Shutdown (OK) or a timeout (the error).
 // How long a signalled ps keeps serving, waiting for the chief's Shutdown.
 constexpr absl::Duration kSignalGrace = absl::Seconds(10);
+// How often the allocator's free memory is looked at, and how much of it may grow unreturned
+// (malloc is tuned to keep what a step frees; a burst of large requests must not stay).
+constexpr absl::Duration kTrimInterval = absl::Seconds(2);
+constexpr int64_t kFreeSlack = int64_t{128} << 20;
 
 absl::Status Serve(Shard& shard, PsService& service, profiler::Profiler& prof,
                    const runtime::ClusterOptions& cluster, const std::string& fallback_run_dir,
                    std::string* shutdown_reason) {
   const absl::Time start = absl::Now();
   bool announced = false;
-  absl::Time next_record = start;
+  absl::Time next_record = start, next_trim = start + kTrimInterval;
   const absl::Duration poll = std::min(kPollInterval, prof.options().interval);
   absl::Time signal_deadline = absl::InfiniteFuture();
   while (!service.WaitForShutdown(poll, shutdown_reason)) {
@@ -141,6 +146,13 @@ absl::Status Serve(Shard& shard, PsService& service, profiler::Profiler& prof,
       }
     }
     const absl::Time now = absl::Now();
+    if (now >= next_trim) {
+      if (const int64_t held = ReturnFreeMemoryAbove(kFreeSlack); held > 0) {
+        spdlog::info("{}: gave {} MiB of freed memory back to the kernel", shard.name(),
+                     held >> 20);
+      }
+      next_trim = now + kTrimInterval;
+    }
     if (!shard.initialized()) {
       if (now - start > cluster.startup_timeout) {
         return absl::DeadlineExceededError(absl::StrCat(

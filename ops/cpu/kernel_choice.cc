@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/mutex.h"
+#include "base/status_macros.h"
 
 namespace fulcrum::ops {
 namespace {
@@ -42,18 +43,30 @@ ChoiceTable& Choices() {
   return *table;
 }
 
-// The fastest of one warm-up and two timed runs, in ms; the first error stops it.
-absl::StatusOr<double> TimeMs(absl::FunctionRef<absl::Status()> fn) {
+// The time of one call of fn in ms, into *best when it is faster.
+absl::Status TimeOnce(absl::FunctionRef<absl::Status()> fn, double* best) {
+  const auto start = std::chrono::steady_clock::now();
   if (auto s = fn(); !s.ok()) return s;
-  double best = std::numeric_limits<double>::infinity();
-  for (int i = 0; i < 2; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    if (auto s = fn(); !s.ok()) return s;
-    best = std::min(
-        best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-                  .count());
+  *best = std::min(
+      *best,
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  return absl::OkStatus();
+}
+
+// The fastest of three timed runs of each kernel after a warm-up of each, the two interleaved
+// (own, oneDNN, own, oneDNN, ...) so that a burst of load on a shared machine falls on both
+// rather than on whichever ran during it; oneDNN's run is the last. The first error stops it.
+absl::Status TimeBoth(absl::FunctionRef<absl::Status()> own,
+                      absl::FunctionRef<absl::Status()> onednn, absl::FunctionRef<void()> bind,
+                      double* own_ms, double* onednn_ms) {
+  double warm = 0;
+  *own_ms = *onednn_ms = std::numeric_limits<double>::infinity();
+  for (int i = 0; i < 4; ++i) {
+    FULCRUM_RETURN_IF_ERROR(TimeOnce(own, i == 0 ? &warm : own_ms));
+    bind();
+    FULCRUM_RETURN_IF_ERROR(TimeOnce(onednn, i == 0 ? &warm : onednn_ms));
   }
-  return best;
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -92,12 +105,9 @@ absl::Status RunChosen(ConvAlgo mode, bool dnn_available, const std::string& key
   if (use_dnn && mode == ConvAlgo::kAuto) {
     Measured m;
     if (!Choices().Find(key, &m)) {
-      absl::StatusOr<double> own_ms = TimeMs(own);
-      if (!own_ms.ok()) return own_ms.status();
-      bind();
-      absl::StatusOr<double> onednn_ms = TimeMs(onednn);
-      if (!onednn_ms.ok()) return onednn_ms.status();
-      m = Choices().Publish(key, {*onednn_ms < *own_ms, *own_ms, *onednn_ms});
+      double own_ms = 0, onednn_ms = 0;
+      FULCRUM_RETURN_IF_ERROR(TimeBoth(own, onednn, bind, &own_ms, &onednn_ms));
+      m = Choices().Publish(key, {onednn_ms < own_ms, own_ms, onednn_ms});
       measured_now = true;
     }
     rec->own_ms = m.own_ms;

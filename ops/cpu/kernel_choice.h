@@ -1,7 +1,8 @@
 // ops/cpu: choosing, by measurement, between the project's own kernel for an op shape and
 // oneDNN's, as cudnnFind does: the first call of a direction (forward, a backward) on a shape
-// times both, once to warm up and twice timed, on the call's own tensors (each overwrites its
-// output, so both leave the same answer), and the faster runs every later call. The choice is
+// times both, once each to warm up and then three times each, interleaved, on the call's own
+// tensors (each overwrites its output, so both leave the same answer), and the faster (best
+// of its three) runs every later call. The choice is
 // kept per process (a table keyed by op, shape, direction and thread count), so every replica
 // and every model of one process runs the same algorithm for the same layer. The records
 // (KernelChoice) go into the run's report.
