@@ -28,7 +28,8 @@ TrainLoop::TrainLoop(const TrainLoopOptions& options, models::Model* model, data
       batcher_(std::move(batcher)),
       store_(store),
       pool_(pool),
-      labels_(static_cast<size_t>(batcher_.batch_size())) {
+      labels_(static_cast<size_t>(batcher_.batch_size())),
+      divergence_(model->has_accuracy() ? model->output_size() : 0) {
   const int64_t batch = batcher_.batch_size();
   inputs_ = ops::Tensor::Zeros({batch, batcher_.batch_shape().num_elements() / batch});
 }
@@ -74,7 +75,7 @@ absl::StatusOr<TrainLoopResult> TrainLoop::Run() {
     }
     FULCRUM_ASSIGN_OR_RETURN(profiler::StepRecord r, Step(local_steps + 1, pending_pull_ms));
     pending_pull_ms = 0.0;
-    Record(std::move(r), &result);
+    FULCRUM_RETURN_IF_ERROR(Record(std::move(r), &result));
   }
   if (const std::string reason = store_->StopReason(); !reason.empty()) result.stop_reason = reason;
   result.wall_seconds = Seconds(Clock::now() - start).count();
@@ -86,10 +87,12 @@ bool TrainLoop::Done() const {
   return !store_->StopReason().empty() || store_->global_step() >= options_.target_global_steps;
 }
 
-void TrainLoop::Record(profiler::StepRecord r, TrainLoopResult* result) {
+absl::Status TrainLoop::Record(profiler::StepRecord r, TrainLoopResult* result) {
   result->steps.push_back(std::move(r));
   const profiler::StepRecord& kept = result->steps.back();
   if (step_sink_) step_sink_(kept);
+  // The record is kept (and written) first: the steps that led there are the evidence.
+  FULCRUM_RETURN_IF_ERROR(divergence_.Observe(kept.step, kept.loss));
   ++window_steps_;
   if (kept.step % options_.log_every == 0 || Done()) {
     const auto now = Clock::now();
@@ -97,6 +100,7 @@ void TrainLoop::Record(profiler::StepRecord r, TrainLoopResult* result) {
     window_start_ = now;
     window_steps_ = 0;
   }
+  return absl::OkStatus();
 }
 
 absl::Status TrainLoop::RunOverlapped(StepExchange* exchange, double first_pull_ms,
@@ -146,7 +150,7 @@ absl::StatusOr<TrainLoop::Outcome> TrainLoop::FinishPending(StepExchange* exchan
     r.inflight_begin_ms = absl::ToDoubleMilliseconds(x.first_sent - begin);
     r.inflight_ms = absl::ToDoubleMilliseconds(x.last_done - x.first_sent);
   }
-  Record(std::move(r), result);
+  FULCRUM_RETURN_IF_ERROR(Record(std::move(r), result));
   if (x.recovered) return Outcome::kRetry;
   return Done() ? Outcome::kStop : Outcome::kTaken;
 }

@@ -30,6 +30,7 @@
 #include "ops/cpu/thread_pool.h"
 #include "ops/tensor.h"
 #include "profiler/records.h"
+#include "worker/divergence.h"
 #include "worker/replicas.h"
 #include "worker/variable_store.h"
 
@@ -90,7 +91,8 @@ class TrainLoop {
   // kRetry when the store recovered (the step in progress must be dropped), else kTaken.
   absl::StatusOr<Outcome> FinishPending(StepExchange* exchange, TrainLoopResult* result);
   // Keeps a finished step's record: the result, the sink, the progress line.
-  void Record(profiler::StepRecord r, TrainLoopResult* result);
+  // Keeps a finished step's record; an error when its loss shows the model diverged.
+  absl::Status Record(profiler::StepRecord r, TrainLoopResult* result);
   bool Done() const;
   void LogProgress(const profiler::StepRecord& r, double window_seconds, int64_t window_steps);
 
@@ -109,6 +111,7 @@ class TrainLoop {
   int64_t window_steps_ = 0;
   // Overlapped: the step whose push-pull is in flight, its record still open.
   std::optional<profiler::StepRecord> pending_;
+  DivergenceGuard divergence_;
 };
 
 }  // namespace fulcrum::worker

@@ -176,7 +176,8 @@ TEST(RecoveryClusterTest, ADivergedModelEndsTheRunAtOnceNamingTheWorker) {
   const std::string log = ReadFile(dir / "chief-0.log");
   EXPECT_NE(log.find("failed: "), std::string::npos) << log;
   EXPECT_TRUE(log.find("loss became") != std::string::npos ||
-              log.find("NaN or an Inf") != std::string::npos)
+              log.find("NaN or an Inf") != std::string::npos ||
+              log.find("the model diverged") != std::string::npos)
       << log;
   const nlohmann::json report = ReadJson(dir / "run" / "report.json");
   ASSERT_TRUE(report.is_object()) << cluster.Logs();

@@ -2,6 +2,8 @@
 // real Fashion-MNIST files of the Debian package, reading the summary.json it writes.
 // One compute thread each: CTest runs two of these at once on the 2-core machines.
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -197,6 +199,21 @@ TEST_F(SingleModeTest, MlpReaches85PercentIn3Epochs) {
   nlohmann::json s = ReadSummary(dir);
   EXPECT_LE(s["epochs"].get<double>(), 3.0 + 1e-9);
   EXPECT_GE(s["final_test_accuracy"].get<double>(), 0.85) << r.output;
+}
+
+// A run that diverges without a NaN (mlp at learning rate 100: loss ~40 from the first
+// steps, 0.10 accuracy, once a success) ends failed within 100 steps, naming the cause.
+TEST_F(SingleModeTest, ADivergedRunEndsFailedNamingTheCause) {
+  const fs::path dir = FreshDir("worker_diverged");
+  RunResult r = RunBinary("worker", {"--model=mlp", "--learning_rate=100", "--train_steps=1000",
+                                     "--threads=1", "--run_dir=" + dir.string()});
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("the model diverged at step"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("learning rate is probably too high"), std::string::npos) << r.output;
+  const size_t at = r.output.find("the model diverged at step ");
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_LE(std::atoll(r.output.c_str() + at + std::strlen("the model diverged at step ")), 100)
+      << r.output;
 }
 
 // In-graph replication: the same run on two CPU replicas (each half of every batch, one
