@@ -35,15 +35,27 @@ std::span<const float> SegmentSpan(const ops::Tensor& t, const runtime::Segment&
   return {t.data() + seg.offset, static_cast<size_t>(seg.count)};
 }
 
-// True iff no value is a NaN or an Inf (exponent bits all ones): an integer OR over the
-// payload, which the compiler vectorises without fast-math.
-bool AllFinite(std::span<const float> values) {
+// True iff no value is a NaN or an Inf (exponent bits all ones); *sum_squares gets the sum of
+// their squares (+inf once it passes float's range). One pass in 16 independent lanes, which
+// the compiler vectorises without fast-math.
+bool FiniteWithSumOfSquares(std::span<const float> values, float* sum_squares) {
+  constexpr size_t kLanes = 16;
   uint32_t bad = 0;
-  for (const float v : values) {
+  float lanes[kLanes] = {};
+  size_t i = 0;
+  const auto add = [&](size_t lane, float v) {
     uint32_t bits;
     std::memcpy(&bits, &v, sizeof(bits));
     bad |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+    lanes[lane] += v * v;
+  };
+  for (; i + kLanes <= values.size(); i += kLanes) {
+    for (size_t k = 0; k < kLanes; ++k) add(k, values[i + k]);
   }
+  for (size_t k = 0; i < values.size(); ++i, ++k) add(k, values[i]);
+  float sum = 0;
+  for (const float lane : lanes) sum += lane;
+  *sum_squares = sum;
   return bad == 0;
 }
 
@@ -595,7 +607,8 @@ absl::Status Shard::ValidatePush(const Store& store, const pb::PushRequest& requ
           chunk.plan.num_elements * esize, " (", chunk.plan.num_elements, " ",
           runtime::WireDtypeName(g.wire_dtype()), "); nothing of the push is applied"));
     }
-    if (!AllFinite(floats)) {
+    float sum_squares = 0;
+    if (!FiniteWithSumOfSquares(floats, &sum_squares)) {
       counters_.pushes_nonfinite.fetch_add(request.gradients_size(), std::memory_order_relaxed);
       if (nonfinite_policy_ == NonFinitePolicy::kSkip) {
         *nonfinite = true;
@@ -605,6 +618,8 @@ absl::Status Shard::ValidatePush(const Store& store, const pb::PushRequest& requ
           name_, ": Push from ", request.task(), ": chunk ", g.chunk(),
           " holds a NaN or an Inf; nothing of the push is applied (--nonfinite=error)"));
     }
+    FULCRUM_RETURN_IF_ERROR(AdmitNorm(*store.chunks[static_cast<size_t>(g.chunk())], g.chunk(),
+                                      sum_squares, request.task()));
   }
   if (!store.sync) return absl::OkStatus();
   for (const pb::ChunkData& g : request.gradients()) {
@@ -619,6 +634,33 @@ absl::Status Shard::ValidatePush(const Store& store, const pb::PushRequest& requ
                                              " (restored from a checkpoint?): pull again"));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status Shard::AdmitNorm(ChunkState& chunk, int chunk_id, float sum_squares,
+                              const std::string& task) {
+  const float norm = std::sqrt(sum_squares);
+  MutexLock lock(&chunk.mu);
+  float median = 0;
+  if (chunk.norms_seen >= kNormHistory) {
+    std::array<float, kNormHistory> sorted = chunk.recent_norms;
+    std::nth_element(sorted.begin(), sorted.begin() + kNormHistory / 2, sorted.end());
+    median = sorted[kNormHistory / 2];
+  }
+  // Squares past float's range mean elements beyond 1e19: no training gradient has them.
+  if (!std::isfinite(norm) || (median > 0 && norm > std::max(kNormFactor * median, kNormFloor))) {
+    counters_.pushes_absurd.fetch_add(1, std::memory_order_relaxed);
+    return absl::InvalidArgumentError(absl::StrCat(
+        name_, ": Push from ", task, ": chunk ", chunk_id, "'s gradient norm ",
+        std::isfinite(norm) ? absl::StrCat(norm) : std::string("is beyond float's range"),
+        median > 0 ? absl::StrCat(" is ", norm / median, "x the median (", median, ") of its last ",
+                                  kNormHistory, " pushes")
+                   : std::string(),
+        "; nothing of the push is applied (an absurd gradient: a diverging model, a bug or a "
+        "hostile pusher)"));
+  }
+  chunk.recent_norms[static_cast<size_t>(chunk.norms_seen % kNormHistory)] = norm;
+  ++chunk.norms_seen;
   return absl::OkStatus();
 }
 
@@ -845,6 +887,7 @@ void Shard::LocalStats(pb::StatsResponse* response) const {
   response->set_pushes_dropped(c.pushes_dropped.load(std::memory_order_relaxed));
   response->set_pushes_duplicate(c.pushes_duplicate.load(std::memory_order_relaxed));
   response->set_pushes_nonfinite(c.pushes_nonfinite.load(std::memory_order_relaxed));
+  response->set_pushes_absurd(c.pushes_absurd.load(std::memory_order_relaxed));
   response->set_steps_applied(c.steps_applied.load(std::memory_order_relaxed));
   response->set_pulls(c.pulls.load(std::memory_order_relaxed));
   response->set_bytes_pushed(c.bytes_pushed.load(std::memory_order_relaxed));

@@ -16,6 +16,7 @@
 // fulcrum::Mutex (base/mutex.h): checked by clang's -Wthread-safety, seen by ThreadSanitizer.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -203,6 +204,9 @@ class Shard {
     ops::Tensor value;               // the def's rows, shape [rows, full_shape[1:]...]
     std::vector<ops::Tensor> slots;  // ops::SlotNames order, shaped like value
   };
+  static constexpr int kNormHistory = 16;
+  static constexpr float kNormFactor = 1e4f;
+  static constexpr float kNormFloor = 100.0f;  // norms under it always pass (tiny medians)
   struct ChunkState {
     runtime::Chunk plan;  // fixed before the store is published
     size_t index = 0;     // in Store::chunks
@@ -213,6 +217,11 @@ class Shard {
     std::vector<float> accum ABSL_GUARDED_BY(mu);  // sync: sum of the step's first `count` grads
     int count ABSL_GUARDED_BY(mu) = 0;             // sync: gradients in accum
     std::atomic<int64_t> published_step{0};        // step, readable without the lock
+    // The gradient norms of the last kNormHistory pushes of the chunk that were let through:
+    // a push whose norm is beyond kNormFactor times their median and kNormFloor is refused (an
+    // absurd gradient, finite or not, once ruined the model for every worker).
+    std::array<float, kNormHistory> recent_norms ABSL_GUARDED_BY(mu) = {};
+    int64_t norms_seen ABSL_GUARDED_BY(mu) = 0;
   };
   // Everything CreateVariables builds. Its layout never changes afterwards; values, slots
   // and chunk state change under the chunk locks.
@@ -236,6 +245,7 @@ class Shard {
     std::atomic<int64_t> pushes_dropped{0};
     std::atomic<int64_t> pushes_duplicate{0};
     std::atomic<int64_t> pushes_nonfinite{0};
+    std::atomic<int64_t> pushes_absurd{0};
     std::atomic<int64_t> steps_applied{0};
     std::atomic<int64_t> pulls{0};
     std::atomic<int64_t> bytes_pushed{0};
@@ -271,6 +281,10 @@ class Shard {
   // is to be skipped whole.
   absl::Status ValidatePush(const Store& store, const pb::PushRequest& request,
                             std::span<const std::span<const float>> grads, bool* nonfinite);
+  // Lets a chunk gradient of norm sqrt(sum_squares) through, recording it, or refuses it
+  // (InvalidArgument naming the norm and the chunk's recent median) when it is absurd.
+  absl::Status AdmitNorm(ChunkState& chunk, int chunk_id, float sum_squares,
+                         const std::string& task);
   // Applies (async) or accumulates (sync) one validated chunk gradient; counts it as
   // *applied or *dropped. `step`: the request's; `read_step`: the step of the chunk's values
   // the gradient was computed at (its ChunkData.step): async and ssp raise *staleness to the

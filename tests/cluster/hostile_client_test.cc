@@ -368,6 +368,40 @@ TEST_F(HostileClientTest, EveryMaliciousRequestIsRefusedAndTheStateIsUnchanged) 
   EXPECT_EQ(::kill(pid(), 0), 0) << "the ps died:\n" << cluster_->Logs();
 }
 
+// One absurd gradient, finite (3e38 everywhere: once every value of the model ruined, the run
+// ending "done" at chance accuracy) or a thousand times beyond its chunk's recent norms at
+// 10^4x: refused whole, counted, the values untouched; ordinary pushes go on.
+TEST_F(HostileClientTest, AnAbsurdGradientIsRefusedAndTheModelKept) {
+  pb::CreateVariablesResponse created;
+  ASSERT_TRUE(
+      client_->CreateVariables(Definition(dir_, {Var("w", {16, 8})}), &created, kTimeout).ok());
+  pb::PushResponse pushed;
+  // The very first push may already be absurd: squares past float's range are refused.
+  ExpectRefused(
+      client_->Push(Gradient("worker:0", 1, std::vector<float>(128, 3e38f)), &pushed, kTimeout),
+      absl::StatusCode::kInvalidArgument, "is beyond float's range");
+  for (uint64_t i = 0; i < 20; ++i) {  // a history of ordinary gradients, norms 0.5 to 1.1
+    ASSERT_TRUE(
+        client_
+            ->Push(Gradient("worker:1", 100 + i, std::vector<float>(128, 0.05f + 0.005f * i)),
+                   &pushed, kTimeout)
+            .ok());
+  }
+  const State before = Snapshot();
+  ExpectRefused(
+      client_->Push(Gradient("worker:0", 2, std::vector<float>(128, 1e4f)), &pushed, kTimeout),
+      absl::StatusCode::kInvalidArgument, "x the median");
+  EXPECT_EQ(Snapshot(), before);
+  pb::StatsResponse stats;
+  ASSERT_TRUE(client_->Stats(&stats, kTimeout).ok());
+  EXPECT_EQ(stats.pushes_absurd(), 2);
+  // A gradient ten times larger than the recent ones (a spike of real training) goes through.
+  ASSERT_TRUE(
+      client_->Push(Gradient("worker:0", 3, std::vector<float>(128, 1.0f)), &pushed, kTimeout)
+          .ok());
+  EXPECT_EQ(Snapshot().global_step, before.global_step + 1);
+}
+
 // Connect-and-reset on the tcp data port, no ticket (once: an abort after ~32,600, each
 // finished connection thread kept its stack until the kernel's mapping limit): the ps joins
 // the ended ones as it goes, so its mappings stay bounded, and it still serves.
