@@ -617,11 +617,13 @@ nlohmann::json Chief::RunJson(const std::string& stop_reason) const {
                      : nlohmann::json(nullptr);
   // A failed run has no final evaluation (and maybe none at all).
   j["failed"] = failed_;
+  // Its evaluations so far stay in `evals`; none of them is the final one.
   const Eval last = evals_.empty() ? Eval{} : evals_.back();
-  j["global_step"] = evals_.empty() ? nlohmann::json(nullptr) : nlohmann::json(last.global_step);
+  const bool final_eval = !evals_.empty() && !failed_;
+  j["global_step"] = final_eval ? nlohmann::json(last.global_step) : nlohmann::json(nullptr);
   j["final_test_accuracy"] =
-      last.accuracy ? nlohmann::json(*last.accuracy) : nlohmann::json(nullptr);
-  j["final_test_loss"] = evals_.empty() ? nlohmann::json(nullptr) : nlohmann::json(last.loss);
+      final_eval && last.accuracy ? nlohmann::json(*last.accuracy) : nlohmann::json(nullptr);
+  j["final_test_loss"] = final_eval ? nlohmann::json(last.loss) : nlohmann::json(nullptr);
   j["target_accuracy"] =
       c_.target_accuracy > 0 ? nlohmann::json(c_.target_accuracy) : nlohmann::json(nullptr);
   j["time_to_target_accuracy_seconds"] =

@@ -149,7 +149,8 @@ TEST(RecoveryClusterTest, ARestartedChiefTakesTheRunningJobOver) {
   }
 }
 
-// A model that diverges (a loss that is no longer finite) ends the whole run at once with exit 1
+// A model that diverges (a loss that is no longer finite, or first a gradient the ps refuses as
+// absurd: elements past 1e19) ends the whole run at once with exit 1
 // naming the worker and the step, not after --heartbeat_timeout of silence; the report is
 // written as failed.
 // Fashion-MNIST (not the synthetic set, on which an mlp's ReLUs can die first and leave a large
@@ -177,7 +178,8 @@ TEST(RecoveryClusterTest, ADivergedModelEndsTheRunAtOnceNamingTheWorker) {
   EXPECT_NE(log.find("failed: "), std::string::npos) << log;
   EXPECT_TRUE(log.find("loss became") != std::string::npos ||
               log.find("NaN or an Inf") != std::string::npos ||
-              log.find("the model diverged") != std::string::npos)
+              log.find("the model diverged") != std::string::npos ||
+              log.find("an absurd gradient") != std::string::npos)
       << log;
   const nlohmann::json report = ReadJson(dir / "run" / "report.json");
   ASSERT_TRUE(report.is_object()) << cluster.Logs();
@@ -185,7 +187,8 @@ TEST(RecoveryClusterTest, ADivergedModelEndsTheRunAtOnceNamingTheWorker) {
 }
 
 // Without --checkpoint_dir a dead ps cannot be restored: the run ends with exit 1, the error
-// names the ps and says what would have saved it, and the report is written as failed.
+// names the ps and says what would have saved it, and the report is written as failed, its
+// evaluations kept but none given as the final one (issue 27).
 TEST(RecoveryClusterTest, WithoutCheckpointsADeadPsEndsTheRunNamingIt) {
   const fs::path dir = FreshDir("cluster_recovery_none");
   const std::string spec = WriteLocalSpec(dir / "spec.json", 1, 1);
@@ -193,14 +196,15 @@ TEST(RecoveryClusterTest, WithoutCheckpointsADeadPsEndsTheRunNamingIt) {
                                           "--model=logreg",
                                           "--dataset=synthetic",
                                           "--train_steps=100000",
-                                          "--eval_every=0",
+                                          "--eval_every=200",
                                           "--threads=1",
                                           "--profile=off",
                                           "--heartbeat_timeout=10",
                                           absl::StrCat("--run_dir=", (dir / "run").string())};
   LocalCluster cluster(dir);
   cluster.StartAll(1, 1, flags);
-  ASSERT_TRUE(cluster.WaitForLog("worker", 0, "global", std::chrono::seconds(60)))
+  // An evaluation first: a failed run keeps it in `evals` but reports no final one.
+  ASSERT_TRUE(cluster.WaitForLog("chief", 0, "eval at global step", std::chrono::seconds(60)))
       << cluster.Logs();
   cluster.Kill("ps", 0);
   cluster.WaitAll(std::chrono::seconds(120));
@@ -212,6 +216,10 @@ TEST(RecoveryClusterTest, WithoutCheckpointsADeadPsEndsTheRunNamingIt) {
   const nlohmann::json report = ReadJson(dir / "run" / "report.json");
   ASSERT_TRUE(report.is_object()) << cluster.Logs();
   EXPECT_EQ(report["failed"], true);
+  EXPECT_FALSE(report["evals"].empty()) << report.dump();
+  EXPECT_TRUE(report["final_test_accuracy"].is_null()) << report["final_test_accuracy"];
+  EXPECT_TRUE(report["final_test_loss"].is_null()) << report["final_test_loss"];
+  EXPECT_TRUE(report["global_step"].is_null()) << report["global_step"];
 }
 
 }  // namespace
