@@ -196,14 +196,16 @@ TEST(RecoveryClusterTest, WithoutCheckpointsADeadPsEndsTheRunNamingIt) {
                                           "--model=logreg",
                                           "--dataset=synthetic",
                                           "--train_steps=100000",
-                                          "--eval_every=200",
+                                          "--eval_every=20000",
                                           "--threads=1",
                                           "--profile=off",
                                           "--heartbeat_timeout=10",
                                           absl::StrCat("--run_dir=", (dir / "run").string())};
   LocalCluster cluster(dir);
   cluster.StartAll(1, 1, flags);
-  // An evaluation first: a failed run keeps it in `evals` but reports no final one.
+  // An evaluation first (a failed run keeps it in `evals` but reports no final one); the ps
+  // dies while the workers train, ~9 s before the next evaluation (one dying under an
+  // evaluation fails the run on the chief's pull, not as a lost ps).
   ASSERT_TRUE(cluster.WaitForLog("chief", 0, "eval at global step", std::chrono::seconds(60)))
       << cluster.Logs();
   cluster.Kill("ps", 0);
