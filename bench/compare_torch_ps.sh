@@ -23,8 +23,8 @@
 # PyTorch gets its best configuration (docs/benchmarking.md): OMP/MKL/OPENBLAS_NUM_THREADS =
 # torch threads, glibc MALLOC_MMAP_THRESHOLD_=2000000000 MALLOC_TRIM_THRESHOLD_=4000000000, and
 # for the CNNs the trainers in channels_last memory format (--channels_last: the faster one for
-# the pip wheel on this machine kind, single-process steps at one thread, batch 64, measured
-# interleaved on a busy machine: mnist_cnn ~1300 vs ~1100 ex/s, cifar10_cnn ~335 vs ~308).
+# the pip wheel on this machine kind in a quick interleaved check on a busy machine, one
+# thread, batch 64; not a quoted figure).
 # The pip wheel bundles MKL and oneDNN, so compare_cnn.sh's OpenMP OpenBLAS and
 # OPENBLAS_CORETYPE settings (for Debian's python3-torch) do not apply.
 # PyTorch's best figure is printed beside its known-good figure for the configuration

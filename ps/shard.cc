@@ -14,6 +14,7 @@
 #include "base/random.h"
 #include "base/status_macros.h"
 #include "ops/initializer.h"
+#include "ps/request_checks.h"
 #include "runtime/limits.h"
 #include "runtime/proto_convert.h"
 #include "runtime/shard_defs.h"
@@ -33,68 +34,6 @@ ops::Tensor SegmentView(ops::Tensor& t, const runtime::Segment& seg) {
 
 std::span<const float> SegmentSpan(const ops::Tensor& t, const runtime::Segment& seg) {
   return {t.data() + seg.offset, static_cast<size_t>(seg.count)};
-}
-
-// True iff no value is a NaN or an Inf (exponent bits all ones); *sum_squares gets the sum of
-// their squares (+inf once it passes float's range). One pass in 16 independent lanes, which
-// the compiler vectorises without fast-math.
-bool FiniteWithSumOfSquares(std::span<const float> values, float* sum_squares) {
-  constexpr size_t kLanes = 16;
-  uint32_t bad = 0;
-  float lanes[kLanes] = {};
-  size_t i = 0;
-  const auto add = [&](size_t lane, float v) {
-    uint32_t bits;
-    std::memcpy(&bits, &v, sizeof(bits));
-    bad |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
-    lanes[lane] += v * v;
-  };
-  for (; i + kLanes <= values.size(); i += kLanes) {
-    for (size_t k = 0; k < kLanes; ++k) add(k, values[i + k]);
-  }
-  for (size_t k = 0; i < values.size(); ++i, ++k) add(k, values[i]);
-  float sum = 0;
-  for (const float lane : lanes) sum += lane;
-  *sum_squares = sum;
-  return bad == 0;
-}
-
-// The memory a definition asks for, checked before anything is allocated: the rows this ps
-// keeps with their optimizer slots (and the sync accumulators), the largest whole variable
-// while it is initialised and sliced, and the chunk count (runtime::kMaxChunks).
-absl::Status CheckDefinitionFits(double held, double largest_whole, size_t num_slots, bool sync,
-                                 int64_t chunk_bytes) {
-  const double per_chunk = static_cast<double>(std::max<int64_t>(1, chunk_bytes / 4));
-  const double chunks = std::ceil(held / per_chunk);
-  if (chunks > static_cast<double>(runtime::kMaxChunks)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "chunk_bytes=", chunk_bytes, " cuts the ", held, " elements this ps holds into ", chunks,
-        " chunks; at most ", runtime::kMaxChunks, " are allowed (give a larger chunk_bytes)"));
-  }
-  const double copies = 1.0 + static_cast<double>(num_slots) + (sync ? 1.0 : 0.0);
-  return CheckFitsInMemory((held * copies + largest_whole) * sizeof(float),
-                           "the variables and their optimizer slots");
-}
-
-// Refuses a chunk id outside [0, num_chunks) or named twice in one request (a pull naming one
-// chunk 1000 times once built a 941 MB reply; a push naming it twice would count twice).
-// `ps`, `method` and `task` name the request in an error (built only then: pushes are hot).
-absl::Status CheckChunkIds(std::span<const int> ids, int num_chunks, std::vector<bool>* seen,
-                           absl::string_view ps, const char* method, absl::string_view task) {
-  seen->assign(static_cast<size_t>(num_chunks), false);
-  for (const int id : ids) {
-    if (id < 0 || id >= num_chunks) {
-      return absl::InvalidArgumentError(absl::StrCat(ps, ": ", method, " from ", task, ": chunk ",
-                                                     id, " does not exist (", num_chunks,
-                                                     " chunks)"));
-    }
-    if ((*seen)[static_cast<size_t>(id)]) {
-      return absl::InvalidArgumentError(absl::StrCat(ps, ": ", method, " from ", task, ": chunk ",
-                                                     id, " is named more than once"));
-    }
-    (*seen)[static_cast<size_t>(id)] = true;
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace
