@@ -435,10 +435,17 @@ TEST_F(HostileClientTest, AConnectionFloodOnTheDataPortLeavesThePsBoundedAndServ
   EXPECT_LT(maps_growth, 2 * ps::TcpDataServer::kMaxHelloReaders + 64);
   EXPECT_LT(threads_after - threads_before, ps::TcpDataServer::kMaxHelloReaders + 16);
   EXPECT_EQ(::kill(pid(), 0), 0) << "the ps died:\n" << cluster_->Logs();
-  // A worker still gets its data-plane connection and pushes over it.
+  // A worker still gets its data-plane connection and pushes over it, once the flood's last
+  // hello readers ended (until then new connections are closed at once, as a worker's next
+  // call after a failed one opens the plane again).
   runtime::GrpcPsClient worker("ps:0", address_);
   worker.set_tcp_data_plane(true);
-  ASSERT_TRUE(worker.OpenDataPlane("worker:0", kTimeout).ok());
+  absl::Status opened = worker.OpenDataPlane("worker:0", kTimeout);
+  for (const absl::Time until = absl::Now() + kTimeout; !opened.ok() && absl::Now() < until;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    opened = worker.OpenDataPlane("worker:0", kTimeout);
+  }
+  ASSERT_TRUE(opened.ok()) << opened;
   pb::PushResponse pushed;
   ASSERT_TRUE(
       worker.Push(Gradient("worker:0", 1, std::vector<float>(128, 0.5f)), &pushed, kTimeout).ok());
