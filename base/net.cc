@@ -1,5 +1,7 @@
 #include "base/net.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -59,6 +61,60 @@ class PortPicker {
 absl::StatusOr<int> PickFreePort() {
   static PortPicker* const picker = new PortPicker();  // never destroyed: no exit-time races
   return picker->Pick();
+}
+
+namespace {
+
+bool IsLoopbackAddress(const sockaddr* a) {
+  if (a->sa_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(a);
+    return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+  }
+  if (a->sa_family == AF_INET6) {
+    const in6_addr& in6 = reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr;
+    if (IN6_IS_ADDR_LOOPBACK(&in6)) return true;
+    return IN6_IS_ADDR_V4MAPPED(&in6) && in6.s6_addr[12] == 127;
+  }
+  return false;
+}
+
+std::string Unbracketed(const std::string& host) {
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    return host.substr(1, host.size() - 2);
+  }
+  return host;
+}
+
+}  // namespace
+
+bool IsLoopbackLiteral(const std::string& host_in) {
+  const std::string host = Unbracketed(host_in);
+  sockaddr_in in{};
+  if (inet_pton(AF_INET, host.c_str(), &in.sin_addr) == 1) {
+    in.sin_family = AF_INET;
+    return IsLoopbackAddress(reinterpret_cast<const sockaddr*>(&in));
+  }
+  sockaddr_in6 in6{};
+  if (inet_pton(AF_INET6, host.c_str(), &in6.sin6_addr) == 1) {
+    in6.sin6_family = AF_INET6;
+    return IsLoopbackAddress(reinterpret_cast<const sockaddr*>(&in6));
+  }
+  return false;
+}
+
+bool IsLoopbackHost(const std::string& host_in) {
+  const std::string host = Unbracketed(host_in);
+  if (host.empty()) return false;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0 || found == nullptr) return false;
+  bool all = true;
+  for (const addrinfo* a = found; a != nullptr; a = a->ai_next)
+    all &= IsLoopbackAddress(a->ai_addr);
+  freeaddrinfo(found);
+  return all;
 }
 
 }  // namespace fulcrum

@@ -2,6 +2,8 @@
 // Thread-safety: thread-safe (the picker's memory of handed-out ports is locked).
 #pragma once
 
+#include <string>
+
 #include "absl/status/statusor.h"
 
 namespace fulcrum {
@@ -13,5 +15,14 @@ namespace fulcrum {
 // child's bind, and never the same port twice in one process. Unavailable when no port in
 // [20000, 32000) could be bound.
 absl::StatusOr<int> PickFreePort();
+
+// True when `host` ("127.0.0.1", "[::1]", "localhost", a name) reaches only this machine's
+// loopback: a numeric address in 127.0.0.0/8, ::1 or ::ffff:127.0.0.0/104, or a name every
+// address of which (getaddrinfo) is one. False for anything else, "0.0.0.0" (every interface)
+// and a name that does not resolve.
+bool IsLoopbackHost(const std::string& host);
+// The same for a numeric address only ("127.0.0.1", "::1", "[::1]"); false for a name.
+// Resolves nothing, so it is cheap enough for every call a server takes.
+bool IsLoopbackLiteral(const std::string& host);
 
 }  // namespace fulcrum

@@ -102,7 +102,12 @@ absl::StatusOr<Manifest> ReadManifest(const fs::path& folder) {
     for (const nlohmann::json& s : b.at("shards")) {
       Manifest::Shard shard;
       shard.ps = s.at("ps").get<int>();
-      shard.path = s.at("path").get<std::string>();
+      // The file's name in the folder, so that a moved folder still resumes (manifests of
+      // older versions held the absolute path the ps wrote; only its name counts).
+      shard.path = fs::path(s.at("path").get<std::string>()).filename().string();
+      if (shard.path.empty() || shard.path == "." || shard.path == "..") {
+        return corrupt("a shard's path names no file");
+      }
       shard.bytes = s.at("bytes").get<int64_t>();
       shard.global_step = s.at("global_step").get<int64_t>();
       uint32_t crc = 0;
@@ -181,7 +186,7 @@ absl::StatusOr<std::optional<Restored>> Checkpointer::RestoreLatest() {
     absl::Status all = absl::OkStatus();
     for (const Manifest::Shard& shard : manifest->shards) {
       pb::RestoreShardRequest request;
-      request.set_path(shard.path);
+      request.set_path((folder / shard.path).string());
       request.set_bytes(shard.bytes);
       request.set_crc32c(shard.crc32c);
       pb::RestoreShardResponse response;
@@ -281,7 +286,7 @@ absl::StatusOr<int64_t> Checkpointer::SaveAt(int64_t at_step, int64_t step) {
   for (int p = 0; p < num_ps; ++p) {
     const pb::SaveShardResponse& r = responses[static_cast<size_t>(p)];
     manifest.shards.push_back({.ps = p,
-                               .path = requests[static_cast<size_t>(p)].path(),
+                               .path = ShardFile(p),
                                .bytes = r.bytes_written(),
                                .crc32c = r.crc32c(),
                                .global_step = r.global_step()});
@@ -313,8 +318,9 @@ void Checkpointer::Prune() {
     fs::remove(folder / kManifestName, error);
     if (manifest.ok()) {
       for (const Manifest::Shard& s : manifest->shards) {
-        pending_removals_[static_cast<size_t>(s.ps)].push_back(s.path);
-        fs::remove(s.path, error);
+        const std::string path = (folder / s.path).string();
+        pending_removals_[static_cast<size_t>(s.ps)].push_back(path);
+        fs::remove(path, error);
       }
     }
     fs::remove_all(folder, error);

@@ -48,7 +48,7 @@ struct Manifest {
   std::string layout;  // LayoutFingerprint of the job that wrote it
   struct Shard {
     int ps = 0;
-    std::string path;  // as the ps wrote it
+    std::string path;  // the file's name in the checkpoint folder ("ps-0.ckpt")
     int64_t bytes = 0;
     uint32_t crc32c = 0;
     int64_t global_step = 0;
@@ -103,6 +103,9 @@ class Checkpointer {
   // fails leaves no folder: what the ps tasks wrote is removed (here at once, and by each ps
   // with its next save).
   absl::StatusOr<int64_t> Save(int64_t step, double steps_per_sec, bool stopped, int64_t last_step);
+  // The checkpoint of the freshly initialised variables (ckpt-0), before any worker trains:
+  // a ps lost before the first periodic save is restored from it.
+  absl::StatusOr<int64_t> SaveInitial() { return SaveAt(0, 0); }
 
   int saves() const { return saves_; }
   int64_t last_saved_step() const { return last_saved_step_; }

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
@@ -49,6 +50,8 @@ using runtime::TrainingOptions;
 
 // How often the monitor loop polls the ps tasks' global step.
 constexpr absl::Duration kMonitorPoll = absl::Milliseconds(20);
+// At the end of a run, how long a worker may be silent before it counts as dead.
+constexpr absl::Duration kEndSilence = absl::Seconds(5);
 // How often the wait for registrations is logged.
 constexpr absl::Duration kLogEvery = absl::Seconds(5);
 
@@ -131,10 +134,24 @@ class Chief {
   // recreates the variables of a restarted one (held until restored) and restores every ps
   // from the newest checkpoint. OK once training can go on; the error otherwise.
   absl::Status RecoverPs(const absl::Status& cause);
+  // A ps said it is leaving (a signal): with checkpoints, one is saved at once for it (it
+  // leaves after it, and RecoverPs restores it once it is back); without, the run ends here
+  // as failed, naming it. OK too when this chief was signalled itself (Ctrl-C on the cluster).
+  absl::Status OnPsLeaving(int64_t step);
+  // Reads the workers' summaries not read yet: a worker that failed on its own ends the run;
+  // one stopped by a signal (not the cluster's Ctrl-C) left it (OnWorkerLeft).
+  absl::Status ReadSummaries(const std::map<int, std::string>& summaries, int64_t step);
+  // Worker `w` left the run (`why`): training goes on without it where the mode allows (async,
+  // ssp, sync with enough backup workers); else the run ends at once, naming it.
+  absl::Status OnWorkerLeft(int w, const std::string& why, int64_t step);
   absl::StatusOr<Eval> Evaluate(const char* when);
   // After Train with the ps tasks reached: stops every task, evaluates once more, gathers
   // the summaries, shuts the ps tasks down and writes the report (when `status` is OK).
   absl::Status Finish(absl::Status status);
+  // Waits for the workers' summaries (a failed run's too: the report keeps what the
+  // survivors recorded), but not for dead workers, which send none; keeps calling the ps
+  // tasks meanwhile so that they do not take the chief for dead. `ok`: the run succeeded.
+  void WaitForSummaries(bool ok);
   absl::Status WriteReport(const std::string& stop_reason);
   nlohmann::json RunJson(const std::string& stop_reason) const;
 
@@ -169,6 +186,7 @@ class Chief {
   nlohmann::json recoveries_ = nlohmann::json::array();  // each ps recovery, for the report
   std::set<int> summaries_read_;  // workers whose summary Monitor has looked at
   std::string waited_failure_;    // the first worker that failed waiting for another task
+  std::string saved_for_leaving_;  // the leaving ps a checkpoint was saved for
   runtime::Placement placement_;
   std::filesystem::path run_dir_;
   std::string run_id_;
@@ -400,12 +418,14 @@ absl::Status Chief::Monitor() {
                                          "ps from the newest checkpoint)"));
       }
       FULCRUM_RETURN_IF_ERROR(RecoverPs(polled.status()));
+      saved_for_leaving_.clear();
       released_workers_.clear();  // a restarted ps knows nothing of them: tell every ps again
       last_step = -1;
       last_progress = absl::Now();
       continue;
     }
     const int64_t step = *polled;
+    if (!ps_->leaving().empty()) FULCRUM_RETURN_IF_ERROR(OnPsLeaving(step));
     const absl::Time now = absl::Now();
     if (step > last_step) {
       last_step = step;
@@ -428,21 +448,7 @@ absl::Status Chief::Monitor() {
       last_progress = absl::Now();  // the save's wait is not a stall of the workers
     }
     const std::map<int, std::string> summaries = coordinator_->summaries();
-    for (const auto& [w, text] : summaries) {
-      if (!summaries_read_.insert(w).second) continue;  // each summary is parsed once
-      const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-      if (!j.is_object() || !j.value("failed", false)) continue;
-      const std::string failure =
-          absl::StrCat("chief: worker:", w, " failed: ", j.value("error", std::string("?")));
-      // A worker that failed on its own (its loss stopped being finite: the model diverged)
-      // ends the run at once. One that timed out waiting for a step or a ps is a symptom:
-      // the dead or stalled task behind it is named by the checks below.
-      const std::string code = j.value("code", std::string());
-      if (code != "DEADLINE_EXCEEDED" && code != "UNAVAILABLE") {
-        return absl::InternalError(failure);
-      }
-      if (waited_failure_.empty()) waited_failure_ = failure;
-    }
+    FULCRUM_RETURN_IF_ERROR(ReadSummaries(summaries, step));
     if (summaries.size() == static_cast<size_t>(c_.task.cluster.num_tasks(runtime::kWorkerJob))) {
       if (!waited_failure_.empty()) return absl::InternalError(waited_failure_);
       stop_reason_ = "every worker finished";
@@ -485,6 +491,70 @@ absl::Status Chief::Monitor() {
                        ": global step stuck at ", last_step, " of ", train_steps_, stalest));
     }
   }
+}
+
+absl::Status Chief::OnPsLeaving(int64_t step) {
+  const std::string& leaving = ps_->leaving();
+  if (StopSignal() != 0 || saved_for_leaving_ == leaving) return absl::OkStatus();
+  if (!c_.recovers()) {
+    return absl::UnavailableError(absl::StrCat(
+        "chief: ", leaving, " is leaving the run at global step ", step,
+        "; without --checkpoint_dir its shard cannot be kept, so the run ends here (with "
+        "--checkpoint_dir the chief saves a checkpoint and restores the ps once it is back)"));
+  }
+  spdlog::warn("chief: {} is leaving the run: saving a checkpoint at global step {} for it",
+               leaving, step);
+  FULCRUM_RETURN_IF_ERROR(SaveCheckpoint(step, /*stopped=*/false));
+  saved_for_leaving_ = leaving;
+  return absl::OkStatus();
+}
+
+absl::Status Chief::ReadSummaries(const std::map<int, std::string>& summaries, int64_t step) {
+  for (const auto& [w, text] : summaries) {
+    if (!summaries_read_.insert(w).second) continue;  // each summary is parsed once
+    const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object()) continue;
+    if (!j.value("failed", false)) {
+      const std::string why = j.value("stop_reason", std::string());
+      // A worker stopped by a signal while this chief was not (not a Ctrl-C on the cluster).
+      if (absl::StartsWith(why, "interrupted by") && StopSignal() == 0 && step < train_steps_) {
+        FULCRUM_RETURN_IF_ERROR(OnWorkerLeft(w, why, step));
+      }
+      continue;
+    }
+    const std::string failure =
+        absl::StrCat("chief: worker:", w, " failed: ", j.value("error", std::string("?")));
+    // A worker that failed on its own (its loss stopped being finite: the model diverged)
+    // ends the run at once. One that timed out waiting for a step or a ps is a symptom:
+    // the dead or stalled task behind it is named by the checks below.
+    const std::string code = j.value("code", std::string());
+    if (code != "DEADLINE_EXCEEDED" && code != "UNAVAILABLE") {
+      return absl::InternalError(failure);
+    }
+    if (waited_failure_.empty()) waited_failure_ = failure;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Chief::OnWorkerLeft(int w, const std::string& why, int64_t step) {
+  lost_workers_.insert(w);
+  const int workers = c_.task.cluster.num_tasks(runtime::kWorkerJob);
+  const int alive = workers - static_cast<int>(lost_workers_.size());
+  const bool sync = c_.mode == runtime::SyncMode::kSync;
+  if (alive <= 0 || (sync && alive < c_.replicas_to_aggregate)) {
+    return absl::UnavailableError(absl::StrCat(
+        "chief: worker:", w, " left the run (", why, ") at global step ", step, " and ",
+        alive <= 0
+            ? "no worker is left"
+            : absl::StrCat("sync training needs ", c_.replicas_to_aggregate,
+                           " workers a step (--replicas_to_aggregate), ", alive, " are left"),
+        ": the run ends here", c_.recovers() ? " with a final checkpoint" : ""));
+  }
+  spdlog::warn(
+      "chief: worker:{} left the run ({}) at global step {}: training goes on with the {} "
+      "other worker(s)",
+      w, why, step, alive);
+  return absl::OkStatus();
 }
 
 bool Chief::ReleaseGoneWorkers(const std::map<int, std::string>& summaries) {
@@ -813,6 +883,13 @@ absl::Status Chief::Train() {
     return Monitor();
   }
   FULCRUM_RETURN_IF_ERROR(RestoreCheckpoint(/*restore=*/true));
+  if (checkpointer_->enabled() && !restored_) {
+    // ckpt-0: a ps lost before the first periodic save is restored from the initial values.
+    if (absl::StatusOr<int64_t> saved = checkpointer_->SaveInitial(); !saved.ok()) {
+      return absl::Status(saved.status().code(),
+                          absl::StrCat("the initial checkpoint: ", saved.status().message()));
+    }
+  }
   ps_->Warm(c_.chunk_bytes);
   FULCRUM_RETURN_IF_ERROR(WaitForWorkers(startup_deadline));
   train_start_ = absl::Now();
@@ -822,9 +899,35 @@ absl::Status Chief::Train() {
   return Monitor();
 }
 
+void Chief::WaitForSummaries(bool ok) {
+  // A failed run waits briefly: live workers answer the stop within a heartbeat, the failed
+  // ones send nothing.
+  const absl::Time deadline =
+      absl::Now() + (ok ? c_.step_timeout + absl::Seconds(10) : absl::Seconds(5));
+  // At the end a live worker still beats every second: one silent for kEndSilence is gone
+  // (killed), and the run does not wait --heartbeat_timeout for it.
+  const absl::Duration gone_after = std::min(c_.heartbeat_timeout, kEndSilence);
+  std::vector<int> missing;
+  while (true) {
+    missing = coordinator_->WaitForSummaries(std::min(deadline, absl::Now() + absl::Seconds(1)));
+    if (missing.empty() || absl::Now() >= deadline) break;
+    const std::vector<int> silent = coordinator_->SilentWorkers(gone_after);
+    const bool only_dead_missing = std::all_of(missing.begin(), missing.end(), [&](int w) {
+      return std::find(silent.begin(), silent.end(), w) != silent.end();
+    });
+    if (only_dead_missing) break;
+    ps_->GlobalStep(absl::Seconds(1)).status().IgnoreError();
+  }
+  if (!missing.empty()) {
+    spdlog::warn("no summary from {}", Join(missing, "worker"));
+    for (const int w : coordinator_->SilentWorkers(gone_after)) lost_workers_.insert(w);
+  }
+}
+
 absl::Status Chief::Finish(absl::Status status) {
   const std::string stop_reason = status.ok() ? stop_reason_ : std::string(status.message());
-  coordinator_->RequestStop(stop_reason);
+  // The workers hear whether the run failed before the ps tasks tell them training ended.
+  coordinator_->RequestStop(stop_reason, /*failed=*/!status.ok());
   ps_->StopAll(stop_reason);
   if (status.ok()) {
     spdlog::info("stopping: {}", stop_reason_);
@@ -834,8 +937,9 @@ absl::Status Chief::Finish(absl::Status status) {
     }
   }
   // The final checkpoint: the state the ps tasks stopped in, whether the run finished, was
-  // interrupted or failed (as long as every ps still answers).
-  if (checkpointer_ != nullptr && checkpointer_->enabled()) {
+  // interrupted or failed (as long as every ps still answers); none when training never
+  // began (a failed start must not leave a checkpoint newer than what it could not restore).
+  if (checkpointer_ != nullptr && checkpointer_->enabled() && train_start_ != absl::Time()) {
     absl::StatusOr<int64_t> step = ps_->GlobalStep(c_.step_timeout);
     if (!step.ok()) {
       spdlog::error("no final checkpoint: {}", step.status().ToString());
@@ -844,33 +948,7 @@ absl::Status Chief::Finish(absl::Status status) {
       status = s;
     }
   }
-  {
-    // Waits for the workers' summaries (a failed run's too: the report keeps what the
-    // survivors recorded), but not for workers silent past --heartbeat_timeout
-    // (dead ones send none), and keeps calling the ps tasks meanwhile so that they do not
-    // take the chief for dead.
-    // A failed run waits briefly: live workers answer the stop within a heartbeat, the
-    // failed ones send nothing.
-    const absl::Time deadline =
-        absl::Now() + (status.ok() ? c_.step_timeout + absl::Seconds(10) : absl::Seconds(5));
-    std::vector<int> missing;
-    while (true) {
-      missing = coordinator_->WaitForSummaries(std::min(deadline, absl::Now() + absl::Seconds(1)));
-      if (missing.empty() || absl::Now() >= deadline) break;
-      const std::vector<int> silent = coordinator_->SilentWorkers(c_.heartbeat_timeout);
-      const bool only_dead_missing = std::all_of(missing.begin(), missing.end(), [&](int w) {
-        return std::find(silent.begin(), silent.end(), w) != silent.end();
-      });
-      if (only_dead_missing) break;
-      ps_->GlobalStep(absl::Seconds(1)).status().IgnoreError();
-    }
-    if (!missing.empty()) {
-      spdlog::warn("no summary from {}", Join(missing, "worker"));
-      for (const int w : coordinator_->SilentWorkers(c_.heartbeat_timeout)) {
-        lost_workers_.insert(w);
-      }
-    }
-  }
+  WaitForSummaries(status.ok());
   // The ps tasks answer the shutdown with their summaries, which the report gathers.
   ps_summaries_ = ps_->ShutdownAll(status.ok() ? "run finished" : std::string(status.message()));
   if (!status.ok()) {
@@ -913,7 +991,7 @@ absl::Status Chief::Run() {
   absl::Status status = Train();
   train_end_ = absl::Now();
   if (!ps_reached_) {
-    coordinator_->RequestStop(std::string(status.message()));
+    coordinator_->RequestStop(std::string(status.message()), /*failed=*/!status.ok());
     server_->Shutdown(runtime::DeadlineIn(absl::Seconds(1)));
     return status;
   }

@@ -103,6 +103,10 @@ absl::Status Coordinator::Heartbeat(const pb::HeartbeatRequest& request,
   w.last_seen = absl::Now();
   w.local_step = request.local_step();
   response->set_should_stop(stop_);
+  if (stop_) {
+    response->set_run_failed(stop_failed_);
+    response->set_stop_reason(stop_reason_);
+  }
   return absl::OkStatus();
 }
 
@@ -157,9 +161,10 @@ void Coordinator::Adopt() {
   changed_.SignalAll();
 }
 
-void Coordinator::RequestStop(const std::string& reason) {
+void Coordinator::RequestStop(const std::string& reason, bool failed) {
   MutexLock lock(&mu_);
   if (!stop_) stop_reason_ = reason;
+  stop_failed_ |= failed;
   stop_ = true;
   changed_.SignalAll();
 }

@@ -65,8 +65,9 @@ class Coordinator {
   // A restarted chief took over a running job: the workers (which do not register again)
   // count as registered and seen now; training has begun.
   void Adopt();
-  // Asks every worker to stop (the first reason is kept) and releases WaitForStart.
-  void RequestStop(const std::string& reason);
+  // Asks every worker to stop (the first reason is kept) and releases WaitForStart; with
+  // `failed` the heartbeats say the run failed, so no worker takes the stop for success.
+  void RequestStop(const std::string& reason, bool failed = false);
   // Waits until every worker has reported its summary or `deadline`; returns those missing.
   std::vector<int> WaitForSummaries(absl::Time deadline);
   // Summaries received so far, by worker index (JSON text).
@@ -108,6 +109,7 @@ class Coordinator {
   std::vector<WorkerState> workers_ ABSL_GUARDED_BY(mu_);
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_failed_ ABSL_GUARDED_BY(mu_) = false;
   std::string stop_reason_ ABSL_GUARDED_BY(mu_);
   std::string refused_ ABSL_GUARDED_BY(mu_);  // the first refused registration's reason
 };

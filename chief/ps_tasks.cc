@@ -74,6 +74,7 @@ void PsTasks::Warm(int64_t bytes) {
 
 absl::StatusOr<int64_t> PsTasks::GlobalStep(absl::Duration timeout) {
   int64_t step = std::numeric_limits<int64_t>::max();
+  leaving_.clear();
   for (size_t p = 0; p < clients_.size(); ++p) {
     pb::StatsResponse stats;
     if (absl::Status s = Remote(clients_[p]->Stats(&stats, timeout)); !s.ok()) {
@@ -82,6 +83,9 @@ absl::StatusOr<int64_t> PsTasks::GlobalStep(absl::Duration timeout) {
           " (--step_timeout; the ps is dead, stopped or stalled): ", s.message()));
     }
     step = std::min(step, stats.global_step());
+    if (!stats.leaving().empty() && leaving_.empty()) {
+      leaving_ = absl::StrCat("ps:", p, " (", stats.leaving(), ")");
+    }
   }
   return step;
 }

@@ -52,6 +52,9 @@ class PsTasks {
   // chief passes --step_timeout: a ps stalled for less than that is waited for). The calls
   // are also the ps tasks' sign that the chief is alive.
   absl::StatusOr<int64_t> GlobalStep(absl::Duration timeout);
+  // The first ps that said it is leaving the run in the last GlobalStep ("ps:0 (stopped by
+  // SIGTERM)"); empty when none.
+  const std::string& leaving() const { return leaving_; }
   // One ps's Stats (the chief's recovery asks each ps whether it restarted).
   absl::Status Stats(int ps, pb::StatsResponse* stats, absl::Duration timeout);
   // OK when every ps accepts checkpoints (was given a --checkpoint_dir); InvalidArgument naming
@@ -87,6 +90,7 @@ class PsTasks {
   absl::Duration control_timeout_ = absl::Seconds(30);
   std::vector<std::unique_ptr<runtime::GrpcPsClient>> clients_;
   std::unique_ptr<runtime::ShardedVariables> sharded_;
+  std::string leaving_;
 };
 
 }  // namespace fulcrum::chief

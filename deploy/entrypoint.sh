@@ -25,6 +25,20 @@
 #          FULCRUM_ADDRESS_PATTERN=127.0.0.1:{port} and a stride of 1
 #      The binary gets --chief_hosts/--ps_hosts/--worker_hosts, --job_name and --task_index.
 #
+# Credentials. Without them a task refuses a spec with non-loopback addresses (protected mode,
+# docs/distributed.md#security), so in ways 2 and 3 the entrypoint adds
+# --auth_token_file=<the token> from a Kubernetes Secret mounted as a file, FULCRUM_TOKEN_FILE
+# (default /etc/fulcrum/token/token: the Secret fulcrum-token's key `token`, as deploy/*.yaml
+# mount it), made once per namespace with
+#   kubectl create secret generic fulcrum-token --from-literal=token="$(openssl rand -hex 32)"
+# A Secret file is group-readable when the pod has an fsGroup (the kubelet adds g+r whatever
+# defaultMode says) and the binary refuses a token readable by group or others: the entrypoint
+# then passes a private copy (mode 0600, in a fresh folder under TMPDIR, default /tmp).
+# Without the file it exits 2 saying how to make the Secret, unless FULCRUM_INSECURE=1: then
+# the binary gets the opt-out --insecure (any peer may call the tasks; FULCRUM_INSECURE=1 with
+# the file mounted exits 2). Args that carry --auth_token_file, --tls_cert or --insecure get
+# nothing added. Way 1 adds the token too when the file is there, and needs none.
+#
 # Before it starts the binary, the entrypoint waits (FULCRUM_RESOLVE_TIMEOUT seconds, default
 # 120) until the task's own host name resolves: a task listens on its spec address, and a
 # headless Service's DNS record appears only after the pod is running.
@@ -73,6 +87,80 @@ wait_for_name() {  # address
     waited=$((waited + 1))
   done
   if ((waited > 0)); then log "$host resolves after ${waited}s"; fi
+}
+
+# Whether the args carry credentials of their own (--auth_token_file, --tls_cert, in Abseil's
+# forms --x=v, --x v, -x): "credentials"; else the opt-out --insecure (not --insecure=false):
+# "insecure"; else "".
+flags_credentials() {  # args...
+  local arg kind=""
+  for arg in "$@"; do
+    case "$arg" in
+      --auth_token_file | --auth_token_file=* | -auth_token_file | -auth_token_file=* | \
+        --tls_cert | --tls_cert=* | -tls_cert | -tls_cert=*)
+        echo credentials
+        return ;;
+      --insecure | -insecure) kind=insecure ;;
+      --insecure=* | -insecure=*)
+        case "${arg#*=}" in
+          [Tt] | [Tt][Rr][Uu][Ee] | [Yy] | [Yy][Ee][Ss] | 1) kind=insecure ;;
+        esac ;;
+    esac
+  done
+  echo "$kind"
+}
+
+# The path of a token file the binary accepts: `src` itself when only its owner may read it,
+# else a private copy (mode 0600; a Secret mounted with an fsGroup is group-readable).
+private_token() {  # src
+  local src=$1 mode dir
+  [[ -r "$src" ]] ||
+    die "cannot read the token $src as uid $(id -u)" \
+      "(mode $(stat -L -c '%a, owner %u:%g' "$src")):" \
+      "give the pod a securityContext.fsGroup (deploy/*.yaml use 10001): the kubelet makes the" \
+      "Secret's files readable by that group"
+  mode=$(stat -L -c %a "$src")
+  if (((8#$mode & 8#077) == 0)); then
+    echo "$src"
+    return
+  fi
+  dir=$(umask 077 && mktemp -d "${TMPDIR:-/tmp}/fulcrum-token.XXXXXX") ||
+    die "cannot make a folder for a private copy of the token $src in ${TMPDIR:-/tmp}"
+  (umask 077 && cat "$src" >"$dir/token") || die "cannot copy the token $src to $dir/token"
+  log "the token $src is mode $mode (readable by group or others, as a Secret mounted with" \
+    "an fsGroup is): the task reads a private copy, $dir/token (mode 0600)"
+  echo "$dir/token"
+}
+
+# Sets cred_args to what the binary gets on top of the args (see "Credentials" above).
+cred_args=()
+credentials() {  # required(0|1) args...
+  local required=$1 token_file=${FULCRUM_TOKEN_FILE:-/etc/fulcrum/token/token} kind insecure path
+  shift
+  insecure=$(int_setting FULCRUM_INSECURE "${FULCRUM_INSECURE:-0}" 0 1)
+  kind=$(flags_credentials "$@")
+  if [[ "$kind" == credentials ]]; then
+    ((insecure == 0)) ||
+      die "FULCRUM_INSECURE=1 and credentials (--auth_token_file or --tls_cert) among the args:" \
+        "choose one (--insecure cannot go with them)"
+    return 0
+  fi
+  [[ "$kind" == insecure ]] && return 0
+  if [[ -e "$token_file" ]]; then
+    ((insecure == 0)) ||
+      die "FULCRUM_INSECURE=1 but a token is mounted at $token_file: remove one (--insecure" \
+        "cannot go with a token)"
+    path=$(private_token "$token_file")
+    cred_args=("--auth_token_file=$path")
+  elif ((insecure)); then
+    log "FULCRUM_INSECURE=1: no credentials, any peer may call this task (--insecure)"
+    cred_args=(--insecure)
+  elif ((required)); then
+    die "no token at $token_file (FULCRUM_TOKEN_FILE): the tasks need a shared secret (protected" \
+      "mode). Make the Secret once per namespace: kubectl create secret generic fulcrum-token" \
+      "--from-literal=token=\"\$(openssl rand -hex 32)\" (deploy/*.yaml mount it there); or set" \
+      "FULCRUM_INSECURE=1 to run without authentication (--insecure)"
+  fi
 }
 
 binary_for() {  # job
@@ -132,7 +220,8 @@ if (($# > 0)) && [[ "$1" == ps || "$1" == worker || "$1" == chief ]]; then
   job=$1
   shift
   bin=$(binary_for "$job")
-  run "$job" "$bin" "$@"
+  credentials 0 "$@"
+  run "$job" "$bin" "${cred_args[@]}" "$@"
 fi
 
 # 2. TF_CONFIG (TFJob).
@@ -178,9 +267,10 @@ EOF
       "(a TFJob's Chief, PS and Worker replicas)" ;;
   esac
   bin=$(binary_for "$job")
+  credentials 1 "$@"
   log "TF_CONFIG: $type:$index${address:+ at $address}"
   if [[ -n "$address" && "${FULCRUM_DRY_RUN:-0}" != 1 ]]; then wait_for_name "$address"; fi
-  run "$job:$index" "$bin" "$@"
+  run "$job:$index" "$bin" "${cred_args[@]}" "$@"
 fi
 
 # 3. StatefulSet: NAME-JOB-INDEX.
@@ -252,7 +342,8 @@ args=("$bin")
 if ((replicas[chief] > 0)); then args+=("--chief_hosts=${hosts[chief]}"); fi
 args+=("--ps_hosts=${hosts[ps]}" "--worker_hosts=${hosts[worker]}"
   "--job_name=$job" "--task_index=$index")
+credentials 1 "$@"
 log "$pod: $job:$index of $name (chief ${replicas[chief]}, ps ${replicas[ps]}," \
   "worker ${replicas[worker]}) at $own"
 if [[ "${FULCRUM_DRY_RUN:-0}" != 1 ]]; then wait_for_name "$own"; fi
-run "$job:$index" "${args[@]}" "$@"
+run "$job:$index" "${args[@]}" "${cred_args[@]}" "$@"

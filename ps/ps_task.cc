@@ -116,12 +116,45 @@ profiler::PsRecord Progress(const Shard& shard) {
 }
 
 // Serves until Shutdown (OK) or a timeout (the error).
-// How long a signalled ps keeps serving, waiting for the chief's Shutdown.
+// How long a signalled ps keeps serving, waiting for the chief's Shutdown or checkpoint.
 constexpr absl::Duration kSignalGrace = absl::Seconds(10);
 // How often the allocator's free memory is looked at, and how much of it may grow unreturned
 // (malloc is tuned to keep what a step frees; a burst of large requests must not stay).
 constexpr absl::Duration kTrimInterval = absl::Seconds(2);
 constexpr int64_t kFreeSlack = int64_t{128} << 20;
+
+// A stop signal (SIGTERM from a drained node, Ctrl-C on the whole cluster) as the serving
+// loop sees it: the ps says it is leaving and serves on until the chief either ends the run
+// (Stop, then Shutdown: a whole-cluster Ctrl-C) or saved a checkpoint for it, or the grace
+// period passed. It then leaves without ending training (Shard::Leave): its workers wait for
+// it as for a killed ps, never taking its exit for the end of the run.
+class SignalWatch {
+ public:
+  // True when the loop should return now; *reason says why.
+  bool Done(Shard& shard, std::string* reason) {
+    const int signal = StopSignal();
+    if (signal == 0) return false;
+    if (deadline_ == absl::InfiniteFuture()) {
+      deadline_ = absl::Now() + (shard.initialized() ? kSignalGrace : absl::ZeroDuration());
+      saves_ = shard.saves();
+      if (shard.initialized()) shard.SetLeaving(absl::StrCat("stopped by ", SignalName(signal)));
+    }
+    const bool saved = shard.initialized() && !shard.stopped() && shard.saves() > saves_;
+    if (!saved && absl::Now() < deadline_) return false;
+    *reason = absl::StrCat("interrupted by ", SignalName(signal));
+    if (shard.initialized() && !shard.stopped()) {
+      shard.Leave();
+      *reason = absl::StrCat("left the run (stopped by ", SignalName(signal), ") ",
+                             saved ? "after the chief saved a checkpoint"
+                                   : "without a checkpoint: the chief did not save one in time");
+    }
+    return true;
+  }
+
+ private:
+  absl::Time deadline_ = absl::InfiniteFuture();
+  int64_t saves_ = 0;
+};
 
 absl::Status Serve(Shard& shard, PsService& service, profiler::Profiler& prof,
                    const runtime::ClusterOptions& cluster, const std::string& fallback_run_dir,
@@ -130,22 +163,10 @@ absl::Status Serve(Shard& shard, PsService& service, profiler::Profiler& prof,
   bool announced = false;
   absl::Time next_record = start, next_trim = start + kTrimInterval;
   const absl::Duration poll = std::min(kPollInterval, prof.options().interval);
-  absl::Time signal_deadline = absl::InfiniteFuture();
+  SignalWatch signals;
   while (!service.WaitForShutdown(poll, shutdown_reason)) {
-    if (const int signal = StopSignal(); signal != 0) {
-      // Ctrl-C on a whole cluster signals every task: serve the chief's last calls (final
-      // evaluation, Shutdown, which puts this summary in the report) for a grace period,
-      // then stop on our own. The summary is written either way.
-      if (signal_deadline == absl::InfiniteFuture()) {
-        signal_deadline = absl::Now() + (shard.initialized() ? kSignalGrace : absl::ZeroDuration());
-        spdlog::warn("{}: interrupted by {}: serving the chief's Shutdown for up to {}",
-                     shard.name(), SignalName(signal), absl::FormatDuration(kSignalGrace));
-      }
-      if (absl::Now() >= signal_deadline) {
-        *shutdown_reason = absl::StrCat("interrupted by ", SignalName(signal));
-        return absl::OkStatus();
-      }
-    }
+    // The summary is written either way.
+    if (signals.Done(shard, shutdown_reason)) return absl::OkStatus();
     const absl::Time now = absl::Now();
     if (now >= next_trim) {
       if (const int64_t held = ReturnFreeMemoryAbove(kFreeSlack); held > 0) {
@@ -243,7 +264,8 @@ absl::Status RunPsTask(const runtime::ClusterOptions& cluster,
   // A Shutdown call that waits for the summary must not wait for one that will not come.
   if (!status.ok()) service.SetShutdownSummary("");
   // Wake every waiting pull so the handlers return, then stop the server.
-  shard.Stop(status.ok() ? "shutdown" : std::string(status.message()));
+  // (A ps that left, on a signal, ends nothing: its workers wait for it to come back.)
+  if (!shard.left()) shard.Stop(status.ok() ? "shutdown" : std::string(status.message()));
   server->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(kShutdownGrace));
   server->Wait();
   if (data_plane != nullptr) data_plane->Shutdown();

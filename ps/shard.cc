@@ -304,7 +304,8 @@ absl::Status Shard::PullChunks(Store& store, const std::vector<int>& chunk_ids, 
     if (min_step > 0) {
       const auto wait_start = std::chrono::steady_clock::now();
       bool reached = true;
-      while (chunk.step < min_step && !stopped_.load(std::memory_order_acquire) && !restored()) {
+      while (chunk.step < min_step && !stopped_.load(std::memory_order_acquire) && !restored() &&
+             !left()) {
         if (!chunk.advanced.WaitUntil(&chunk.mu, deadline)) {
           reached = chunk.step >= min_step || stopped_.load(std::memory_order_acquire);
           break;
@@ -315,6 +316,7 @@ absl::Status Shard::PullChunks(Store& store, const std::vector<int>& chunk_ids, 
                                     .count();
       counters_.wait_ns.fetch_add(waited_ns, std::memory_order_relaxed);
       *waited_us += waited_ns / 1000;
+      if (left()) return LeftError("Pull");
       if (restored()) {
         return absl::AbortedError(absl::StrCat(
             name_, ": restored from a checkpoint (chunk ", id, " now at step ", chunk.step,
@@ -394,6 +396,7 @@ absl::Status Shard::Pull(const pb::PullRequest& request, ValueSink& sink,
                                                    static_cast<int>(request.reply_dtype())));
   }
   Touch();
+  if (left()) return LeftError("Pull");
   FULCRUM_ASSIGN_OR_RETURN(std::shared_ptr<Store> store, GetDataStore("Pull", request.task()));
   std::unique_ptr<WaitSlot> slot;
   if (request.min_step() > 0 || request.ssp_wait()) {
@@ -661,6 +664,7 @@ absl::Status Shard::Push(const pb::PushRequest& request,
                          pb::PushResponse* response) {
   FULCRUM_RETURN_IF_ERROR(CheckTask(request.task(), "Push"));
   Touch();
+  if (left()) return LeftError("Push");
   FULCRUM_ASSIGN_OR_RETURN(std::shared_ptr<Store> store, GetDataStore("Push", request.task()));
   FULCRUM_ASSIGN_OR_RETURN(const int ssp_worker, SspWorker(*store, request.task(), "Push"));
   response->Clear();
@@ -799,6 +803,7 @@ void Shard::LocalStats(pb::StatsResponse* response) const {
   response->Clear();
   response->set_task_index(task_index_);
   response->set_stopped(stopped());
+  response->set_leaving(leaving());
   response->set_checkpoints_enabled(!refuse_checkpoints_);
   if (const std::shared_ptr<Store> store = this->store(); store != nullptr) {
     response->set_initialized(true);

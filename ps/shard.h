@@ -186,6 +186,19 @@ class Shard {
   // afterwards pushes_received == pushes_applied + pushes_dropped.
   void Stop(const std::string& reason);
 
+  // A signal asked this ps to leave the run (a node drained, an eviction): Stats reports
+  // `reason` as `leaving`, so that the chief saves a checkpoint (or ends the run) before the
+  // ps goes. Training goes on meanwhile. The first reason is kept.
+  void SetLeaving(const std::string& reason);
+  std::string leaving() const;
+  // SaveShard calls that wrote their checkpoint.
+  int64_t saves() const { return saves_.load(std::memory_order_acquire); }
+  // The ps leaves without ending training: waiting pulls and saves are woken and, like every
+  // later Pull and Push, end Unavailable naming the reason, so that workers wait for the ps
+  // to come back (never "training ended", which Stop says).
+  void Leave();
+  bool left() const { return left_.load(std::memory_order_acquire); }
+
   // Records contact from a client now (every method above does it too).
   void Touch();
   // When a client last called this shard (construction time before any call).
@@ -374,6 +387,14 @@ class Shard {
   std::shared_ptr<Snapshot> snapshot_ ABSL_GUARDED_BY(snapshot_mu_);
   std::atomic<bool> snapshot_pending_{false};  // snapshot_ != null, readable without the lock
   std::atomic<bool> saving_{false};            // a SaveShard is running
+  std::atomic<int64_t> saves_{0};              // SaveShard calls that wrote their file
+
+  // Leaving (ps/shard_leave.cc): why, and whether the ps has left.
+  mutable Mutex leave_mu_;
+  std::string leaving_ ABSL_GUARDED_BY(leave_mu_);
+  std::atomic<bool> left_{false};
+  // Unavailable naming the ps and why it left (left() must be true).
+  absl::Status LeftError(const char* method) const;
 
   Counters counters_;
   std::atomic<int> large_pings_{0};  // Ping replies > kLargePing being built

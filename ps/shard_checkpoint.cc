@@ -177,7 +177,7 @@ absl::Status Shard::SaveShard(const pb::SaveShardRequest& request, pb::SaveShard
     absl::Status waited = absl::OkStatus();
     {
       MutexLock lock(&snapshot_mu_);
-      while (snap->remaining > 0 && !snap->aborted && !stopped()) {
+      while (snap->remaining > 0 && !snap->aborted && !stopped() && !left()) {
         if (!snapshot_taken_.WaitUntil(&snapshot_mu_, deadline)) break;
       }
       if (snap->remaining > 0) {
@@ -190,10 +190,10 @@ absl::Status Shard::SaveShard(const pb::SaveShardRequest& request, pb::SaveShard
         if (snap->aborted) {
           waited = absl::AbortedError(absl::StrCat(name_, ": SaveShard at step ", snap->at_step,
                                                    ": a restore replaced the state"));
-        } else if (stopped()) {
-          waited = absl::FailedPreconditionError(
-              absl::StrCat(name_, ": SaveShard at step ", snap->at_step,
-                           ": training stopped before ", which, " reached it"));
+        } else if (stopped() || left()) {
+          waited = absl::FailedPreconditionError(absl::StrCat(
+              name_, ": SaveShard at step ", snap->at_step, ": ",
+              left() ? "the ps left" : "training stopped", " before ", which, " reached it"));
         } else {
           waited = absl::DeadlineExceededError(absl::StrCat(
               name_, ": SaveShard: ", which, " did not reach step ", snap->at_step, " in time"));
@@ -217,7 +217,9 @@ absl::Status Shard::SaveShard(const pb::SaveShardRequest& request, pb::SaveShard
     }
     global_step = snap->at_step;
   }
-  return WriteCheckpoint(request, checkpoint, global_step, response);
+  FULCRUM_RETURN_IF_ERROR(WriteCheckpoint(request, checkpoint, global_step, response));
+  saves_.fetch_add(1, std::memory_order_acq_rel);
+  return absl::OkStatus();
 }
 
 absl::Status Shard::WriteCheckpoint(const pb::SaveShardRequest& request,

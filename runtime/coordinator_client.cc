@@ -125,7 +125,7 @@ absl::Status GrpcCoordinatorClient::WaitForStart(absl::Time deadline) {
   }
 }
 
-absl::StatusOr<bool> GrpcCoordinatorClient::Heartbeat(int64_t local_step) {
+absl::StatusOr<pb::HeartbeatResponse> GrpcCoordinatorClient::Heartbeat(int64_t local_step) {
   pb::HeartbeatRequest request;
   *request.mutable_task() = task_;
   request.set_local_step(local_step);
@@ -138,7 +138,7 @@ absl::StatusOr<bool> GrpcCoordinatorClient::Heartbeat(int64_t local_step) {
   if (!s.ok()) {
     return RemoteFailure(FromGrpc(s, absl::StrCat("Heartbeat to chief:0 (", target_, ")")));
   }
-  return response.should_stop();
+  return response;
 }
 
 absl::Status GrpcCoordinatorClient::ReportSummary(const std::string& summary_json) {

@@ -38,9 +38,10 @@ class CoordinatorClient {
   // before it started; DeadlineExceeded once `deadline` passed. Safe to retry.
   virtual absl::Status WaitForStart(absl::Time deadline) = 0;
 
-  // Tells the chief this task is alive at `local_step`; returns whether the chief asks the
-  // task to stop. Errors: the call's (Unavailable, DeadlineExceeded, ...). Safe to retry.
-  virtual absl::StatusOr<bool> Heartbeat(int64_t local_step) = 0;
+  // Tells the chief this task is alive at `local_step`; returns the chief's answer: whether
+  // it asks the task to stop, and then why and whether the run failed. Errors: the call's
+  // (Unavailable, DeadlineExceeded, ...). Safe to retry.
+  virtual absl::StatusOr<pb::HeartbeatResponse> Heartbeat(int64_t local_step) = 0;
 
   // Hands the task's summary.json text to the chief. Safe to retry (the chief keeps the
   // last one per task).
@@ -70,7 +71,7 @@ class GrpcCoordinatorClient final : public CoordinatorClient {
   absl::StatusOr<pb::RegisterTaskResponse> Register(const std::string& config_fingerprint,
                                                     absl::Time deadline) override;
   absl::Status WaitForStart(absl::Time deadline) override;
-  absl::StatusOr<bool> Heartbeat(int64_t local_step) override;
+  absl::StatusOr<pb::HeartbeatResponse> Heartbeat(int64_t local_step) override;
   absl::Status ReportSummary(const std::string& summary_json) override;
 
  private:

@@ -25,6 +25,7 @@
 #include "base/exit_code.h"
 #include "base/status_macros.h"
 #include "nlohmann/json.hpp"
+#include "runtime/tcp_wire.h"
 #include "runtime/wire_frame.h"
 
 ABSL_FLAG(
@@ -189,6 +190,10 @@ ABSL_FLAG(std::string, tls_ca, "",
 ABSL_FLAG(std::string, auth_token_file, "",
           "A file (mode 600) holding a shared secret of at least 16 printable characters: every "
           "call carries it and every server refuses a call without it.");
+ABSL_FLAG(bool, insecure, false,
+          "Without credentials, let any peer call this task (default: protected mode, in which "
+          "a task without --auth_token_file or TLS refuses non-loopback cluster specs and "
+          "answers only loopback peers). Not with --auth_token_file or --tls_cert.");
 
 // Profiler flags.
 ABSL_FLAG(std::string, profile, "on",
@@ -212,6 +217,25 @@ ABSL_FLAG(int32_t, metrics_port, -1,
 
 namespace fulcrum::runtime {
 namespace {
+
+SecurityFlags SecurityFlagsFromFlags() {
+  return SecurityFlags{absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
+                       absl::GetFlag(FLAGS_tls_ca), absl::GetFlag(FLAGS_auth_token_file),
+                       absl::GetFlag(FLAGS_insecure)};
+}
+
+// Protected mode: every address of the spec on loopback (runtime/security.h).
+absl::Status CheckSpecReachableOnlyLocally(const TransportSecurity& security,
+                                           const ClusterSpec& cluster) {
+  for (const char* job : {kChiefJob, kPsJob, kWorkerJob}) {
+    for (int i = 0; i < cluster.num_tasks(job); ++i) {
+      FULCRUM_RETURN_IF_ERROR(security.CheckReachableOnlyLocally(
+          absl::StrCat(job, ":", i, "'s address in the cluster spec"),
+          HostOf(cluster.address(job, i))));
+    }
+  }
+  return absl::OkStatus();
+}
 
 // The largest --learning_rate taken.
 constexpr double kMaxLearningRate = 1000;
@@ -600,6 +624,16 @@ absl::StatusOr<ProfileFlags> ProfileFlagsFromFlags() {
   f.metrics_linger = absl::Seconds(linger);
   f.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   f.metrics_bind = absl::GetFlag(FLAGS_metrics_bind);
+  if (!f.metrics_bind.empty()) {
+    // The endpoint has no credentials of its own: beyond loopback only when the task has some
+    // (the operator secured the cluster) or --insecure. Without TLS files the check reads none.
+    const SecurityFlags security = SecurityFlagsFromFlags();
+    const bool credentials = !security.tls_cert.empty() || !security.auth_token_file.empty();
+    if (!credentials && !security.insecure) {
+      FULCRUM_RETURN_IF_ERROR(
+          TransportSecurity().CheckReachableOnlyLocally("--metrics_bind", f.metrics_bind));
+    }
+  }
   if (f.metrics_port < -1 || f.metrics_port > 65535) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--metrics_port=", f.metrics_port, ": must be -1 (off), 0 (any) or a port 1-65535"));
@@ -824,10 +858,10 @@ absl::StatusOr<ClusterOptions> ClusterOptionsFromFlags(absl::string_view default
     return absl::InvalidArgumentError(
         absl::StrCat("--target_accuracy=", o.target_accuracy, ": must be in [0, 1]"));
   }
-  const SecurityFlags security{absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
-                               absl::GetFlag(FLAGS_tls_ca), absl::GetFlag(FLAGS_auth_token_file)};
+  const SecurityFlags security = SecurityFlagsFromFlags();
   FULCRUM_ASSIGN_OR_RETURN(
       o.security, TransportSecurity::Load(security, o.task.task_name(), o.task.dir_name()));
+  FULCRUM_RETURN_IF_ERROR(CheckSpecReachableOnlyLocally(o.security, o.task.cluster));
   if (data_plane == "auto") o.tcp_data_plane = !o.security.tls();
   if (o.tcp_data_plane && o.security.tls()) {
     return absl::InvalidArgumentError(
@@ -841,8 +875,7 @@ absl::StatusOr<ClusterOptions> EmbeddedChiefOptions(const ClusterOptions& worker
   ClusterOptions o = worker0;
   o.task.job_name = kChiefJob;
   o.task.task_index = 0;
-  const SecurityFlags security{absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
-                               absl::GetFlag(FLAGS_tls_ca), absl::GetFlag(FLAGS_auth_token_file)};
+  const SecurityFlags security = SecurityFlagsFromFlags();
   FULCRUM_ASSIGN_OR_RETURN(
       o.security, TransportSecurity::Load(security, o.task.task_name(), o.task.dir_name()));
   return o;

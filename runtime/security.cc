@@ -12,8 +12,11 @@
 #include <sstream>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/strip.h"
+#include "base/net.h"
 #include "base/status_macros.h"
 #include "grpcpp/support/client_interceptor.h"
 #include "spdlog/spdlog.h"
@@ -188,6 +191,14 @@ absl::StatusOr<TransportSecurity> TransportSecurity::Load(const SecurityFlags& f
   };
   TransportSecurity s;
   const int tls_given = !flags.tls_cert.empty() + !flags.tls_key.empty() + !flags.tls_ca.empty();
+  if (flags.insecure && (tls_given != 0 || !flags.auth_token_file.empty())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--insecure with ", tls_given != 0 ? "--tls_cert/--tls_key/--tls_ca" : "",
+                     tls_given != 0 && !flags.auth_token_file.empty() ? " and " : "",
+                     flags.auth_token_file.empty() ? "" : "--auth_token_file",
+                     ": --insecure means no credentials; drop it or the credential flags"));
+  }
+  s.insecure_ = flags.insecure;
   if (tls_given != 0 && tls_given != 3) {
     std::string missing;
     for (auto [name, value] :
@@ -253,12 +264,27 @@ std::shared_ptr<grpc::ServerCredentials> TransportSecurity::ServerCredentials() 
   return grpc::SslServerCredentials(options);
 }
 
+absl::Status TransportSecurity::CheckReachableOnlyLocally(absl::string_view what,
+                                                          const std::string& host) const {
+  if (!protected_mode() || IsLoopbackHost(host)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      what, " is ", host,
+      ", not a loopback address, and this task has no credentials (protected mode answers "
+      "only loopback peers): give every task --auth_token_file (the launchers make one) or "
+      "--tls_cert, --tls_key and --tls_ca (scripts/make_certs.sh makes them), or --insecure to "
+      "let anyone who reaches the ports call the tasks"));
+}
+
 void TransportSecurity::LogMode(const std::string& task_name) const {
-  if (!tls() && !has_token()) {
+  if (protected_mode()) {
+    spdlog::info(
+        "{}: protected mode (no credentials): RPCs are unencrypted and answer only loopback "
+        "peers; for other hosts give every task --auth_token_file or mutual TLS",
+        task_name);
+  } else if (!tls() && !has_token()) {
     spdlog::warn(
-        "{}: RPCs are unauthenticated and unencrypted (insecure mode): anyone who reaches this "
-        "task's ports can call it; give every task --tls_cert, --tls_key, --tls_ca and "
-        "--auth_token_file (scripts/make_certs.sh makes them)",
+        "{}: --insecure: RPCs are unauthenticated and unencrypted, and anyone who reaches this "
+        "task's ports can call it",
         task_name);
   } else if (!tls()) {
     spdlog::warn(
@@ -272,8 +298,30 @@ void TransportSecurity::LogMode(const std::string& task_name) const {
   }
 }
 
+bool IsLocalPeer(absl::string_view peer) {
+  if (absl::StartsWith(peer, "unix:") || absl::StartsWith(peer, "unix-abstract:") ||
+      peer == "inproc" || absl::StartsWith(peer, "inproc:")) {
+    return true;
+  }
+  std::string host;
+  if (absl::ConsumePrefix(&peer, "ipv4:")) {
+    host = std::string(peer.substr(0, peer.rfind(':')));
+  } else if (absl::ConsumePrefix(&peer, "ipv6:")) {
+    host = absl::StrReplaceAll(peer.substr(0, peer.rfind(':')), {{"%5B", "["}, {"%5D", "]"}});
+  } else {
+    return false;
+  }
+  return IsLoopbackLiteral(host);
+}
+
 grpc::Status CallGuard::Authenticate(const grpc::ServerContext& context,
                                      absl::string_view method) const {
+  if (local_only_ && !IsLocalPeer(context.peer())) {
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        absl::StrCat(method, ": refused ", context.peer(),
+                                     ": this task has no credentials (protected mode) and "
+                                     "answers only loopback peers"));
+  }
   if (!token_.empty()) {
     bool ok = false;
     const auto& metadata = context.client_metadata();

@@ -2,7 +2,9 @@
 // --tls_cert/--tls_key/--tls_ca (mutual TLS: every server requires and verifies a client
 // certificate signed by the CA, every channel verifies the server's) and --auth_token_file
 // (a shared secret every call carries as "authorization: Bearer <token>"). Without them a
-// task runs insecure, as before, and says so once at start-up.
+// task runs in protected mode (as Redis does): its cluster spec and its servers must be
+// loopback-only, and every server refuses a call from a peer that is not on loopback; the
+// explicit opt-out --insecure lets any peer call it, and says so once at start-up.
 //
 // A task's identity is its certificate's common name, the task name ("ps:0", "worker:1",
 // "chief:0"): a channel to ps:0 accepts only a server whose certificate says "ps:0", and a
@@ -17,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "grpcpp/grpcpp.h"
@@ -30,6 +33,7 @@ struct SecurityFlags {
   std::string tls_key;
   std::string tls_ca;
   std::string auth_token_file;
+  bool insecure = false;  // --insecure: no credentials and no protected mode
 };
 
 // The smallest token --auth_token_file may hold.
@@ -46,7 +50,8 @@ class TransportSecurity {
   // unreadable; a PEM does not parse; the key does not belong to the certificate; the
   // certificate is not signed by the CA or its common name is not `task_name`; the token
   // file is empty, shorter than kMinTokenBytes, holds other than printable ASCII without
-  // spaces, or is readable by group or others. A trailing newline of the token is dropped.
+  // spaces, or is readable by group or others; or --insecure is given with any of the
+  // credential flags. A trailing newline of the token is dropped.
   static absl::StatusOr<TransportSecurity> Load(const SecurityFlags& flags,
                                                 const std::string& task_name,
                                                 const std::string& dir_name);
@@ -54,6 +59,8 @@ class TransportSecurity {
   bool tls() const { return !cert_pem_.empty(); }
   bool has_token() const { return !token_.empty(); }
   const std::string& token() const { return token_; }
+  // No credentials and no --insecure: loopback peers only (the default).
+  bool protected_mode() const { return !tls() && !has_token() && !insecure_; }
 
   // Credentials of a channel to a server whose certificate must name `peer_task` ("ps:0"):
   // SSL with this task's certificate and the CA, or insecure without TLS.
@@ -66,8 +73,13 @@ class TransportSecurity {
   // Server credentials: SSL requiring and verifying a client certificate, or insecure.
   std::shared_ptr<grpc::ServerCredentials> ServerCredentials() const;
 
-  // The one start-up log line of `task_name` on how its RPCs are protected: a WARN without
-  // TLS (unauthenticated and unencrypted, or token-only without identities), INFO with it.
+  // InvalidArgument when this task is in protected mode and `address` ("host:port") of
+  // `what` ("ps:0 in the cluster spec", "--metrics_bind") is not a loopback address,
+  // naming both, the credential flags, scripts/make_certs.sh and --insecure.
+  absl::Status CheckReachableOnlyLocally(absl::string_view what, const std::string& host) const;
+
+  // The one start-up log line of `task_name` on how its RPCs are protected: INFO in protected
+  // mode and with TLS, a WARN with --insecure or a token without TLS.
   void LogMode(const std::string& task_name) const;
 
  private:
@@ -75,6 +87,7 @@ class TransportSecurity {
   std::string key_pem_;
   std::string ca_pem_;
   std::string token_;
+  bool insecure_ = false;
 };
 
 // Server-side checks of one call, before its handler does anything. A default CallGuard
@@ -83,11 +96,11 @@ class CallGuard {
  public:
   CallGuard() = default;
   explicit CallGuard(const TransportSecurity& security)
-      : token_(security.token()), tls_(security.tls()) {}
+      : token_(security.token()), tls_(security.tls()), local_only_(security.protected_mode()) {}
 
-  // UNAUTHENTICATED "missing or wrong auth token" when a token is configured and the call
-  // does not carry it (compared in constant time); with TLS, also when the peer has no
-  // verified certificate name.
+  // PERMISSION_DENIED in protected mode when the peer is not on loopback; UNAUTHENTICATED
+  // "missing or wrong auth token" when a token is configured and the call does not carry it
+  // (compared in constant time); with TLS, also when the peer has no verified certificate name.
   grpc::Status Authenticate(const grpc::ServerContext& context, absl::string_view method) const;
   // Authenticate, then, when the peer's identity is known (TLS), PERMISSION_DENIED unless it
   // is `claimed_task`, the task the request says it comes from.
@@ -104,7 +117,12 @@ class CallGuard {
  private:
   std::string token_;
   bool tls_ = false;
+  bool local_only_ = false;
 };
+
+// True when gRPC's peer string ("ipv4:127.0.0.1:5000", "ipv6:[::1]:5000", "ipv6:%5B::1%5D:5000",
+// "unix:/path", "inproc") names a peer on this machine's loopback or a local socket.
+bool IsLocalPeer(absl::string_view grpc_peer);
 
 // True when `a` equals `b`; the time taken depends only on their lengths.
 bool ConstantTimeEquals(absl::string_view a, absl::string_view b);

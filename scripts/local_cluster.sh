@@ -15,6 +15,8 @@
 # --restart N starts a task that dies (any exit code but 0 and 2) again with the same flags, up
 # to N times per task: with --checkpoint_dir the chief restores a restarted ps, a restarted
 # chief takes the running job over (docs/distributed.md#checkpoints-and-recovery).
+# A spec with non-loopback addresses and no credentials in the flags gets a fresh token file
+# for every task (--auth_token_file; protected mode refuses such a spec without one).
 # Environment: BIN_DIR (default build/bin).
 set -euo pipefail
 hosts_file=""
@@ -79,6 +81,44 @@ for task, host in json.load(open(sys.argv[1])).items():
     ip netns list 2>/dev/null | awk '{print $1}' | grep -qx "$host" ||
       { echo "local_cluster: emulated host '$host' of $key does not exist (scripts/netns_hosts.sh up)" >&2; exit 2; }
   done
+fi
+
+# Protected mode: without credentials a task answers only loopback peers and refuses a spec
+# with other addresses. For such a spec (emulated hosts, a node's own address) this script
+# makes a token, readable only by this user, and hands it to every task: unless the flags
+# already carry credentials or --insecure.
+nonlocal_spec=$(python3 -c '
+import ipaddress, json, sys
+spec = json.load(open(sys.argv[1]))
+hosts = [a.rsplit(":", 1)[0].strip("[]") for job in spec.values() if isinstance(job, list)
+         for a in job if isinstance(a, str)]
+def local(h):
+    if h == "localhost":
+        return True
+    try:
+        ip = ipaddress.ip_address(h)
+    except ValueError:
+        return False
+    return ip.is_loopback or (ip.version == 6 and ip.ipv4_mapped is not None and ip.ipv4_mapped.is_loopback)
+print(0 if all(local(h) for h in hosts) else 1)
+' "$spec" 2>/dev/null || echo 1)
+token_dir=""
+if ((nonlocal_spec)); then
+  credentials=0
+  for flag in "$@"; do
+    case "$flag" in
+      --auth_token_file|--auth_token_file=*|--tls_cert|--tls_cert=*|--insecure|--insecure=true|--insecure=1)
+        credentials=1 ;;
+    esac
+  done
+  if ((credentials == 0)); then
+    token_dir=$(umask 077 && mktemp -d "${TMPDIR:-/tmp}/fulcrum-token.XXXXXX")
+    trap 'rm -rf "$token_dir"' EXIT
+    (umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$token_dir/token")
+    set -- "$@" "--auth_token_file=$token_dir/token"
+    echo "local_cluster: the spec has non-loopback addresses; every task gets a fresh token" \
+      "($token_dir/token, removed at the end)" >&2
+  fi
 fi
 
 declare -A name_of=()

@@ -90,7 +90,10 @@ absl::StatusOr<std::vector<std::unique_ptr<runtime::GrpcPsClient>>> ConnectPs(
 // Ends the loop when the chief asks (cleanly) or has gone silent (an error).
 TrainLoop::StopCheck ChiefStopCheck(const Heartbeat& heartbeat, const ClusterOptions& c) {
   return [&heartbeat, &c](int64_t, std::string* stop_reason) -> absl::Status {
-    if (heartbeat.should_stop()) {
+    if (heartbeat.should_stop() && heartbeat.run_failed()) {
+      return absl::AbortedError(absl::StrCat(
+          c.task.task_name(), ": the chief ended the run as failed: ", heartbeat.stop_reason()));
+    } else if (heartbeat.should_stop()) {
       *stop_reason = "the chief asked to stop";
     } else if (heartbeat.chief_lost()) {
       return absl::UnavailableError(absl::StrCat(c.task.task_name(), ": chief:0 silent for ",
@@ -99,6 +102,19 @@ TrainLoop::StopCheck ChiefStopCheck(const Heartbeat& heartbeat, const ClusterOpt
     }
     return absl::OkStatus();
   };
+}
+
+// A loop that ended before the target (the ps tasks or the chief said training ended) asks the
+// chief how the run ends: a run the chief ended as failed fails this worker too, never "done".
+absl::StatusOr<TrainLoopResult> ConfirmOutcome(absl::StatusOr<TrainLoopResult> ran,
+                                               Heartbeat& heartbeat, int64_t train_steps,
+                                               const ClusterOptions& c) {
+  if (!ran.ok() || ran->global_step >= train_steps) return ran;
+  heartbeat.PollNow();
+  if (!heartbeat.run_failed()) return ran;
+  return absl::AbortedError(absl::StrCat(c.task.task_name(),
+                                         ": the chief ended the run as failed at global step ",
+                                         ran->global_step, ": ", heartbeat.stop_reason()));
 }
 
 // The summary keys of a cluster worker other than the run figures (worker/run_stats.h).
@@ -228,7 +244,7 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c,
     prof->RecordStep(r);
     heartbeat.set_step(r.step);
   });
-  absl::StatusOr<TrainLoopResult> ran = loop.Run();
+  absl::StatusOr<TrainLoopResult> ran = ConfirmOutcome(loop.Run(), heartbeat, train_steps, c);
   if (!ran.ok()) {
     // The chief hears of the failure at once (a diverged model ends the whole run) instead
     // of after --heartbeat_timeout of silence.

@@ -18,18 +18,38 @@ Heartbeat::~Heartbeat() {
   thread_.join();
 }
 
+bool Heartbeat::Beat(absl::Time* last_ok) {
+  const absl::StatusOr<pb::HeartbeatResponse> answer =
+      chief_->Heartbeat(step_.load(std::memory_order_relaxed));
+  if (!answer.ok()) return false;
+  *last_ok = absl::Now();
+  if (answer->should_stop()) {
+    {
+      MutexLock lock(&mu_);
+      if (stop_reason_.empty()) stop_reason_ = answer->stop_reason();
+    }
+    if (answer->run_failed()) run_failed_ = true;
+    should_stop_ = true;
+  }
+  return true;
+}
+
 void Heartbeat::Loop() {
   SetCurrentThreadName("fulcrum-heartbt");
   absl::Time last_ok = absl::Now();
   do {
-    const absl::StatusOr<bool> stop = chief_->Heartbeat(step_.load(std::memory_order_relaxed));
-    if (stop.ok()) {
-      last_ok = absl::Now();
-      if (*stop) should_stop_ = true;
-    } else if (absl::Now() - last_ok > timeout_) {
-      chief_lost_ = true;
-    }
+    if (!Beat(&last_ok) && absl::Now() - last_ok > timeout_) chief_lost_ = true;
   } while (Pause());
+}
+
+void Heartbeat::PollNow() {
+  absl::Time ignored;
+  Beat(&ignored);
+}
+
+std::string Heartbeat::stop_reason() const {
+  MutexLock lock(&mu_);
+  return stop_reason_;
 }
 
 bool Heartbeat::Pause() {

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <string>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
@@ -30,6 +31,12 @@ class Heartbeat {
   void set_step(int64_t step) { step_.store(step, std::memory_order_relaxed); }
   // True once the chief asked this worker to stop.
   bool should_stop() const { return should_stop_.load(); }
+  // With should_stop: whether the chief ends the run as a failure, and why.
+  bool run_failed() const { return run_failed_.load(); }
+  std::string stop_reason() const;
+  // One heartbeat now, from the caller's thread (the end of training asks the chief how the
+  // run ends before it reports "done"); the answer updates the state above.
+  void PollNow();
   // True once no heartbeat succeeded for longer than the timeout.
   bool chief_lost() const { return chief_lost_.load(); }
 
@@ -42,11 +49,16 @@ class Heartbeat {
   const absl::Duration timeout_;
   const absl::Duration interval_;
   std::atomic<int64_t> step_{0};
+  // Records the chief's answer; true when it arrived.
+  bool Beat(absl::Time* last_ok);
+
   std::atomic<bool> should_stop_{false};
+  std::atomic<bool> run_failed_{false};
   std::atomic<bool> chief_lost_{false};
-  Mutex mu_;
+  mutable Mutex mu_;
   CondVar cv_;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
+  std::string stop_reason_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;  // last: starts once the members above exist
 };
 

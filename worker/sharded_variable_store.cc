@@ -37,7 +37,13 @@ absl::Status ShardedVariableStore::PullValues() {
 
 absl::StatusOr<absl::Duration> ShardedVariableStore::Start() {
   const absl::Time begin = absl::Now();
-  FULCRUM_RETURN_IF_ERROR(PullValues());
+  if (const absl::Status pulled = PullValues(); !pulled.ok()) {
+    // A ps lost before the first step (restored from the initial checkpoint) is waited for
+    // as one lost later is.
+    const bool recoverable = absl::IsUnavailable(pulled) || absl::IsAborted(pulled);
+    if (!recoverable || recovery_timeout_ <= absl::ZeroDuration()) return pulled;
+    FULCRUM_RETURN_IF_ERROR(Recover(pulled));
+  }
   return absl::Now() - begin;
 }
 

@@ -16,8 +16,9 @@
 #                      flags after -- is used instead
 #     --bin_dir DIR    where ps, worker and chief are (default: BIN_DIR, else build/bin of
 #                      this checkout)
-#     --plan           print the layout and the spec, check them, start nothing (the sbatch
-#                      script runs this once before srun, so bad input fails the job at once)
+#     --plan           print the layout and the spec, check them, make the job's token (below),
+#                      start nothing (the sbatch script runs this once before srun, so bad
+#                      input fails the job at once)
 #
 # The mapping, the same in every task (Slurm task = SLURM_PROCID, 0 .. ntasks-1):
 #   task 0 = chief:0, tasks 1 .. P = ps:0 .. ps:P-1, tasks P+1 .. P+W = worker:0 .. worker:W-1.
@@ -33,6 +34,14 @@
 # filesystem, or the same path everywhere), and RUN_DIR should be on shared storage so the
 # chief's report.json, report.html and run_trace.json see every task's folder (each task
 # writes its own folder on its own node; report.json holds every task's summary either way).
+#
+# Credentials: unless the flags after -- carry their own (--auth_token_file, --tls_cert) or
+# the opt-out --insecure, every task gets --auth_token_file=RUN_DIR/launch/token, a random
+# token (mode 0600) made for the job: by --plan (a fresh one each time; fulcrum.sbatch runs it
+# before srun), else by Slurm task 0 when it is missing. Without credentials a task refuses a
+# spec with non-loopback addresses (protected mode, docs/distributed.md). Every task must see
+# the file, so RUN_DIR must be on a filesystem all the nodes share; a task that does not see
+# it within 120 s exits 2 saying so.
 # Node names must resolve to addresses the other nodes reach, and the ports --base_port ..
 # --base_port + (tasks per node - 1) must be free on every node (two jobs sharing a node
 # need different --base_port values).
@@ -41,8 +50,8 @@
 # SLURM_PROCID / SLURM_STEP_ID), an unknown option, an allocation with too few (or, with
 # --workers, too many) tasks for the layout, a missing binary, a task distribution other than
 # block or cyclic, a --cluster_spec, --job_name, --task_index or --*_hosts flag after -- (the
-# launcher sets them). Otherwise the exit code is the binary's
-# (docs/distributed.md#exit-codes). Guide: docs/slurm.md.
+# launcher sets them), a job's token that does not reach every node. Otherwise the exit code
+# is the binary's (docs/distributed.md#exit-codes). Guide: docs/slurm.md.
 set -euo pipefail
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$SCRIPT_DIR/../.." && pwd)
@@ -188,9 +197,16 @@ for binary in chief ps worker; do
 done
 
 # The run directory: from the flags if they name one, else --run_dir, else one per job.
-flag_run_dir=""
+# Credentials: whether the flags carry some or the --insecure opt-out (Abseil's forms: --x=v,
+# --x v, -x; --insecure=false, --noinsecure and the like count as absent).
+flag_run_dir="" credentials=0
 for ((i = 0; i < ${#flags[@]}; i++)); do
   case "${flags[i]}" in
+    --auth_token_file|--auth_token_file=*|-auth_token_file|-auth_token_file=*|\
+    --tls_cert|--tls_cert=*|-tls_cert|-tls_cert=*|--insecure|-insecure)
+      credentials=1 ;;
+    --insecure=*|-insecure=*)
+      case "${flags[i]#*=}" in [Tt]|[Tt][Rr][Uu][Ee]|[Yy]|[Yy][Ee][Ss]|1) credentials=1 ;; esac ;;
     --cluster_spec|--cluster_spec=*|--job_name|--job_name=*|--task_index|--task_index=*|\
     --ps_hosts*|--worker_hosts*|--chief_hosts*|--master_hosts*)
       die "${flags[i]%%=*} among the flags: the launcher gives every task its spec, job and" \
@@ -206,6 +222,15 @@ if [[ -n "$flag_run_dir" ]]; then
 fi
 run_dir=${run_dir:-${SLURM_SUBMIT_DIR:-$PWD}/runs/slurm-$SLURM_JOB_ID}
 run_dir=$(realpath -m "$run_dir")
+token=""
+((credentials)) || token=$run_dir/launch/token
+
+# Writes a fresh token (32 random bytes as 64 hex characters and a newline) to $1, mode 0600
+# from the start (a umask-077 subshell) and never in an argument.
+write_token() {
+  (umask 077 && head -c 32 /dev/urandom | od -An -v -tx1 | tr -d ' \n' > "$1" && echo >> "$1") &&
+    [[ $(wc -c < "$1") -eq 65 ]]
+}
 
 if ((plan)); then
   per_node=""
@@ -218,6 +243,16 @@ if ((plan)); then
   done
   echo "  spec: $spec_json"
   echo "  run dir: $run_dir"
+  if [[ -n "$token" ]]; then  # made last: bad input above leaves nothing behind
+    mkdir -p "$run_dir/launch" || die "cannot create '$run_dir/launch'"
+    rm -f "$token.tmp"
+    write_token "$token.tmp" || die "cannot write the token '$token.tmp'"
+    mv -f "$token.tmp" "$token"
+    echo "  token: $token (made for this job, mode 0600: every task gets --auth_token_file;" \
+      "give --auth_token_file, --tls_cert or --insecure after -- to choose)"
+  else
+    echo "  credentials: from the flags"
+  fi
   exit 0
 fi
 
@@ -239,9 +274,32 @@ tmp=$(mktemp "$run_dir/.cluster_spec.json.XXXXXX") || die "cannot write into '$r
 printf '%s\n' "$spec_json" > "$tmp"
 mv -f "$tmp" "$spec"
 
+# The job's token: made by --plan; else task 0 makes it when missing (a hard link: the first
+# one stays, so every task reads the same bytes) and the others wait until they see it.
+token_flag=()
+if [[ -n "$token" ]]; then
+  if [[ ! -e "$token" ]] && ((procid == 0)); then
+    mkdir -p "$run_dir/launch" || die "cannot create '$run_dir/launch'"
+    tmp=$(mktemp "$run_dir/launch/.token.XXXXXX") || die "cannot write into '$run_dir/launch'"
+    write_token "$tmp" || { rm -f "$tmp"; die "cannot write the token '$tmp'"; }
+    ln "$tmp" "$token" 2> /dev/null || true
+    rm -f "$tmp"
+  fi
+  for ((waited = 0; waited < 1200; waited++)); do
+    [[ -e "$token" ]] && break
+    sleep 0.1
+  done
+  [[ -e "$token" ]] ||
+    die "the job's token $token is not on ${node_of[procid]} after 120 s: the run directory" \
+      "must be on a filesystem every node shares (--run_dir), or give --auth_token_file (the" \
+      "same file on every node), --tls_cert or --insecure after --"
+  token_flag=(--auth_token_file="$token")
+fi
+
 run_dir_flag=(--run_dir="$run_dir")
 [[ -n "$flag_run_dir" ]] && run_dir_flag=()
+token_note=${token:+, token $token}
 echo "fulcrum_task: Slurm task $procid of $ntasks on ${node_of[procid]} (local rank" \
-  "${local_of[procid]}) -> $job:$index at $(address_of "$procid"), spec $spec" >&2
+  "${local_of[procid]}) -> $job:$index at $(address_of "$procid"), spec $spec$token_note" >&2
 exec "$bin_dir/$job" --cluster_spec="$spec" --job_name="$job" --task_index="$index" \
-  "${run_dir_flag[@]}" "${flags[@]}"
+  "${run_dir_flag[@]}" "${token_flag[@]}" "${flags[@]}"

@@ -2,11 +2,14 @@
 // ps shard with a manifest, keeps --keep_checkpoints, a job started on the folder resumes from
 // the newest intact checkpoint, a corrupt one is refused naming the file and the older one is
 // used, and wrong set-ups (a checkpoint of another model, a ps without --checkpoint_dir) are
-// refused with exit code 2.
+// refused with exit code 2. Issue 27: the manifests name files, not paths, so a moved folder
+// resumes; a folder of corrupt checkpoints fails the start without writing one; the first
+// checkpoint is written before training, so a ps lost early is restored from it.
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -93,8 +96,10 @@ TEST(CheckpointClusterTest, SavesKeepsResumesAndFallsBackFromACorruptCheckpoint)
   EXPECT_EQ(manifest["body"]["global_step"], 300);
   ASSERT_EQ(manifest["body"]["shards"].size(), 2u);
   for (const nlohmann::json& shard : manifest["body"]["shards"]) {
-    const fs::path file = shard["path"].get<std::string>();
-    EXPECT_EQ(file.parent_path(), ckpt / "ckpt-300");
+    // The file's name only, so that the folder can be moved (step 4).
+    const std::string name = shard["path"].get<std::string>();
+    EXPECT_EQ(name, absl::StrCat("ps-", shard["ps"].get<int>(), ".ckpt"));
+    const fs::path file = ckpt / "ckpt-300" / name;
     EXPECT_EQ(static_cast<int64_t>(fs::file_size(file)), shard["bytes"].get<int64_t>());
     EXPECT_EQ(shard["global_step"], 300);
   }
@@ -130,6 +135,75 @@ TEST(CheckpointClusterTest, SavesKeepsResumesAndFallsBackFromACorruptCheckpoint)
             std::string::npos)
       << other.cluster->Logs();
   EXPECT_EQ(CheckpointSteps(ckpt).back(), 400);
+
+  // 4. The folder moved elsewhere resumes from there (its manifests name files, not paths).
+  const fs::path moved = dir / "moved";
+  fs::rename(ckpt, moved);
+  SyncRun fourth = TrainSync(dir, "run4",
+                             {"--train_steps=450", "--checkpoint_every_secs=0",
+                              absl::StrCat("--checkpoint_dir=", moved.string())});
+  for (const auto& t : fourth.cluster->tasks()) {
+    ASSERT_EQ(t.exit_code, 0) << t.name() << "\n" << fourth.cluster->Logs();
+  }
+  EXPECT_EQ(fourth.report["checkpoint"]["resumed_from_step"], 400) << fourth.report.dump();
+  EXPECT_EQ(CheckpointSteps(moved).back(), 450);
+
+  // 5. Every checkpoint corrupt: the start fails with exit code 2 naming them, and writes no
+  // checkpoint (a later start must not take an untrained one for the newest).
+  for (const int64_t step : CheckpointSteps(moved)) {
+    const fs::path shard = moved / absl::StrCat("ckpt-", step) / "ps-1.ckpt";
+    std::string bytes = ReadFile(shard);
+    bytes[bytes.size() / 3] ^= 0x01;
+    std::ofstream(shard, std::ios::binary | std::ios::trunc) << bytes;
+  }
+  const std::vector<int64_t> ruined = CheckpointSteps(moved);
+  SyncRun fifth = TrainSync(
+      dir, "run5", {"--train_steps=500", absl::StrCat("--checkpoint_dir=", moved.string())});
+  EXPECT_EQ(fifth.cluster->task("chief", 0).exit_code, 2) << fifth.cluster->Logs();
+  EXPECT_NE(ReadFile(dir / "run5-logs" / "chief-0.log").find("no intact checkpoint"),
+            std::string::npos)
+      << fifth.cluster->Logs();
+  EXPECT_EQ(CheckpointSteps(moved), ruined);
+}
+
+// The first checkpoint is written right after the variables are initialised (ckpt-0), so a ps
+// killed before the first periodic save (default: after 600 s) is restored from it and the
+// run finishes, with every exit code 0.
+TEST(CheckpointClusterTest, APsLostBeforeTheFirstPeriodicSaveIsRestoredFromTheInitialOne) {
+  const fs::path dir = FreshDir("cluster_checkpoint_initial");
+  const std::string spec = WriteLocalSpec(dir / "spec.json", 1, 2);
+  const std::vector<std::string> flags = {
+      absl::StrCat("--cluster_spec=", spec),
+      "--model=mlp",
+      "--dataset=synthetic",
+      "--train_steps=2000",
+      "--eval_every=0",
+      "--threads=1",
+      "--profile=off",
+      "--recovery_timeout=60",
+      absl::StrCat("--checkpoint_dir=", (dir / "ckpt").string()),
+      absl::StrCat("--run_dir=", (dir / "run").string())};
+  LocalCluster cluster(dir);
+  cluster.StartAll(1, 2, flags);
+  ASSERT_TRUE(cluster.WaitForLog("chief", 0, "training starts", std::chrono::seconds(90)))
+      << cluster.Logs();
+  EXPECT_NE(ReadFile(dir / "chief-0.log").find("ckpt-0 written (global step 0)"), std::string::npos)
+      << cluster.Logs();
+  cluster.Kill("ps", 0);
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  cluster.Start("ps", 0, flags);
+  cluster.WaitAll(std::chrono::seconds(180));
+  for (const auto& [job, n] :
+       std::vector<std::pair<std::string, int>>{{"ps", 1}, {"worker", 2}, {"chief", 1}}) {
+    for (int i = 0; i < n; ++i) {
+      EXPECT_EQ(cluster.task(job, i).exit_code, 0) << job << ":" << i << "\n" << cluster.Logs();
+    }
+  }
+  const nlohmann::json report = ReadJson(dir / "run" / "report.json");
+  ASSERT_TRUE(report.is_object()) << cluster.Logs();
+  ASSERT_EQ(report["ps_recoveries"].size(), 1u) << report.dump(2);
+  EXPECT_EQ(report["ps_recoveries"][0]["restored_step"], 0) << report.dump(2);
+  EXPECT_GE(report["global_step"].get<int64_t>(), 2000);
 }
 
 // A chief asked to checkpoint into a folder the ps tasks were not given is refused with exit

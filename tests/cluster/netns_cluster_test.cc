@@ -70,6 +70,11 @@ TEST_F(NetnsClusterTest, PwWSplitsLoopbackAndCrossHostBytesByHost) {
       " --eval_every=0 --threads=1 --startup_timeout=60 --profile_interval_ms=100",
       " --run_dir=", run_dir.string()));
   ASSERT_EQ(run.exit_code, 0) << run.output;
+  // The emulated hosts' addresses are not loopback: without credentials of its own the
+  // launcher gave every task a fresh token (protected mode would refuse the spec).
+  EXPECT_NE(run.output.find("every task gets a fresh token"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("ps:0: RPCs carry the --auth_token_file token"), std::string::npos)
+      << run.output;
 
   const nlohmann::json r = nlohmann::json::parse(ReadFile(run_dir / "report.json"));
   ASSERT_EQ(r["hosts"].size(), 2u) << r["hosts"].dump();

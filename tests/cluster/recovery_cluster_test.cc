@@ -50,7 +50,8 @@ void KillAndRestartPs(const std::string& name, const std::string& mode, int num_
       absl::StrCat("--run_dir=", (dir / "run").string())};
   LocalCluster cluster(dir);
   cluster.StartAll(num_ps, 2, flags);
-  ASSERT_TRUE(cluster.WaitForLog("chief", 0, "written (global step", std::chrono::seconds(90)))
+  // The first periodic checkpoint (at a step from 100 on; ckpt-0 is written before training).
+  ASSERT_TRUE(cluster.WaitForLog("chief", 0, "written (global step 1", std::chrono::seconds(90)))
       << cluster.Logs();
   cluster.Kill("ps", victim);
   std::this_thread::sleep_for(std::chrono::seconds(1));

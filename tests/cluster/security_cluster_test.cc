@@ -436,19 +436,66 @@ TEST_F(SecurityClusterTest, BadSecurityFlagsExitTwoNamingTheFlag) {
   }
 }
 
-TEST_F(SecurityClusterTest, InsecureModeSaysSoInOneWarning) {
+TEST_F(SecurityClusterTest, ProtectedAndInsecureModesSayWhichInOneLine) {
   const fs::path dir = FreshDir("security_insecure");
   const std::string spec = WriteLocalSpec(dir / "spec.json", 1, 1);
   const RunResult r = RunBinary(
       "ps", {absl::StrCat("--cluster_spec=", spec), "--profile=off", "--startup_timeout=0.5"}, 30);
   EXPECT_EQ(r.exit_code, 1) << r.output;  // no chief: gives up after the start-up timeout
-  EXPECT_THAT(r.output, HasSubstr("ps:0: RPCs are unauthenticated and unencrypted"));
+  EXPECT_THAT(r.output, HasSubstr("ps:0: protected mode (no credentials)"));
+  const RunResult i = RunBinary("ps",
+                                {absl::StrCat("--cluster_spec=", spec), "--profile=off",
+                                 "--startup_timeout=0.5", "--insecure"},
+                                30);
+  EXPECT_EQ(i.exit_code, 1) << i.output;
+  const std::string warning = "ps:0: --insecure: RPCs are unauthenticated and unencrypted";
+  ASSERT_THAT(i.output, HasSubstr(warning));
+  EXPECT_EQ(i.output.find(warning), i.output.rfind(warning)) << "one line:\n" << i.output;
   const RunResult t =
       RunBinary("ps",
                 {absl::StrCat("--cluster_spec=", spec), "--profile=off", "--startup_timeout=0.5",
                  absl::StrCat("--auth_token_file=", Token().string())},
                 30);
   EXPECT_THAT(t.output, HasSubstr("no task's identity can be proven without TLS")) << t.output;
+}
+
+// Protected mode (issue 27): without credentials every task refuses a spec that reaches beyond
+// loopback, and a Prometheus endpoint bound beyond it, naming the way out; --insecure with
+// credentials names both.
+TEST_F(SecurityClusterTest, ANonLoopbackSpecWithoutCredentialsExitsTwoNamingTheWayOut) {
+  const fs::path dir = FreshDir("security_protected");
+  const std::string loopback = WriteLocalSpec(dir / "loopback.json", 1, 1);
+  const fs::path wide = dir / "wide.json";
+  std::ofstream(wide) << R"({"chief": ["127.0.0.1:2"], "ps": ["198.18.0.1:2222"],)"
+                      << R"( "worker": ["127.0.0.1:3"]})";
+  for (const char* binary : {"ps", "worker", "chief"}) {
+    const RunResult r = RunBinary(
+        binary, {"--cluster_spec=" + wide.string(), "--train_steps=10", "--profile=off"}, 30);
+    EXPECT_EQ(r.exit_code, 2) << binary << "\n" << r.output;
+    EXPECT_THAT(r.output, HasSubstr("ps:0's address in the cluster spec is 198.18.0.1, not a "
+                                    "loopback address, and this task has no credentials"))
+        << binary;
+    EXPECT_THAT(r.output, HasSubstr("scripts/make_certs.sh")) << binary;
+    EXPECT_THAT(r.output, HasSubstr("--insecure")) << binary;
+    EXPECT_THAT(r.output, Not(HasSubstr("listening on"))) << binary;
+  }
+  // With a token the same spec passes the check (ps:0 then cannot listen on a foreign address).
+  const RunResult with_token = RunBinary(
+      "ps",
+      {"--cluster_spec=" + wide.string(), "--profile=off", "--auth_token_file=" + Token().string()},
+      30);
+  EXPECT_EQ(with_token.exit_code, 1) << with_token.output;
+  EXPECT_THAT(with_token.output, HasSubstr("cannot listen on 198.18.0.1"));
+  const RunResult metrics = RunBinary(
+      "ps", {"--cluster_spec=" + loopback, "--profile=off", "--metrics_bind=0.0.0.0"}, 30);
+  EXPECT_EQ(metrics.exit_code, 2) << metrics.output;
+  EXPECT_THAT(metrics.output, HasSubstr("--metrics_bind is 0.0.0.0, not a loopback address"));
+  const RunResult both = RunBinary("ps",
+                                   {"--cluster_spec=" + loopback, "--profile=off", "--insecure",
+                                    "--auth_token_file=" + Token().string()},
+                                   30);
+  EXPECT_EQ(both.exit_code, 2) << both.output;
+  EXPECT_THAT(both.output, HasSubstr("--insecure with --auth_token_file"));
 }
 
 }  // namespace

@@ -9,6 +9,10 @@ Dockerfile sets to the image's folder). Only the addresses move to loopback: the
 pods get FULCRUM_ADDRESS_PATTERN=127.0.0.1:{port} with a port per task (FULCRUM_PORT_STRIDE=1),
 the TFJob's TF_CONFIG has each Service name replaced by 127.0.0.1:PORT; the addresses the pods
 use in a cluster are checked with FULCRUM_DRY_RUN=1 (the command the entrypoint would run).
+Every pod gets the run's token as Kubernetes mounts the Secret fulcrum-token: FULCRUM_TOKEN_FILE
+names a file here, mode 0440 for the StatefulSet run (what the kubelet makes of defaultMode 0400
+with the pod's fsGroup: the entrypoint hands the task a private copy) and 0600 elsewhere; the
+token itself never shows. The entrypoint's other credential cases: deploy_credentials_test.py.
 Checked: the 1 chief + 1 ps + 2 worker run of each manifest completes (every pod exits 0, or
 idles after exit 0 as the StatefulSet asks, and report.json is written); bad input (a hostname
 beyond the replica count, unparseable, missing or wrong settings) exits 2 at once naming the
@@ -55,6 +59,8 @@ FALLBACK_STS = {"name": "fulcrum", "port": 2222, "replicas": {"chief": 1, "ps": 
 FALLBACK_TFJOB = {"name": "fulcrum-mnist", "port": 2222,
                   "replicas": {"Chief": 1, "PS": 1, "Worker": 2}}
 JOB_OF_REPLICA_TYPE = {"chief": "chief", "master": "chief", "ps": "ps", "worker": "worker"}
+# Where the manifests mount the Secret fulcrum-token's key `token` (the entrypoint's default).
+TOKEN_MOUNT = "/etc/fulcrum/token/token"
 
 
 def load(path):
@@ -183,8 +189,19 @@ def session_left(sid, timeout=10.0):
 
 def base_env(home):
     # A container's environment: PATH and HOME; the pod's own variables are added per pod.
+    # The mounted Secret: home/token (write_token), where the manifests put TOKEN_MOUNT.
     return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home, "LANG": "C.UTF-8",
-            "FULCRUM_BIN_DIR": BIN_DIR}
+            "FULCRUM_BIN_DIR": BIN_DIR, "TMPDIR": home,
+            "FULCRUM_TOKEN_FILE": os.path.join(home, "token")}
+
+
+def write_token(path, mode=0o600):
+    """A token file as a mounted Secret holds it (`openssl rand -hex 32`); the token."""
+    token = os.urandom(32).hex()
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+        f.write(token)
+    os.chmod(path, mode)
+    return token
 
 
 def with_run_dir(args, run_dir):
@@ -230,6 +247,7 @@ class DeployTest(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="fulcrum-deploy-")
         self.pods = []
+        self.token = write_token(os.path.join(self.tmp, "token"))
 
     def tearDown(self):
         for pod in self.pods:
@@ -238,6 +256,9 @@ class DeployTest(unittest.TestCase):
 
     def logs(self):
         return "\n".join("---- %s\n%s" % (p.name, p.output()[-3000:]) for p in self.pods)
+
+    def assert_no_token_shown(self, text):
+        self.assertNotIn(self.token, text, "the token itself was printed")
 
     def entrypoint(self, env, args=(), timeout=20):
         """Runs the entrypoint to its end; (code, output, processes left in its session)."""
@@ -292,6 +313,20 @@ class DeployTest(unittest.TestCase):
                 self.assertEqual(env.get("FULCRUM_%s_REPLICAS" % j.upper()), str(n),
                                  "%s: FULCRUM_%s_REPLICAS must equal the StatefulSet's replicas"
                                  % (pod, j.upper()))
+        templates = [d["spec"]["template"] for d in load("deploy/statefulset.yaml")
+                     if d["kind"] == "StatefulSet"]
+        templates += [r["template"] for r in load("deploy/tfjob.yaml")[0]["spec"]
+                      ["tfReplicaSpecs"].values()]
+        self.assertEqual(len(templates), 6)
+        for t in templates:  # every pod mounts the Secret where the entrypoint looks
+            (c,) = t["spec"]["containers"]
+            mounts = {m["name"]: m for m in c["volumeMounts"]}
+            self.assertEqual(mounts["token"]["mountPath"], os.path.dirname(TOKEN_MOUNT))
+            self.assertTrue(mounts["token"].get("readOnly"))
+            volumes = {v["name"]: v for v in t["spec"]["volumes"]}
+            self.assertEqual(volumes["token"]["secret"], {
+                "secretName": "fulcrum-token", "defaultMode": 0o400, "optional": True})
+            self.assertIn("fsGroup", t["spec"]["securityContext"])  # the group that reads it
         for d in load("deploy/statefulset.yaml"):
             spec = d["spec"]
             if d["kind"] == "Service":
@@ -333,12 +368,13 @@ class DeployTest(unittest.TestCase):
             self.assertEqual(code, 0, out)
             command = out.strip().splitlines()[-1].split(" ")
             self.assertEqual(command[0], os.path.join(BIN_DIR, job))
-            self.assertEqual(command[1:6], [
+            self.assertEqual(command[1:7], [
                 "--chief_hosts=" + names["chief"], "--ps_hosts=" + names["ps"],
                 "--worker_hosts=" + names["worker"], "--job_name=" + job,
-                "--task_index=%d" % index])
-            self.assertEqual(command[6:], layout["args"])
+                "--task_index=%d" % index, "--auth_token_file=" + e["FULCRUM_TOKEN_FILE"]])
+            self.assertEqual(command[7:], layout["args"])
             self.assertEqual(left, [])
+            self.assert_no_token_shown(out)
 
     def test_tfjob_pods_choose_their_binary(self):
         layout = tfjob_layout()
@@ -352,14 +388,18 @@ class DeployTest(unittest.TestCase):
                 self.assertIn("TF_CONFIG: %s:%d at %s.%s.svc:%d" % (
                     rtype.lower(), i, pod, NAMESPACE, layout["port"]), out)
                 job = JOB_OF_REPLICA_TYPE[rtype.lower()]
-                # The binary reads TF_CONFIG itself: only the manifest's args are passed.
+                # The binary reads TF_CONFIG itself: only the token and the manifest's args.
                 self.assertEqual(out.strip().splitlines()[-1].split(" "),
-                                 [os.path.join(BIN_DIR, job)] + layout["args"])
+                                 [os.path.join(BIN_DIR, job),
+                                  "--auth_token_file=" + e["FULCRUM_TOKEN_FILE"]] + layout["args"])
+                self.assert_no_token_shown(out)
 
     # ---- whole runs ----
 
     def test_statefulset_run_completes(self):
         layout = statefulset_layout()
+        # The Secret as the kubelet mounts it with the pods' fsGroup: group-readable.
+        os.chmod(os.path.join(self.tmp, "token"), 0o440)
         for attempt in range(2):
             run_dir = os.path.join(self.tmp, "sts-run-%d" % attempt)
             base = consecutive_free_ports(len(layout["pods"]))
@@ -381,6 +421,9 @@ class DeployTest(unittest.TestCase):
                     continue
                 raise
         self.assertIn("reached train_steps", report["stop_reason"])
+        for p in self.pods:
+            self.assertIn("the task reads a private copy", p.output(), p.name)
+            self.assert_no_token_shown(p.output())
         idle = [p for p in self.pods if p.proc.poll() is None]
         if all(env.get("FULCRUM_IDLE_AFTER_SUCCESS") == "1" for _, _, _, env in layout["pods"]):
             self.assertEqual(len(idle), len(self.pods), "every pod idles after exit 0")
@@ -425,6 +468,7 @@ class DeployTest(unittest.TestCase):
         self.assertIn("reached train_steps", report["stop_reason"])
         for p in self.pods:  # TFJob pods end (the job succeeds when the chief exits 0)
             self.assertEqual(p.proc.wait(timeout=30), 0, p.name)
+            self.assert_no_token_shown(p.output())
             self.assertEqual(session_left(p.proc.pid), [], p.name + " left processes")
 
     # ---- bad input: exit 2 at once, naming the problem, nothing left running ----

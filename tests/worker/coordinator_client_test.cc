@@ -137,7 +137,7 @@ TEST_F(CoordinatorClientTest, RegistersWaitsForTheStartBeatsAndReports) {
   EXPECT_TRUE(client_->WaitForStart(absl::Now() + absl::Seconds(30)).ok());
   auto stop = client_->Heartbeat(42);
   ASSERT_TRUE(stop.ok()) << stop.status();
-  EXPECT_FALSE(*stop);
+  EXPECT_FALSE(stop->should_stop());
   EXPECT_EQ(chief_.Get().last_step, 42);
   EXPECT_TRUE(client_->ReportSummary("{}\n").ok());
   EXPECT_EQ(chief_.Get().summary, "{}\n");
@@ -212,16 +212,21 @@ class FakeChief final : public runtime::CoordinatorClient {
  public:
   std::atomic<bool> stop{false};
   std::atomic<bool> fail{false};
+  std::atomic<bool> failed{false};  // with stop: the run failed
   std::atomic<int64_t> last_step{-1};
 
   absl::StatusOr<pb::RegisterTaskResponse> Register(const std::string&, absl::Time) override {
     return pb::RegisterTaskResponse();
   }
   absl::Status WaitForStart(absl::Time) override { return absl::OkStatus(); }
-  absl::StatusOr<bool> Heartbeat(int64_t local_step) override {
+  absl::StatusOr<pb::HeartbeatResponse> Heartbeat(int64_t local_step) override {
     last_step = local_step;
     if (fail) return absl::UnavailableError("chief:0 unreachable");
-    return stop.load();
+    pb::HeartbeatResponse answer;
+    answer.set_should_stop(stop.load());
+    answer.set_run_failed(stop.load() && failed.load());
+    if (stop.load()) answer.set_stop_reason(failed.load() ? "ps:0 diverged" : "done");
+    return answer;
   }
   absl::Status ReportSummary(const std::string&) override { return absl::OkStatus(); }
 };
@@ -246,6 +251,21 @@ TEST(HeartbeatTest, ReportsTheStepAndLearnsTheChiefsStop) {
   chief.stop = true;
   EXPECT_TRUE(Eventually([&] { return heartbeat.should_stop(); }));
   EXPECT_FALSE(heartbeat.chief_lost());
+}
+
+// A failed run is never taken for a finished one: the answer says so, and the end of
+// training asks at once (PollNow) instead of waiting for the next beat.
+TEST(HeartbeatTest, LearnsThatTheRunFailedAndWhyWhenAskedNow) {
+  FakeChief chief;
+  worker::Heartbeat heartbeat(&chief, absl::Seconds(60), absl::Hours(1));
+  EXPECT_TRUE(Eventually([&] { return chief.last_step == 0; }));  // the first beat
+  EXPECT_FALSE(heartbeat.should_stop());
+  chief.failed = true;
+  chief.stop = true;
+  heartbeat.PollNow();
+  EXPECT_TRUE(heartbeat.should_stop());
+  EXPECT_TRUE(heartbeat.run_failed());
+  EXPECT_EQ(heartbeat.stop_reason(), "ps:0 diverged");
 }
 
 TEST(HeartbeatTest, NoticesASilentChief) {

@@ -1,0 +1,186 @@
+// tests: a ps stopped gracefully (SIGTERM, as a drained node or a Kubernetes eviction sends it)
+// is not a crash and not the end of training (issue 27). With --checkpoint_dir the ps says it
+// is leaving, the chief saves a checkpoint for it at once, the ps exits 143 after it (never
+// telling the workers training ended), and once it is started again the chief restores every
+// ps from that checkpoint and the run finishes with exit 0 everywhere. Without checkpoints the
+// chief ends the run at once as failed, naming the ps, and no worker exits 0 or says "done".
+// A worker stopped by SIGTERM leaves the run: sync training that needs it ends at once with a
+// final checkpoint; async training goes on, and a killed worker does not delay the end.
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/testing/cluster.h"
+#include "tests/testing/subprocess.h"
+
+namespace fulcrum {
+namespace {
+
+namespace fs = std::filesystem;
+using ::fulcrum::testing::FreshDir;
+using ::fulcrum::testing::LocalCluster;
+using ::fulcrum::testing::ReadFile;
+using ::fulcrum::testing::ReadJson;
+using ::fulcrum::testing::WriteLocalSpec;
+
+// mlp on synthetic data, with the chief's checkpoints only when asked (and then none on a
+// schedule: only the one saved for a leaving ps).
+std::vector<std::string> Flags(const fs::path& dir, const std::string& spec,
+                               const std::string& mode, int64_t train_steps, bool checkpoints) {
+  std::vector<std::string> flags = {absl::StrCat("--cluster_spec=", spec),
+                                    "--model=mlp",
+                                    "--dataset=synthetic",
+                                    absl::StrCat("--mode=", mode),
+                                    absl::StrCat("--train_steps=", train_steps),
+                                    "--eval_every=0",
+                                    "--threads=1",
+                                    "--profile=off",
+                                    "--heartbeat_timeout=60",
+                                    absl::StrCat("--run_dir=", (dir / "run").string())};
+  if (checkpoints) {
+    flags.push_back(absl::StrCat("--checkpoint_dir=", (dir / "ckpt").string()));
+    flags.push_back("--checkpoint_every_secs=0");  // only the checkpoint saved for the ps
+    flags.push_back("--recovery_timeout=60");
+  }
+  return flags;
+}
+
+TEST(GracefulStopTest, ASignalledPsIsSavedForThenRestoredAndTheRunFinishes) {
+  const fs::path dir = FreshDir("graceful_ps_sync");
+  const std::string spec = WriteLocalSpec(dir / "spec.json", 2, 2);
+  const int64_t train_steps = 2000;
+  const std::vector<std::string> flags = Flags(dir, spec, "sync", train_steps, true);
+  LocalCluster cluster(dir);
+  cluster.StartAll(2, 2, flags);
+  ASSERT_TRUE(cluster.WaitForLog("worker", 0, "global step", std::chrono::seconds(90)))
+      << cluster.Logs();
+  cluster.Signal("ps", 1, SIGTERM);
+  ASSERT_TRUE(cluster.WaitForLog("ps", 1, "left the run", std::chrono::seconds(30)))
+      << cluster.Logs();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  cluster.Start("ps", 1, flags);
+  cluster.WaitAll(std::chrono::seconds(240));
+
+  // The signalled ps exited 143 (128 + SIGTERM); every task running at the end exited 0.
+  EXPECT_EQ(cluster.tasks()[1].exit_code, 143) << cluster.Logs();
+  for (const auto& [job, n] :
+       std::vector<std::pair<std::string, int>>{{"ps", 2}, {"worker", 2}, {"chief", 1}}) {
+    for (int i = 0; i < n; ++i) {
+      EXPECT_EQ(cluster.task(job, i).exit_code, 0) << job << ":" << i << "\n" << cluster.Logs();
+    }
+  }
+  const std::string chief_log = ReadFile(dir / "chief-0.log");
+  EXPECT_NE(chief_log.find("ps:1 (stopped by SIGTERM) is leaving the run: saving a checkpoint"),
+            std::string::npos)
+      << chief_log;
+  EXPECT_NE(ReadFile(dir / "ps-1.log").find("after the chief saved a checkpoint"),
+            std::string::npos)
+      << cluster.Logs();
+  const nlohmann::json report = ReadJson(dir / "run" / "report.json");
+  ASSERT_TRUE(report.is_object()) << cluster.Logs();
+  EXPECT_EQ(report["failed"], false);
+  EXPECT_GE(report["global_step"].get<int64_t>(), train_steps);
+  ASSERT_EQ(report["ps_recoveries"].size(), 1u) << report.dump(2);
+  EXPECT_EQ(report["ps_recoveries"][0]["ps"], nlohmann::json::array({1}));
+  EXPECT_GT(report["ps_recoveries"][0]["restored_step"].get<int64_t>(), 0);
+  for (int w = 0; w < 2; ++w) {
+    const nlohmann::json s = ReadJson(dir / "run" / absl::StrCat("worker-", w) / "summary.json");
+    ASSERT_TRUE(s.is_object()) << cluster.Logs();
+    // No worker took the ps's exit for the end of training.
+    EXPECT_GE(s["last_global_step"].get<int64_t>(), train_steps - 2) << s.dump(2);
+    EXPECT_EQ(s["stop_reason"].get<std::string>().find("training ended"), std::string::npos);
+  }
+}
+
+TEST(GracefulStopTest, WithoutCheckpointsASignalledPsEndsTheRunFailedAndNoWorkerSaysDone) {
+  const fs::path dir = FreshDir("graceful_ps_none");
+  const std::string spec = WriteLocalSpec(dir / "spec.json", 1, 2);
+  LocalCluster cluster(dir);
+  cluster.StartAll(1, 2, Flags(dir, spec, "async", 1000000, false));
+  ASSERT_TRUE(cluster.WaitForLog("worker", 0, "global step", std::chrono::seconds(90)))
+      << cluster.Logs();
+  cluster.Signal("ps", 0, SIGTERM);
+  cluster.WaitAll(std::chrono::seconds(60));
+  EXPECT_EQ(cluster.task("chief", 0).exit_code, 1) << cluster.Logs();
+  const std::string chief_log = ReadFile(dir / "chief-0.log");
+  EXPECT_NE(chief_log.find("ps:0 (stopped by SIGTERM) is leaving the run at global step"),
+            std::string::npos)
+      << chief_log;
+  EXPECT_NE(chief_log.find("without --checkpoint_dir"), std::string::npos) << chief_log;
+  for (int w = 0; w < 2; ++w) {
+    EXPECT_EQ(cluster.task("worker", w).exit_code, 1) << cluster.Logs();
+    const std::string log = ReadFile(dir / absl::StrCat("worker-", w, ".log"));
+    EXPECT_NE(log.find("the chief ended the run as failed"), std::string::npos) << log;
+    EXPECT_EQ(log.find("done after"), std::string::npos) << log;
+  }
+  const nlohmann::json report = ReadJson(dir / "run" / "report.json");
+  ASSERT_TRUE(report.is_object()) << cluster.Logs();
+  EXPECT_EQ(report["failed"], true);
+}
+
+// A sync worker stopped by SIGTERM (not the whole cluster) leaves the run: with every worker
+// needed for a step the chief ends the run at once, naming it, with a final checkpoint, instead
+// of waiting --heartbeat_timeout for a step that cannot come.
+TEST(GracefulStopTest, ASignalledSyncWorkerEndsTheRunAtOnceWithAFinalCheckpoint) {
+  const fs::path dir = FreshDir("graceful_worker_sync");
+  const std::string spec = WriteLocalSpec(dir / "spec.json", 1, 2);
+  std::vector<std::string> flags = Flags(dir, spec, "sync", 1000000, true);
+  flags.push_back("--heartbeat_timeout=120");
+  LocalCluster cluster(dir);
+  cluster.StartAll(1, 2, flags);
+  ASSERT_TRUE(cluster.WaitForLog("worker", 1, "global step", std::chrono::seconds(90)))
+      << cluster.Logs();
+  cluster.Signal("worker", 1, SIGTERM);
+  cluster.WaitAll(std::chrono::seconds(60));  // well inside the 120 s heartbeat timeout
+  EXPECT_EQ(cluster.task("worker", 1).exit_code, 143) << cluster.Logs();
+  EXPECT_EQ(cluster.task("chief", 0).exit_code, 1) << cluster.Logs();
+  EXPECT_EQ(cluster.task("worker", 0).exit_code, 1) << cluster.Logs();
+  const std::string chief_log = ReadFile(dir / "chief-0.log");
+  EXPECT_NE(chief_log.find("worker:1 left the run (interrupted by SIGTERM) at global step"),
+            std::string::npos)
+      << chief_log;
+  EXPECT_NE(chief_log.find("sync training needs 2 workers a step"), std::string::npos) << chief_log;
+  const nlohmann::json report = ReadJson(dir / "run" / "report.json");
+  ASSERT_TRUE(report.is_object()) << cluster.Logs();
+  EXPECT_EQ(report["failed"], true);
+  // The final checkpoint holds the step the run ended at.
+  EXPECT_GT(report["checkpoint"]["last_step"].get<int64_t>(), 0) << report.dump(2);
+}
+
+// An async worker that leaves (SIGTERM) or dies (SIGKILL) never holds the run up: the others
+// train to the end, and the chief does not wait --heartbeat_timeout for the dead one's summary.
+TEST(GracefulStopTest, AsyncWorkersThatLeaveOrDieNeverDelayTheEnd) {
+  const fs::path dir = FreshDir("graceful_worker_async");
+  const std::string spec = WriteLocalSpec(dir / "spec.json", 1, 3);
+  std::vector<std::string> flags = Flags(dir, spec, "async", 6000, false);
+  flags.push_back("--heartbeat_timeout=120");
+  LocalCluster cluster(dir);
+  cluster.StartAll(1, 3, flags);
+  ASSERT_TRUE(cluster.WaitForLog("worker", 1, "global step", std::chrono::seconds(90)))
+      << cluster.Logs();
+  cluster.Signal("worker", 1, SIGTERM);
+  cluster.Kill("worker", 2);
+  cluster.WaitAll(std::chrono::seconds(90));  // a wait for the dead one would take 120 s
+  EXPECT_EQ(cluster.task("worker", 1).exit_code, 143) << cluster.Logs();
+  for (const auto& [job, i] :
+       std::vector<std::pair<std::string, int>>{{"ps", 0}, {"worker", 0}, {"chief", 0}}) {
+    EXPECT_EQ(cluster.task(job, i).exit_code, 0) << job << ":" << i << "\n" << cluster.Logs();
+  }
+  EXPECT_NE(ReadFile(dir / "chief-0.log").find("worker:1 left the run (interrupted by SIGTERM)"),
+            std::string::npos)
+      << cluster.Logs();
+  const nlohmann::json report = ReadJson(dir / "run" / "report.json");
+  ASSERT_TRUE(report.is_object()) << cluster.Logs();
+  EXPECT_EQ(report["failed"], false);
+  EXPECT_GE(report["global_step"].get<int64_t>(), 6000);
+  EXPECT_EQ(report["workers_lost"], nlohmann::json::array({1, 2})) << report.dump(2);
+}
+
+}  // namespace
+}  // namespace fulcrum
