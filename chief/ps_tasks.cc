@@ -82,6 +82,11 @@ absl::StatusOr<int64_t> PsTasks::GlobalStep(absl::Duration timeout) {
           "chief lost ps:", p, ": no answer to Stats within ", absl::FormatDuration(timeout),
           " (--step_timeout; the ps is dead, stopped or stalled): ", s.message()));
     }
+    // A ps restarted between two polls answers, but without its variables.
+    if (!stats.initialized()) {
+      return absl::UnavailableError(
+          absl::StrCat("chief lost ps:", p, ": it answers but holds no variables (it restarted)"));
+    }
     step = std::min(step, stats.global_step());
     if (!stats.leaving().empty() && leaving_.empty()) {
       leaving_ = absl::StrCat("ps:", p, " (", stats.leaving(), ")");

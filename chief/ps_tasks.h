@@ -50,7 +50,8 @@ class PsTasks {
   // The cluster's global step: the slowest ps's (a sync step is complete once every ps
   // applied it). Unavailable naming the ps that did not answer within `timeout` (the
   // chief passes --step_timeout: a ps stalled for less than that is waited for). The calls
-  // are also the ps tasks' sign that the chief is alive.
+  // are also the ps tasks' sign that the chief is alive. Unavailable too for a ps that
+  // answers without its variables (it restarted since the last poll).
   absl::StatusOr<int64_t> GlobalStep(absl::Duration timeout);
   // The first ps that said it is leaving the run in the last GlobalStep ("ps:0 (stopped by
   // SIGTERM)"); empty when none.

@@ -49,6 +49,7 @@ nlohmann::json SummaryJson(const pb::StatsResponse& s) {
   j["pushes_duplicate"] = s.pushes_duplicate();
   j["pushes_nonfinite"] = s.pushes_nonfinite();
   j["pushes_absurd"] = s.pushes_absurd();
+  j["pushes_empty_refused"] = s.pushes_empty_refused();
   j["steps_applied"] = s.steps_applied();
   j["pulls"] = s.pulls();
   j["bytes_pushed"] = s.bytes_pushed();

@@ -63,4 +63,24 @@ absl::Status CheckChunkIds(std::span<const int> ids, int num_chunks, std::vector
   return absl::OkStatus();
 }
 
+absl::Status EmptyPushGuard::Admit(absl::string_view ps, const std::string& task, bool empty) {
+  MutexLock lock(&mu_);
+  if (!empty) {
+    in_a_row_.erase(task);
+    return absl::OkStatus();
+  }
+  const int n = ++in_a_row_[task];
+  if (n < kMaxInARow) return absl::OkStatus();
+  ++refused_;
+  return absl::FailedPreconditionError(absl::StrCat(
+      ps, ": Push from ", task, ": ", n,
+      " pushes in a row with every gradient exactly zero; refused (the model cannot learn: "
+      "every unit dead, or a pusher that only advances the step)"));
+}
+
+int64_t EmptyPushGuard::refused() const {
+  MutexLock lock(&mu_);
+  return refused_;
+}
+
 }  // namespace fulcrum::ps

@@ -1,15 +1,19 @@
 // ps: checks of a request's size and content done before anything of it is allocated or
 // applied: a definition's memory and chunk count, a request's chunk ids, a gradient's
 // finiteness and size (issue 27: no request may crash a ps or ruin its model).
-// Thread-safety: pure functions.
+// Thread-safety: pure functions; EmptyPushGuard is thread-safe.
 #pragma once
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "base/mutex.h"
 
 namespace fulcrum::ps {
 
@@ -30,5 +34,23 @@ absl::Status CheckDefinitionFits(double held, double largest_whole, size_t num_s
 // `seen` is the caller's scratch.
 absl::Status CheckChunkIds(std::span<const int> ids, int num_chunks, std::vector<bool>* seen,
                            absl::string_view ps, const char* method, absl::string_view task);
+
+// Empty pushes (every chunk's gradient exactly zero) from one task, in a row: a model that
+// cannot learn (every unit dead) or a pusher that only advances the step (4000 of them once
+// made a run "finish" untrained, as a success). From the kMaxInARow-th on they are refused,
+// naming the task, until a push with a gradient comes; the refused ones are counted.
+class EmptyPushGuard {
+ public:
+  static constexpr int kMaxInARow = 200;
+  // OK, or FailedPrecondition from `ps` naming `task` and the count when `empty` is the
+  // kMaxInARow-th or later in a row from `task`.
+  absl::Status Admit(absl::string_view ps, const std::string& task, bool empty);
+  int64_t refused() const;
+
+ private:
+  mutable Mutex mu_;
+  absl::flat_hash_map<std::string, int> in_a_row_ ABSL_GUARDED_BY(mu_);
+  int64_t refused_ ABSL_GUARDED_BY(mu_) = 0;
+};
 
 }  // namespace fulcrum::ps

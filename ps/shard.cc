@@ -536,6 +536,7 @@ absl::Status Shard::ValidatePush(const Store& store, const pb::PushRequest& requ
     for (const pb::ChunkData& g : request.gradients()) ids.push_back(g.chunk());
     FULCRUM_RETURN_IF_ERROR(CheckChunkIds(ids, num_chunks, &seen, name_, "Push", request.task()));
   }
+  bool empty = request.gradients_size() > 0;
   for (int i = 0; i < request.gradients_size(); ++i) {
     const pb::ChunkData& g = request.gradients(i);
     const ChunkState& chunk = *store.chunks[static_cast<size_t>(g.chunk())];
@@ -562,7 +563,9 @@ absl::Status Shard::ValidatePush(const Store& store, const pb::PushRequest& requ
     }
     FULCRUM_RETURN_IF_ERROR(AdmitNorm(*store.chunks[static_cast<size_t>(g.chunk())], g.chunk(),
                                       sum_squares, request.task()));
+    empty &= sum_squares == 0;
   }
+  FULCRUM_RETURN_IF_ERROR(empty_pushes_.Admit(name_, request.task(), empty));
   if (!store.sync) return absl::OkStatus();
   for (const pb::ChunkData& g : request.gradients()) {
     ChunkState& chunk = *store.chunks[static_cast<size_t>(g.chunk())];
@@ -832,6 +835,7 @@ void Shard::LocalStats(pb::StatsResponse* response) const {
   response->set_pushes_duplicate(c.pushes_duplicate.load(std::memory_order_relaxed));
   response->set_pushes_nonfinite(c.pushes_nonfinite.load(std::memory_order_relaxed));
   response->set_pushes_absurd(c.pushes_absurd.load(std::memory_order_relaxed));
+  response->set_pushes_empty_refused(empty_pushes_.refused());
   response->set_steps_applied(c.steps_applied.load(std::memory_order_relaxed));
   response->set_pulls(c.pulls.load(std::memory_order_relaxed));
   response->set_bytes_pushed(c.bytes_pushed.load(std::memory_order_relaxed));

@@ -36,6 +36,7 @@
 #include "ops/optimizer.h"
 #include "ops/tensor.h"
 #include "proto/ps.pb.h"
+#include "ps/request_checks.h"
 #include "ps/staleness.h"
 #include "runtime/chunk_plan.h"
 
@@ -397,6 +398,7 @@ class Shard {
   absl::Status LeftError(const char* method) const;
 
   Counters counters_;
+  EmptyPushGuard empty_pushes_;
   std::atomic<int> large_pings_{0};  // Ping replies > kLargePing being built
   NonFinitePolicy nonfinite_policy_ = NonFinitePolicy::kError;
   absl::flat_hash_set<std::string> known_tasks_;

@@ -145,12 +145,20 @@ done
 echo "launch_ssh: started ${#tasks[@]} task(s); logs in $run_dir/launch/" >&2
 
 rc=0
+stopping=0
 ended() {  # pid code
   unset "live[$1]"
   if (($2 != 0)); then
-    echo "launch_ssh: ${name_of[$1]} exited with code $2; stopping the others" >&2
     ((rc == 0)) && rc=$2
-    stop_all
+    # One SIGTERM per task: a second would end a task at once (base/signals.h), before the
+    # chief has written the failed run's report.
+    if ((stopping == 0)); then
+      echo "launch_ssh: ${name_of[$1]} exited with code $2; stopping the others" >&2
+      stopping=1
+      stop_all
+    else
+      echo "launch_ssh: ${name_of[$1]} exited with code $2" >&2
+    fi
   fi
 }
 while ((${#live[@]} > 0)); do

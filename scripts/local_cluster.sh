@@ -168,10 +168,16 @@ while ((${#live[@]} > 0)); do
     continue
   fi
   if ((code != 0)); then
-    echo "local_cluster: $name exited with code $code; stopping the others" >&2
     if ((rc == 0)); then rc=$code; fi
-    stopping=1
-    stop_all
+    # One SIGTERM per task: a second would end a task at once (base/signals.h), before the
+    # chief has written the failed run's report.
+    if ((stopping == 0)); then
+      echo "local_cluster: $name exited with code $code; stopping the others" >&2
+      stopping=1
+      stop_all
+    else
+      echo "local_cluster: $name exited with code $code" >&2
+    fi
   fi
 done
 exit "$rc"

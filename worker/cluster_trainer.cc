@@ -64,6 +64,26 @@ absl::StatusOr<std::filesystem::path> JoinRun(runtime::CoordinatorClient& chief,
   return task_dir;
 }
 
+// Reaches one ps: it answers, its flow-control windows are grown, its data plane is open.
+// A ps lost meanwhile (Unavailable: killed, restarting) is tried again until `deadline`.
+absl::Status ConnectOnePs(const ClusterOptions& c, absl::Time deadline, runtime::GrpcPsClient& ps) {
+  while (true) {
+    if (!ps.WaitUntilReady(std::max(absl::Seconds(1), deadline - absl::Now()))) {
+      return absl::DeadlineExceededError(absl::StrCat(c.task.task_name(), ": ", ps.name(), " at ",
+                                                      ps.target(), " did not answer"));
+    }
+    absl::Status s = runtime::RemoteFailure(ps.Warm(c.chunk_bytes, 2, c.step_timeout));
+    if (s.ok() && c.tcp_data_plane) {
+      ps.set_tcp_data_plane(true);
+      // FailedPrecondition (exit 2) when that ps runs with --data_plane=grpc.
+      s = ps.OpenDataPlane(c.task.task_name(), c.step_timeout);
+    }
+    if (!absl::IsUnavailable(s) || absl::Now() >= deadline) return s;
+    spdlog::warn("{}: {}; trying again", ps.name(), std::string(s.message()));
+    absl::SleepFor(absl::Milliseconds(500));
+  }
+}
+
 // One client per PS task, each answering and warmed up (flow-control windows grown).
 absl::StatusOr<std::vector<std::unique_ptr<runtime::GrpcPsClient>>> ConnectPs(
     const ClusterOptions& c, absl::Time deadline, profiler::Profiler* prof) {
@@ -72,19 +92,30 @@ absl::StatusOr<std::vector<std::unique_ptr<runtime::GrpcPsClient>>> ConnectPs(
     ps.push_back(std::make_unique<runtime::GrpcPsClient>(
         absl::StrCat("ps:", p), c.task.cluster.address(runtime::kPsJob, p), c.security));
     ps.back()->set_observer(prof);
-    if (!ps.back()->WaitUntilReady(std::max(absl::Seconds(1), deadline - absl::Now()))) {
-      return absl::DeadlineExceededError(absl::StrCat(c.task.task_name(), ": ps:", p, " at ",
-                                                      ps.back()->target(), " did not answer"));
-    }
-    FULCRUM_RETURN_IF_ERROR(
-        runtime::RemoteFailure(ps.back()->Warm(c.chunk_bytes, 2, c.step_timeout)));
-    if (c.tcp_data_plane) {
-      ps.back()->set_tcp_data_plane(true);
-      // FailedPrecondition (exit 2) when that ps runs with --data_plane=grpc.
-      FULCRUM_RETURN_IF_ERROR(ps.back()->OpenDataPlane(c.task.task_name(), c.step_timeout));
-    }
+    FULCRUM_RETURN_IF_ERROR(ConnectOnePs(c, deadline, *ps.back()));
   }
   return ps;
+}
+
+// Tells the chief that this worker failed (a diverged model ends the whole run at once),
+// instead of leaving it to notice --heartbeat_timeout of silence. The records so far are
+// written first (steps.csv, samples.csv, trace.json), so that the report the failure triggers
+// finds this task's trace too; the failure summary stays as is.
+absl::Status ReportFailure(const ClusterOptions& c, profiler::Profiler& prof,
+                           runtime::CoordinatorClient& chief, const absl::Status& failure) {
+  nlohmann::json failed = {{"job", c.task.job_name},
+                           {"task_index", c.task.task_index},
+                           {"failed", true},
+                           {"code", absl::StatusCodeToString(failure.code())},
+                           {"error", std::string(failure.message())}};
+  nlohmann::json profile = nlohmann::json::object();
+  if (absl::Status s = prof.Finish(&profile); !s.ok()) {
+    spdlog::warn("the profiler's files were not written: {}", s.ToString());
+  }
+  if (absl::Status s = chief.ReportSummary(failed.dump(2) + "\n"); !s.ok()) {
+    spdlog::warn("the chief was not told of the failure: {}", s.ToString());
+  }
+  return failure;
 }
 
 // Ends the loop when the chief asks (cleanly) or has gone silent (an error).
@@ -203,9 +234,10 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c,
   chief.set_observer(prof.get());
   FULCRUM_ASSIGN_OR_RETURN(const std::filesystem::path task_dir,
                            JoinRun(chief, t, c, startup_deadline, prof.get()));
-  FULCRUM_ASSIGN_OR_RETURN(auto ps, ConnectPs(c, startup_deadline, prof.get()));
+  auto ps = ConnectPs(c, startup_deadline, prof.get());
+  if (!ps.ok()) return ReportFailure(c, *prof, chief, ps.status());
   std::vector<runtime::PsClient*> clients;
-  for (const auto& client : ps) clients.push_back(client.get());
+  for (const auto& client : *ps) clients.push_back(client.get());
   runtime::ShardedVariables sharded(placement, c.chunk_bytes, clients, c.task.task_name());
   sharded.set_wire_dtype(c.wire_dtype);
   Heartbeat heartbeat(&chief, c.heartbeat_timeout);
@@ -245,25 +277,7 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c,
     heartbeat.set_step(r.step);
   });
   absl::StatusOr<TrainLoopResult> ran = ConfirmOutcome(loop.Run(), heartbeat, train_steps, c);
-  if (!ran.ok()) {
-    // The chief hears of the failure at once (a diverged model ends the whole run) instead
-    // of after --heartbeat_timeout of silence.
-    nlohmann::json failed = {{"job", c.task.job_name},
-                             {"task_index", c.task.task_index},
-                             {"failed", true},
-                             {"code", absl::StatusCodeToString(ran.status().code())},
-                             {"error", std::string(ran.status().message())}};
-    // The records so far are written first (steps.csv, samples.csv, trace.json), so that the
-    // report the failure triggers finds this task's trace too; the failure summary stays as is.
-    nlohmann::json profile = nlohmann::json::object();
-    if (absl::Status s = prof->Finish(&profile); !s.ok()) {
-      spdlog::warn("the profiler's files were not written: {}", s.ToString());
-    }
-    if (absl::Status s = chief.ReportSummary(failed.dump(2) + "\n"); !s.ok()) {
-      spdlog::warn("the chief was not told of the failure: {}", s.ToString());
-    }
-    return ran.status();
-  }
+  if (!ran.ok()) return ReportFailure(c, *prof, chief, ran.status());
   TrainLoopResult& trained = *ran;
   const RunStats stats = ComputeRunStats(trained.steps, trained.wall_seconds);
 

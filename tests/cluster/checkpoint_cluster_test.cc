@@ -185,7 +185,7 @@ TEST(CheckpointClusterTest, APsLostBeforeTheFirstPeriodicSaveIsRestoredFromTheIn
       absl::StrCat("--run_dir=", (dir / "run").string())};
   LocalCluster cluster(dir);
   cluster.StartAll(1, 2, flags);
-  ASSERT_TRUE(cluster.WaitForLog("chief", 0, "training starts", std::chrono::seconds(90)))
+  ASSERT_TRUE(cluster.WaitForLog("chief", 0, "ready: training starts", std::chrono::seconds(90)))
       << cluster.Logs();
   EXPECT_NE(ReadFile(dir / "chief-0.log").find("ckpt-0 written (global step 0)"), std::string::npos)
       << cluster.Logs();

@@ -632,7 +632,8 @@ TEST(ClusterFailureTest, ASecondProcessAsTheSameWorkerIsRefusedByName) {
                                           absl::StrCat("--run_dir=", (dir / "run").string())};
   LocalCluster c(dir);
   c.StartAll(1, 1, flags);
-  ASSERT_TRUE(c.WaitForLog("chief", 0, "training starts", std::chrono::seconds(60))) << c.Logs();
+  ASSERT_TRUE(c.WaitForLog("chief", 0, "ready: training starts", std::chrono::seconds(60)))
+      << c.Logs();
   std::vector<std::string> second = flags;
   second.insert(second.end(), {"--job_name=worker", "--task_index=0", "--startup_timeout=4"});
   const RunResult r = RunBinary("worker", second, 60);

@@ -402,6 +402,42 @@ TEST_F(HostileClientTest, AnAbsurdGradientIsRefusedAndTheModelKept) {
   EXPECT_EQ(Snapshot().global_step, before.global_step + 1);
 }
 
+// Pushes of all-zero gradients only advance the step (4000 of them once made a run "finish"
+// untrained): from the 200th in a row from one task they are refused, naming it, counted,
+// and the step no longer moves; a push with a gradient is taken again.
+TEST_F(HostileClientTest, ARunOfEmptyPushesIsRefusedAndStopsMovingTheStep) {
+  pb::CreateVariablesResponse created;
+  ASSERT_TRUE(
+      client_->CreateVariables(Definition(dir_, {Var("w", {16, 8})}), &created, kTimeout).ok());
+  pb::PushResponse pushed;
+  for (uint64_t i = 1; i < 200; ++i) {
+    ASSERT_TRUE(
+        client_->Push(Gradient("worker:0", i, std::vector<float>(128, 0.0f)), &pushed, kTimeout)
+            .ok())
+        << i;
+  }
+  const State before = Snapshot();
+  ExpectRefused(
+      client_->Push(Gradient("worker:0", 200, std::vector<float>(128, 0.0f)), &pushed, kTimeout),
+      absl::StatusCode::kFailedPrecondition,
+      "200 pushes in a row with every gradient exactly zero");
+  EXPECT_EQ(Snapshot(), before);
+  // Another task's count is its own.
+  ASSERT_TRUE(
+      client_->Push(Gradient("worker:1", 1, std::vector<float>(128, 0.0f)), &pushed, kTimeout)
+          .ok());
+  // A gradient resets the count.
+  ASSERT_TRUE(
+      client_->Push(Gradient("worker:0", 201, std::vector<float>(128, 0.01f)), &pushed, kTimeout)
+          .ok());
+  ASSERT_TRUE(
+      client_->Push(Gradient("worker:0", 202, std::vector<float>(128, 0.0f)), &pushed, kTimeout)
+          .ok());
+  pb::StatsResponse stats;
+  ASSERT_TRUE(client_->Stats(&stats, kTimeout).ok());
+  EXPECT_EQ(stats.pushes_empty_refused(), 1);
+}
+
 // Connect-and-reset on the tcp data port, no ticket (once: an abort after ~32,600, each
 // finished connection thread kept its stack until the kernel's mapping limit): the ps joins
 // the ended ones as it goes, so its mappings stay bounded, and it still serves.

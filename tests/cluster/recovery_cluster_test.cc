@@ -121,7 +121,7 @@ TEST(RecoveryClusterTest, ARestartedChiefTakesTheRunningJobOver) {
                                           absl::StrCat("--run_dir=", (dir / "run").string())};
   LocalCluster cluster(dir);
   cluster.StartAll(1, 2, flags);
-  ASSERT_TRUE(cluster.WaitForLog("chief", 0, "training starts", std::chrono::seconds(60)))
+  ASSERT_TRUE(cluster.WaitForLog("chief", 0, "ready: training starts", std::chrono::seconds(60)))
       << cluster.Logs();
   std::this_thread::sleep_for(std::chrono::seconds(1));
   cluster.Kill("chief", 0);

@@ -97,7 +97,7 @@ TEST(SoakTest, WorkerKillsAndAPsKillKeepAccountingAccuracyAndLeaveNothingBehind)
   const std::vector<std::string> flags = Flags(dir, spec, steps);
   LocalCluster cluster(dir);
   cluster.StartAll(1, kWorkers, flags);
-  ASSERT_TRUE(cluster.WaitForLog("chief", 0, "training starts", std::chrono::seconds(120)))
+  ASSERT_TRUE(cluster.WaitForLog("chief", 0, "ready: training starts", std::chrono::seconds(120)))
       << cluster.Logs();
   const auto start = Clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
