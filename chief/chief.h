@@ -25,6 +25,7 @@
 #include "chief/coordinator.h"
 #include "chief/grpc_coordinator_service.h"
 #include "chief/ps_tasks.h"
+#include "chief/watchdog.h"
 #include "data/dataset_types.h"
 #include "grpcpp/server.h"
 #include "models/model.h"
@@ -118,6 +119,9 @@ class Chief {
   // tasks meanwhile so that they do not take the chief for dead. `ok`: the run succeeded.
   void WaitForSummaries(bool ok);
   absl::Status WriteReport(const std::string& stop_reason);
+  // The watchdog from the start of training to its end (Finish stops it, keeping its report).
+  void StartWatchdog();
+  void StopWatchdog();
   nlohmann::json RunJson(const std::string& stop_reason) const;
 
   const TrainingOptions& t_;
@@ -160,6 +164,8 @@ class Chief {
   std::unique_ptr<GrpcCoordinatorService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<PsTasks> ps_;
+  std::unique_ptr<Watchdog> watchdog_;  // while training runs (after ps_: it reads ps_'s calls)
+  nlohmann::json watchdog_report_;      // its report, kept when it stops (null: never ran)
   std::vector<ops::Tensor> values_;
   std::vector<Eval> evals_;
   std::vector<AccuracyPoint> accuracy_history_;  // evals_ with an accuracy (the guard's input)

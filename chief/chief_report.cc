@@ -75,6 +75,7 @@ nlohmann::json Chief::RunJson(const std::string& stop_reason) const {
   j["train_steps"] = train_steps_;
   j["stop_reason"] = stop_reason;
   // Workers that went silent past --heartbeat_timeout while the run went on without them.
+  j["watchdog"] = watchdog_report_;
   j["workers_lost"] = std::vector<int>(lost_workers_.begin(), lost_workers_.end());
   // Each time ps tasks restarted and every ps went back to a checkpoint.
   j["ps_recoveries"] = recoveries_;

@@ -315,6 +315,7 @@ absl::Status Chief::Train() {
     coordinator_->Adopt();
     spdlog::warn("chief: took over run {} at global step {} of {}; the workers go on", run_id_,
                  adopted_->at_step, train_steps_);
+    StartWatchdog();
     return Monitor();
   }
   FULCRUM_RETURN_IF_ERROR(RestoreCheckpoint(/*restore=*/true));
@@ -331,6 +332,7 @@ absl::Status Chief::Train() {
   coordinator_->Start();
   spdlog::info("all {} task(s) ready: training starts",
                placement_.num_ps() + c_.task.cluster.num_tasks(runtime::kWorkerJob));
+  StartWatchdog();
   return Monitor();
 }
 
@@ -359,7 +361,24 @@ void Chief::WaitForSummaries(bool ok) {
   }
 }
 
+void Chief::StartWatchdog() {
+  Watchdog::Options o;
+  o.min_interval = c_.watchdog_min;
+  o.on_stuck = [prof = prof_.get()](const std::string& task, double seconds) {
+    prof->RecordWatchdog(task, seconds);
+  };
+  watchdog_ = std::make_unique<Watchdog>(coordinator_.get(), &ps_->calls(), std::move(o));
+}
+
+void Chief::StopWatchdog() {
+  if (watchdog_ == nullptr) return;
+  watchdog_->Check(absl::Now());  // the tasks as they are at the end
+  watchdog_report_ = watchdog_->Report();
+  watchdog_.reset();
+}
+
 absl::Status Chief::Finish(absl::Status status) {
+  StopWatchdog();  // the end's own waits are not stalls
   const std::string stop_reason = status.ok() ? stop_reason_ : std::string(status.message());
   // The workers hear whether the run failed before the ps tasks tell them training ended.
   coordinator_->RequestStop(stop_reason, /*failed=*/!status.ok());

@@ -102,6 +102,8 @@ absl::Status Coordinator::Heartbeat(const pb::HeartbeatRequest& request,
   WorkerState& w = worker(request.task());
   w.last_seen = absl::Now();
   w.local_step = request.local_step();
+  w.waiting_for = request.waiting_for();
+  w.waiting_ms = request.waiting_ms();
   response->set_should_stop(stop_);
   if (stop_) {
     response->set_run_failed(stop_failed_);
@@ -210,6 +212,15 @@ int64_t Coordinator::max_worker_step() const {
   int64_t m = 0;
   for (const auto& w : workers_) m = std::max(m, w.local_step);
   return m;
+}
+
+std::vector<Coordinator::WorkerView> Coordinator::Workers() const {
+  MutexLock lock(&mu_);
+  std::vector<WorkerView> views;
+  for (const WorkerState& w : workers_) {
+    views.push_back({w.local_step, w.last_seen, w.waiting_for, w.waiting_ms, w.summary.has_value()});
+  }
+  return views;
 }
 
 }  // namespace fulcrum::chief

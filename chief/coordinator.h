@@ -78,6 +78,16 @@ class Coordinator {
   // The worker without a summary heard from least recently and how long ago; -1 when every
   // worker has reported.
   std::pair<int, absl::Duration> StalestWorker() const;
+  // What the watchdog reads of each worker (by index): its last heartbeat's step and what it
+  // waited for then, when it was last heard from, whether it reported its summary.
+  struct WorkerView {
+    int64_t local_step = 0;
+    absl::Time last_seen = absl::InfinitePast();
+    std::string waiting_for;
+    int64_t waiting_ms = 0;
+    bool done = false;
+  };
+  std::vector<WorkerView> Workers() const;
   // The highest local step any worker's heartbeat reported.
   int64_t max_worker_step() const;
 
@@ -88,6 +98,8 @@ class Coordinator {
     int pid = 0;
     absl::Time last_seen = absl::InfinitePast();
     int64_t local_step = 0;
+    std::string waiting_for;  // its last heartbeat's (proto/coordinator.proto)
+    int64_t waiting_ms = 0;
     std::optional<std::string> summary;
   };
   // InvalidArgument unless `task` is a worker of the spec.

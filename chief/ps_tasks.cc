@@ -28,6 +28,7 @@ PsTasks::PsTasks(const runtime::ClusterSpec& cluster, const runtime::Placement& 
     clients_.push_back(std::make_unique<runtime::GrpcPsClient>(
         absl::StrCat("ps:", p), cluster.address(runtime::kPsJob, p), security));
     clients_.back()->set_observer(observer);
+    clients_.back()->set_call_tracker(&calls_);
     clients.push_back(clients_.back().get());
   }
   sharded_ = std::make_unique<runtime::ShardedVariables>(placement, chunk_bytes, clients, caller);

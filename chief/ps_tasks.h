@@ -17,6 +17,7 @@
 #include "ops/tensor.h"
 #include "profiler/rpc_observer.h"
 #include "proto/ps.pb.h"
+#include "runtime/call_tracker.h"
 #include "runtime/cluster_spec.h"
 #include "runtime/grpc_ps_client.h"
 #include "runtime/placement.h"
@@ -56,6 +57,8 @@ class PsTasks {
   // The first ps that said it is leaving the run in the last GlobalStep ("ps:0 (stopped by
   // SIGTERM)"); empty when none.
   const std::string& leaving() const { return leaving_; }
+  // The chief's calls to the ps tasks in flight (thread-safe: the watchdog reads it).
+  const runtime::CallTracker& calls() const { return calls_; }
   // One ps's Stats (the chief's recovery asks each ps whether it restarted).
   absl::Status Stats(int ps, pb::StatsResponse* stats, absl::Duration timeout);
   // OK when every ps accepts checkpoints (was given a --checkpoint_dir); InvalidArgument naming
@@ -89,6 +92,7 @@ class PsTasks {
   static absl::Status Remote(absl::Status status);
 
   absl::Duration control_timeout_ = absl::Seconds(30);
+  runtime::CallTracker calls_;  // declared first: it outlives the clients and their calls
   std::vector<std::unique_ptr<runtime::GrpcPsClient>> clients_;
   std::unique_ptr<runtime::ShardedVariables> sharded_;
   std::string leaving_;

@@ -394,6 +394,13 @@ void MetricsExporter::OnPs(int64_t global_step, int64_t pushes_applied, int64_t 
   AdvanceTo(impl_->pushes_dropped.Add(impl_->constant), static_cast<double>(pushes_dropped));
 }
 
+void MetricsExporter::OnWatchdog(const std::string& task, double stuck_seconds) {
+  MutexLock lock(&impl_->mu);
+  impl_->SetGauge("fulcrum_watchdog_stuck_seconds",
+                  "Seconds the chief's watchdog has seen this task not move (0: it moves).",
+                  {{"stuck_task", task}}, stuck_seconds);
+}
+
 void MetricsExporter::OnEval(int64_t global_step, double accuracy, double loss) {
   MutexLock lock(&impl_->mu);
   impl_->global_step.Add(impl_->constant).Set(static_cast<double>(global_step));

@@ -63,6 +63,8 @@ class MetricsExporter {
   void OnPs(int64_t global_step, int64_t pushes_applied, int64_t pushes_dropped);
   // Chief evaluation.
   void OnEval(int64_t global_step, double accuracy, double loss);
+  // Chief watchdog: how long `task` has been stuck (0 once it moves again).
+  void OnWatchdog(const std::string& task, double stuck_seconds);
 
  private:
   struct Impl;

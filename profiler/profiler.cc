@@ -200,6 +200,10 @@ void Profiler::RecordPs(const PsRecord& r) {
   ps_records_.push_back(r);
 }
 
+void Profiler::RecordWatchdog(const std::string& task, double stuck_seconds) {
+  if (exporter_ != nullptr) exporter_->OnWatchdog(task, stuck_seconds);
+}
+
 void Profiler::RecordEval(const EvalRecord& r) {
   if (exporter_ != nullptr) exporter_->OnEval(r.global_step, r.accuracy, r.loss);
   MutexLock lock(&mu_);

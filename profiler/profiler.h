@@ -81,6 +81,8 @@ class Profiler final : public RpcObserver {
   void RecordStep(const StepRecord& record) ABSL_LOCKS_EXCLUDED(mu_);
   void RecordPs(const PsRecord& record) ABSL_LOCKS_EXCLUDED(mu_);
   void RecordEval(const EvalRecord& record) ABSL_LOCKS_EXCLUDED(mu_);
+  // The chief's watchdog: `task` stuck for `stuck_seconds` (0: it moves again); Prometheus only.
+  void RecordWatchdog(const std::string& task, double stuck_seconds);
 
   // Per-peer traffic so far.
   std::vector<RpcTrafficPoint> Traffic() const { return traffic_.Snapshot(); }

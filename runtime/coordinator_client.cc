@@ -125,10 +125,13 @@ absl::Status GrpcCoordinatorClient::WaitForStart(absl::Time deadline) {
   }
 }
 
-absl::StatusOr<pb::HeartbeatResponse> GrpcCoordinatorClient::Heartbeat(int64_t local_step) {
+absl::StatusOr<pb::HeartbeatResponse> GrpcCoordinatorClient::Heartbeat(
+    int64_t local_step, const std::string& waiting_for, int64_t waiting_ms) {
   pb::HeartbeatRequest request;
   *request.mutable_task() = task_;
   request.set_local_step(local_step);
+  request.set_waiting_for(waiting_for);
+  request.set_waiting_ms(waiting_ms);
   pb::HeartbeatResponse response;
   grpc::ClientContext context;
   context.set_deadline(DeadlineIn(options_.heartbeat));

@@ -38,10 +38,13 @@ class CoordinatorClient {
   // before it started; DeadlineExceeded once `deadline` passed. Safe to retry.
   virtual absl::Status WaitForStart(absl::Time deadline) = 0;
 
-  // Tells the chief this task is alive at `local_step`; returns the chief's answer: whether
-  // it asks the task to stop, and then why and whether the run failed. Errors: the call's
+  // Tells the chief this task is alive at `local_step`, and its oldest call in flight
+  // (`waiting_for`, "" when none, for `waiting_ms`); returns the chief's answer: whether it
+  // asks the task to stop, and then why and whether the run failed. Errors: the call's
   // (Unavailable, DeadlineExceeded, ...). Safe to retry.
-  virtual absl::StatusOr<pb::HeartbeatResponse> Heartbeat(int64_t local_step) = 0;
+  virtual absl::StatusOr<pb::HeartbeatResponse> Heartbeat(int64_t local_step,
+                                                          const std::string& waiting_for,
+                                                          int64_t waiting_ms) = 0;
 
   // Hands the task's summary.json text to the chief. Safe to retry (the chief keeps the
   // last one per task).
@@ -71,7 +74,9 @@ class GrpcCoordinatorClient final : public CoordinatorClient {
   absl::StatusOr<pb::RegisterTaskResponse> Register(const std::string& config_fingerprint,
                                                     absl::Time deadline) override;
   absl::Status WaitForStart(absl::Time deadline) override;
-  absl::StatusOr<pb::HeartbeatResponse> Heartbeat(int64_t local_step) override;
+  absl::StatusOr<pb::HeartbeatResponse> Heartbeat(int64_t local_step,
+                                                  const std::string& waiting_for,
+                                                  int64_t waiting_ms) override;
   absl::Status ReportSummary(const std::string& summary_json) override;
 
  private:

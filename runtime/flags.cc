@@ -174,6 +174,9 @@ ABSL_FLAG(double, step_timeout, 60,
           "Seconds a worker waits for a PS (e.g. for a sync step to complete) before failing.");
 ABSL_FLAG(double, heartbeat_timeout, 60,
           "Seconds a ps waits without hearing from the chief before it exits.");
+ABSL_FLAG(double, watchdog_secs, 30,
+          "The chief's watchdog names a task that has not moved for max(5 x the median step, "
+          "this many seconds), and what it waits for.");
 ABSL_FLAG(int64_t, eval_every, 100,
           "The chief evaluates on the test set every this many global steps (0 = at the end).");
 ABSL_FLAG(double, target_accuracy, 0,
@@ -819,6 +822,8 @@ absl::StatusOr<ClusterOptions> ClusterOptionsFromFlags(absl::string_view default
                            Seconds("step_timeout", absl::GetFlag(FLAGS_step_timeout)));
   FULCRUM_ASSIGN_OR_RETURN(o.heartbeat_timeout,
                            Seconds("heartbeat_timeout", absl::GetFlag(FLAGS_heartbeat_timeout)));
+  FULCRUM_ASSIGN_OR_RETURN(o.watchdog_min,
+                           Seconds("watchdog_secs", absl::GetFlag(FLAGS_watchdog_secs)));
   o.eval_every = absl::GetFlag(FLAGS_eval_every);
   if (o.eval_every < 0) {
     return absl::InvalidArgumentError(

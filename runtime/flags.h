@@ -148,6 +148,7 @@ struct ClusterOptions {
   absl::Duration startup_timeout = absl::Seconds(120);
   absl::Duration step_timeout = absl::Seconds(60);
   absl::Duration heartbeat_timeout = absl::Seconds(60);
+  absl::Duration watchdog_min = absl::Seconds(30);  // --watchdog_secs (chief/watchdog.h)
   int64_t eval_every = 100;      // global steps between the chief's evaluations; 0 = end only
   double target_accuracy = 0.0;  // stop once test accuracy reaches it; 0 = off
   // --nonfinite=skip: a ps skips (and counts) a push holding a NaN or an Inf; error (the

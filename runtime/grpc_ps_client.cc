@@ -29,6 +29,7 @@ struct Call {
   const google::protobuf::Message* request;
   const google::protobuf::Message* response;
   int64_t begin_unix_us;
+  int64_t tracked = 0;  // the client's CallTracker token
 };
 
 template <typename Start>
@@ -36,8 +37,12 @@ void StartCall(const char* method, const GrpcPsClient* client, absl::Duration ti
                const google::protobuf::Message* request, const google::protobuf::Message* response,
                PsClient::Done done, Start start) {
   auto* call = new Call{{}, std::move(done), method, client, request, response, NowUnixMicros()};
+  if (CallTracker* t = client->call_tracker(); t != nullptr) {
+    call->tracked = t->Begin(method, client->name());
+  }
   call->context.set_deadline(DeadlineIn(timeout));
   start(&call->context, [call](grpc::Status status) {
+    if (CallTracker* t = call->client->call_tracker(); t != nullptr) t->End(call->tracked);
     PsClient::Done d = std::move(call->done);
     Report(call->client, call->method, call->begin_unix_us, *call->request, *call->response);
     absl::Status s = status.ok()
@@ -56,6 +61,16 @@ struct FrameCall {
   PsClient::Done done;
   const GrpcPsClient* client;
   int64_t begin_unix_us;
+  int64_t tracked = 0;  // the client's CallTracker token
+
+  // A call of `method` on `client`, registered with its CallTracker until Finish.
+  static FrameCall* Start(const char* method, PsClient::Done done, const GrpcPsClient* client) {
+    auto* call = new FrameCall{{}, std::move(done), client, NowUnixMicros()};
+    if (CallTracker* t = client->call_tracker(); t != nullptr) {
+      call->tracked = t->Begin(method, client->name());
+    }
+    return call;
+  }
 
   void Finish(const char* method, const grpc::Status& status, const absl::Status& parse) {
     Finish(method,
@@ -64,6 +79,7 @@ struct FrameCall {
   }
   // The same for a call's end as an absl::Status (the tcp data plane's).
   void Finish(const char* method, const absl::Status& status, const absl::Status& parse) {
+    if (CallTracker* t = client->call_tracker(); t != nullptr) t->End(tracked);
     PsClient::Done d = std::move(done);
     absl::Status s;
     // The parse's reason first: it names the chunk (the call's status may only say INTERNAL).
@@ -139,7 +155,7 @@ void GrpcPsClient::PullFrameAsync(const pb::PullRequest* request, PullReply* res
                                   absl::Duration timeout, Done done) {
   response->error = absl::OkStatus();
   response->bytes = 0;
-  auto* call = new FrameCall{{}, std::move(done), this, NowUnixMicros()};
+  auto* call = FrameCall::Start("Pull", std::move(done), this);
   // The call's end on either transport (a grpc::Status or an absl::Status).
   auto end = [call, request, response](const auto& status) {
     profiler::ReportRpcBytes(call->client->observer(), call->client->peer(), "Pull",
@@ -162,7 +178,7 @@ void GrpcPsClient::PushPullFrameAsync(const PushFrame* request, PushReply* respo
                                       absl::Duration timeout, Done done) {
   response->error = absl::OkStatus();
   response->bytes = 0;
-  auto* call = new FrameCall{{}, std::move(done), this, NowUnixMicros()};
+  auto* call = FrameCall::Start("PushPull", std::move(done), this);
   grpc::ByteBuffer buffer;
   // On the tcp data plane, payloads at 4-byte offsets: the ps applies the gradients in place.
   if (tcp_data_plane_) SerializeFrame(*request, &buffer, /*align_payloads=*/true);
@@ -190,7 +206,7 @@ void GrpcPsClient::MessageOverTcp(DataMethod method, const std::string& task,
   const char* name = method == DataMethod::kPull   ? "Pull"
                      : method == DataMethod::kPush ? "Push"
                                                    : "PushPull";
-  auto* call = new FrameCall{{}, std::move(done), this, NowUnixMicros()};
+  auto* call = FrameCall::Start(name, std::move(done), this);
   const std::string bytes = request->SerializeAsString();
   std::vector<grpc::Slice> body;
   body.emplace_back(bytes.data(), bytes.size());
@@ -248,6 +264,7 @@ void GrpcPsClient::PushPullAsync(const pb::PushRequest* request, pb::PushRespons
 }
 
 #define FULCRUM_UNARY(Method, request, response)                          \
+  TrackedCall tracked(tracker_, #Method, name_);                          \
   grpc::ClientContext context;                                            \
   context.set_deadline(DeadlineIn(timeout));                              \
   const int64_t begin = NowUnixMicros();                                  \

@@ -13,6 +13,7 @@
 #include "grpcpp/impl/rpc_method.h"
 #include "profiler/rpc_observer.h"
 #include "proto/ps.grpc.pb.h"
+#include "runtime/call_tracker.h"
 #include "runtime/ps_client.h"
 #include "runtime/security.h"
 #include "runtime/tcp_data_channel.h"
@@ -32,6 +33,9 @@ class GrpcPsClient final : public PsClient {
   const std::string& peer() const { return peer_; }
   // Not owned; null (the default) reports nothing.
   void set_observer(profiler::RpcObserver* observer) { observer_ = observer; }
+  // Not owned; every call is registered there while in flight (the watchdog's "waiting for").
+  void set_call_tracker(CallTracker* tracker) { tracker_ = tracker; }
+  CallTracker* call_tracker() const { return tracker_; }
   profiler::RpcObserver* observer() const { return observer_; }
   // The channel (its own connection): other stubs on it share that connection.
   const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
@@ -92,6 +96,7 @@ class GrpcPsClient final : public PsClient {
   std::string peer_;
   std::string target_;
   profiler::RpcObserver* observer_ = nullptr;
+  CallTracker* tracker_ = nullptr;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<pb::ParameterServer::Stub> stub_;
   grpc::internal::RpcMethod pull_method_;

@@ -86,12 +86,14 @@ absl::Status ConnectOnePs(const ClusterOptions& c, absl::Time deadline, runtime:
 
 // One client per PS task, each answering and warmed up (flow-control windows grown).
 absl::StatusOr<std::vector<std::unique_ptr<runtime::GrpcPsClient>>> ConnectPs(
-    const ClusterOptions& c, absl::Time deadline, profiler::Profiler* prof) {
+    const ClusterOptions& c, absl::Time deadline, profiler::Profiler* prof,
+    runtime::CallTracker* calls) {
   std::vector<std::unique_ptr<runtime::GrpcPsClient>> ps;
   for (int p = 0; p < c.task.cluster.num_tasks(runtime::kPsJob); ++p) {
     ps.push_back(std::make_unique<runtime::GrpcPsClient>(
         absl::StrCat("ps:", p), c.task.cluster.address(runtime::kPsJob, p), c.security));
     ps.back()->set_observer(prof);
+    ps.back()->set_call_tracker(calls);
     FULCRUM_RETURN_IF_ERROR(ConnectOnePs(c, deadline, *ps.back()));
   }
   return ps;
@@ -234,13 +236,14 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c,
   chief.set_observer(prof.get());
   FULCRUM_ASSIGN_OR_RETURN(const std::filesystem::path task_dir,
                            JoinRun(chief, t, c, startup_deadline, prof.get()));
-  auto ps = ConnectPs(c, startup_deadline, prof.get());
+  runtime::CallTracker calls;  // what this worker waits for, in its heartbeats
+  auto ps = ConnectPs(c, startup_deadline, prof.get(), &calls);
   if (!ps.ok()) return ReportFailure(c, *prof, chief, ps.status());
   std::vector<runtime::PsClient*> clients;
   for (const auto& client : *ps) clients.push_back(client.get());
   runtime::ShardedVariables sharded(placement, c.chunk_bytes, clients, c.task.task_name());
   sharded.set_wire_dtype(c.wire_dtype);
-  Heartbeat heartbeat(&chief, c.heartbeat_timeout);
+  Heartbeat heartbeat(&chief, c.heartbeat_timeout, absl::Seconds(1), &calls);
   // ssp: a worker held for a slower one waits long enough for the chief to declare a dead one
   // gone (silent for --heartbeat_timeout) and release it; a live one is never held that long.
   const absl::Duration step_wait =

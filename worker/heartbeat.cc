@@ -6,8 +6,12 @@
 namespace fulcrum::worker {
 
 Heartbeat::Heartbeat(runtime::CoordinatorClient* chief, absl::Duration timeout,
-                     absl::Duration interval)
-    : chief_(chief), timeout_(timeout), interval_(interval), thread_([this] { Loop(); }) {}
+                     absl::Duration interval, const runtime::CallTracker* calls)
+    : chief_(chief),
+      calls_(calls),
+      timeout_(timeout),
+      interval_(interval),
+      thread_([this] { Loop(); }) {}
 
 Heartbeat::~Heartbeat() {
   {
@@ -19,8 +23,11 @@ Heartbeat::~Heartbeat() {
 }
 
 bool Heartbeat::Beat(absl::Time* last_ok) {
-  const absl::StatusOr<pb::HeartbeatResponse> answer =
-      chief_->Heartbeat(step_.load(std::memory_order_relaxed));
+  std::optional<runtime::CallTracker::InFlight> oldest;
+  if (calls_ != nullptr) oldest = calls_->Oldest();
+  const absl::StatusOr<pb::HeartbeatResponse> answer = chief_->Heartbeat(
+      step_.load(std::memory_order_relaxed), oldest ? oldest->what : std::string(),
+      oldest ? absl::ToInt64Milliseconds(oldest->age) : 0);
   if (!answer.ok()) return false;
   *last_ok = absl::Now();
   if (answer->should_stop()) {

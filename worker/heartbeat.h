@@ -13,6 +13,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
 #include "base/mutex.h"
+#include "runtime/call_tracker.h"
 #include "runtime/coordinator_client.h"
 
 namespace fulcrum::worker {
@@ -21,8 +22,11 @@ class Heartbeat {
  public:
   // Starts beating at once. `chief` (not owned) must outlive this object; `timeout` is how
   // long the chief may stay silent before chief_lost().
+  // `calls` (not owned; may be null) are this worker's calls in flight: each heartbeat says
+  // which one is the oldest, for the chief's watchdog.
   Heartbeat(runtime::CoordinatorClient* chief, absl::Duration timeout,
-            absl::Duration interval = absl::Seconds(1));
+            absl::Duration interval = absl::Seconds(1),
+            const runtime::CallTracker* calls = nullptr);
   ~Heartbeat();
   Heartbeat(const Heartbeat&) = delete;
   Heartbeat& operator=(const Heartbeat&) = delete;
@@ -46,6 +50,7 @@ class Heartbeat {
   bool Pause();
 
   runtime::CoordinatorClient* const chief_;
+  const runtime::CallTracker* const calls_;
   const absl::Duration timeout_;
   const absl::Duration interval_;
   std::atomic<int64_t> step_{0};

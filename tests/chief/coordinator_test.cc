@@ -2,7 +2,10 @@
 // behind its gRPC adapter on 127.0.0.1:0 with a real client stub, and the server start-up
 // helper (runtime/grpc_server.h) refusing a port in use with one line naming the address.
 #include "chief/coordinator.h"
+#include "chief/watchdog.h"
+#include "runtime/call_tracker.h"
 
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -11,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/exit_code.h"
+#include "base/mutex.h"
 #include "chief/grpc_coordinator_service.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
@@ -254,6 +258,96 @@ TEST(GrpcCoordinatorServiceTest, ServesTheLogicOverGrpc) {
   EXPECT_THAT(coordinator.WaitForSummaries(absl::Now() + kLong), IsEmpty());
   EXPECT_EQ(coordinator.summaries().at(0), R"({"done": true})");
   started->server->Shutdown(runtime::DeadlineIn(absl::Seconds(1)));
+}
+
+pb::HeartbeatRequest Beat(int index, int64_t step, const std::string& waiting_for = "",
+                          int64_t waiting_ms = 0) {
+  pb::HeartbeatRequest request;
+  *request.mutable_task() = Worker(index);
+  request.set_local_step(step);
+  request.set_waiting_for(waiting_for);
+  request.set_waiting_ms(waiting_ms);
+  return request;
+}
+
+// The watchdog (chief/watchdog.h) on a real coordinator and call tracker, checked by the test
+// (a 0.5 s floor): a worker whose step stops moving is named past the threshold with the call it
+// waits for, and only then; one that stops beating as stopped or hung; a ps by the chief's own
+// call that does not come back. Each episode ends when the task moves again.
+TEST_F(CoordinatorTest, TheWatchdogNamesTheStuckTaskAndWhatItWaitsFor) {
+  pb::RegisterTaskResponse registered;
+  pb::HeartbeatResponse answer;
+  for (int w = 0; w < 2; ++w) {
+    ASSERT_TRUE(coordinator_.RegisterTask(Register(w, Fingerprint(32)), &registered).ok());
+  }
+  runtime::CallTracker chief_calls;
+  Mutex mu;
+  std::map<std::string, double> gauges;
+  Watchdog::Options o;
+  o.min_interval = absl::Milliseconds(500);
+  o.poll = absl::Hours(1);  // the test calls Check itself
+  o.on_stuck = [&](const std::string& task, double seconds) {
+    MutexLock lock(&mu);
+    gauges[task] = seconds;
+  };
+  Watchdog dog(&coordinator_, &chief_calls, o);
+  auto episode = [&](const std::string& task) -> nlohmann::json {
+    const nlohmann::json report = dog.Report();
+    for (const auto& e : report["episodes"]) {
+      if (e["task"] == task && e["ongoing"].get<bool>()) return e;
+    }
+    return nullptr;
+  };
+  // Beats (both workers moving unless `stuck1`), then a check, until `done` or 20 s.
+  int64_t step0 = 0, step1 = 0;
+  auto drive = [&](bool beat0, bool stuck1, auto done) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    while (!done() && absl::Now() < deadline) {
+      if (beat0) {
+        EXPECT_TRUE(coordinator_.Heartbeat(Beat(0, ++step0), &answer).ok());
+      }
+      EXPECT_TRUE(coordinator_
+                      .Heartbeat(stuck1 ? Beat(1, step1, "PushPull on ps:0", 1234)
+                                        : Beat(1, ++step1),
+                                 &answer)
+                      .ok());
+      dog.Check(absl::Now());
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    return done();
+  };
+  ASSERT_TRUE(drive(true, false, [&] { return step1 >= 10; }));
+  EXPECT_EQ(dog.Threshold(), absl::Milliseconds(500));  // 5 x ~20 ms is below the floor
+  // worker:1 stops at its step, waiting on a PushPull: not named at once, named past 0.5 s.
+  EXPECT_TRUE(coordinator_.Heartbeat(Beat(1, step1, "PushPull on ps:0", 1234), &answer).ok());
+  dog.Check(absl::Now());
+  EXPECT_TRUE(episode("worker:1").is_null()) << dog.Report().dump(2);
+  ASSERT_TRUE(drive(true, true, [&] { return !episode("worker:1").is_null(); }))
+      << dog.Report().dump(2);
+  EXPECT_THAT(episode("worker:1")["what"].get<std::string>(),
+              HasSubstr(absl::StrCat("stuck at local step ", step1)));
+  EXPECT_THAT(episode("worker:1")["what"].get<std::string>(),
+              HasSubstr("waiting for PushPull on ps:0 for 1.2 s"));
+  EXPECT_TRUE(episode("worker:0").is_null());
+  // It moves again: the episode ends and its gauge goes back to 0.
+  ASSERT_TRUE(drive(true, false, [&] { return episode("worker:1").is_null(); }));
+  {
+    MutexLock lock(&mu);
+    EXPECT_EQ(gauges["worker:1"], 0.0);
+  }
+  // worker:0 stops beating altogether (SIGSTOP): named, then as silent past 3 s.
+  ASSERT_TRUE(drive(false, false, [&] {
+    const nlohmann::json e = episode("worker:0");
+    return !e.is_null() && e["what"].get<std::string>().find("no heartbeat") != std::string::npos;
+  })) << dog.Report().dump(2);
+  // The chief's Stats to ps:1 that does not come back names ps:1; its return ends that.
+  const int64_t stats = chief_calls.Begin("Stats", "ps:1");
+  ASSERT_TRUE(drive(true, false, [&] { return !episode("ps:1").is_null(); }));
+  EXPECT_THAT(episode("ps:1")["what"].get<std::string>(),
+              HasSubstr("has not answered the chief's Stats for"));
+  chief_calls.End(stats);
+  dog.Check(absl::Now());
+  EXPECT_TRUE(episode("ps:1").is_null());
 }
 
 TEST(StartGrpcServerTest, APortInUseFailsWithOneLineNamingTheAddress) {

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <csignal>
 #include <filesystem>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -180,6 +181,58 @@ TEST(GracefulStopTest, AsyncWorkersThatLeaveOrDieNeverDelayTheEnd) {
   EXPECT_EQ(report["failed"], false);
   EXPECT_GE(report["global_step"].get<int64_t>(), 6000);
   EXPECT_EQ(report["workers_lost"], nlohmann::json::array({1, 2})) << report.dump(2);
+}
+
+// The watchdog (--watchdog_secs=2 here): a SIGSTOPped worker and then a SIGSTOPped ps are each
+// named within two intervals with what they (or the chief) wait for, and once continued they
+// move again; the run then ends on a Ctrl-C of every task with the episodes in report.json.
+TEST(GracefulStopTest, TheWatchdogNamesAStoppedWorkerAndAStoppedPs) {
+  const fs::path dir = FreshDir("watchdog_stopped");
+  const std::string spec = WriteLocalSpec(dir / "spec.json", 1, 2);
+  std::vector<std::string> flags = Flags(dir, spec, "async", 100000000, false);
+  flags.push_back("--heartbeat_timeout=120");
+  flags.push_back("--step_timeout=120");
+  flags.push_back("--watchdog_secs=2");
+  LocalCluster cluster(dir);
+  cluster.StartAll(1, 2, flags);
+  ASSERT_TRUE(cluster.WaitForLog("worker", 1, "step 100 (global", std::chrono::seconds(90)))
+      << cluster.Logs();
+  cluster.Signal("worker", 1, SIGSTOP);
+  EXPECT_TRUE(cluster.WaitForLog("chief", 0, "watchdog: worker:1 stuck at local step",
+                                 std::chrono::seconds(10)))
+      << cluster.Logs();
+  EXPECT_TRUE(cluster.WaitForLog("chief", 0, "(the process is stopped, e.g. SIGSTOP, or hung)",
+                                 std::chrono::seconds(10)))
+      << cluster.Logs();
+  cluster.Signal("worker", 1, SIGCONT);
+  EXPECT_TRUE(
+      cluster.WaitForLog("chief", 0, "watchdog: worker:1 moves again", std::chrono::seconds(10)))
+      << cluster.Logs();
+  cluster.Signal("ps", 0, SIGSTOP);
+  EXPECT_TRUE(cluster.WaitForLog("chief", 0, "watchdog: ps:0 has not answered the chief's Stats",
+                                 std::chrono::seconds(10)))
+      << cluster.Logs();
+  cluster.Signal("ps", 0, SIGCONT);
+  EXPECT_TRUE(
+      cluster.WaitForLog("chief", 0, "watchdog: ps:0 moves again", std::chrono::seconds(10)))
+      << cluster.Logs();
+  // Ctrl-C on the whole cluster.
+  for (const auto& [job, i] : std::vector<std::pair<std::string, int>>{
+           {"ps", 0}, {"worker", 0}, {"worker", 1}, {"chief", 0}}) {
+    cluster.Signal(job, i, SIGINT);
+  }
+  cluster.WaitAll(std::chrono::seconds(60));
+  EXPECT_EQ(cluster.task("chief", 0).exit_code, 130) << cluster.Logs();
+  const nlohmann::json report = ReadJson(dir / "run" / "report.json");
+  ASSERT_TRUE(report.is_object()) << cluster.Logs();
+  // Both named and both over (a worker that waited on the stopped ps may still be in an episode
+  // when the run ends: its next heartbeat had not come yet).
+  std::set<std::string> ended;
+  for (const auto& e : report["watchdog"]["episodes"]) {
+    if (!e["ongoing"].get<bool>()) ended.insert(e["task"].get<std::string>());
+  }
+  EXPECT_TRUE(ended.contains("worker:1")) << report["watchdog"].dump(2);
+  EXPECT_TRUE(ended.contains("ps:0")) << report["watchdog"].dump(2);
 }
 
 }  // namespace

@@ -135,7 +135,7 @@ TEST_F(CoordinatorClientTest, RegistersWaitsForTheStartBeatsAndReports) {
   ASSERT_TRUE(registered.ok()) << registered.status();
   EXPECT_EQ(registered->run_dir(), "/runs/fp");
   EXPECT_TRUE(client_->WaitForStart(absl::Now() + absl::Seconds(30)).ok());
-  auto stop = client_->Heartbeat(42);
+  auto stop = client_->Heartbeat(42, "", 0);
   ASSERT_TRUE(stop.ok()) << stop.status();
   EXPECT_FALSE(stop->should_stop());
   EXPECT_EQ(chief_.Get().last_step, 42);
@@ -200,7 +200,7 @@ TEST_F(CoordinatorClientTest, TheChiefsOwnErrorsAreRuntimeFailures) {
 TEST(CoordinatorClientUnreachableTest, HeartbeatToNoChiefIsUnavailable) {
   // Port 1 on loopback: nothing listens there.
   runtime::GrpcCoordinatorClient client(Worker(0), "127.0.0.1:1");
-  auto stop = client.Heartbeat(0);
+  auto stop = client.Heartbeat(0, "", 0);
   EXPECT_FALSE(stop.ok());
   EXPECT_TRUE(stop.status().code() == absl::StatusCode::kUnavailable ||
               stop.status().code() == absl::StatusCode::kDeadlineExceeded)
@@ -213,14 +213,22 @@ class FakeChief final : public runtime::CoordinatorClient {
   std::atomic<bool> stop{false};
   std::atomic<bool> fail{false};
   std::atomic<bool> failed{false};  // with stop: the run failed
+  Mutex mu;
+  std::string last_waiting_for ABSL_GUARDED_BY(mu);
   std::atomic<int64_t> last_step{-1};
 
   absl::StatusOr<pb::RegisterTaskResponse> Register(const std::string&, absl::Time) override {
     return pb::RegisterTaskResponse();
   }
   absl::Status WaitForStart(absl::Time) override { return absl::OkStatus(); }
-  absl::StatusOr<pb::HeartbeatResponse> Heartbeat(int64_t local_step) override {
+  absl::StatusOr<pb::HeartbeatResponse> Heartbeat(int64_t local_step,
+                                                  const std::string& waiting_for,
+                                                  int64_t) override {
     last_step = local_step;
+    {
+      MutexLock lock(&mu);
+      last_waiting_for = waiting_for;
+    }
     if (fail) return absl::UnavailableError("chief:0 unreachable");
     pb::HeartbeatResponse answer;
     answer.set_should_stop(stop.load());
@@ -266,6 +274,24 @@ TEST(HeartbeatTest, LearnsThatTheRunFailedAndWhyWhenAskedNow) {
   EXPECT_TRUE(heartbeat.should_stop());
   EXPECT_TRUE(heartbeat.run_failed());
   EXPECT_EQ(heartbeat.stop_reason(), "ps:0 diverged");
+}
+
+// Each heartbeat names the worker's oldest call in flight, for the chief's watchdog.
+TEST(HeartbeatTest, SaysWhichCallTheWorkerWaitsFor) {
+  FakeChief chief;
+  runtime::CallTracker calls;
+  worker::Heartbeat heartbeat(&chief, absl::Seconds(60), absl::Milliseconds(10), &calls);
+  const int64_t pull = calls.Begin("PushPull", "ps:0");
+  const int64_t later = calls.Begin("Pull", "ps:1");
+  auto waiting = [&] {
+    MutexLock lock(&chief.mu);
+    return chief.last_waiting_for;
+  };
+  EXPECT_TRUE(Eventually([&] { return waiting() == "PushPull on ps:0"; }));
+  calls.End(pull);
+  EXPECT_TRUE(Eventually([&] { return waiting() == "Pull on ps:1"; }));
+  calls.End(later);
+  EXPECT_TRUE(Eventually([&] { return waiting().empty(); }));
 }
 
 TEST(HeartbeatTest, NoticesASilentChief) {

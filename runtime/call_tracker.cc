@@ -1,0 +1,27 @@
+#include "runtime/call_tracker.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace fulcrum::runtime {
+
+int64_t CallTracker::Begin(const char* method, const std::string& peer) {
+  MutexLock lock(&mu_);
+  const int64_t token = ++next_;
+  calls_.emplace(token, std::make_pair(absl::StrCat(method, " on ", peer), absl::Now()));
+  return token;
+}
+
+void CallTracker::End(int64_t token) {
+  MutexLock lock(&mu_);
+  calls_.erase(token);
+}
+
+std::optional<CallTracker::InFlight> CallTracker::Oldest() const {
+  MutexLock lock(&mu_);
+  if (calls_.empty()) return std::nullopt;
+  const auto& [what, start] = calls_.begin()->second;
+  return InFlight{what, absl::Now() - start};
+}
+
+}  // namespace fulcrum::runtime
