@@ -104,6 +104,9 @@ class Chief {
   // leaves after it, and RecoverPs restores it once it is back); without, the run ends here
   // as failed, naming it. OK too when this chief was signalled itself (Ctrl-C on the cluster).
   absl::Status OnPsLeaving(int64_t step);
+  // Workers silent past --heartbeat_timeout: the run goes on without them where the mode
+  // allows (counted in lost_workers_), else the error naming them.
+  absl::Status CheckSilentWorkers();
   // Reads the workers' summaries not read yet: a worker that failed on its own ends the run;
   // one stopped by a signal (not the cluster's Ctrl-C) left it (OnWorkerLeft).
   absl::Status ReadSummaries(const std::map<int, std::string>& summaries, int64_t step);

@@ -77,27 +77,7 @@ absl::Status Chief::Monitor() {
       stop_reason_ = "every worker finished";
       return absl::OkStatus();
     }
-    if (const auto silent = coordinator_->SilentWorkers(c_.heartbeat_timeout); !silent.empty()) {
-      // Async training, and sync training with backup workers while enough workers remain,
-      // goes on without a dead worker; sync training that needs every worker cannot.
-      const int workers = c_.task.cluster.num_tasks(runtime::kWorkerJob);
-      const int alive = workers - static_cast<int>(silent.size());
-      const bool can_go_on =
-          alive > 0 && (c_.mode != runtime::SyncMode::kSync || alive >= c_.replicas_to_aggregate);
-      if (!can_go_on) {
-        return absl::UnavailableError(
-            absl::StrCat("chief: ", Join(silent, "worker"), " silent for ",
-                         absl::FormatDuration(c_.heartbeat_timeout), " (--heartbeat_timeout)"));
-      }
-      for (const int w : silent) {
-        if (lost_workers_.insert(w).second) {
-          spdlog::warn(
-              "chief: worker:{} silent for {} (--heartbeat_timeout): training goes on "
-              "with the {} other worker(s)",
-              w, absl::FormatDuration(c_.heartbeat_timeout), alive);
-        }
-      }
-    }
+    FULCRUM_RETURN_IF_ERROR(CheckSilentWorkers());
     // The others were held for a released worker: the stall so far is not theirs.
     if (ReleaseGoneWorkers(summaries)) last_progress = absl::Now();
     if (now - last_progress > c_.heartbeat_timeout) {
@@ -114,6 +94,31 @@ absl::Status Chief::Monitor() {
                        ": global step stuck at ", last_step, " of ", train_steps_, stalest));
     }
   }
+}
+
+absl::Status Chief::CheckSilentWorkers() {
+  const std::vector<int> silent = coordinator_->SilentWorkers(c_.heartbeat_timeout);
+  if (silent.empty()) return absl::OkStatus();
+  // Async training, and sync training with backup workers while enough workers remain, goes
+  // on without a dead worker; sync training that needs every worker cannot.
+  const int workers = c_.task.cluster.num_tasks(runtime::kWorkerJob);
+  const int alive = workers - static_cast<int>(silent.size());
+  const bool can_go_on =
+      alive > 0 && (c_.mode != runtime::SyncMode::kSync || alive >= c_.replicas_to_aggregate);
+  if (!can_go_on) {
+    return absl::UnavailableError(absl::StrCat("chief: ", Join(silent, "worker"), " silent for ",
+                                               absl::FormatDuration(c_.heartbeat_timeout),
+                                               " (--heartbeat_timeout)"));
+  }
+  for (const int w : silent) {
+    if (lost_workers_.insert(w).second) {
+      spdlog::warn(
+          "chief: worker:{} silent for {} (--heartbeat_timeout): training goes on with the {} "
+          "other worker(s)",
+          w, absl::FormatDuration(c_.heartbeat_timeout), alive);
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Chief::OnPsLeaving(int64_t step) {

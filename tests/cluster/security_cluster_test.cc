@@ -3,7 +3,9 @@
 // certificate another CA signed, a worker pushing under another task's name and a worker
 // calling the chief's control RPCs, with its state unchanged; bad security flags exit 2
 // naming the flag before anything listens. Certificates come from scripts/make_certs.sh.
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -18,6 +20,7 @@
 #include "runtime/coordinator_client.h"
 #include "runtime/grpc_ps_client.h"
 #include "runtime/security.h"
+#include "runtime/tcp_wire.h"
 #include "runtime/tensor_coding.h"
 #include "tests/testing/cluster.h"
 #include "tests/testing/subprocess.h"
@@ -291,6 +294,68 @@ TEST_F(SecurityClusterTest, AWorkerCannotPushOrPullAsAnotherTask) {
   const pb::StatsResponse after = Stats();
   EXPECT_EQ(after.pushes_received(), before.pushes_received());
   EXPECT_EQ(after.pulls(), before.pulls());
+}
+
+// The hostile suite's attacks under mutual TLS (issue 27), from a client holding a valid worker
+// certificate and the token: a pull naming one chunk 1000 times, a 3e38 gradient and 200 empty
+// pushes in a row are refused naming the cause (a definition comes only from chief:0 here:
+// OnlyTheChiefMayCallTheControlRpcs), and 2000 plain-TCP connect-and-resets on the TLS port (handshakes never finished) leave the
+// ps serving with its state unchanged and its memory bounded.
+TEST_F(SecurityClusterTest, TheHostileSuitesAttacksAreRefusedUnderMutualTls) {
+  const std::string address = StartPs("security_hostile");
+  runtime::GrpcPsClient worker("ps:0", address, As(Certs(), "worker:0", Token()));
+  pb::PullRequest pull;
+  pull.set_task("worker:0");
+  for (int i = 0; i < 1000; ++i) pull.add_chunks(0);
+  pb::PullResponse pulled;
+  absl::Status s = worker.Pull(pull, &pulled, kTimeout);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(), HasSubstr("more than once"));
+  pb::PushRequest absurd = Gradient("worker:0", 1);
+  {
+    const std::vector<float> huge(8, 3e38f);
+    const std::span<const float> part(huge);
+    runtime::EncodeFloats({&part, 1}, absurd.mutable_gradients(0)->mutable_data());
+  }
+  pb::PushResponse pushed;
+  s = worker.Push(absurd, &pushed, kTimeout);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(), HasSubstr("beyond float's range"));
+  pb::PushRequest empty = Gradient("worker:0", 2);
+  {
+    const std::vector<float> zeros(8, 0.0f);
+    const std::span<const float> part(zeros);
+    runtime::EncodeFloats({&part, 1}, empty.mutable_gradients(0)->mutable_data());
+  }
+  for (int i = 0; i < 199; ++i) {
+    empty.set_request_id(100 + i);
+    ASSERT_TRUE(worker.Push(empty, &pushed, kTimeout).ok()) << i;
+  }
+  empty.set_request_id(1000);
+  EXPECT_EQ(worker.Push(empty, &pushed, kTimeout).code(), absl::StatusCode::kFailedPrecondition);
+  const pb::StatsResponse before = Stats();
+  const pid_t pid = cluster_->task("ps", 0).pid;
+  const std::string host = address.substr(0, address.rfind(':'));
+  const int port = std::stoi(address.substr(address.rfind(':') + 1));
+  for (int i = 0; i < 2000; ++i) {
+    absl::StatusOr<int> fd = runtime::ConnectTcp(host, port, absl::Now() + kTimeout);
+    if (!fd.ok()) continue;
+    const linger reset{1, 0};  // close sends RST, as a scanner's reset does
+    setsockopt(*fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
+    close(*fd);
+  }
+  const pb::StatsResponse after = Stats();
+  EXPECT_EQ(after.global_step(), before.global_step());
+  EXPECT_EQ(after.pushes_received(), before.pushes_received());
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  int64_t rss_kb = -1;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) rss_kb = std::atoll(line.c_str() + 6);
+  }
+  EXPECT_GT(rss_kb, 0);
+  EXPECT_LT(rss_kb, 256 * 1024) << "ps RSS after the flood, kB";
+  EXPECT_TRUE(worker.Push(Gradient("worker:0", 5000), &pushed, kTimeout).ok());
 }
 
 TEST_F(SecurityClusterTest, OnlyTheChiefMayCallTheControlRpcs) {
