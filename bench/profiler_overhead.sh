@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# What the built-in profiler costs: the same local cluster run with --profile=on and
-# --profile=off, alternately (on off on off ...), after one unreported warm-up pair. The figure
+# What the built-in profiler (or, with --feature=checkpoint, checkpointing) costs: the same local
+# cluster run with the feature on and off, alternately (on off on off ...), after one unreported
+# warm-up pair. --feature=profile: --profile=on vs off. --feature=checkpoint: both --profile=off,
+# the "on" runs with --checkpoint_dir (a fresh folder per run) and --checkpoint_every_secs=N
+# (--checkpoint_secs, default 30; issue 27's target: >= 0.965, i.e. <= 3.5 %). The figure
 # per run is report.json's workers_examples_per_sec (the sum of the workers' steady-state
 # rates, first 20 steps dropped); the table gives the median of each side and the median
 # (min-max) of the pairwise ratios on/off. Target: >= 0.98. /proc/loadavg before and after.
 #
-# Usage: bench/profiler_overhead.sh [--pairs=5] [--model=logreg] [--ps=1] [--workers=2]
+# Usage: bench/profiler_overhead.sh [--feature=profile|checkpoint] [--checkpoint_secs=30]
+#          [--pairs=5] [--model=logreg] [--ps=1] [--workers=2]
 #          [--mode=async] [--batch_size=256] [--steps=3000] [--interval_ms=500]
 #          [--extra="--metrics_port=0"] [--out=build/profiler_overhead.md]
 # Environment: BIN_DIR (default build/bin), RUN_TIMEOUT (s per run, default 300).
@@ -15,10 +19,13 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BIN_DIR="${BIN_DIR:-$ROOT/build/bin}"
 RUN_TIMEOUT="${RUN_TIMEOUT:-300}"
 pairs=5 model=logreg num_ps=1 workers=2 mode=async batch=256 steps=3000 interval=500 extra=""
+feature=profile ckpt_secs=30
 out="$ROOT/build/profiler_overhead.md"
 die() { echo "profiler_overhead: error: $*" >&2; exit 2; }
 for arg in "$@"; do
   case "$arg" in
+    --feature=*) feature="${arg#*=}" ;;
+    --checkpoint_secs=*) ckpt_secs="${arg#*=}" ;;
     --pairs=*) pairs="${arg#*=}" ;;
     --model=*) model="${arg#*=}" ;;
     --ps=*) num_ps="${arg#*=}" ;;
@@ -33,7 +40,8 @@ for arg in "$@"; do
     *) die "unknown argument: $arg (see --help)" ;;
   esac
 done
-for v in $pairs $num_ps $workers $batch $steps $interval; do
+[[ "$feature" =~ ^(profile|checkpoint)$ ]] || die "--feature must be profile or checkpoint"
+for v in $pairs $num_ps $workers $batch $steps $interval $ckpt_secs; do
   [[ "$v" =~ ^[1-9][0-9]*$ ]] || die "expected a positive integer, got '$v'"
 done
 [[ "$mode" =~ ^(sync|async)$ ]] || die "--mode must be sync or async"
@@ -49,29 +57,37 @@ results="$work/results.tsv"
 
 # run PROFILE N: one cluster run; appends "profile pair ex/s" to the results.
 run() {
-  local profile=$1 n=$2 dir="$work/r$1-$2"
+  local side=$1 n=$2 dir="$work/r$1-$2" profile=off feature_flags=()
   mkdir -p "$dir"
+  if [[ "$feature" == profile ]]; then
+    profile=$side
+  elif [[ "$side" == on ]]; then
+    feature_flags=(--checkpoint_dir="$dir/ckpt" --checkpoint_every_secs="$ckpt_secs")
+  fi
   python3 "$ROOT/bench/free_spec.py" "$dir/spec.json" "$num_ps" "$workers"
   # shellcheck disable=SC2086
   if ! BIN_DIR="$work/bin" timeout "$RUN_TIMEOUT" "$ROOT/scripts/local_cluster.sh" \
       "$dir/spec.json" --model="$model" --batch_size="$batch" --train_steps="$steps" \
       --mode="$mode" --threads=1 --eval_every=0 --log_every=100000 \
-      --profile="$profile" --profile_interval_ms="$interval" $extra \
+      --profile="$profile" --profile_interval_ms="$interval" "${feature_flags[@]}" $extra \
       --run_dir="$dir/run" > "$dir/cluster.log" 2>&1; then
     tail -n 20 "$dir/cluster.log" >&2
-    die "the $profile run failed (log above)"
+    die "the $side run failed (log above)"
   fi
   local rate
   rate=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["workers_examples_per_sec"])' \
     "$dir/run/report.json")
-  (( n > 0 )) && echo -e "$profile\t$n\t$rate" >> "$results"
-  printf '  %-3s %s: %10.0f ex/s\n' "$profile" "${n/#0/warm-up}" "$rate" >&2
+  local saves=""
+  [[ -d "$dir/ckpt" ]] && saves=" ($(python3 -c 'import json,sys; print((json.load(open(sys.argv[1])).get("checkpoint") or {}).get("saves"))' \
+    "$dir/run/report.json") checkpoints saved)"
+  (( n > 0 )) && echo -e "$side\t$n\t$rate" >> "$results"
+  printf '  %-3s %s: %10.0f ex/s%s\n' "$side" "${n/#0/warm-up}" "$rate" "$saves" >&2
   rm -rf "$dir"
 }
 
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 t0=$(date +%s)
-echo "profiler_overhead: $model $mode, $num_ps ps + $workers workers, batch $batch, $steps steps," \
+echo "profiler_overhead: --feature=$feature; $model $mode, $num_ps ps + $workers workers, batch $batch, $steps steps," \
   "$pairs pairs; load before: $load_before" >&2
 run on 0
 run off 0
@@ -84,20 +100,23 @@ elapsed=$(( $(date +%s) - t0 ))
 
 mkdir -p "$(dirname "$out")"
 python3 - "$results" "$model" "$mode" "$num_ps" "$workers" "$batch" "$steps" "$interval" \
-    "$load_before" "$load_after" "$elapsed" "$extra" <<'EOF' | tee "$out"
+    "$load_before" "$load_after" "$elapsed" "$extra" "$feature" "$ckpt_secs" <<'EOF' | tee "$out"
 import statistics as st, sys
-res, model, mode, nps, nw, batch, steps, interval, lb, la, elapsed, extra = sys.argv[1:]
+res, model, mode, nps, nw, batch, steps, interval, lb, la, elapsed, extra, feature, secs = sys.argv[1:]
 runs = {"on": {}, "off": {}}
 for line in open(res):
     side, p, rate = line.split("\t")
     runs[side][int(p)] = float(rate)
 ratios = [runs["on"][p] / runs["off"][p] for p in runs["on"] if p in runs["off"]]
-print("Profiler overhead: %s %s, %s ps + %s workers, batch %s, %s steps, interval %s ms%s; "
+what = ("Profiler overhead" if feature == "profile"
+        else "Checkpoint overhead (--checkpoint_every_secs=%s)" % secs)
+print("%s: %s %s, %s ps + %s workers, batch %s, %s steps, interval %s ms%s; "
       "%d pairs (on, off alternating) after a warm-up pair; workers' summed steady-state "
       "examples/sec from report.json. Load %s -> %s; %s s.\n"
-      % (model, mode, nps, nw, batch, steps, interval, (", " + extra) if extra else "",
+      % (what, model, mode, nps, nw, batch, steps, interval, (", " + extra) if extra else "",
          len(ratios), lb, la, elapsed))
-print("| profile on ex/s (median) | profile off ex/s (median) | on/off median | min-max |")
+print("| %s on ex/s (median) | %s off ex/s (median) | on/off median | min-max |"
+      % (feature, feature))
 print("| ---: | ---: | ---: | --- |")
 print("| %.0f | %.0f | %.3f | %.3f-%.3f |" % (st.median(runs["on"].values()),
       st.median(runs["off"].values()), st.median(ratios), min(ratios), max(ratios)))
