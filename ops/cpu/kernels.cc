@@ -151,6 +151,11 @@ void BlasGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const
     return choice == nullptr || std::strcmp(choice, "openblas") != 0;
   }();
   if (use_onednn) {
+    // One OpenMP thread: MatMul splits the work over the pool itself. Unbound, oneDNN's sgemm
+    // opens a team of every core's thread on the calling thread, whose idle member spins after
+    // each call: with the ps and other workers on the same cores a cluster worker's mlp backward
+    // took 13.8 ms instead of 0.9 (perf: 80 % of the worker's samples in libgomp).
+    ThreadPool::BindCallerThreads(1);
     dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb,
                accumulate ? 1.0f : 0.0f, c, ldc);
     return;
