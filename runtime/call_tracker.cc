@@ -8,7 +8,7 @@ namespace fulcrum::runtime {
 int64_t CallTracker::Begin(const char* method, const std::string& peer) {
   MutexLock lock(&mu_);
   const int64_t token = ++next_;
-  calls_.emplace(token, std::make_pair(absl::StrCat(method, " on ", peer), absl::Now()));
+  calls_.emplace(token, Call{method, peer, absl::Now()});
   return token;
 }
 
@@ -20,8 +20,8 @@ void CallTracker::End(int64_t token) {
 std::optional<CallTracker::InFlight> CallTracker::Oldest() const {
   MutexLock lock(&mu_);
   if (calls_.empty()) return std::nullopt;
-  const auto& [what, start] = calls_.begin()->second;
-  return InFlight{what, absl::Now() - start};
+  const Call& call = calls_.begin()->second;
+  return InFlight{absl::StrCat(call.method, " on ", call.peer), absl::Now() - call.start};
 }
 
 }  // namespace fulcrum::runtime

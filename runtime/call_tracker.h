@@ -1,7 +1,8 @@
 // runtime: the calls a task has in flight to its peers, so that a watchdog can say what a
 // stuck task waits for ("PushPull on ps:0 for 31 s"). GrpcPsClient registers every call it
 // starts (on gRPC and on the tcp data plane) and ends it when its answer or error arrives.
-// Thread-safety: thread-safe; Begin/End are a lock and a map update (a few calls per step).
+// Thread-safety: thread-safe; Begin/End are a lock and a map update (a few calls per step); the
+// description is formatted only when Oldest asks.
 #pragma once
 
 #include <cstdint>
@@ -22,7 +23,8 @@ class CallTracker {
     absl::Duration age;
   };
 
-  // Registers a call of `method` on `peer` started now; returns its token for End.
+  // Registers a call of `method` (a string literal) on `peer` started now; returns its token
+  // for End.
   int64_t Begin(const char* method, const std::string& peer);
   void End(int64_t token);
   // The oldest call in flight, if any.
@@ -32,7 +34,12 @@ class CallTracker {
   mutable Mutex mu_;
   int64_t next_ ABSL_GUARDED_BY(mu_) = 0;
   // Tokens grow with time, so the first entry is the oldest call.
-  std::map<int64_t, std::pair<std::string, absl::Time>> calls_ ABSL_GUARDED_BY(mu_);
+  struct Call {
+    const char* method;
+    std::string peer;  // "ps:0": short enough to stay inline
+    absl::Time start;
+  };
+  std::map<int64_t, Call> calls_ ABSL_GUARDED_BY(mu_);
 };
 
 // Begin on construction, End on destruction; a null tracker tracks nothing.

@@ -25,7 +25,6 @@
 #include "base/exit_code.h"
 #include "base/status_macros.h"
 #include "nlohmann/json.hpp"
-#include "runtime/tcp_wire.h"
 #include "runtime/wire_frame.h"
 
 ABSL_FLAG(
@@ -225,19 +224,6 @@ SecurityFlags SecurityFlagsFromFlags() {
   return SecurityFlags{absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
                        absl::GetFlag(FLAGS_tls_ca), absl::GetFlag(FLAGS_auth_token_file),
                        absl::GetFlag(FLAGS_insecure)};
-}
-
-// Protected mode: every address of the spec on loopback (runtime/security.h).
-absl::Status CheckSpecReachableOnlyLocally(const TransportSecurity& security,
-                                           const ClusterSpec& cluster) {
-  for (const char* job : {kChiefJob, kPsJob, kWorkerJob}) {
-    for (int i = 0; i < cluster.num_tasks(job); ++i) {
-      FULCRUM_RETURN_IF_ERROR(security.CheckReachableOnlyLocally(
-          absl::StrCat(job, ":", i, "'s address in the cluster spec"),
-          HostOf(cluster.address(job, i))));
-    }
-  }
-  return absl::OkStatus();
 }
 
 // The largest --learning_rate taken.
@@ -866,7 +852,7 @@ absl::StatusOr<ClusterOptions> ClusterOptionsFromFlags(absl::string_view default
   const SecurityFlags security = SecurityFlagsFromFlags();
   FULCRUM_ASSIGN_OR_RETURN(
       o.security, TransportSecurity::Load(security, o.task.task_name(), o.task.dir_name()));
-  FULCRUM_RETURN_IF_ERROR(CheckSpecReachableOnlyLocally(o.security, o.task.cluster));
+  FULCRUM_RETURN_IF_ERROR(o.security.CheckSpecReachableOnlyLocally(o.task.cluster));
   if (data_plane == "auto") o.tcp_data_plane = !o.security.tls();
   if (o.tcp_data_plane && o.security.tls()) {
     return absl::InvalidArgumentError(

@@ -19,6 +19,7 @@
 #include "base/net.h"
 #include "base/status_macros.h"
 #include "grpcpp/support/client_interceptor.h"
+#include "runtime/tcp_wire.h"
 #include "spdlog/spdlog.h"
 
 namespace fulcrum::runtime {
@@ -273,6 +274,17 @@ absl::Status TransportSecurity::CheckReachableOnlyLocally(absl::string_view what
       "only loopback peers): give every task --auth_token_file (the launchers make one) or "
       "--tls_cert, --tls_key and --tls_ca (scripts/make_certs.sh makes them), or --insecure to "
       "let anyone who reaches the ports call the tasks"));
+}
+
+absl::Status TransportSecurity::CheckSpecReachableOnlyLocally(const ClusterSpec& cluster) const {
+  for (const char* job : {kChiefJob, kPsJob, kWorkerJob}) {
+    for (int i = 0; i < cluster.num_tasks(job); ++i) {
+      FULCRUM_RETURN_IF_ERROR(
+          CheckReachableOnlyLocally(absl::StrCat(job, ":", i, "'s address in the cluster spec"),
+                                    HostOf(cluster.address(job, i))));
+    }
+  }
+  return absl::OkStatus();
 }
 
 void TransportSecurity::LogMode(const std::string& task_name) const {

@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "grpcpp/grpcpp.h"
+#include "runtime/cluster_spec.h"
 
 namespace fulcrum::runtime {
 
@@ -77,6 +78,8 @@ class TransportSecurity {
   // `what` ("ps:0 in the cluster spec", "--metrics_bind") is not a loopback address,
   // naming both, the credential flags, scripts/make_certs.sh and --insecure.
   absl::Status CheckReachableOnlyLocally(absl::string_view what, const std::string& host) const;
+  // The same for every address of `cluster` ("ps:0's address in the cluster spec").
+  absl::Status CheckSpecReachableOnlyLocally(const ClusterSpec& cluster) const;
 
   // The one start-up log line of `task_name` on how its RPCs are protected: INFO in protected
   // mode and with TLS, a WARN with --insecure or a token without TLS.
