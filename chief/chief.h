@@ -100,6 +100,11 @@ class Chief {
   // recreates the variables of a restarted one (held until restored) and restores every ps
   // from the newest checkpoint. OK once training can go on; the error otherwise.
   absl::Status RecoverPs(const absl::Status& cause);
+  // --replicate_shards: ps p, lost (`cause`: dead, or leaving), is replaced by its replica,
+  // promoted in its place. True when it was (training goes on with no step lost); false when
+  // it cannot be (no replication, the backup is gone too, or already promoted): RecoverPs or
+  // the failure then.
+  bool PromoteLost(const absl::Status& cause, int p);
   // A ps said it is leaving (a signal): with checkpoints, one is saved at once for it (it
   // leaves after it, and RecoverPs restores it once it is back); without, the run ends here
   // as failed, naming it. OK too when this chief was signalled itself (Ctrl-C on the cluster).
@@ -156,6 +161,7 @@ class Chief {
   int64_t start_step_ = 0;          // the global step training started at
   std::vector<std::string> checkpoint_errors_;
   nlohmann::json recoveries_ = nlohmann::json::array();  // each ps recovery, for the report
+  nlohmann::json promotions_ = nlohmann::json::array();  // each replica promoted, for the report
   std::set<int> summaries_read_;   // workers whose summary Monitor has looked at
   std::string waited_failure_;     // the first worker that failed waiting for another task
   std::string saved_for_leaving_;  // the leaving ps a checkpoint was saved for

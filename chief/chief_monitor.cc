@@ -34,6 +34,10 @@ absl::Status Chief::Monitor() {
     FULCRUM_RETURN_IF_ERROR(LocalWorkerStatus());
     absl::StatusOr<int64_t> polled = ps_->GlobalStep(c_.step_timeout);
     if (!polled.ok()) {
+      if (PromoteLost(polled.status(), ps_->lost())) {
+        last_progress = absl::Now();
+        continue;
+      }
       if (!c_.recovers()) {
         return absl::Status(polled.status().code(),
                             absl::StrCat(polled.status().message(),
@@ -124,6 +128,14 @@ absl::Status Chief::CheckSilentWorkers() {
 absl::Status Chief::OnPsLeaving(int64_t step) {
   const std::string& leaving = ps_->leaving();
   if (StopSignal() != 0 || saved_for_leaving_ == leaving) return absl::OkStatus();
+  // --replicate_shards: its replica takes over now, as for a dead ps (the leaving ps is
+  // fenced by its next forward and leaves).
+  if (ps_->replicates() && !ps_->promoted(ps_->leaving_ps()) &&
+      PromoteLost(absl::UnavailableError(absl::StrCat(leaving, " is leaving the run")),
+                  ps_->leaving_ps())) {
+    saved_for_leaving_ = leaving;
+    return absl::OkStatus();
+  }
   if (!c_.recovers()) {
     return absl::UnavailableError(absl::StrCat(
         "chief: ", leaving, " is leaving the run at global step ", step,
@@ -207,6 +219,30 @@ bool Chief::ReleaseGoneWorkers(const std::map<int, std::string>& summaries) {
     spdlog::info("chief: ssp: the ps tasks no longer wait for {}", reason);
   }
   return released;
+}
+
+bool Chief::PromoteLost(const absl::Status& cause, int p) {
+  if (!ps_->replicates() || p < 0 || ps_->promoted(p)) return false;
+  const int b = ps_->backup_of(p);
+  const absl::Time start = absl::Now();
+  absl::StatusOr<int64_t> step = ps_->Promote(p, std::string(cause.message()));
+  if (!step.ok()) {
+    spdlog::error("chief: {}; its replica on ps:{} cannot take over: {}",
+                  std::string(cause.message()), b, std::string(step.status().message()));
+    return false;
+  }
+  const double ms = absl::ToDoubleMilliseconds(absl::Now() - start);
+  spdlog::warn(
+      "chief: {}: its replica on ps:{} serves ps:{}'s shard from global step {} on (nothing "
+      "rolled back; promoted in {:.1f} ms)",
+      std::string(cause.message()), b, p, *step, ms);
+  promotions_.push_back({{"shard", absl::StrCat("ps:", p)},
+                         {"served_by", absl::StrCat("ps:", b)},
+                         {"global_step", *step},
+                         {"cause", std::string(cause.message())},
+                         {"promote_ms", ms},
+                         {"unix_us", absl::ToUnixMicros(absl::Now())}});
+  return true;
 }
 
 absl::Status Chief::RecoverPs(const absl::Status& cause) {

@@ -79,6 +79,18 @@ nlohmann::json Chief::RunJson(const std::string& stop_reason) const {
   j["workers_lost"] = std::vector<int>(lost_workers_.begin(), lost_workers_.end());
   // Each time ps tasks restarted and every ps went back to a checkpoint.
   j["ps_recoveries"] = recoveries_;
+  // --replicate_shards: where each shard's replica lives and each promotion (a ps lost).
+  if (c_.replicate_shards) {
+    nlohmann::json replicas = nlohmann::json::array();
+    for (int p = 0; p < placement_.num_ps(); ++p) {
+      replicas.push_back({{"shard", absl::StrCat("ps:", p)},
+                          {"backup", absl::StrCat("ps:", (p + 1) % placement_.num_ps())},
+                          {"promoted", ps_ != nullptr && ps_->promoted(p)}});
+    }
+    j["replication"] = {{"replicas", std::move(replicas)}, {"promotions", promotions_}};
+  } else {
+    j["replication"] = nullptr;
+  }
   // A chief restarted during the run took it over at this step.
   j["adopted"] = adopted_
                      ? nlohmann::json{{"run_id", adopted_->run_id}, {"at_step", adopted_->at_step}}

@@ -137,6 +137,12 @@ absl::Status Chief::CreateVariables(std::vector<int>* restarted) {
   for (int p = 0; p < placement_.num_ps(); ++p) {
     pb::CreateVariablesRequest request =
         runtime::ShardDefinition(placement_, variable_infos_, p, o);
+    if (ps_->replicates()) {
+      // The replica first, from the same definition (so bit-identical), then the primary
+      // that forwards every apply to it.
+      FULCRUM_RETURN_IF_ERROR(ps_->CreateReplica(p, request));
+      request.set_backup_task(ps_->backup_of(p));
+    }
     shard_defs_.push_back(request);
     if (adopted_) {
       pb::StatsResponse stats;
@@ -440,7 +446,7 @@ absl::Status Chief::Run() {
   spdlog::info("placement ({}):\n{}", runtime::PlacementName(c_.placement), placement_.Table());
   FULCRUM_RETURN_IF_ERROR(StartCoordinator());
   ps_ = std::make_unique<PsTasks>(c_.task.cluster, placement_, c_.chunk_bytes, c_.task.task_name(),
-                                  prof_.get(), c_.security);
+                                  prof_.get(), c_.security, c_.replicate_shards);
   ps_->set_control_timeout(std::max(absl::Seconds(30), c_.step_timeout));
   absl::Status status = Train();
   train_end_ = absl::Now();

@@ -22,8 +22,8 @@ constexpr absl::Duration kLogEvery = absl::Seconds(5);
 
 PsTasks::PsTasks(const runtime::ClusterSpec& cluster, const runtime::Placement& placement,
                  int64_t chunk_bytes, const std::string& caller, profiler::RpcObserver* observer,
-                 const runtime::TransportSecurity& security) {
-  std::vector<runtime::PsClient*> clients;
+                 const runtime::TransportSecurity& security, bool replicate) {
+  std::vector<runtime::GrpcPsClient*> clients;
   for (int p = 0; p < cluster.num_tasks(runtime::kPsJob); ++p) {
     clients_.push_back(std::make_unique<runtime::GrpcPsClient>(
         absl::StrCat("ps:", p), cluster.address(runtime::kPsJob, p), security));
@@ -31,7 +31,32 @@ PsTasks::PsTasks(const runtime::ClusterSpec& cluster, const runtime::Placement& 
     clients_.back()->set_call_tracker(&calls_);
     clients.push_back(clients_.back().get());
   }
-  sharded_ = std::make_unique<runtime::ShardedVariables>(placement, chunk_bytes, clients, caller);
+  routed_ = runtime::RoutePsClients(clients, cluster, security, replicate);
+  sharded_ =
+      std::make_unique<runtime::ShardedVariables>(placement, chunk_bytes, routed_.routed, caller);
+}
+
+absl::Status PsTasks::CreateReplica(int p, const pb::CreateVariablesRequest& definition) {
+  pb::CreateVariablesRequest request = definition;
+  request.set_as_replica(true);
+  request.clear_backup_task();
+  pb::CreateVariablesResponse response;
+  FULCRUM_RETURN_IF_ERROR(Remote(clients_[static_cast<size_t>(backup_of(p))]->CreateVariables(
+      request, &response, control_timeout_)));
+  spdlog::info("ps:{} keeps a replica of ps:{} ({} bytes)", backup_of(p), p, response.bytes_held());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> PsTasks::Promote(int p, const std::string& reason) {
+  const int b = backup_of(p);
+  pb::PromoteReplicaRequest request;
+  request.set_shard(p);
+  request.set_reason(reason);
+  pb::PromoteReplicaResponse response;
+  FULCRUM_RETURN_IF_ERROR(Remote(
+      clients_[static_cast<size_t>(b)]->PromoteReplica(request, &response, control_timeout_)));
+  routed_.failover[static_cast<size_t>(p)]->Promote();
+  return response.global_step();
 }
 
 absl::Status PsTasks::Remote(absl::Status status) {
@@ -76,9 +101,12 @@ void PsTasks::Warm(int64_t bytes) {
 absl::StatusOr<int64_t> PsTasks::GlobalStep(absl::Duration timeout) {
   int64_t step = std::numeric_limits<int64_t>::max();
   leaving_.clear();
-  for (size_t p = 0; p < clients_.size(); ++p) {
+  leaving_ps_ = -1;
+  lost_ = -1;
+  for (int p = 0; p < size(); ++p) {
     pb::StatsResponse stats;
-    if (absl::Status s = Remote(clients_[p]->Stats(&stats, timeout)); !s.ok()) {
+    if (absl::Status s = Remote(shard(p).Stats(&stats, timeout)); !s.ok()) {
+      lost_ = p;
       return absl::UnavailableError(absl::StrCat(
           "chief lost ps:", p, ": no answer to Stats within ", absl::FormatDuration(timeout),
           " (--step_timeout; the ps is dead, stopped or stalled): ", s.message()));
@@ -91,19 +119,20 @@ absl::StatusOr<int64_t> PsTasks::GlobalStep(absl::Duration timeout) {
     step = std::min(step, stats.global_step());
     if (!stats.leaving().empty() && leaving_.empty()) {
       leaving_ = absl::StrCat("ps:", p, " (", stats.leaving(), ")");
+      leaving_ps_ = p;
     }
   }
   return step;
 }
 
 absl::Status PsTasks::Stats(int ps, pb::StatsResponse* stats, absl::Duration timeout) {
-  return Remote(clients_[static_cast<size_t>(ps)]->Stats(stats, timeout));
+  return Remote(shard(ps).Stats(stats, timeout));
 }
 
 absl::Status PsTasks::CheckCheckpointsEnabled(absl::Duration timeout) {
-  for (size_t p = 0; p < clients_.size(); ++p) {
+  for (int p = 0; p < size(); ++p) {
     pb::StatsResponse stats;
-    FULCRUM_RETURN_IF_ERROR(Remote(clients_[p]->Stats(&stats, timeout)));
+    FULCRUM_RETURN_IF_ERROR(Remote(shard(p).Stats(&stats, timeout)));
     if (!stats.checkpoints_enabled()) {
       return absl::InvalidArgumentError(
           absl::StrCat("--checkpoint_dir is given to the chief but ps:", p,
@@ -126,8 +155,9 @@ absl::Status PsTasks::SaveShards(const std::vector<pb::SaveShardRequest>& reques
   {
     std::vector<std::jthread> threads;
     for (size_t p = 0; p < clients_.size(); ++p) {
-      threads.emplace_back(
-          [&, p] { results[p] = clients_[p]->SaveShard(requests[p], &(*responses)[p], timeout); });
+      threads.emplace_back([&, p] {
+        results[p] = shard(static_cast<int>(p)).SaveShard(requests[p], &(*responses)[p], timeout);
+      });
     }
   }
   for (const absl::Status& s : results) {
@@ -138,21 +168,36 @@ absl::Status PsTasks::SaveShards(const std::vector<pb::SaveShardRequest>& reques
 
 absl::Status PsTasks::RestoreShard(int ps, const pb::RestoreShardRequest& request,
                                    pb::RestoreShardResponse* response, absl::Duration timeout) {
-  return clients_[static_cast<size_t>(ps)]->RestoreShard(request, response, timeout);
+  FULCRUM_RETURN_IF_ERROR(shard(ps).RestoreShard(request, response, timeout));
+  if (!replicates() || promoted(ps)) return absl::OkStatus();
+  // The replica goes back to the same state, or its forwards would no longer line up.
+  pb::RestoreShardRequest replica = request;
+  replica.set_shard(ps);
+  pb::RestoreShardResponse ignored;
+  if (absl::Status s =
+          clients_[static_cast<size_t>(backup_of(ps))]->RestoreShard(replica, &ignored, timeout);
+      !s.ok()) {
+    spdlog::warn(
+        "chief: the replica of ps:{} on ps:{} was not restored ({}): its forwards will "
+        "not line up and ps:{} goes on without a replica",
+        ps, backup_of(ps), s.ToString(), ps);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status PsTasks::ReleaseWorkers(const std::vector<int>& workers, const std::string& reason) {
   pb::ReleaseWorkersRequest request;
   for (const int w : workers) request.add_workers(w);
   request.set_reason(reason);
-  for (size_t p = 0; p < clients_.size(); ++p) {
-    FULCRUM_RETURN_IF_ERROR(Remote(clients_[p]->ReleaseWorkers(request, control_timeout_)));
+  for (int p = 0; p < size(); ++p) {
+    FULCRUM_RETURN_IF_ERROR(Remote(shard(p).ReleaseWorkers(request, control_timeout_)));
   }
   return absl::OkStatus();
 }
 
 void PsTasks::StopAll(const std::string& reason) {
   for (size_t p = 0; p < clients_.size(); ++p) {
+    if (promoted(static_cast<int>(p))) continue;  // dead; its backup's Stop covers its shard
     if (absl::Status s = Remote(clients_[p]->Stop(reason, control_timeout_)); !s.ok()) {
       spdlog::warn("stopping ps:{}: {}", p, s.ToString());
     }
@@ -162,6 +207,7 @@ void PsTasks::StopAll(const std::string& reason) {
 std::vector<std::string> PsTasks::ShutdownAll(const std::string& reason) {
   std::vector<std::string> summaries(clients_.size());
   for (size_t p = 0; p < clients_.size(); ++p) {
+    if (promoted(static_cast<int>(p))) continue;  // dead: no summary to collect
     absl::Status s = Remote(clients_[p]->Shutdown(reason, control_timeout_, &summaries[p]));
     if (!s.ok()) spdlog::warn("shutting down ps:{}: {}", p, s.ToString());
   }

@@ -19,6 +19,7 @@
 #include "proto/ps.pb.h"
 #include "runtime/call_tracker.h"
 #include "runtime/cluster_spec.h"
+#include "runtime/failover_ps_client.h"
 #include "runtime/grpc_ps_client.h"
 #include "runtime/placement.h"
 #include "runtime/sharded_variables.h"
@@ -30,9 +31,11 @@ class PsTasks {
   // Clients for every ps of `cluster`, reporting to `observer` (not owned, may be null);
   // `placement` (copied by the ShardedVariables) places the model's variables on them;
   // `caller` names the chief in requests ("chief:0"); `security` secures the channels.
+  // With `replicate` (--replicate_shards) ps p's shard has a replica on ps (p + 1) mod n,
+  // which serves it once Promote(p) was called.
   PsTasks(const runtime::ClusterSpec& cluster, const runtime::Placement& placement,
           int64_t chunk_bytes, const std::string& caller, profiler::RpcObserver* observer,
-          const runtime::TransportSecurity& security);
+          const runtime::TransportSecurity& security, bool replicate = false);
 
   int size() const { return static_cast<int>(clients_.size()); }
   // The deadline of CreateVariables, Stop, Shutdown and the warm-up pings (default 30 s; the
@@ -57,8 +60,26 @@ class PsTasks {
   // The first ps that said it is leaving the run in the last GlobalStep ("ps:0 (stopped by
   // SIGTERM)"); empty when none.
   const std::string& leaving() const { return leaving_; }
+  int leaving_ps() const { return leaving_ps_; }  // its index (-1: none)
   // The chief's calls to the ps tasks in flight (thread-safe: the watchdog reads it).
   const runtime::CallTracker& calls() const { return calls_; }
+  // The ps whose Stats failed in the last GlobalStep (-1: none).
+  int lost() const { return lost_; }
+
+  // --replicate_shards.
+  bool replicates() const { return !routed_.failover.empty(); }
+  // The ps keeping ps p's replica.
+  int backup_of(int p) const { return (p + 1) % size(); }
+  bool promoted(int p) const {
+    return replicates() && routed_.failover[static_cast<size_t>(p)]->promoted();
+  }
+  // Creates ps p's replica on its backup from ps p's definition.
+  absl::Status CreateReplica(int p, const pb::CreateVariablesRequest& definition);
+  // Has ps p's backup serve its shard from now on (ps p is dead); the replica's global step.
+  // FailedPrecondition when the backup keeps no replica (or is promoted for it already, or
+  // is itself dead: Unavailable), naming both.
+  absl::StatusOr<int64_t> Promote(int p, const std::string& reason);
+
   // One ps's Stats (the chief's recovery asks each ps whether it restarted).
   absl::Status Stats(int ps, pb::StatsResponse* stats, absl::Duration timeout);
   // OK when every ps accepts checkpoints (was given a --checkpoint_dir); InvalidArgument naming
@@ -94,8 +115,13 @@ class PsTasks {
   absl::Duration control_timeout_ = absl::Seconds(30);
   runtime::CallTracker calls_;  // declared first: it outlives the clients and their calls
   std::vector<std::unique_ptr<runtime::GrpcPsClient>> clients_;
+  runtime::RoutedPsClients routed_;  // by shard: the primary, or its failover
   std::unique_ptr<runtime::ShardedVariables> sharded_;
   std::string leaving_;
+  int lost_ = -1;
+  int leaving_ps_ = -1;
+  // Where ps p's shard is served now (its own ps, or its promoted replica).
+  runtime::PsClient& shard(int p) { return *routed_.routed[static_cast<size_t>(p)]; }
 };
 
 }  // namespace fulcrum::chief

@@ -57,6 +57,12 @@ nlohmann::json SummaryJson(const pb::StatsResponse& s) {
   j["pull_wait_timeouts"] = s.pull_wait_timeouts();
   j["apply_ms"] = static_cast<double>(s.apply_us()) / 1000.0;
   j["request_wait_ms"] = static_cast<double>(s.wait_us()) / 1000.0;
+  if (s.backup_task() >= 0) {  // --replicate_shards
+    j["replication"] = {{"backup", absl::StrCat("ps:", s.backup_task())},
+                        {"forwards", s.replica_forwards()},
+                        {"forward_ms", static_cast<double>(s.replica_forward_us()) / 1000.0},
+                        {"lost", s.replication_lost()}};
+  }
   if (s.mode() == pb::MODE_SSP) {
     j["staleness"] = s.staleness();
     j["worker_clocks"] = std::vector<int64_t>(s.worker_clocks().begin(), s.worker_clocks().end());
@@ -69,11 +75,12 @@ nlohmann::json SummaryJson(const pb::StatsResponse& s) {
 
 // Logs the final counters, adds the profile's figures and writes
 // <run_dir>/ps-<i>/summary.json (when there is a run directory); returns the summary's text.
-absl::StatusOr<std::string> WriteSummary(Shard& shard, profiler::Profiler& prof,
-                                         const runtime::TaskConfig& task,
+absl::StatusOr<std::string> WriteSummary(Shard& shard, const ReplicaSet& replicas,
+                                         profiler::Profiler& prof, const runtime::TaskConfig& task,
                                          const std::string& run_dir, absl::Time start) {
   pb::StatsResponse stats;
   shard.Stats(&stats);
+  replicas.AddStats(&stats);
   spdlog::info(
       "{} final: global step {}, {} pushes received ({} applied, {} dropped, {} "
       "duplicate), {} chunk pulls, {} bytes pushed, {} bytes pulled, {} pull timeouts",
@@ -81,6 +88,23 @@ absl::StatusOr<std::string> WriteSummary(Shard& shard, profiler::Profiler& prof,
       stats.pushes_dropped(), stats.pushes_duplicate(), stats.pulls(), stats.bytes_pushed(),
       stats.bytes_pulled(), stats.pull_wait_timeouts());
   nlohmann::json j = SummaryJson(stats);
+  // The replicas this ps kept, with the counters of those it served once promoted.
+  nlohmann::json kept = nlohmann::json::array();
+  for (const auto& [index, replica] : replicas.replicas()) {
+    pb::StatsResponse r;
+    replica->LocalStats(&r);
+    const bool promoted =
+        std::find(stats.replicas_promoted().begin(), stats.replicas_promoted().end(), index) !=
+        stats.replicas_promoted().end();
+    kept.push_back({{"shard", absl::StrCat("ps:", index)},
+                    {"promoted", promoted},
+                    {"global_step", r.global_step()},
+                    {"steps_applied", r.steps_applied()},
+                    {"pushes_received", r.pushes_received()},
+                    {"pushes_applied", r.pushes_applied()},
+                    {"pushes_dropped", r.pushes_dropped()}});
+  }
+  if (!kept.empty()) j["replicas_kept"] = std::move(kept);
   j["wall_seconds"] = absl::ToDoubleSeconds(absl::Now() - start);
   FULCRUM_RETURN_IF_ERROR(prof.Finish(&j));
   const std::string text = j.dump(2) + "\n";
@@ -207,6 +231,40 @@ absl::Status Serve(Shard& shard, PsService& service, profiler::Profiler& prof,
   return absl::OkStatus();
 }
 
+// The settings every shard of this ps gets, its own and the replicas it keeps.
+void ConfigureShard(const runtime::ClusterOptions& cluster, Shard& shard) {
+  const runtime::ClusterSpec& spec = cluster.task.cluster;
+  // Only the spec's chief and workers may pull and push.
+  absl::flat_hash_set<std::string> known;
+  for (const char* job : {runtime::kChiefJob, runtime::kWorkerJob}) {
+    for (int i = 0; i < spec.num_tasks(job); ++i) known.insert(absl::StrCat(job, ":", i));
+  }
+  // Without a chief job, worker 0 runs chief:0 in-process (TensorFlow 1.x's layout).
+  if (!spec.has_chief_job()) known.insert("chief:0");
+  shard.set_known_tasks(std::move(known));
+  shard.set_checkpoint_root(cluster.checkpoint_dir, /*refuse_all=*/cluster.checkpoint_dir.empty());
+  shard.set_nonfinite_policy(cluster.nonfinite_skip ? NonFinitePolicy::kSkip
+                                                    : NonFinitePolicy::kError);
+}
+
+// --replicate_shards: the replicas this ps keeps and its own shard's link to its backup.
+std::unique_ptr<ReplicaSet> MakeReplicaSet(const runtime::ClusterOptions& cluster, Shard& shard) {
+  const runtime::ClusterSpec& spec = cluster.task.cluster;
+  return std::make_unique<ReplicaSet>(
+      &shard,
+      [&cluster, &spec](int backup) -> absl::StatusOr<std::unique_ptr<Replicator>> {
+        if (backup < 0 || backup >= spec.num_tasks(runtime::kPsJob)) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("backup_task ", backup, ": the cluster spec has ",
+                           spec.num_tasks(runtime::kPsJob), " ps task(s)"));
+        }
+        auto client = std::make_unique<runtime::GrpcPsClient>(
+            absl::StrCat("ps:", backup), spec.address(runtime::kPsJob, backup), cluster.security);
+        return std::make_unique<GrpcReplicator>(std::move(client), backup);
+      },
+      [&cluster](Shard& replica) { ConfigureShard(cluster, replica); });
+}
+
 }  // namespace
 
 absl::Status RunPsTask(const runtime::ClusterOptions& cluster,
@@ -220,18 +278,10 @@ absl::Status RunPsTask(const runtime::ClusterOptions& cluster,
                            profiler::Profiler::Start(runtime::ProfilerOptionsFor(
                                profile, &task.cluster, task.job_name, task.task_index, "")));
   Shard shard(task.task_index);
-  // Only the spec's chief and workers may pull and push.
-  absl::flat_hash_set<std::string> known;
-  for (const char* job : {runtime::kChiefJob, runtime::kWorkerJob}) {
-    for (int i = 0; i < task.cluster.num_tasks(job); ++i) known.insert(absl::StrCat(job, ":", i));
-  }
-  // Without a chief job, worker 0 runs chief:0 in-process (TensorFlow 1.x's layout).
-  if (!task.cluster.has_chief_job()) known.insert("chief:0");
-  shard.set_known_tasks(std::move(known));
-  shard.set_checkpoint_root(cluster.checkpoint_dir, /*refuse_all=*/cluster.checkpoint_dir.empty());
-  shard.set_nonfinite_policy(cluster.nonfinite_skip ? NonFinitePolicy::kSkip
-                                                    : NonFinitePolicy::kError);
+  ConfigureShard(cluster, shard);
   PsService service(&shard, prof.get(), runtime::CallGuard(cluster.security));
+  const std::unique_ptr<ReplicaSet> replicas = MakeReplicaSet(cluster, shard);
+  service.set_replicas(replicas.get());
   const std::string& address = task.address();
   std::unique_ptr<TcpDataServer> data_plane;
   if (cluster.tcp_data_plane) {
@@ -257,7 +307,8 @@ absl::Status RunPsTask(const runtime::ClusterOptions& cluster,
     if (prof->enabled()) prof->RecordPs(Progress(shard));
     std::string run_dir = shard.run_dir();
     if (run_dir.empty()) run_dir = training.run_dir;
-    absl::StatusOr<std::string> summary = WriteSummary(shard, *prof, task, run_dir, start);
+    absl::StatusOr<std::string> summary =
+        WriteSummary(shard, *replicas, *prof, task, run_dir, start);
     // The chief's Shutdown call waits for this text (the report gathers every task's).
     service.SetShutdownSummary(summary.ok() ? *summary : std::string());
     status = summary.status();
@@ -266,7 +317,7 @@ absl::Status RunPsTask(const runtime::ClusterOptions& cluster,
   if (!status.ok()) service.SetShutdownSummary("");
   // Wake every waiting pull so the handlers return, then stop the server.
   // (A ps that left, on a signal, ends nothing: its workers wait for it to come back.)
-  if (!shard.left()) shard.Stop(status.ok() ? "shutdown" : std::string(status.message()));
+  if (!shard.left()) replicas->StopAll(status.ok() ? "shutdown" : std::string(status.message()));
   server->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(kShutdownGrace));
   server->Wait();
   if (data_plane != nullptr) data_plane->Shutdown();

@@ -39,7 +39,17 @@ class FrameSink final : public ValueSink {
 }  // namespace
 
 PsService::PsService(Shard* shard, profiler::RpcObserver* observer, runtime::CallGuard guard)
-    : shard_(shard), observer_(observer), guard_(std::move(guard)) {
+    : shard_(shard),
+      no_replicas_(std::make_unique<ReplicaSet>(
+          shard,
+          [name = shard->name()](int backup) -> absl::StatusOr<std::unique_ptr<Replicator>> {
+            return absl::FailedPreconditionError(absl::StrCat(
+                name, " cannot reach ps:", backup, " as a backup (it runs without replication)"));
+          },
+          [](Shard&) {})),
+      replicas_(no_replicas_.get()),
+      observer_(observer),
+      guard_(std::move(guard)) {
   // The methods of proto/ps.proto's ParameterServer, registered as the generated service
   // would, except that the data RPCs take and give the zero-copy frames (the same bytes on
   // the wire, other C++ types).
@@ -58,6 +68,13 @@ PsService::PsService(Shard* shard, profiler::RpcObserver* observer, runtime::Cal
                                                              &PsService::ReleaseWorkers);
   Add<pb::OpenDataPlaneRequest, pb::OpenDataPlaneResponse>("OpenDataPlane",
                                                            &PsService::OpenDataPlane);
+  Add<pb::ReplicateRequest, pb::ReplicateResponse>("Replicate", &PsService::Replicate);
+  Add<pb::PromoteReplicaRequest, pb::PromoteReplicaResponse>("PromoteReplica",
+                                                             &PsService::PromoteReplica);
+}
+
+absl::StatusOr<Shard*> PsService::Route(bool has_shard, int shard, const char* method) {
+  return replicas_->Route(has_shard ? std::optional<int>(shard) : std::nullopt, method);
 }
 
 template <typename Request, typename Response>
@@ -97,21 +114,25 @@ grpc::Status PsService::CreateVariables(grpc::ServerContext* context,
                                         const pb::CreateVariablesRequest* request,
                                         pb::CreateVariablesResponse* response) {
   if (grpc::Status s = guard_.AuthorizeOnly(*context, "CreateVariables", kChief); !s.ok()) return s;
-  return runtime::ToGrpc(shard_->CreateVariables(*request, response));
+  return runtime::ToGrpc(replicas_->CreateVariables(*request, response));
 }
 
 absl::Status PsService::DoPull(const pb::PullRequest& request, PullReply* response,
                                absl::Time deadline) {
   const int64_t begin = profiler::NowUnixMicros();
   FrameSink sink(&response->chunks);
-  absl::Status s = shard_->Pull(request, sink, &response->header, deadline);
+  absl::StatusOr<Shard*> shard = Route(request.has_shard(), request.shard(), "Pull");
+  absl::Status s =
+      shard.ok() ? (*shard)->Pull(request, sink, &response->header, deadline) : shard.status();
   Observe("Pull", request.task(), response->ByteSize(), request.ByteSizeLong(), begin);
   return s;
 }
 
 absl::Status PsService::DoPush(const PushFrame& request, pb::PushResponse* response) {
   const int64_t begin = profiler::NowUnixMicros();
-  absl::Status s = shard_->Push(request.header, request.values, response);
+  const pb::PushRequest& header = request.header;
+  absl::StatusOr<Shard*> shard = Route(header.has_shard(), header.shard(), "Push");
+  absl::Status s = shard.ok() ? (*shard)->Push(header, request.values, response) : shard.status();
   Observe("Push", request.header.task(), response->ByteSizeLong(), request.bytes, begin);
   return s;
 }
@@ -120,8 +141,11 @@ absl::Status PsService::DoPushPull(const PushFrame& request, PushReply* response
                                    absl::Time deadline) {
   const int64_t begin = profiler::NowUnixMicros();
   FrameSink sink(&response->chunks);
+  const pb::PushRequest& header = request.header;
+  absl::StatusOr<Shard*> shard = Route(header.has_shard(), header.shard(), "PushPull");
   absl::Status s =
-      shard_->PushPull(request.header, request.values, sink, &response->header, deadline);
+      shard.ok() ? (*shard)->PushPull(header, request.values, sink, &response->header, deadline)
+                 : shard.status();
   Observe("PushPull", request.header.task(), response->ByteSize(), request.bytes, begin);
   return s;
 }
@@ -207,27 +231,37 @@ absl::Status PsService::ServeData(runtime::DataMethod method, const std::string&
 grpc::Status PsService::SaveShard(grpc::ServerContext* context, const pb::SaveShardRequest* request,
                                   pb::SaveShardResponse* response) {
   if (grpc::Status s = guard_.AuthorizeOnly(*context, "SaveShard", kChief); !s.ok()) return s;
-  return runtime::ToGrpc(shard_->SaveShard(*request, response, runtime::CallDeadline(*context)));
+  absl::StatusOr<Shard*> shard = Route(request->has_shard(), request->shard(), "SaveShard");
+  if (!shard.ok()) return runtime::ToGrpc(shard.status());
+  return runtime::ToGrpc((*shard)->SaveShard(*request, response, runtime::CallDeadline(*context)));
 }
 
 grpc::Status PsService::RestoreShard(grpc::ServerContext* context,
                                      const pb::RestoreShardRequest* request,
                                      pb::RestoreShardResponse* response) {
   if (grpc::Status s = guard_.AuthorizeOnly(*context, "RestoreShard", kChief); !s.ok()) return s;
-  return runtime::ToGrpc(shard_->RestoreShard(*request, response));
+  // A replica is restored whether or not it serves (the chief restores every copy).
+  absl::StatusOr<Shard*> shard = request->has_shard() && request->shard() != shard_->task_index()
+                                     ? replicas_->Replica(request->shard(), "RestoreShard")
+                                     : absl::StatusOr<Shard*>(shard_);
+  if (!shard.ok()) return runtime::ToGrpc(shard.status());
+  return runtime::ToGrpc((*shard)->RestoreShard(*request, response));
 }
 
-grpc::Status PsService::Stats(grpc::ServerContext* context, const pb::StatsRequest*,
+grpc::Status PsService::Stats(grpc::ServerContext* context, const pb::StatsRequest* request,
                               pb::StatsResponse* response) {
   if (grpc::Status s = guard_.Authenticate(*context, "Stats"); !s.ok()) return s;
-  shard_->Stats(response);
+  absl::StatusOr<Shard*> shard = Route(request->has_shard(), request->shard(), "Stats");
+  if (!shard.ok()) return runtime::ToGrpc(shard.status());
+  (*shard)->Stats(response);
+  replicas_->AddStats(response);
   return grpc::Status::OK;
 }
 
 grpc::Status PsService::Stop(grpc::ServerContext* context, const pb::StopRequest* request,
                              pb::StopResponse*) {
   if (grpc::Status s = guard_.AuthorizeOnly(*context, "Stop", kChief); !s.ok()) return s;
-  shard_->Stop(request->reason());
+  replicas_->StopAll(request->reason());
   return grpc::Status::OK;
 }
 
@@ -267,6 +301,25 @@ grpc::Status PsService::ReleaseWorkers(grpc::ServerContext* context,
                                        pb::ReleaseWorkersResponse*) {
   if (grpc::Status s = guard_.AuthorizeOnly(*context, "ReleaseWorkers", kChief); !s.ok()) return s;
   return runtime::ToGrpc(shard_->ReleaseWorkers(*request));
+}
+
+grpc::Status PsService::Replicate(grpc::ServerContext* context, const pb::ReplicateRequest* request,
+                                  pb::ReplicateResponse*) {
+  const std::string primary = absl::StrCat("ps:", request->shard());
+  if (grpc::Status s = guard_.AuthorizeOnly(*context, "Replicate", primary.c_str()); !s.ok()) {
+    return s;
+  }
+  return runtime::ToGrpc(replicas_->Replicate(*request));
+}
+
+grpc::Status PsService::PromoteReplica(grpc::ServerContext* context,
+                                       const pb::PromoteReplicaRequest* request,
+                                       pb::PromoteReplicaResponse* response) {
+  if (grpc::Status s = guard_.AuthorizeOnly(*context, "PromoteReplica", kChief); !s.ok()) return s;
+  absl::StatusOr<int64_t> step = replicas_->Promote(request->shard(), request->reason());
+  if (!step.ok()) return runtime::ToGrpc(step.status());
+  response->set_global_step(*step);
+  return grpc::Status::OK;
 }
 
 bool PsService::WaitForShutdown(absl::Duration timeout, std::string* reason) {

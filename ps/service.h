@@ -24,6 +24,7 @@
 #include "grpcpp/server.h"
 #include "profiler/rpc_observer.h"
 #include "proto/ps.grpc.pb.h"
+#include "ps/replicas.h"
 #include "ps/shard.h"
 #include "runtime/security.h"
 #include "runtime/tcp_wire.h"
@@ -74,6 +75,17 @@ class PsService final : public grpc::Service {
   grpc::Status OpenDataPlane(grpc::ServerContext* context, const pb::OpenDataPlaneRequest* request,
                              pb::OpenDataPlaneResponse* response);
 
+  // --replicate_shards: Replicate (from the primary ps of request.shard) and PromoteReplica
+  // (from the chief) go to the ps's ReplicaSet.
+  grpc::Status Replicate(grpc::ServerContext* context, const pb::ReplicateRequest* request,
+                         pb::ReplicateResponse* response);
+  grpc::Status PromoteReplica(grpc::ServerContext* context,
+                              const pb::PromoteReplicaRequest* request,
+                              pb::PromoteReplicaResponse* response);
+  // The ps's replicas (not owned; its own shard must be this service's). Set before the
+  // server starts; without it the service has no replicas and makes no replication links.
+  void set_replicas(ReplicaSet* replicas) { replicas_ = replicas; }
+
   // The tcp data plane (not owned; null: none). Set before the server starts.
   void set_data_plane(TcpDataServer* server) { data_plane_ = server; }
   // Serves one data-plane request on a connection opened for `task`: the body is the same
@@ -108,7 +120,12 @@ class PsService final : public grpc::Service {
   absl::Status DoPush(const PushFrame& request, pb::PushResponse* response);
   absl::Status DoPushPull(const PushFrame& request, PushReply* response, absl::Time deadline);
 
+  // The shard a request addresses (ReplicaSet::Route).
+  absl::StatusOr<Shard*> Route(bool has_shard, int shard, const char* method);
+
   Shard* const shard_;
+  std::unique_ptr<ReplicaSet> no_replicas_;  // the default: the own shard only
+  ReplicaSet* replicas_;
   profiler::RpcObserver* const observer_;
   const runtime::CallGuard guard_;
   TcpDataServer* data_plane_ = nullptr;

@@ -440,7 +440,11 @@ bool Shard::SeenBefore(const std::string& task, uint64_t request_id) {
 
 absl::Status Shard::ApplyToChunk(Store& store, ChunkState& chunk, std::span<const float> grad,
                                  float lr_scale, float grad_scale) {
+  // --replicate_shards: the backup applies the same while this ps does.
   const auto apply_start = std::chrono::steady_clock::now();
+  const std::unique_ptr<Replicator::Pending> forward =
+      replicating_.load(std::memory_order_acquire) ? StartForward(chunk, grad, lr_scale, grad_scale)
+                                                   : nullptr;
   const int64_t t = chunk.updates + 1;
   ops::OptimizerConfig scaled;
   const ops::OptimizerConfig* optimizer = &store.optimizer;
@@ -465,6 +469,12 @@ absl::Status Shard::ApplyToChunk(Store& store, ChunkState& chunk, std::span<cons
                                    std::chrono::steady_clock::now() - apply_start)
                                    .count(),
                                std::memory_order_relaxed);
+  if (forward != nullptr) {
+    FULCRUM_RETURN_IF_ERROR(FinishForward(
+        *forward,
+        std::chrono::duration_cast<std::chrono::nanoseconds>(apply_start.time_since_epoch())
+            .count()));
+  }
   chunk.updates = t;
   ++chunk.step;
   chunk.published_step.store(chunk.step, std::memory_order_release);
@@ -699,13 +709,22 @@ absl::Status Shard::Push(const pb::PushRequest& request,
   for (int i = 0; i < request.gradients_size(); ++i) {
     const int id = request.gradients(i).chunk();
     ChunkState& chunk = *store->chunks[static_cast<size_t>(id)];
-    MutexLock lock(&chunk.mu);
-    // Stop drains each chunk under its lock after setting stopped_: nothing lands after it.
-    if (stopped()) break;
-    FULCRUM_RETURN_IF_ERROR(PushChunk(*store, chunk, id, grads[static_cast<size_t>(i)],
-                                      request.step(), request.gradients(i).step(),
-                                      runtime::WireElementBytes(request.gradients(i).wire_dtype()),
-                                      &applied, &dropped, &staleness));
+    absl::Status pushed;
+    {
+      MutexLock lock(&chunk.mu);
+      // Stop drains each chunk under its lock after setting stopped_: nothing lands after it.
+      if (stopped()) break;
+      pushed = PushChunk(*store, chunk, id, grads[static_cast<size_t>(i)], request.step(),
+                         request.gradients(i).step(),
+                         runtime::WireElementBytes(request.gradients(i).wire_dtype()), &applied,
+                         &dropped, &staleness);
+    }
+    if (!pushed.ok()) {
+      // Its replica was promoted in its place (ps/shard_replica.cc): the shard leaves now that
+      // it holds no chunk lock.
+      if (fenced_.load(std::memory_order_acquire)) Leave();
+      return pushed;
+    }
   }
   if (ssp_worker >= 0) SspAdvance(*store, ssp_worker, request);  // ssp: the worker's clock
   response->set_applied(applied);
@@ -808,6 +827,10 @@ void Shard::LocalStats(pb::StatsResponse* response) const {
   response->set_stopped(stopped());
   response->set_leaving(leaving());
   response->set_checkpoints_enabled(!refuse_checkpoints_);
+  response->set_backup_task(replicator_ != nullptr ? replicator_->backup_task() : -1);
+  response->set_replication_lost(replication_lost());
+  response->set_replica_forwards(replica_forwards_.load(std::memory_order_relaxed));
+  response->set_replica_forward_us(replica_forward_ns_.load(std::memory_order_relaxed) / 1000);
   if (const std::shared_ptr<Store> store = this->store(); store != nullptr) {
     response->set_initialized(true);
     response->set_run_id(store->definition.run_id());

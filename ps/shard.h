@@ -83,6 +83,27 @@ class ProtoValueSink final : public ValueSink {
   google::protobuf::RepeatedPtrField<pb::ChunkData>* out_;
 };
 
+// --replicate_shards: where a primary shard's applies go before they take effect (the backup
+// ps holding its replica; ps/replicas.h). A forward's Wait ends when the backup applied the
+// request or failed: Unavailable or DeadlineExceeded when the backup is gone (the primary
+// goes on without a replica), Aborted when the backup was promoted (the chief took this
+// primary for dead: it must stop serving), any other error when the replica cannot follow.
+class Replicator {
+ public:
+  // One forward in flight.
+  class Pending {
+   public:
+    virtual ~Pending() = default;
+    // Blocks until the backup answered (or the forward's deadline passed).
+    virtual absl::Status Wait() = 0;
+  };
+  virtual ~Replicator() = default;
+  // Starts forwarding `request`: the primary applies locally meanwhile and waits before its
+  // step shows.
+  virtual std::unique_ptr<Pending> Start(pb::ReplicateRequest request) = 0;
+  virtual int backup_task() const = 0;
+};
+
 class Shard {
  public:
   // `task_index` is this ps task's index in the cluster spec.
@@ -97,6 +118,18 @@ class Shard {
   // The task names that may pull and push ("chief:0", "worker:3"; the cluster spec's), set
   // before serving. Empty (the default): any name, as in-process tests and benches use.
   void set_known_tasks(absl::flat_hash_set<std::string> tasks) { known_tasks_ = std::move(tasks); }
+  // --replicate_shards: every apply is forwarded to `replicator` first (ps/shard_replica.cc).
+  // Before CreateVariables (not thread-safe against pushes); null: no replica.
+  void set_replicator(std::unique_ptr<Replicator> replicator);
+  // On the backup: applies one forwarded apply to this replica exactly as the primary did
+  // (same gradient, scales and Adam step), so the replica stays bit-identical. A forward
+  // for a step the chunk is past is an OK no-op (a retry); one for a later step is
+  // FailedPrecondition (a gap: the replica can no longer stand in); bad chunk ids or sizes
+  // are InvalidArgument. Nothing changes on any error. (A promoted replica is fenced by
+  // ps/replicas.h before it gets here.)
+  absl::Status ApplyReplicated(const pb::ReplicateRequest& request);
+  // Why replication stopped ("" while it runs or when there is none).
+  std::string replication_lost() const;
   // The folder SaveShard and RestoreShard paths must lie in (--checkpoint_dir), set before
   // serving. Empty (the default of a Shard): any path, as in-process tests use; the ps task
   // sets it, or refuses both calls when --checkpoint_dir is not given.
@@ -313,6 +346,16 @@ class Shard {
   absl::Status ApplyToChunk(Store& store, ChunkState& chunk, std::span<const float> grad,
                             float lr_scale = 1.0f, float grad_scale = 1.0f)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk.mu);
+  // --replicate_shards: starts forwarding one apply (ApplyToChunk's arguments) to the backup
+  // (null when not replicating); FinishForward waits for it before the apply's step shows:
+  // OK when forwarded, or when the backup is gone (replication is then marked lost and the
+  // shard goes on alone); Unavailable when the backup was promoted in this shard's place
+  // (the shard then leaves: it no longer serves).
+  std::unique_ptr<Replicator::Pending> StartForward(const ChunkState& chunk,
+                                                    std::span<const float> grad, float lr_scale,
+                                                    float grad_scale)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk.mu);
+  absl::Status FinishForward(Replicator::Pending& pending, int64_t started_ns);
   // Discards a sync step's unfinished gradients, counting them as dropped.
   void DropPending(ChunkState& chunk) ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk.mu);
   int64_t GlobalStep(const Store& store) const;
@@ -396,6 +439,19 @@ class Shard {
   std::atomic<bool> left_{false};
   // Unavailable naming the ps and why it left (left() must be true).
   absl::Status LeftError(const char* method) const;
+
+  // --replicate_shards (ps/shard_replica.cc).
+  std::unique_ptr<Replicator> replicator_;
+  std::atomic<bool> replicating_{false};  // a replicator is set and its backup answers
+  mutable Mutex replica_mu_;
+  std::string replication_lost_ ABSL_GUARDED_BY(replica_mu_);
+  std::atomic<int64_t> replica_forwards_{0};
+  std::atomic<int64_t> replica_forward_ns_{0};
+  // The backup was promoted in this shard's place: a push that saw it makes the shard leave
+  // once it released its chunk lock.
+  std::atomic<bool> fenced_{false};
+  // Marks replication lost for `why` (logged once).
+  void LoseReplication(const std::string& why);
 
   Counters counters_;
   EmptyPushGuard empty_pushes_;

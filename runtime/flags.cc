@@ -853,6 +853,7 @@ absl::StatusOr<ClusterOptions> ClusterOptionsFromFlags(absl::string_view default
   FULCRUM_ASSIGN_OR_RETURN(
       o.security, TransportSecurity::Load(security, o.task.task_name(), o.task.dir_name()));
   FULCRUM_RETURN_IF_ERROR(o.security.CheckSpecReachableOnlyLocally(o.task.cluster));
+  FULCRUM_RETURN_IF_ERROR(ReplicationFromFlags(o));
   if (data_plane == "auto") o.tcp_data_plane = !o.security.tls();
   if (o.tcp_data_plane && o.security.tls()) {
     return absl::InvalidArgumentError(
@@ -901,6 +902,7 @@ std::string ConfigFingerprint(const TrainingOptions& t, const ClusterOptions& c)
       "\nstaleness_aware_lr=", c.staleness_aware_lr ? "true" : "false",
       "\nplacement=", PlacementName(c.placement), "\npartition_min_bytes=", c.partition_min_bytes,
       "\nrpc_chunk_bytes=", c.chunk_bytes, "\nwire_dtype=", WireDtypeName(c.wire_dtype),
+      "\nreplicate_shards=", c.replicate_shards ? "true" : "false",
       "\ncheckpoint_dir=", c.checkpoint_dir,
       "\nrecovery_timeout=", absl::FormatDuration(c.recovery_timeout),
       "\ncluster=", c.task.cluster.ToJson());

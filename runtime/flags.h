@@ -167,6 +167,9 @@ struct ClusterOptions {
   bool recovers() const {
     return !checkpoint_dir.empty() && recovery_timeout > absl::ZeroDuration();
   }
+  // --replicate_shards (runtime/replication_flags.cc): ps i's shard has a replica on ps
+  // (i + 1) mod n, updated after aggregation; the chief promotes it when ps i dies.
+  bool replicate_shards = false;
   // --tls_cert/--tls_key/--tls_ca/--auth_token_file, loaded and checked (runtime/security.h);
   // default: insecure.
   TransportSecurity security;
@@ -211,6 +214,9 @@ bool ClusterRequested();
 // Reads and validates the cluster flags and spec for a process whose own role is
 // `default_job`; InvalidArgument names the flag, file or TF_CONFIG and what is wrong.
 absl::StatusOr<ClusterOptions> ClusterOptionsFromFlags(absl::string_view default_job);
+// Reads and checks --replicate_shards into `o` (whose mode and cluster are read already):
+// InvalidArgument naming the ps count for fewer than 2 ps tasks, and for ssp.
+absl::Status ReplicationFromFlags(ClusterOptions& o);
 
 // The options of the chief that worker 0 runs in-process when the spec has no chief job
 // (TensorFlow 1.x's layout): `worker0`'s, as task chief:0 (listening at worker 0's address),

@@ -239,6 +239,15 @@ void GrpcPsClient::PullAsync(const pb::PullRequest* request, pb::PullResponse* r
             });
 }
 
+void GrpcPsClient::ReplicateAsync(const pb::ReplicateRequest* request,
+                                  pb::ReplicateResponse* response, absl::Duration timeout,
+                                  Done done) {
+  StartCall("Replicate", this, timeout, request, response, std::move(done),
+            [&](grpc::ClientContext* ctx, std::function<void(grpc::Status)> cb) {
+              stub_->async()->Replicate(ctx, request, response, std::move(cb));
+            });
+}
+
 void GrpcPsClient::PushAsync(const pb::PushRequest* request, pb::PushResponse* response,
                              absl::Duration timeout, Done done) {
   if (tcp_data_plane_) {
@@ -278,20 +287,31 @@ absl::Status GrpcPsClient::CreateVariables(const pb::CreateVariablesRequest& req
   FULCRUM_UNARY(CreateVariables, request, response);
 }
 
-absl::Status GrpcPsClient::SaveShard(const pb::SaveShardRequest& request,
+absl::Status GrpcPsClient::SaveShard(const pb::SaveShardRequest& given,
                                      pb::SaveShardResponse* response, absl::Duration timeout) {
+  pb::SaveShardRequest request = given;
+  if (shard_) request.set_shard(*shard_);
   FULCRUM_UNARY(SaveShard, request, response);
 }
 
-absl::Status GrpcPsClient::RestoreShard(const pb::RestoreShardRequest& request,
+absl::Status GrpcPsClient::RestoreShard(const pb::RestoreShardRequest& given,
                                         pb::RestoreShardResponse* response,
                                         absl::Duration timeout) {
+  pb::RestoreShardRequest request = given;
+  if (shard_) request.set_shard(*shard_);
   FULCRUM_UNARY(RestoreShard, request, response);
 }
 
 absl::Status GrpcPsClient::Stats(pb::StatsResponse* response, absl::Duration timeout) {
   pb::StatsRequest request;
+  if (shard_) request.set_shard(*shard_);
   FULCRUM_UNARY(Stats, request, response);
+}
+
+absl::Status GrpcPsClient::PromoteReplica(const pb::PromoteReplicaRequest& request,
+                                          pb::PromoteReplicaResponse* response,
+                                          absl::Duration timeout) {
+  FULCRUM_UNARY(PromoteReplica, request, response);
 }
 
 absl::Status GrpcPsClient::ReleaseWorkers(const pb::ReleaseWorkersRequest& request,

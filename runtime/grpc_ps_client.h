@@ -6,6 +6,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -84,6 +85,20 @@ class GrpcPsClient final : public PsClient {
     return DataChannel(task, timeout).status();
   }
 
+  // --replicate_shards: the shard this client's control requests (Stats, SaveShard,
+  // RestoreShard) address on its server (StatsRequest.shard): a client to a backup ps set to
+  // the shard it keeps a replica of. Unset (the default): the server's own. Before the
+  // first call.
+  void set_shard(int shard) { shard_ = shard; }
+  std::optional<int> shard() const { return shard_; }
+  // --replicate_shards, ps to ps: one apply forwarded to the backup (ps/shard_replica.cc);
+  // request and response must stay alive until `done` runs.
+  void ReplicateAsync(const pb::ReplicateRequest* request, pb::ReplicateResponse* response,
+                      absl::Duration timeout, Done done);
+  // Chief to backup: serve the replica of request.shard from now on.
+  absl::Status PromoteReplica(const pb::PromoteReplicaRequest& request,
+                              pb::PromoteReplicaResponse* response, absl::Duration timeout);
+
   // Waits until the PS answers a Ping (the channel retries connecting meanwhile); false
   // after `timeout`, or at once (logging why) when the PS refuses this client's credentials.
   bool WaitUntilReady(absl::Duration timeout);
@@ -102,6 +117,7 @@ class GrpcPsClient final : public PsClient {
   grpc::internal::RpcMethod pull_method_;
   grpc::internal::RpcMethod push_pull_method_;
   bool tcp_data_plane_ = false;
+  std::optional<int> shard_;
 
   // Sends `body` on the tcp data plane of `task`: `parse` reads the reply's body, then
   // `finish` ends the call (at once, with the reason, when no connection can be opened).

@@ -91,8 +91,10 @@ ShardedVariables::ShardedVariables(const Placement& placement, int64_t chunk_byt
       slot->ps = p;
       slot->chunk = static_cast<int>(c);
       slot->pull_request.set_task(task_);
+      slot->pull_request.set_shard(p);  // a promoted replica serves it on another ps
       slot->pull_request.add_chunks(static_cast<int>(c));
       slot->push.header.set_task(task_);
+      slot->push.header.set_shard(p);
       slot->push.chunks.emplace_back().meta.set_chunk(static_cast<int>(c));
       slots_.push_back(std::move(slot));
     }

@@ -16,6 +16,7 @@
 #include "ops/cpu/thread_pool.h"
 #include "profiler/profiler.h"
 #include "runtime/coordinator_client.h"
+#include "runtime/failover_ps_client.h"
 #include "runtime/grpc_ps_client.h"
 #include "runtime/grpc_util.h"
 #include "runtime/sharded_variables.h"
@@ -239,9 +240,12 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c,
   runtime::CallTracker calls;  // what this worker waits for, in its heartbeats
   auto ps = ConnectPs(c, startup_deadline, prof.get(), &calls);
   if (!ps.ok()) return ReportFailure(c, *prof, chief, ps.status());
-  std::vector<runtime::PsClient*> clients;
-  for (const auto& client : *ps) clients.push_back(client.get());
-  runtime::ShardedVariables sharded(placement, c.chunk_bytes, clients, c.task.task_name());
+  std::vector<runtime::GrpcPsClient*> primaries;
+  for (const auto& client : *ps) primaries.push_back(client.get());
+  // --replicate_shards: each shard's calls move to its replica once the chief promoted it.
+  const runtime::RoutedPsClients clients =
+      runtime::RoutePsClients(primaries, c.task.cluster, c.security, c.replicate_shards);
+  runtime::ShardedVariables sharded(placement, c.chunk_bytes, clients.routed, c.task.task_name());
   sharded.set_wire_dtype(c.wire_dtype);
   Heartbeat heartbeat(&chief, c.heartbeat_timeout, absl::Seconds(1), &calls);
   // ssp: a worker held for a slower one waits long enough for the chief to declare a dead one
@@ -251,8 +255,9 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c,
   ShardedVariableStore store(&sharded, shapes, c.mode, step_wait);
   store.set_pull_before_step(c.pull_before_step);
   store.set_reads_at_step_start(c.reads_at_step_start);
-  if (c.recovers()) {
-    // While a dead ps is restarted and restored, the chief's word still ends the wait.
+  if (c.recovers() || c.replicate_shards) {
+    // While a dead ps is restarted and restored (or its replica promoted), the chief's word
+    // still ends the wait.
     store.EnableRecovery(c.recovery_timeout,
                          [check = ChiefStopCheck(heartbeat, c)](std::string* stop_reason) {
                            return check(0, stop_reason);

@@ -145,7 +145,7 @@ absl::Status ShardedVariableStore::Recover(const absl::Status& cause) {
   const absl::Time deadline = start + recovery_timeout_;
   spdlog::warn(
       "{}; this step's gradients are discarded, waiting up to {} (--recovery_timeout) "
-      "for the chief to restore the ps tasks",
+      "for the chief to restore the ps tasks (or promote a replica: --replicate_shards)",
       std::string(cause.message()), absl::FormatDuration(recovery_timeout_));
   absl::Status last = cause;
   while (true) {
