@@ -206,7 +206,15 @@ absl::Status Chief::SaveCheckpoint(int64_t step, bool stopped) {
 
 absl::StatusOr<Eval> Chief::Evaluate(const char* when) {
   runtime::TransferResult pulled;
-  FULCRUM_RETURN_IF_ERROR(ps_->PullAll(c_.step_timeout, values_, &pulled));
+  absl::Status pull = ps_->PullAll(c_.step_timeout, values_, &pulled);
+  if (absl::IsUnavailable(pull) && ps_->replicates()) {
+    // --replicate_shards: a ps lost under the pull is replaced by its replica, then read.
+    const absl::StatusOr<int64_t> polled = ps_->GlobalStep(c_.step_timeout);
+    if (!polled.ok() && PromoteLost(polled.status(), ps_->lost())) {
+      pull = ps_->PullAll(c_.step_timeout, values_, &pulled);
+    }
+  }
+  FULCRUM_RETURN_IF_ERROR(pull);
   // The evaluation runs on a thread of its own while this one keeps calling the ps tasks
   // (ps_ has one caller at a time): an evaluation longer than --heartbeat_timeout (a large
   // test set, a slow or CPU-capped host) must not make them take the chief for dead.

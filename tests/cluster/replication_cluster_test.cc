@@ -1,0 +1,138 @@
+// tests: --replicate_shards on whole clusters of the real binaries (issue 27 item 5). Two ps,
+// two workers and the chief on loopback, no checkpoints at all: a ps SIGKILLed mid-run (sync,
+// and async) or stopped with SIGTERM is replaced by its replica on the other ps; the run
+// ends at train_steps as a success, every live task exits 0, nothing went back to a
+// checkpoint (there is none), and the report names the promotion and the step the replica
+// took over at, which is past the evaluation seen before the kill (nothing rolled back).
+// Bad input: one ps, or ssp, exits 2 naming what is needed.
+#include <csignal>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/testing/cluster.h"
+#include "tests/testing/subprocess.h"
+
+namespace fulcrum {
+namespace {
+
+namespace fs = std::filesystem;
+using ::fulcrum::testing::FreshDir;
+using ::fulcrum::testing::LocalCluster;
+using ::fulcrum::testing::ReadFile;
+using ::fulcrum::testing::ReadJson;
+using ::fulcrum::testing::WriteLocalSpec;
+
+constexpr int64_t kTrainSteps = 4000;
+
+std::vector<std::string> Flags(const std::string& spec, const fs::path& dir,
+                               const std::string& mode) {
+  return {absl::StrCat("--cluster_spec=", spec),
+          "--model=mlp",
+          "--dataset=synthetic",
+          absl::StrCat("--mode=", mode),
+          absl::StrCat("--train_steps=", kTrainSteps),
+          "--eval_every=500",
+          "--threads=1",
+          "--profile=off",
+          "--replicate_shards",
+          absl::StrCat("--run_dir=", (dir / "run").string())};
+}
+
+// Runs the cluster, sends `signal` to ps:`victim` after the first evaluation and checks that
+// its replica on the other ps finished the run.
+void LoseAPs(const std::string& name, const std::string& mode, int victim, int signal) {
+  const fs::path dir = FreshDir(name);
+  const std::string spec = WriteLocalSpec(dir / "spec.json", 2, 2);
+  const std::vector<std::string> flags = Flags(spec, dir, mode);
+  LocalCluster cluster(dir);
+  cluster.StartAll(2, 2, flags);
+  ASSERT_TRUE(cluster.WaitForLog("chief", 0, "eval at global step", std::chrono::seconds(90)))
+      << cluster.Logs();
+  if (signal == SIGKILL) {
+    cluster.Kill("ps", victim);
+  } else {
+    cluster.Signal("ps", victim, signal);
+  }
+  cluster.WaitAll(std::chrono::seconds(180));
+  const int survivor = 1 - victim;
+  for (const auto& [job, index] : std::vector<std::pair<std::string, int>>{
+           {"chief", 0}, {"worker", 0}, {"worker", 1}, {"ps", survivor}}) {
+    EXPECT_EQ(cluster.task(job, index).exit_code, 0) << job << ":" << index << "\n"
+                                                     << cluster.Logs();
+  }
+  // A ps stopped with SIGTERM leaves the run (exit 143) once its replica took over.
+  if (signal == SIGTERM) {
+    EXPECT_EQ(cluster.task("ps", victim).exit_code, 143) << cluster.Logs();
+  }
+
+  const nlohmann::json report = ReadJson(dir / "run" / "report.json");
+  ASSERT_TRUE(report.is_object()) << cluster.Logs();
+  EXPECT_EQ(report["failed"], false) << report.dump(2);
+  EXPECT_GE(report["global_step"].get<int64_t>(), kTrainSteps);
+  EXPECT_TRUE(report["ps_recoveries"].empty()) << report["ps_recoveries"];
+  const nlohmann::json& replication = report["replication"];
+  ASSERT_TRUE(replication.is_object()) << report.dump(2);
+  ASSERT_EQ(replication["promotions"].size(), 1u) << replication.dump(2);
+  const nlohmann::json& promotion = replication["promotions"][0];
+  EXPECT_EQ(promotion["shard"], absl::StrCat("ps:", victim));
+  EXPECT_EQ(promotion["served_by"], absl::StrCat("ps:", survivor));
+  // Past the evaluation at step 500 that came before the signal: with no checkpoint to go
+  // back to, the replica held every applied step.
+  EXPECT_GE(promotion["global_step"].get<int64_t>(), 500) << promotion.dump();
+  EXPECT_EQ(replication["replicas"][victim]["promoted"], true);
+  EXPECT_EQ(replication["replicas"][survivor]["promoted"], false);
+
+  // The survivor served the victim's shard to the end: its replica reached train_steps.
+  const nlohmann::json ps = ReadJson(dir / "run" / absl::StrCat("ps-", survivor) / "summary.json");
+  ASSERT_TRUE(ps.is_object()) << cluster.Logs();
+  ASSERT_EQ(ps["replicas_kept"].size(), 1u) << ps.dump(2);
+  EXPECT_EQ(ps["replicas_kept"][0]["shard"], absl::StrCat("ps:", victim));
+  EXPECT_EQ(ps["replicas_kept"][0]["promoted"], true);
+  EXPECT_GE(ps["replicas_kept"][0]["global_step"].get<int64_t>(), kTrainSteps);
+  const std::string chief_log = ReadFile(dir / "chief-0.log");
+  EXPECT_NE(chief_log.find(absl::StrCat("its replica on ps:", survivor, " serves ps:", victim)),
+            std::string::npos)
+      << chief_log;
+}
+
+TEST(ReplicationClusterTest, SyncAKilledPsIsReplacedByItsReplicaWithNoStepLost) {
+  LoseAPs("cluster_replication_sync_kill", "sync", 0, SIGKILL);
+}
+
+TEST(ReplicationClusterTest, AsyncAKilledPsIsReplacedByItsReplica) {
+  LoseAPs("cluster_replication_async_kill", "async", 1, SIGKILL);
+}
+
+TEST(ReplicationClusterTest, SyncAStoppedPsHandsItsShardToItsReplicaAndLeaves) {
+  LoseAPs("cluster_replication_sync_term", "sync", 0, SIGTERM);
+}
+
+TEST(ReplicationClusterTest, OnePsOrSspIsRefusedWithExitTwoNamingWhatIsNeeded) {
+  const fs::path dir = FreshDir("cluster_replication_bad");
+  const std::string one = WriteLocalSpec(dir / "one.json", 1, 1);
+  const std::string two = WriteLocalSpec(dir / "two.json", 2, 1);
+  const struct {
+    std::string spec, mode, expect;
+  } cases[] = {{one, "sync", "needs at least 2 ps tasks"},
+               {two, "ssp", "works with --mode=sync or async, not ssp"}};
+  for (const auto& c : cases) {
+    for (const std::string job : {"ps", "worker", "chief"}) {
+      const testing::RunResult r = testing::RunBinary(
+          job,
+          {absl::StrCat("--job_name=", job), "--task_index=0",
+           absl::StrCat("--cluster_spec=", c.spec), absl::StrCat("--mode=", c.mode),
+           "--replicate_shards", "--model=mlp", "--dataset=synthetic", "--train_steps=10",
+           absl::StrCat("--run_dir=", (dir / "run").string())},
+          60);
+      EXPECT_EQ(r.exit_code, 2) << job << " " << c.mode << ": " << r.output;
+      EXPECT_NE(r.output.find(c.expect), std::string::npos) << job << ": " << r.output;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fulcrum
