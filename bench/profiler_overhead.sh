@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
-# What the built-in profiler (or, with --feature=checkpoint, checkpointing) costs: the same local
-# cluster run with the feature on and off, alternately (on off on off ...), after one unreported
-# warm-up pair. --feature=profile: --profile=on vs off. --feature=checkpoint: both --profile=off,
-# the "on" runs with --checkpoint_dir (a fresh folder per run) and --checkpoint_every_secs=N
-# (--checkpoint_secs, default 30; issue 27's target: >= 0.965, i.e. <= 3.5 %). The figure
+# What the built-in profiler (or, with --feature=checkpoint, checkpointing; --feature=replication,
+# --replicate_shards) costs: the same local cluster run with the feature on and off,
+# alternately (on off on off ...), after one unreported warm-up pair. --feature=profile:
+# --profile=on vs off. --feature=checkpoint: both --profile=off, the "on" runs with
+# --checkpoint_dir (a fresh folder per run) and --checkpoint_every_secs=N (--checkpoint_secs,
+# default 30; issue 27's target: >= 0.965, i.e. <= 3.5 %). --feature=replication: both
+# --profile=off, the "on" runs with --replicate_shards (needs --ps >= 2; issue 27's target on
+# emulated 10 Gbit/s hosts: >= 0.90). --rate=10gbit|1gbit runs every task on an emulated host
+# of its own (scripts/netns_hosts.sh, layout ps-w-w, --hosts per_task; needs root) with its
+# link shaped to that rate; without it every task runs on loopback. The figure
 # per run is report.json's workers_examples_per_sec (the sum of the workers' steady-state
 # rates, first 20 steps dropped); the table gives the median of each side and the median
 # (min-max) of the pairwise ratios on/off. Target: >= 0.98. /proc/loadavg before and after.
 #
-# Usage: bench/profiler_overhead.sh [--feature=profile|checkpoint] [--checkpoint_secs=30]
+# Usage: bench/profiler_overhead.sh [--feature=profile|checkpoint|replication]
+#          [--checkpoint_secs=30] [--rate=10gbit]
 #          [--pairs=5] [--model=logreg] [--ps=1] [--workers=2]
 #          [--mode=async] [--batch_size=256] [--steps=3000] [--interval_ms=500]
 #          [--extra="--metrics_port=0"] [--out=build/profiler_overhead.md]
@@ -19,13 +25,14 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BIN_DIR="${BIN_DIR:-$ROOT/build/bin}"
 RUN_TIMEOUT="${RUN_TIMEOUT:-300}"
 pairs=5 model=logreg num_ps=1 workers=2 mode=async batch=256 steps=3000 interval=500 extra=""
-feature=profile ckpt_secs=30
+feature=profile ckpt_secs=30 rate=""
 out="$ROOT/build/profiler_overhead.md"
 die() { echo "profiler_overhead: error: $*" >&2; exit 2; }
 for arg in "$@"; do
   case "$arg" in
     --feature=*) feature="${arg#*=}" ;;
     --checkpoint_secs=*) ckpt_secs="${arg#*=}" ;;
+    --rate=*) rate="${arg#*=}" ;;
     --pairs=*) pairs="${arg#*=}" ;;
     --model=*) model="${arg#*=}" ;;
     --ps=*) num_ps="${arg#*=}" ;;
@@ -40,7 +47,11 @@ for arg in "$@"; do
     *) die "unknown argument: $arg (see --help)" ;;
   esac
 done
-[[ "$feature" =~ ^(profile|checkpoint)$ ]] || die "--feature must be profile or checkpoint"
+[[ "$feature" =~ ^(profile|checkpoint|replication)$ ]] ||
+  die "--feature must be profile, checkpoint or replication"
+[[ -z "$rate" || "$rate" =~ ^(1gbit|10gbit)$ ]] || die "--rate must be 1gbit or 10gbit"
+[[ "$feature" != replication ]] || (( num_ps >= 2 )) ||
+  die "--feature=replication needs --ps=2 or more (a shard's replica lives on another ps)"
 for v in $pairs $num_ps $workers $batch $steps $interval $ckpt_secs; do
   [[ "$v" =~ ^[1-9][0-9]*$ ]] || die "expected a positive integer, got '$v'"
 done
@@ -48,7 +59,21 @@ done
 for b in ps worker chief; do [[ -x "$BIN_DIR/$b" ]] || die "$BIN_DIR/$b not found: build first"; done
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/profiler_overhead.XXXXXX")"
-trap 'rm -rf "$work"' EXIT
+prefix="po$(( $$ % 10000 ))"
+cleanup() {
+  [[ -n "$rate" ]] && "$ROOT/scripts/netns_hosts.sh" down --prefix "$prefix" > /dev/null 2>&1
+  rm -rf "$work"
+}
+trap cleanup EXIT
+hosts_flag=()
+if [[ -n "$rate" ]]; then
+  # Every ps and worker on an emulated host of its own, the chief beside ps 0.
+  python3 "$ROOT/scripts/make_spec.py" --layout ps-w-w --workers "$workers" --ps "$num_ps" \
+    --hosts per_task --prefix "$prefix" --base_port 25100 --out "$work/hosts" > /dev/null
+  "$ROOT/scripts/netns_hosts.sh" up $((num_ps + workers)) --rate "$rate" --prefix "$prefix" \
+    > /dev/null
+  hosts_flag=(--hosts "$work/hosts/hosts.json")
+fi
 # A private copy of the binaries: a rebuild during the run cannot change them half-way.
 mkdir -p "$work/bin"
 cp "$BIN_DIR/ps" "$BIN_DIR/worker" "$BIN_DIR/chief" "$work/bin/"
@@ -61,13 +86,19 @@ run() {
   mkdir -p "$dir"
   if [[ "$feature" == profile ]]; then
     profile=$side
-  elif [[ "$side" == on ]]; then
+  elif [[ "$side" == on && "$feature" == checkpoint ]]; then
     feature_flags=(--checkpoint_dir="$dir/ckpt" --checkpoint_every_secs="$ckpt_secs")
+  elif [[ "$side" == on ]]; then
+    feature_flags=(--replicate_shards)
   fi
-  python3 "$ROOT/bench/free_spec.py" "$dir/spec.json" "$num_ps" "$workers"
+  if [[ -n "$rate" ]]; then
+    cp "$work/hosts/spec.json" "$dir/spec.json"
+  else
+    python3 "$ROOT/bench/free_spec.py" "$dir/spec.json" "$num_ps" "$workers"
+  fi
   # shellcheck disable=SC2086
   if ! BIN_DIR="$work/bin" timeout "$RUN_TIMEOUT" "$ROOT/scripts/local_cluster.sh" \
-      "$dir/spec.json" --model="$model" --batch_size="$batch" --train_steps="$steps" \
+      "${hosts_flag[@]}" "$dir/spec.json" --model="$model" --batch_size="$batch" --train_steps="$steps" \
       --mode="$mode" --threads=1 --eval_every=0 --log_every=100000 \
       --profile="$profile" --profile_interval_ms="$interval" "${feature_flags[@]}" $extra \
       --run_dir="$dir/run" > "$dir/cluster.log" 2>&1; then
@@ -100,20 +131,25 @@ elapsed=$(( $(date +%s) - t0 ))
 
 mkdir -p "$(dirname "$out")"
 python3 - "$results" "$model" "$mode" "$num_ps" "$workers" "$batch" "$steps" "$interval" \
-    "$load_before" "$load_after" "$elapsed" "$extra" "$feature" "$ckpt_secs" <<'EOF' | tee "$out"
+    "$load_before" "$load_after" "$elapsed" "$extra" "$feature" "$ckpt_secs" "${rate:-loopback}" \
+    <<'EOF' | tee "$out"
 import statistics as st, sys
-res, model, mode, nps, nw, batch, steps, interval, lb, la, elapsed, extra, feature, secs = sys.argv[1:]
+(res, model, mode, nps, nw, batch, steps, interval, lb, la, elapsed, extra, feature, secs,
+ rate) = sys.argv[1:]
 runs = {"on": {}, "off": {}}
 for line in open(res):
-    side, p, rate = line.split("\t")
-    runs[side][int(p)] = float(rate)
+    side, p, value = line.split("\t")
+    runs[side][int(p)] = float(value)
 ratios = [runs["on"][p] / runs["off"][p] for p in runs["on"] if p in runs["off"]]
-what = ("Profiler overhead" if feature == "profile"
-        else "Checkpoint overhead (--checkpoint_every_secs=%s)" % secs)
-print("%s: %s %s, %s ps + %s workers, batch %s, %s steps, interval %s ms%s; "
+what = {"profile": "Profiler overhead",
+        "checkpoint": "Checkpoint overhead (--checkpoint_every_secs=%s)" % secs,
+        "replication": "Replication overhead (--replicate_shards)"}[feature]
+where = ("loopback" if rate == "loopback"
+         else "every task on an emulated host of its own, links at " + rate)
+print("%s: %s %s, %s ps + %s workers (%s), batch %s, %s steps, interval %s ms%s; "
       "%d pairs (on, off alternating) after a warm-up pair; workers' summed steady-state "
       "examples/sec from report.json. Load %s -> %s; %s s.\n"
-      % (what, model, mode, nps, nw, batch, steps, interval, (", " + extra) if extra else "",
+      % (what, model, mode, nps, nw, where, batch, steps, interval, (", " + extra) if extra else "",
          len(ratios), lb, la, elapsed))
 print("| %s on ex/s (median) | %s off ex/s (median) | on/off median | min-max |"
       % (feature, feature))

@@ -7,10 +7,12 @@
 // Bad input: one ps, or ssp, exits 2 naming what is needed.
 #include <csignal>
 #include <filesystem>
+#include <iostream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/testing/cluster.h"
@@ -52,6 +54,7 @@ void LoseAPs(const std::string& name, const std::string& mode, int victim, int s
   cluster.StartAll(2, 2, flags);
   ASSERT_TRUE(cluster.WaitForLog("chief", 0, "eval at global step", std::chrono::seconds(90)))
       << cluster.Logs();
+  const auto signalled = std::chrono::system_clock::now();
   if (signal == SIGKILL) {
     cluster.Kill("ps", victim);
   } else {
@@ -93,6 +96,24 @@ void LoseAPs(const std::string& name, const std::string& mode, int victim, int s
   EXPECT_EQ(ps["replicas_kept"][0]["shard"], absl::StrCat("ps:", victim));
   EXPECT_EQ(ps["replicas_kept"][0]["promoted"], true);
   EXPECT_GE(ps["replicas_kept"][0]["global_step"].get<int64_t>(), kTrainSteps);
+  // How long each worker went without the shard (printed, not asserted: a figure, not a
+  // behaviour): from the signal to its log's line saying the replica serves it.
+  for (int w = 0; w < 2; ++w) {
+    const std::string log = ReadFile(dir / absl::StrCat("worker-", w, ".log"));
+    const size_t at = log.find("is served by its replica");
+    // The line's start: "[2026-11-28 18:33:14.059] [worker:0] ...".
+    const size_t line = at == std::string::npos ? at : log.rfind('\n', at);
+    const size_t open = at == std::string::npos ? at : line == std::string::npos ? 0 : line + 1;
+    absl::Time when;
+    std::string error;
+    if (open != std::string::npos &&
+        absl::ParseTime("%Y-%m-%d %H:%M:%E3S", log.substr(open + 1, 23), absl::LocalTimeZone(),
+                        &when, &error)) {
+      std::cout << "worker:" << w << " was served by the replica "
+                << absl::FormatDuration(when - absl::FromChrono(signalled))
+                << " after the signal to ps:" << victim << "\n";
+    }
+  }
   const std::string chief_log = ReadFile(dir / "chief-0.log");
   EXPECT_NE(chief_log.find(absl::StrCat("its replica on ps:", survivor, " serves ps:", victim)),
             std::string::npos)
