@@ -174,8 +174,8 @@ ABSL_FLAG(double, step_timeout, 60,
 ABSL_FLAG(double, heartbeat_timeout, 60,
           "Seconds a ps waits without hearing from the chief before it exits.");
 ABSL_FLAG(double, watchdog_secs, 30,
-          "The chief's watchdog names a task that has not moved for max(5 x the median step, "
-          "this many seconds), and what it waits for.");
+          "The watchdog (the chief's; in single mode the worker's own) names a task that has not "
+          "moved for max(5 x the median step, this many seconds), and what it waits for.");
 ABSL_FLAG(int64_t, eval_every, 100,
           "The chief evaluates on the test set every this many global steps (0 = at the end).");
 ABSL_FLAG(double, target_accuracy, 0,
@@ -533,8 +533,6 @@ absl::StatusOr<TrainingOptions> ReadTrainingOptions(bool trains) {
 
 }  // namespace
 
-absl::StatusOr<TrainingOptions> TrainingOptionsFromFlags() { return ReadTrainingOptions(true); }
-
 namespace {
 
 absl::StatusOr<absl::Duration> Seconds(absl::string_view flag, double value) {
@@ -543,6 +541,14 @@ absl::StatusOr<absl::Duration> Seconds(absl::string_view flag, double value) {
 }
 
 }  // namespace
+
+absl::StatusOr<TrainingOptions> TrainingOptionsFromFlags() {
+  FULCRUM_ASSIGN_OR_RETURN(TrainingOptions o, ReadTrainingOptions(true));
+  // Single mode's own watchdog (a cluster's is the chief's: ClusterOptions::watchdog_min).
+  FULCRUM_ASSIGN_OR_RETURN(o.watchdog_min,
+                           Seconds("watchdog_secs", absl::GetFlag(FLAGS_watchdog_secs)));
+  return o;
+}
 
 data::SourceOptions DataSource(const TrainingOptions& o) {
   data::SourceOptions s;

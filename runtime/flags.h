@@ -56,6 +56,8 @@ struct TrainingOptions {
   int threads = 1;
   ops::ConvAlgo conv_algo = ops::ConvAlgo::kAuto;  // --conv_algo
   int64_t log_every = 100;
+  // --watchdog_secs, single mode (worker/single_trainer.cc; a cluster's is ClusterOptions').
+  absl::Duration watchdog_min = absl::Seconds(30);
   bool eval = true;
   int64_t eval_batch_size = 1000;
   int64_t train_subset = 0;

@@ -1,6 +1,7 @@
 #include "worker/single_trainer.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -19,6 +20,7 @@
 #include "nlohmann/json.hpp"
 #include "ops/optimizer.h"
 #include "profiler/profiler.h"
+#include "profiler/stall_watch.h"
 #include "runtime/run_dir.h"
 #include "spdlog/spdlog.h"
 #include "worker/local_variable_store.h"
@@ -31,6 +33,32 @@ namespace fulcrum::worker {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Single mode's watchdog: the training loop's steps (counted by its step sink into `steps`)
+// on a profiler::StallWatch, named "worker:0" in the log, the summary and the gauge.
+std::unique_ptr<profiler::StallWatch> StartWatchdog(const runtime::TrainingOptions& o,
+                                                    profiler::Profiler* prof,
+                                                    const std::atomic<int64_t>* steps) {
+  profiler::StallWatch::Options options;
+  options.min_interval = o.watchdog_min;
+  // A short --watchdog_secs is looked at often enough to be seen.
+  options.poll = std::min(options.poll, o.watchdog_min / 2);
+  options.on_stuck = [prof](const std::string& task, double seconds) {
+    prof->RecordWatchdog(task, seconds);
+  };
+  return std::make_unique<profiler::StallWatch>(
+      [steps](profiler::StallWatch& watch, absl::Time now) {
+        const int64_t step = steps->load(std::memory_order_acquire);
+        const absl::Duration at = watch.Progress("worker:0", step, now);
+        if (at <= watch.Threshold()) return;
+        watch.Stuck("worker:0",
+                    absl::StrCat("stuck at local step ", step, " for ", profiler::WatchSeconds(at),
+                                 ", in its own computation (single mode: its input pipeline or "
+                                 "its kernels; no call in flight)"),
+                    now - at, now);
+      },
+      std::move(options));
+}
 
 std::string DefaultRunDir(const std::string& model) {
   return absl::StrCat("runs/", model, "-",
@@ -136,8 +164,16 @@ absl::StatusOr<SingleRunResult> RunSingle(const runtime::TrainingOptions& o,
   TrainLoop loop({.target_global_steps = steps, .log_every = o.log_every}, model,
                  std::move(batcher), &store, replicas->pool());
   loop.set_replicas(replicas.get());
-  loop.set_step_sink([&prof](const profiler::StepRecord& r) { prof->RecordStep(r); });
-  FULCRUM_ASSIGN_OR_RETURN(TrainLoopResult trained, loop.Run());
+  std::atomic<int64_t> steps_done{0};
+  loop.set_step_sink([&prof, &steps_done](const profiler::StepRecord& r) {
+    prof->RecordStep(r);
+    steps_done.fetch_add(1, std::memory_order_release);
+  });
+  std::unique_ptr<profiler::StallWatch> watchdog = StartWatchdog(o, prof.get(), &steps_done);
+  absl::StatusOr<TrainLoopResult> ran = loop.Run();
+  const nlohmann::json watchdog_report = watchdog->Report();
+  watchdog.reset();  // the final evaluation's time is not a stall
+  FULCRUM_ASSIGN_OR_RETURN(TrainLoopResult trained, std::move(ran));
   const RunStats stats = ComputeRunStats(trained.steps, trained.wall_seconds);
 
   SingleRunResult r;
@@ -155,6 +191,7 @@ absl::StatusOr<SingleRunResult> RunSingle(const runtime::TrainingOptions& o,
   r.wall_seconds = std::chrono::duration<double>(Clock::now() - run_start).count();
   nlohmann::json summary = SummaryJson(o, r, model->num_parameters());
   summary["kernels"] = KernelsJson(model->backend().kernel_choices());
+  summary["watchdog"] = watchdog_report;
   FULCRUM_RETURN_IF_ERROR(
       WriteSummary(prof.get(), stats, &summary, run_dir / "summary.json").status());
   return r;

@@ -244,3 +244,35 @@ TEST_F(SingleModeTest, AutoencoderTestMseFallsBelow003) {
 
 }  // namespace
 }  // namespace fulcrum
+
+namespace fulcrum {
+namespace {
+
+// Single mode's watchdog: a step that takes longer than max(5 x the median step,
+// --watchdog_secs) is named in the log and kept in summary.json. A whole-batch mlp step on
+// 20,000 synthetic examples takes far longer than --watchdog_secs=0.2 here (no median yet at
+// the first step), so the first step is named; it moves again when the step ends.
+TEST(SingleModeWatchdogTest, AStepLongerThanTheThresholdIsNamedInTheLogAndTheSummary) {
+  const fs::path dir = FreshDir("worker_watchdog");
+  const RunResult r =
+      RunBinary("worker", {"--model=mlp", "--dataset=synthetic", "--synthetic_examples=20000",
+                           "--batch_size=20000", "--train_steps=3", "--threads=1", "--eval=false",
+                           "--watchdog_secs=0.2", "--run_dir=" + (dir / "run").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("watchdog: worker:0 stuck at local step 0"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("watchdog: worker:0 moves again"), std::string::npos) << r.output;
+  const nlohmann::json summary = ReadSummary(dir / "run");
+  ASSERT_TRUE(summary.is_object()) << r.output;
+  const nlohmann::json& episodes = summary["watchdog"]["episodes"];
+  ASSERT_FALSE(episodes.empty()) << summary["watchdog"].dump(2);
+  EXPECT_EQ(episodes[0]["task"], "worker:0");
+  EXPECT_NE(episodes[0]["what"].get<std::string>().find("in its own computation"),
+            std::string::npos)
+      << episodes[0].dump();
+  EXPECT_EQ(episodes[0]["ongoing"], false);
+  EXPECT_GE(summary["watchdog"]["threshold_seconds"].get<double>(), 0.2);
+}
+
+}  // namespace
+}  // namespace fulcrum
