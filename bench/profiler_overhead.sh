@@ -61,7 +61,9 @@ for b in ps worker chief; do [[ -x "$BIN_DIR/$b" ]] || die "$BIN_DIR/$b not foun
 work="$(mktemp -d "${TMPDIR:-/tmp}/profiler_overhead.XXXXXX")"
 prefix="po$(( $$ % 10000 ))"
 cleanup() {
-  [[ -n "$rate" ]] && "$ROOT/scripts/netns_hosts.sh" down --prefix "$prefix" > /dev/null 2>&1
+  if [[ -n "$rate" ]]; then
+    "$ROOT/scripts/netns_hosts.sh" down --prefix "$prefix" > /dev/null 2>&1 || true
+  fi
   rm -rf "$work"
 }
 trap cleanup EXIT

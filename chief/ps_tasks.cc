@@ -168,20 +168,22 @@ absl::Status PsTasks::SaveShards(const std::vector<pb::SaveShardRequest>& reques
 
 absl::Status PsTasks::RestoreShard(int ps, const pb::RestoreShardRequest& request,
                                    pb::RestoreShardResponse* response, absl::Duration timeout) {
-  FULCRUM_RETURN_IF_ERROR(shard(ps).RestoreShard(request, response, timeout));
-  if (!replicates() || promoted(ps)) return absl::OkStatus();
-  // The replica goes back to the same state, or its forwards would no longer line up.
-  pb::RestoreShardRequest replica = request;
-  replica.set_shard(ps);
-  pb::RestoreShardResponse ignored;
-  if (absl::Status s =
-          clients_[static_cast<size_t>(backup_of(ps))]->RestoreShard(replica, &ignored, timeout);
-      !s.ok()) {
-    spdlog::warn(
-        "chief: the replica of ps:{} on ps:{} was not restored ({}): its forwards will "
-        "not line up and ps:{} goes on without a replica",
-        ps, backup_of(ps), s.ToString(), ps);
+  if (replicates() && !promoted(ps)) {
+    // The replica first (a restarted primary takes no push before its own restore), to the
+    // same state, or its forwards would no longer line up.
+    pb::RestoreShardRequest replica = request;
+    replica.set_shard(ps);
+    pb::RestoreShardResponse ignored;
+    if (absl::Status s =
+            clients_[static_cast<size_t>(backup_of(ps))]->RestoreShard(replica, &ignored, timeout);
+        !s.ok()) {
+      spdlog::warn(
+          "chief: the replica of ps:{} on ps:{} was not restored ({}): its forwards will not "
+          "line up and ps:{} goes on without a replica",
+          ps, backup_of(ps), s.ToString(), ps);
+    }
   }
+  FULCRUM_RETURN_IF_ERROR(shard(ps).RestoreShard(request, response, timeout));
   return absl::OkStatus();
 }
 

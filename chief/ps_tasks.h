@@ -95,7 +95,8 @@ class PsTasks {
   absl::Status SaveShards(const std::vector<pb::SaveShardRequest>& requests,
                           std::vector<pb::SaveShardResponse>* responses, absl::Duration timeout);
   // Restores ps `ps`'s shard; the ps's status as it answered (DataLoss for a corrupt file,
-  // NotFound for a missing one).
+  // NotFound for a missing one). With replication its replica is restored first from the same
+  // file (a failure there is logged: the shard then goes on without a replica).
   absl::Status RestoreShard(int ps, const pb::RestoreShardRequest& request,
                             pb::RestoreShardResponse* response, absl::Duration timeout);
   // ssp mode: tells every ps not to wait for `workers` any more (finished, failed or gone).

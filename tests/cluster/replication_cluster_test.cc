@@ -157,3 +157,40 @@ TEST(ReplicationClusterTest, OnePsOrSspIsRefusedWithExitTwoNamingWhatIsNeeded) {
 
 }  // namespace
 }  // namespace fulcrum
+
+namespace fulcrum {
+namespace {
+
+// A job resumed from a checkpoint under --replicate_shards restores each replica from the
+// same file as its primary: the primaries' forwards line up with their replicas to the end
+// (a replica left behind would refuse them, and replication would stop, in the summary).
+TEST(ReplicationClusterTest, AResumedJobRestoresTheReplicasWithThePrimaries) {
+  const fs::path dir = FreshDir("cluster_replication_resume");
+  const std::string spec = WriteLocalSpec(dir / "spec.json", 2, 2);
+  for (const int64_t steps : {300, 600}) {
+    std::vector<std::string> flags = Flags(spec, dir, "sync");
+    flags.push_back(absl::StrCat("--checkpoint_dir=", (dir / "ckpt").string()));
+    flags.push_back(absl::StrCat("--train_steps=", steps));  // the last one given wins
+    flags.push_back("--overwrite");
+    LocalCluster cluster(dir);
+    cluster.StartAll(2, 2, flags);
+    cluster.WaitAll(std::chrono::seconds(180));
+    for (const auto& t : cluster.tasks()) ASSERT_EQ(t.exit_code, 0) << t.name() << cluster.Logs();
+    const nlohmann::json report = ReadJson(dir / "run" / "report.json");
+    ASSERT_TRUE(report.is_object()) << cluster.Logs();
+    EXPECT_EQ(report["global_step"], steps);
+    if (steps == 600) {
+      EXPECT_EQ(report["checkpoint"]["resumed_from_step"], 300) << report.dump(2);
+    }
+    for (int p = 0; p < 2; ++p) {
+      const nlohmann::json ps = ReadJson(dir / "run" / absl::StrCat("ps-", p) / "summary.json");
+      ASSERT_TRUE(ps.is_object()) << cluster.Logs();
+      EXPECT_EQ(ps["replication"]["lost"], "") << ps["replication"].dump();
+      EXPECT_GT(ps["replication"]["forwards"].get<int64_t>(), 0);
+      EXPECT_EQ(ps["replicas_kept"][0]["global_step"], steps) << ps["replicas_kept"].dump();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fulcrum
