@@ -105,6 +105,10 @@ class Chief {
   // it cannot be (no replication, the backup is gone too, or already promoted): RecoverPs or
   // the failure then.
   bool PromoteLost(const absl::Status& cause, int p);
+  // The last poll lost a ps (`cause`): its replica is promoted (false), or every ps is
+  // restored from the newest checkpoint (true: the global step went back), or the error
+  // that ends the run (no checkpoints, or the recovery failed).
+  absl::StatusOr<bool> OnPsLost(const absl::Status& cause);
   // A ps said it is leaving (a signal): with checkpoints, one is saved at once for it (it
   // leaves after it, and RecoverPs restores it once it is back); without, the run ends here
   // as failed, naming it. OK too when this chief was signalled itself (Ctrl-C on the cluster).

@@ -34,20 +34,8 @@ absl::Status Chief::Monitor() {
     FULCRUM_RETURN_IF_ERROR(LocalWorkerStatus());
     absl::StatusOr<int64_t> polled = ps_->GlobalStep(c_.step_timeout);
     if (!polled.ok()) {
-      if (PromoteLost(polled.status(), ps_->lost())) {
-        last_progress = absl::Now();
-        continue;
-      }
-      if (!c_.recovers()) {
-        return absl::Status(polled.status().code(),
-                            absl::StrCat(polled.status().message(),
-                                         " (with --checkpoint_dir the chief restores a restarted "
-                                         "ps from the newest checkpoint)"));
-      }
-      FULCRUM_RETURN_IF_ERROR(RecoverPs(polled.status()));
-      saved_for_leaving_.clear();
-      released_workers_.clear();  // a restarted ps knows nothing of them: tell every ps again
-      last_step = -1;
+      FULCRUM_ASSIGN_OR_RETURN(const bool restored, OnPsLost(polled.status()));
+      if (restored) last_step = -1;
       last_progress = absl::Now();
       continue;
     }
@@ -219,6 +207,20 @@ bool Chief::ReleaseGoneWorkers(const std::map<int, std::string>& summaries) {
     spdlog::info("chief: ssp: the ps tasks no longer wait for {}", reason);
   }
   return released;
+}
+
+absl::StatusOr<bool> Chief::OnPsLost(const absl::Status& cause) {
+  if (PromoteLost(cause, ps_->lost())) return false;
+  if (!c_.recovers()) {
+    return absl::Status(cause.code(),
+                        absl::StrCat(cause.message(),
+                                     " (with --checkpoint_dir the chief restores a restarted "
+                                     "ps from the newest checkpoint)"));
+  }
+  FULCRUM_RETURN_IF_ERROR(RecoverPs(cause));
+  saved_for_leaving_.clear();
+  released_workers_.clear();  // a restarted ps knows nothing of them: tell every ps again
+  return true;
 }
 
 bool Chief::PromoteLost(const absl::Status& cause, int p) {
