@@ -441,10 +441,11 @@ bool Shard::SeenBefore(const std::string& task, uint64_t request_id) {
 absl::Status Shard::ApplyToChunk(Store& store, ChunkState& chunk, std::span<const float> grad,
                                  float lr_scale, float grad_scale) {
   // --replicate_shards: the backup applies the same while this ps does.
-  const auto apply_start = std::chrono::steady_clock::now();
+  const auto forward_start = std::chrono::steady_clock::now();
   const std::unique_ptr<Replicator::Pending> forward =
       replicating_.load(std::memory_order_acquire) ? StartForward(chunk, grad, lr_scale, grad_scale)
                                                    : nullptr;
+  const auto apply_start = forward == nullptr ? forward_start : std::chrono::steady_clock::now();
   const int64_t t = chunk.updates + 1;
   ops::OptimizerConfig scaled;
   const ops::OptimizerConfig* optimizer = &store.optimizer;
@@ -472,7 +473,7 @@ absl::Status Shard::ApplyToChunk(Store& store, ChunkState& chunk, std::span<cons
   if (forward != nullptr) {
     FULCRUM_RETURN_IF_ERROR(FinishForward(
         *forward,
-        std::chrono::duration_cast<std::chrono::nanoseconds>(apply_start.time_since_epoch())
+        std::chrono::duration_cast<std::chrono::nanoseconds>(forward_start.time_since_epoch())
             .count()));
   }
   chunk.updates = t;
