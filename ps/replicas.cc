@@ -121,18 +121,14 @@ absl::StatusOr<int64_t> ReplicaSet::Promote(int shard, const std::string& reason
 
 absl::StatusOr<Shard*> ReplicaSet::Route(std::optional<int> shard, const char* method) {
   if (!shard || *shard == own_->task_index()) return own_;
+  FULCRUM_ASSIGN_OR_RETURN(Shard * replica, Replica(*shard, method));
   MutexLock lock(&mu_);
-  const auto it = replicas_.find(*shard);
-  if (it == replicas_.end()) {
-    return absl::InvalidArgumentError(absl::StrCat(own_->name(), ": ", method, " for ps:", *shard,
-                                                   ": this ps holds no replica of that shard"));
-  }
   if (!promoted_.contains(*shard)) {
     return absl::UnavailableError(absl::StrCat(own_->name(), ": ", method, " for ps:", *shard,
                                                ": the replica here is not promoted (ps:", *shard,
                                                " is alive as far as the chief knows)"));
   }
-  return it->second.get();
+  return replica;
 }
 
 absl::StatusOr<Shard*> ReplicaSet::Replica(int shard, const char* method) {

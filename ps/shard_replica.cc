@@ -6,7 +6,10 @@
 // optimizer code; so every step a worker could have seen is on the
 // backup too, and a promoted replica goes on from exactly there (no rollback).
 #include <chrono>
+#include <cstdint>
 #include <cstring>
+#include <span>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -86,8 +89,18 @@ absl::Status Shard::ApplyReplicated(const pb::ReplicateRequest& request) {
                                                    " floats but the gradient has ",
                                                    request.gradient().size(), " bytes"));
   }
-  std::vector<float> grad(n);
-  std::memcpy(grad.data(), request.gradient().data(), request.gradient().size());
+  // The payload is read in place when it is aligned for floats (a string's heap buffer is);
+  // copied once otherwise.
+  const char* bytes = request.gradient().data();
+  std::vector<float> copy;
+  std::span<const float> grad;
+  if (reinterpret_cast<uintptr_t>(bytes) % alignof(float) == 0) {
+    grad = {reinterpret_cast<const float*>(bytes), n};
+  } else {
+    copy.resize(n);
+    std::memcpy(copy.data(), bytes, request.gradient().size());
+    grad = copy;
+  }
   MutexLock lock(&chunk.mu);
   if (chunk.step > request.step()) return absl::OkStatus();  // a retried forward
   if (chunk.step < request.step()) {
