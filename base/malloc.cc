@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 
 #include "absl/strings/str_cat.h"
 
@@ -25,14 +26,34 @@ absl::Status CheckFitsInMemory(double bytes, const std::string& what) {
                                                  absl::SixDigits(physical / kGiB), " GiB"));
 }
 
+namespace {
+
+// The process's resident bytes (/proc/self/statm's second field); 0 when unreadable.
+int64_t ResidentBytes() {
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  long long pages_total = 0, pages_resident = 0;
+  const int read = std::fscanf(f, "%lld %lld", &pages_total, &pages_resident);
+  std::fclose(f);
+  return read == 2 ? pages_resident * sysconf(_SC_PAGESIZE) : 0;
+}
+
+}  // namespace
+
 int64_t ReturnFreeMemoryAbove(int64_t slack) {
   static int64_t free_after_last_trim = 0;
+  static int64_t resident_after_last_trim = 0;
   const auto free_bytes = static_cast<int64_t>(mallinfo2().fordblks);
   // Freed memory taken again lowers the level; the next burst is measured from there.
   free_after_last_trim = std::min(free_after_last_trim, free_bytes);
-  if (free_bytes - free_after_last_trim <= slack) return 0;
+  // Free chunks a burst touched again and freed again leave the free total where it was but
+  // are resident once more: the process's own growth since the last trim tells them.
+  const int64_t resident = ResidentBytes();
+  const bool regrown = free_bytes > slack && resident - resident_after_last_trim > slack;
+  if (free_bytes - free_after_last_trim <= slack && !regrown) return 0;
   malloc_trim(0);  // every arena; pages inside free chunks too (glibc >= 2.8)
   free_after_last_trim = free_bytes;
+  resident_after_last_trim = ResidentBytes();
   return free_bytes;
 }
 

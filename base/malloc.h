@@ -17,7 +17,8 @@ namespace fulcrum {
 void TuneMallocForTraining();
 
 // Gives the allocator's free memory back to the kernel (malloc_trim) once it has grown by
-// more than `slack` bytes since the last time: a server that keeps freed memory for speed
+// more than `slack` bytes since the last time, or once the process's resident memory has
+// (with more than `slack` free: freed chunks a burst touched again): a server that keeps freed memory for speed
 // (TuneMallocForTraining) must not keep a burst's forever (four 200 MiB requests once left a
 // ps at 1.9 GB). Returns the free bytes the allocator held when it trimmed, 0 when it did not.
 // Call from one thread, periodically.
