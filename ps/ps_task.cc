@@ -105,6 +105,11 @@ absl::StatusOr<std::string> WriteSummary(Shard& shard, const ReplicaSet& replica
                     {"pushes_dropped", r.pushes_dropped()}});
   }
   if (!kept.empty()) j["replicas_kept"] = std::move(kept);
+  if (shard.saves() > 0) {  // the in-memory phase of the saves, which training waited for
+    j["checkpoint"] = {{"saves", shard.saves()},
+                       {"pause_ms", absl::ToDoubleMilliseconds(shard.checkpoint_pause())},
+                       {"pause_ms_max", absl::ToDoubleMilliseconds(shard.checkpoint_pause_max())}};
+  }
   j["wall_seconds"] = absl::ToDoubleSeconds(absl::Now() - start);
   FULCRUM_RETURN_IF_ERROR(prof.Finish(&j));
   const std::string text = j.dump(2) + "\n";

@@ -227,6 +227,13 @@ class Shard {
   std::string leaving() const;
   // SaveShard calls that wrote their checkpoint.
   int64_t saves() const { return saves_.load(std::memory_order_acquire); }
+  // The saves' in-memory copy time training waited for: all of it, and the longest one.
+  absl::Duration checkpoint_pause() const {
+    return absl::Nanoseconds(checkpoint_pause_ns_.load(std::memory_order_relaxed));
+  }
+  absl::Duration checkpoint_pause_max() const {
+    return absl::Nanoseconds(checkpoint_pause_max_ns_.load(std::memory_order_relaxed));
+  }
   // The ps leaves without ending training: waiting pulls and saves are woken and, like every
   // later Pull and Push, end Unavailable naming the reason, so that workers wait for the ps
   // to come back (never "training ended", which Stop says).
@@ -373,7 +380,19 @@ class Shard {
     std::vector<bool> captured;
     size_t remaining = 0;
     bool aborted = false;  // a restore replaced the state it was waiting for
+    int64_t capture_ns = 0;  // time chunks spent copying themselves in (under their locks)
   };
+  // SaveShard's in-memory phase (the first of CheckFreq's two; the file is written after):
+  // every chunk copied at once under all chunk locks; returns the global step it holds.
+  int64_t SnapshotNow(const Store& store, pb::ShardCheckpoint* checkpoint);
+  // Sync mode: each chunk copied as it reaches `at_step` (MaybeCapture), waiting until
+  // `deadline`; returns at_step.
+  absl::StatusOr<int64_t> SnapshotAtStep(const Store& store, int64_t at_step, absl::Time deadline,
+                                         pb::ShardCheckpoint* checkpoint);
+  // Waits for every chunk of `snap` to be captured; names the chunks behind otherwise.
+  absl::Status WaitForSnapshot(Snapshot& snap, absl::Time deadline);
+  // Counts a save's in-memory copy time (training waited for it).
+  void RecordPause(int64_t pause_ns);
   // Copies `chunk` into the pending snapshot when the chunk is at its step (ApplyToChunk
   // calls it after each step; SaveShard for the chunks already there).
   void MaybeCapture(const Store& store, ChunkState& chunk) ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk.mu);
@@ -432,6 +451,9 @@ class Shard {
   std::atomic<bool> snapshot_pending_{false};  // snapshot_ != null, readable without the lock
   std::atomic<bool> saving_{false};            // a SaveShard is running
   std::atomic<int64_t> saves_{0};              // SaveShard calls that wrote their file
+  std::atomic<int64_t> checkpoint_pause_ns_{0};      // all saves' in-memory copy time
+  std::atomic<int64_t> checkpoint_pause_max_ns_{0};  // the longest one
+  std::atomic<int64_t> last_pause_ns_{0};            // the latest one (its log line)
 
   // Leaving (ps/shard_leave.cc): why, and whether the ps has left.
   mutable Mutex leave_mu_;

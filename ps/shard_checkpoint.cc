@@ -1,6 +1,7 @@
 // ps::Shard's checkpoint shard I/O: SaveShard (now, or at a sync step), RestoreShard and the
 // layout and checksum checks between them (the rest of Shard is in shard.cc).
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <span>
 #include <string>
@@ -71,6 +72,7 @@ void Shard::MaybeCapture(const Store& store, ChunkState& chunk) {
   if (snapshot_ == nullptr) return;
   Snapshot& snap = *snapshot_;
   if (chunk.step != snap.at_step || snap.captured[chunk.index]) return;
+  const auto start = std::chrono::steady_clock::now();
   const size_t num_slots = ops::SlotNames(store.optimizer.kind).size();
   for (const runtime::Segment& seg : chunk.plan.segments) {
     const size_t v = static_cast<size_t>(seg.variable);
@@ -84,7 +86,128 @@ void Shard::MaybeCapture(const Store& store, ChunkState& chunk) {
   snap.chunk_steps[chunk.index] = chunk.step;
   snap.chunk_updates[chunk.index] = chunk.updates;
   snap.captured[chunk.index] = true;
+  snap.capture_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         std::chrono::steady_clock::now() - start)
+                         .count();
   if (--snap.remaining == 0) snapshot_taken_.SignalAll();
+}
+
+void Shard::RecordPause(int64_t pause_ns) {
+  checkpoint_pause_ns_.fetch_add(pause_ns, std::memory_order_relaxed);
+  int64_t max = checkpoint_pause_max_ns_.load(std::memory_order_relaxed);
+  while (pause_ns > max &&
+         !checkpoint_pause_max_ns_.compare_exchange_weak(max, pause_ns, std::memory_order_relaxed)) {
+  }
+  last_pause_ns_.store(pause_ns, std::memory_order_relaxed);
+}
+
+int64_t Shard::SnapshotNow(const Store& store, pb::ShardCheckpoint* checkpoint) {
+  // Every chunk lock, in chunk order, so the checkpoint is one consistent state; training
+  // waits for this copy only (the file is written after the locks are released).
+  const auto start = std::chrono::steady_clock::now();
+  AllChunksLocked locked(store.chunks);
+  for (const auto& chunk : store.chunks) {
+    chunk->mu.AssertHeld();
+    checkpoint->add_chunk_steps(chunk->step);
+    checkpoint->add_chunk_updates(chunk->updates);
+  }
+  for (const Variable& var : store.variables) {
+    const std::span<const float> value = var.value.flat();
+    runtime::EncodeFloats({&value, 1}, checkpoint->add_values());
+  }
+  for (const Variable& var : store.variables) {
+    for (const ops::Tensor& slot : var.slots) {
+      const std::span<const float> values = slot.flat();
+      runtime::EncodeFloats({&values, 1}, checkpoint->add_slots());
+    }
+  }
+  RecordPause(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                  std::chrono::steady_clock::now() - start)
+                  .count());
+  return GlobalStep(store);
+}
+
+absl::StatusOr<int64_t> Shard::SnapshotAtStep(const Store& store, int64_t at_step,
+                                              absl::Time deadline,
+                                              pb::ShardCheckpoint* checkpoint) {
+  auto snap = std::make_shared<Snapshot>();
+  snap->at_step = at_step;
+  const size_t num_slots = ops::SlotNames(store.optimizer.kind).size();
+  for (const Variable& var : store.variables) {
+    snap->values.emplace_back(static_cast<size_t>(var.value.num_elements()));
+    for (size_t k = 0; k < num_slots; ++k) {
+      snap->slots.emplace_back(static_cast<size_t>(var.value.num_elements()));
+    }
+  }
+  const size_t num_chunks = store.chunks.size();
+  snap->chunk_steps.assign(num_chunks, 0);
+  snap->chunk_updates.assign(num_chunks, 0);
+  snap->captured.assign(num_chunks, false);
+  snap->remaining = num_chunks;
+  {
+    // Registered under every chunk lock: no chunk can step past at_step unseen.
+    AllChunksLocked locked(store.chunks);
+    for (const auto& chunk : store.chunks) {
+      chunk->mu.AssertHeld();
+      if (chunk->step > at_step) {
+        return absl::FailedPreconditionError(absl::StrCat(name_, ": SaveShard: chunk ",
+                                                          chunk->index, " is already at step ",
+                                                          chunk->step, ", past at_step ", at_step));
+      }
+    }
+    {
+      MutexLock lock(&snapshot_mu_);
+      snapshot_ = snap;
+    }
+    snapshot_pending_.store(true, std::memory_order_release);
+    for (const auto& chunk : store.chunks) {
+      chunk->mu.AssertHeld();
+      MaybeCapture(store, *chunk);
+    }
+  }
+  FULCRUM_RETURN_IF_ERROR(WaitForSnapshot(*snap, deadline));
+  RecordPause(snap->capture_ns);
+  for (size_t c = 0; c < num_chunks; ++c) {
+    checkpoint->add_chunk_steps(snap->chunk_steps[c]);
+    checkpoint->add_chunk_updates(snap->chunk_updates[c]);
+  }
+  for (const std::vector<float>& value : snap->values) {
+    const std::span<const float> part(value);
+    runtime::EncodeFloats({&part, 1}, checkpoint->add_values());
+  }
+  for (const std::vector<float>& slot : snap->slots) {
+    const std::span<const float> part(slot);
+    runtime::EncodeFloats({&part, 1}, checkpoint->add_slots());
+  }
+  return at_step;
+}
+
+absl::Status Shard::WaitForSnapshot(Snapshot& snap, absl::Time deadline) {
+  const size_t num_chunks = snap.captured.size();
+  MutexLock lock(&snapshot_mu_);
+  while (snap.remaining > 0 && !snap.aborted && !stopped() && !left()) {
+    if (!snapshot_taken_.WaitUntil(&snapshot_mu_, deadline)) break;
+  }
+  snapshot_ = nullptr;
+  snapshot_pending_.store(false, std::memory_order_release);
+  if (snap.remaining == 0) return absl::OkStatus();
+  std::vector<std::string> behind;
+  for (size_t c = 0; c < num_chunks && behind.size() < 8; ++c) {
+    if (!snap.captured[c]) behind.push_back(absl::StrCat(c));
+  }
+  const std::string which = absl::StrCat("chunk(s) ", absl::StrJoin(behind, ", "),
+                                         snap.remaining > behind.size() ? ", ..." : "");
+  if (snap.aborted) {
+    return absl::AbortedError(absl::StrCat(name_, ": SaveShard at step ", snap.at_step,
+                                           ": a restore replaced the state"));
+  }
+  if (stopped() || left()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(name_, ": SaveShard at step ", snap.at_step, ": ",
+                     left() ? "the ps left" : "training stopped", " before ", which, " reached it"));
+  }
+  return absl::DeadlineExceededError(absl::StrCat(name_, ": SaveShard: ", which,
+                                                  " did not reach step ", snap.at_step, " in time"));
 }
 
 absl::Status Shard::SaveShard(const pb::SaveShardRequest& request, pb::SaveShardResponse* response,
@@ -115,107 +238,15 @@ absl::Status Shard::SaveShard(const pb::SaveShardRequest& request, pb::SaveShard
   pb::ShardCheckpoint checkpoint;
   checkpoint.set_task_index(task_index_);
   *checkpoint.mutable_definition() = store->definition;
-  const size_t num_slots = ops::SlotNames(store->optimizer.kind).size();
   int64_t global_step = 0;
   if (request.at_step() == 0) {
-    // Every chunk lock, in chunk order, so the checkpoint is one consistent state.
-    AllChunksLocked locked(store->chunks);
-    for (auto& chunk : store->chunks) {
-      chunk->mu.AssertHeld();
-      checkpoint.add_chunk_steps(chunk->step);
-      checkpoint.add_chunk_updates(chunk->updates);
-    }
-    for (const Variable& var : store->variables) {
-      const std::span<const float> value = var.value.flat();
-      runtime::EncodeFloats({&value, 1}, checkpoint.add_values());
-    }
-    for (const Variable& var : store->variables) {
-      for (const ops::Tensor& slot : var.slots) {
-        const std::span<const float> values = slot.flat();
-        runtime::EncodeFloats({&values, 1}, checkpoint.add_slots());
-      }
-    }
-    global_step = GlobalStep(*store);
+    global_step = SnapshotNow(*store, &checkpoint);
   } else {
-    auto snap = std::make_shared<Snapshot>();
-    snap->at_step = request.at_step();
-    for (const Variable& var : store->variables) {
-      snap->values.emplace_back(static_cast<size_t>(var.value.num_elements()));
-      for (size_t k = 0; k < num_slots; ++k) {
-        snap->slots.emplace_back(static_cast<size_t>(var.value.num_elements()));
-      }
-    }
-    const size_t num_chunks = store->chunks.size();
-    snap->chunk_steps.assign(num_chunks, 0);
-    snap->chunk_updates.assign(num_chunks, 0);
-    snap->captured.assign(num_chunks, false);
-    snap->remaining = num_chunks;
-    {
-      // Registered under every chunk lock: no chunk can step past at_step unseen.
-      AllChunksLocked locked(store->chunks);
-      for (auto& chunk : store->chunks) {
-        chunk->mu.AssertHeld();
-        if (chunk->step > request.at_step()) {
-          return absl::FailedPreconditionError(
-              absl::StrCat(name_, ": SaveShard: chunk ", chunk->index, " is already at step ",
-                           chunk->step, ", past at_step ", request.at_step()));
-        }
-      }
-      {
-        MutexLock lock(&snapshot_mu_);
-        snapshot_ = snap;
-      }
-      snapshot_pending_.store(true, std::memory_order_release);
-      for (auto& chunk : store->chunks) {
-        chunk->mu.AssertHeld();
-        MaybeCapture(*store, *chunk);
-      }
-    }
     if (request.timeout_ms() > 0) {
       deadline = std::min(deadline, absl::Now() + absl::Milliseconds(request.timeout_ms()));
     }
-    absl::Status waited = absl::OkStatus();
-    {
-      MutexLock lock(&snapshot_mu_);
-      while (snap->remaining > 0 && !snap->aborted && !stopped() && !left()) {
-        if (!snapshot_taken_.WaitUntil(&snapshot_mu_, deadline)) break;
-      }
-      if (snap->remaining > 0) {
-        std::vector<std::string> behind;
-        for (size_t c = 0; c < num_chunks && behind.size() < 8; ++c) {
-          if (!snap->captured[c]) behind.push_back(absl::StrCat(c));
-        }
-        const std::string which = absl::StrCat("chunk(s) ", absl::StrJoin(behind, ", "),
-                                               snap->remaining > behind.size() ? ", ..." : "");
-        if (snap->aborted) {
-          waited = absl::AbortedError(absl::StrCat(name_, ": SaveShard at step ", snap->at_step,
-                                                   ": a restore replaced the state"));
-        } else if (stopped() || left()) {
-          waited = absl::FailedPreconditionError(absl::StrCat(
-              name_, ": SaveShard at step ", snap->at_step, ": ",
-              left() ? "the ps left" : "training stopped", " before ", which, " reached it"));
-        } else {
-          waited = absl::DeadlineExceededError(absl::StrCat(
-              name_, ": SaveShard: ", which, " did not reach step ", snap->at_step, " in time"));
-        }
-      }
-      snapshot_ = nullptr;
-      snapshot_pending_.store(false, std::memory_order_release);
-    }
-    FULCRUM_RETURN_IF_ERROR(waited);
-    for (size_t c = 0; c < num_chunks; ++c) {
-      checkpoint.add_chunk_steps(snap->chunk_steps[c]);
-      checkpoint.add_chunk_updates(snap->chunk_updates[c]);
-    }
-    for (const std::vector<float>& value : snap->values) {
-      const std::span<const float> part(value);
-      runtime::EncodeFloats({&part, 1}, checkpoint.add_values());
-    }
-    for (const std::vector<float>& slot : snap->slots) {
-      const std::span<const float> part(slot);
-      runtime::EncodeFloats({&part, 1}, checkpoint.add_slots());
-    }
-    global_step = snap->at_step;
+    FULCRUM_ASSIGN_OR_RETURN(global_step,
+                             SnapshotAtStep(*store, request.at_step(), deadline, &checkpoint));
   }
   FULCRUM_RETURN_IF_ERROR(WriteCheckpoint(request, checkpoint, global_step, response));
   saves_.fetch_add(1, std::memory_order_acq_rel);
@@ -238,8 +269,10 @@ absl::Status Shard::WriteCheckpoint(const pb::SaveShardRequest& request,
   response->set_bytes_written(static_cast<int64_t>(bytes.size()));
   response->set_global_step(global_step);
   response->set_crc32c(Crc32c(bytes));
-  spdlog::info("{} saved its shard at global step {} to {} ({} bytes)", name_, global_step,
-               request.path(), bytes.size());
+  spdlog::info("{} saved its shard at global step {} to {} ({} bytes; training waited {:.1f} ms "
+               "for the copy in memory)",
+               name_, global_step, request.path(), bytes.size(),
+               static_cast<double>(last_pause_ns_.load(std::memory_order_relaxed)) / 1e6);
   for (const std::string& old : request.remove_paths()) {
     std::error_code error;
     fs::remove(old, error);

@@ -104,6 +104,16 @@ TEST(CheckpointClusterTest, SavesKeepsResumesAndFallsBackFromACorruptCheckpoint)
     EXPECT_EQ(shard["global_step"], 300);
   }
   EXPECT_FALSE(fs::exists(ckpt / "ckpt-300" / "ps-0.ckpt.tmp"));
+  // Each ps says how long training waited for its saves' copies in memory (the file is
+  // written after): every save it wrote, the longest within the total.
+  for (int p = 0; p < 2; ++p) {
+    const nlohmann::json ps = ReadJson(dir / "run1" / absl::StrCat("ps-", p) / "summary.json");
+    const nlohmann::json& saves = ps["checkpoint"];
+    ASSERT_TRUE(saves.is_object()) << ps.dump();
+    EXPECT_EQ(saves["saves"], c1["saves"]) << saves.dump();
+    EXPECT_GT(saves["pause_ms_max"].get<double>(), 0.0) << saves.dump();
+    EXPECT_LE(saves["pause_ms_max"].get<double>(), saves["pause_ms"].get<double>()) << saves.dump();
+  }
 
   // 2. One flipped bit in the newest checkpoint's ps:0 shard: the next job refuses it, naming
   // the file, and resumes from the older one.
