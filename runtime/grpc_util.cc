@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/exit_code.h"
+#include "grpcpp/resource_quota.h"
 
 namespace fulcrum::runtime {
 namespace {
@@ -46,6 +47,11 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
 }
 
 void ConfigureServerBuilder(grpc::ServerBuilder* builder) {
+  // A bound on the memory gRPC holds for requests being received (the ps's stated bound):
+  // requests beyond it are refused RESOURCE_EXHAUSTED before they are read whole.
+  grpc::ResourceQuota quota("fulcrum-server");
+  quota.Resize(static_cast<size_t>(kServerMemoryQuota));
+  builder->SetResourceQuota(quota);
   builder->SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder->SetMaxSendMessageSize(kMaxMessageBytes);
   builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
