@@ -113,6 +113,7 @@ absl::StatusOr<int64_t> PsTasks::GlobalStep(absl::Duration timeout) {
     }
     // A ps restarted between two polls answers, but without its variables.
     if (!stats.initialized()) {
+      lost_ = p;  // as good as dead: its replica, if any, takes over
       return absl::UnavailableError(
           absl::StrCat("chief lost ps:", p, ": it answers but holds no variables (it restarted)"));
     }
@@ -209,7 +210,19 @@ void PsTasks::StopAll(const std::string& reason) {
 std::vector<std::string> PsTasks::ShutdownAll(const std::string& reason) {
   std::vector<std::string> summaries(clients_.size());
   for (size_t p = 0; p < clients_.size(); ++p) {
-    if (promoted(static_cast<int>(p))) continue;  // dead: no summary to collect
+    if (promoted(static_cast<int>(p))) {
+      // Its replica served the shard since it died; a launcher may have restarted it
+      // (local_cluster.sh --restart), holding no variables: it ends with the run too, or it
+      // would wait out --startup_timeout and fail the launch. Its summary is not the shard's.
+      std::string ignored;
+      const absl::Status s =
+          clients_[p]->Shutdown(absl::StrCat(reason, " (its shard was served by its replica on ps:",
+                                             backup_of(static_cast<int>(p)), ")"),
+                                std::min(control_timeout_, absl::Seconds(2)), &ignored);
+      if (s.ok())
+        spdlog::info("chief: shut down the restarted ps:{} (its replica held its shard)", p);
+      continue;
+    }
     absl::Status s = Remote(clients_[p]->Shutdown(reason, control_timeout_, &summaries[p]));
     if (!s.ok()) spdlog::warn("shutting down ps:{}: {}", p, s.ToString());
   }

@@ -45,8 +45,11 @@ std::vector<std::string> Flags(const std::string& spec, const fs::path& dir,
 }
 
 // Runs the cluster, sends `signal` to ps:`victim` after the first evaluation and checks that
-// its replica on the other ps finished the run.
-void LoseAPs(const std::string& name, const std::string& mode, int victim, int signal) {
+// its replica on the other ps finished the run. With `restart` the victim is started again at
+// once, as `local_cluster.sh --restart` does: the chief, seeing it answer without variables,
+// promotes the replica all the same, and shuts the newcomer down with the run (exit 0).
+void LoseAPs(const std::string& name, const std::string& mode, int victim, int signal,
+             bool restart = false) {
   const fs::path dir = FreshDir(name);
   const std::string spec = WriteLocalSpec(dir / "spec.json", 2, 2);
   const std::vector<std::string> flags = Flags(spec, dir, mode);
@@ -57,6 +60,7 @@ void LoseAPs(const std::string& name, const std::string& mode, int victim, int s
   const auto signalled = std::chrono::system_clock::now();
   if (signal == SIGKILL) {
     cluster.Kill("ps", victim);
+    if (restart) cluster.Start("ps", victim, flags);
   } else {
     cluster.Signal("ps", victim, signal);
   }
@@ -70,6 +74,13 @@ void LoseAPs(const std::string& name, const std::string& mode, int victim, int s
   // A ps stopped with SIGTERM leaves the run (exit 143) once its replica took over.
   if (signal == SIGTERM) {
     EXPECT_EQ(cluster.task("ps", victim).exit_code, 143) << cluster.Logs();
+  }
+  if (restart) {
+    EXPECT_EQ(cluster.task("ps", victim).exit_code, 0) << cluster.Logs();
+    EXPECT_NE(ReadFile(dir / "chief-0.log")
+                  .find(absl::StrCat("shut down the restarted ps:", victim)),
+              std::string::npos)
+        << cluster.Logs();
   }
 
   const nlohmann::json report = ReadJson(dir / "run" / "report.json");
@@ -120,8 +131,8 @@ void LoseAPs(const std::string& name, const std::string& mode, int victim, int s
       << chief_log;
 }
 
-TEST(ReplicationClusterTest, SyncAKilledPsIsReplacedByItsReplicaWithNoStepLost) {
-  LoseAPs("cluster_replication_sync_kill", "sync", 0, SIGKILL);
+TEST(ReplicationClusterTest, SyncAKilledAndRestartedPsIsReplacedByItsReplicaWithNoStepLost) {
+  LoseAPs("cluster_replication_sync_kill", "sync", 0, SIGKILL, /*restart=*/true);
 }
 
 TEST(ReplicationClusterTest, AsyncAKilledPsIsReplacedByItsReplica) {
