@@ -149,9 +149,29 @@ absl::StatusOr<const ops::Tensor*> Model::DeviceInputs(const ops::Tensor& flat_i
   return &ws.inputs;
 }
 
+absl::Status Model::SetResident(std::span<const ops::Tensor> values,
+                                std::span<const ops::Tensor> grads) {
+  resident_ = !on_cpu() && !values.empty() && values[0].device() == backend().device();
+  const ops::Device want = resident_ ? backend().device() : ops::Device::kCpu;
+  const auto check = [&](std::span<const ops::Tensor> tensors, const char* what) {
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      if (tensors[i].device() != want) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            name_, ": the ", what, " of ", variables_[i].name, " is in ",
+            ops::DeviceName(tensors[i].device()), " memory, the first value in ",
+            ops::DeviceName(values[0].device()), " memory (on ", backend().name(),
+            " every value and gradient lives on the device or every one on the host)"));
+      }
+    }
+    return absl::OkStatus();
+  };
+  FULCRUM_RETURN_IF_ERROR(check(values, "value"));
+  return check(grads, "gradient");
+}
+
 absl::StatusOr<std::span<const ops::Tensor>> Model::DeviceValues(
     std::span<const ops::Tensor> values) {
-  if (on_cpu()) return values;
+  if (on_cpu() || resident_) return values;
   ops::Backend& b = backend();
   if (device_values_.empty()) {
     for (const VariableSpec& spec : variables_) {
@@ -172,7 +192,7 @@ absl::StatusOr<std::span<const ops::Tensor>> Model::LayerInputs(std::span<const 
   if (count > 0 && hooks != nullptr && hooks->values_needed) {
     FULCRUM_RETURN_IF_ERROR(hooks->values_needed(first, count));
   }
-  if (on_cpu()) return values.subspan(first, count);
+  if (on_cpu() || resident_) return values.subspan(first, count);
   // Copied layer by layer, each once the hook let its values be read.
   for (size_t k = first; k < first + count; ++k) {
     FULCRUM_RETURN_IF_ERROR(backend().CopyFromHost(values[k], &device_values_[k]));
@@ -230,7 +250,7 @@ absl::Status Model::BackwardLayer(size_t i, const ops::Tensor& x0, std::span<con
   // The decay goes in before the layer's gradients are handed over (a pusher sends them
   // next); each variable's term is its own, so the result is that of decaying all at the end.
   FULCRUM_RETURN_IF_ERROR(AddWeightDecay(v, g, first, count));
-  if (!on_cpu()) {
+  if (!on_cpu() && !resident_) {
     for (size_t k = first; k < first + count; ++k) {
       FULCRUM_RETURN_IF_ERROR(backend().CopyToHost(device_grads_[k], &grads[k]));
     }
@@ -252,11 +272,12 @@ absl::StatusOr<float> Model::ComputeGradients(const ops::Tensor& inputs,
   // A batch given as [batch, c, h, w] is seen as [batch, c*h*w] by the dense layers.
   FULCRUM_ASSIGN_OR_RETURN(const ops::Tensor flat_inputs,
                            inputs.Reshaped({inputs.rows(), inputs.cols()}));
+  FULCRUM_RETURN_IF_ERROR(SetResident(values, grads));
   FULCRUM_ASSIGN_OR_RETURN(Workspace * ws, WorkspaceFor(inputs.rows()));
   ops::Backend& b = backend();
   FULCRUM_ASSIGN_OR_RETURN(const ops::Tensor* x0, DeviceInputs(flat_inputs, *ws));
   FULCRUM_ASSIGN_OR_RETURN(std::span<const ops::Tensor> v, DeviceValues(values));
-  std::span<ops::Tensor> g = on_cpu() ? grads : std::span<ops::Tensor>(device_grads_);
+  std::span<ops::Tensor> g = on_cpu() || resident_ ? grads : std::span<ops::Tensor>(device_grads_);
   FULCRUM_RETURN_IF_ERROR(Forward(*x0, values, v, *ws, /*training=*/true, hooks));
   float loss = 0.0f;
   if (loss_ == LossKind::kSoftmaxCrossEntropy) {
@@ -294,6 +315,7 @@ absl::StatusOr<EvalResult> Model::Evaluate(const ops::Tensor& inputs,
   FULCRUM_RETURN_IF_ERROR(CheckOperands(inputs, labels, values));
   FULCRUM_ASSIGN_OR_RETURN(const ops::Tensor flat_inputs,
                            inputs.Reshaped({inputs.rows(), inputs.cols()}));
+  FULCRUM_RETURN_IF_ERROR(SetResident(values, {}));
   FULCRUM_ASSIGN_OR_RETURN(Workspace * ws, WorkspaceFor(inputs.rows()));
   ops::Backend& b = backend();
   FULCRUM_ASSIGN_OR_RETURN(const ops::Tensor* x0, DeviceInputs(flat_inputs, *ws));

@@ -72,7 +72,10 @@ class Model {
   // The backend the layers run on (not owned; null = the model's own CPU backend). With a
   // GPU backend, ComputeGradients and Evaluate copy the batch and the variable values to the
   // device, run every layer and the loss there, and copy only the gradients back: activations,
-  // scratch and the device copies of the variables stay on the device between calls.
+  // scratch and the device copies of the variables stay on the device between calls. Values
+  // and gradients that already live on the backend's device (a device-resident store,
+  // worker/device_variable_store.h) are used in place: only the batch goes in and the loss
+  // (and the weight-decay sums) come out.
   void set_backend(ops::Backend* backend);
   ops::Backend& backend() { return backend_ != nullptr ? *backend_ : cpu_; }
   // Seed of the random layers (dropout): the k-th ComputeGradients call after set_seed draws
@@ -124,6 +127,9 @@ class Model {
                               size_t first, size_t count);
   absl::Status CheckOperands(const ops::Tensor& inputs, std::span<const int32_t> labels,
                              std::span<const ops::Tensor> values) const;
+  // Sets resident_: off the CPU, whether the caller's values (and gradients) live on the
+  // backend's device; InvalidArgument naming the variable when they are mixed.
+  absl::Status SetResident(std::span<const ops::Tensor> values, std::span<const ops::Tensor> grads);
   absl::StatusOr<Workspace*> WorkspaceFor(int64_t batch);
   // The batch and the values as the backend sees them: the callers' tensors on the CPU, device
   // copies otherwise (copied in here).
@@ -155,6 +161,7 @@ class Model {
   ops::Backend* backend_ = nullptr;         // not owned; null = cpu_
   std::vector<ops::Tensor> device_values_;  // off-CPU backends: the variables on the device
   std::vector<ops::Tensor> device_grads_;   // and their gradients
+  bool resident_ = false;  // this call's values and gradients live on the backend's device
   uint64_t seed_ = 1;
   uint64_t steps_ = 0;               // ComputeGradients calls so far: the random layers' stream
   std::vector<float> weight_decay_;  // per variable, in force

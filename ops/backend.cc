@@ -17,6 +17,11 @@ absl::StatusOr<Tensor> ChannelRows(const Tensor& t, int64_t channels) {
 
 }  // namespace
 
+absl::Status Backend::ApplyGradient(const OptimizerConfig& config, int64_t step, const Tensor& grad,
+                                    Tensor* var, std::span<Tensor> slots, float grad_scale) {
+  return ops::ApplyGradient(config, step, grad, var, slots, grad_scale);
+}
+
 absl::Status Backend::Conv2DBiasActivation(const Tensor& x, const Tensor& filter,
                                            const Tensor& bias, const Conv2DParams& params,
                                            ConvPostOp post_op, Tensor* y, Tensor* workspace) {

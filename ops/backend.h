@@ -21,11 +21,40 @@
 #include "ops/cpu/conv_planner.h"
 #include "ops/cpu/lrn.h"
 #include "ops/cpu/pool.h"
+#include "ops/optimizer.h"
 #include "ops/tensor.h"
 
 namespace fulcrum::ops {
 
 enum class ActivationKind { kRelu, kSigmoid, kTanh };
+
+// What crossed between the host and a backend's device, and what the device allocated, since
+// the backend was made: the profiler's copy accounting (per step and in summary.json). The CPU
+// backend's memory is the host's: all zero there. Scalars a backend returns to the host (a
+// loss, a count, a weight-decay sum) count as device-to-host copies of their size.
+struct TransferCounters {
+  int64_t h2d_bytes = 0;
+  int64_t h2d_calls = 0;
+  int64_t d2h_bytes = 0;
+  int64_t d2h_calls = 0;
+  int64_t allocations = 0;
+  int64_t allocated_bytes = 0;
+
+  TransferCounters operator-(const TransferCounters& earlier) const {
+    return {h2d_bytes - earlier.h2d_bytes,     h2d_calls - earlier.h2d_calls,
+            d2h_bytes - earlier.d2h_bytes,     d2h_calls - earlier.d2h_calls,
+            allocations - earlier.allocations, allocated_bytes - earlier.allocated_bytes};
+  }
+  TransferCounters& operator+=(const TransferCounters& more) {
+    h2d_bytes += more.h2d_bytes;
+    h2d_calls += more.h2d_calls;
+    d2h_bytes += more.d2h_bytes;
+    d2h_calls += more.d2h_calls;
+    allocations += more.allocations;
+    allocated_bytes += more.allocated_bytes;
+    return *this;
+  }
+};
 
 class Backend {
  public:
@@ -42,6 +71,15 @@ class Backend {
   virtual absl::Status CopyToHost(const Tensor& src, Tensor* host) = 0;
   virtual absl::Status Copy(const Tensor& src, Tensor* dst) = 0;
   virtual absl::Status Fill(float value, Tensor* dst) = 0;
+  // The copies and allocations so far (zeros where memory is the host's).
+  virtual TransferCounters transfer_counters() const { return {}; }
+
+  // One optimizer update on this device, as ops::ApplyGradient (ops/optimizer.h) defines it:
+  // a variable, its gradient and its slots that live here are updated here (a device-resident
+  // store: worker/device_variable_store.h). The default runs the CPU kernel (cpu tensors).
+  virtual absl::Status ApplyGradient(const OptimizerConfig& config, int64_t step,
+                                     const Tensor& grad, Tensor* var, std::span<Tensor> slots,
+                                     float grad_scale);
 
   // Dense (ops/cpu/kernels.h).
   virtual absl::Status MatMul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,

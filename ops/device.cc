@@ -8,12 +8,17 @@
 namespace fulcrum::ops {
 
 std::string DeviceIdName(const DeviceId& id) {
+  if (id.type == Device::kArena) return "arena";
   return absl::StrCat(id.type == Device::kCuda ? "gpu" : "cpu", ":", id.index);
 }
 
 absl::StatusOr<DeviceId> ParseDeviceId(absl::string_view text, absl::string_view flag) {
   DeviceId id;
   absl::string_view rest = text;
+  if (text == "arena" || text == "arena:0") {
+    id.type = Device::kArena;
+    return id;
+  }
   if (absl::ConsumePrefix(&rest, "cpu")) {
     id.type = Device::kCpu;
   } else if (absl::ConsumePrefix(&rest, "gpu")) {

@@ -1,4 +1,5 @@
-// ops: naming a compute device: "cpu", "cpu:N" or "gpu:N" (--device, --devices). Whether a
+// ops: naming a compute device: "cpu", "cpu:N", "gpu:N" or "arena" (--device, --devices; the
+// arena is host memory posing as a device, for tests: ops/arena_backend.h). Whether a
 // named GPU exists is the backend's question (ops/backend.h); this is only the spelling.
 // Thread-safety: pure functions.
 #pragma once
@@ -24,8 +25,8 @@ struct DeviceId {
 // "cpu:0", "gpu:1": the spelling ParseDeviceId reads.
 std::string DeviceIdName(const DeviceId& id);
 
-// "cpu" (= cpu:0), "cpu:N" or "gpu:N" (N in [0, 255]). InvalidArgument naming `flag` and the
-// text otherwise.
+// "cpu" (= cpu:0), "cpu:N", "gpu:N" (N in [0, 255]) or "arena" (= arena:0). InvalidArgument
+// naming `flag` and the text otherwise.
 absl::StatusOr<DeviceId> ParseDeviceId(absl::string_view text, absl::string_view flag = "--device");
 
 // Comma-separated device ids, each at most once; empty text gives an empty list.

@@ -19,6 +19,8 @@ const char* DeviceName(Device device) {
       return "cpu";
     case Device::kCuda:
       return "cuda";
+    case Device::kArena:
+      return "arena";
   }
   return "unknown";
 }

@@ -18,8 +18,10 @@
 namespace fulcrum::ops {
 
 // Where a tensor's bytes live. CPU code only dereferences kCpu tensors; the CUDA backend
-// (ops/cuda) allocates kCuda tensors and is the only code that reads them.
-enum class Device { kCpu, kCuda };
+// (ops/cuda) allocates kCuda tensors and is the only code that reads them. kArena is host
+// memory posing as a device (ops/arena_backend.h): only the arena backend reads it, and it
+// counts every copy across, so that what a GPU would copy is tested without one.
+enum class Device { kCpu, kCuda, kArena };
 
 const char* DeviceName(Device device);
 

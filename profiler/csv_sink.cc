@@ -216,14 +216,15 @@ std::string WorkerStepsCsv(absl::Span<const StepRecord> steps) {
   std::string out =
       "step,global_step,examples,loss,begin_unix_us,wall_ms,data_ms,pull_ms,forward_ms,"
       "backward_ms,push_ms,sync_wait_ms,examples_per_sec,comm_wait_ms,inflight_begin_ms,"
-      "inflight_ms\n";
+      "inflight_ms,h2d_bytes,h2d_calls,d2h_bytes,d2h_calls,device_allocs\n";
   for (const StepRecord& r : steps) {
     absl::StrAppend(&out, r.step, ",", r.global_step, ",", r.examples, ",", Fixed(r.loss, 6), ",",
                     r.begin_unix_us, ",", Fixed(r.wall_ms), ",", Fixed(r.data_ms), ",",
                     Fixed(r.pull_ms), ",", Fixed(r.forward_ms), ",", Fixed(r.backward_ms), ",",
                     Fixed(r.push_ms), ",", Fixed(r.sync_wait_ms), ",", Fixed(ExamplesPerSec(r), 1),
                     ",", Fixed(r.comm_wait_ms), ",", Fixed(r.inflight_begin_ms), ",",
-                    Fixed(r.inflight_ms), "\n");
+                    Fixed(r.inflight_ms), ",", r.h2d_bytes, ",", r.h2d_calls, ",", r.d2h_bytes, ",",
+                    r.d2h_calls, ",", r.device_allocs, "\n");
   }
   return out;
 }

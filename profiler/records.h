@@ -59,6 +59,13 @@ struct StepRecord {
   double inflight_begin_ms = 0.0;
   double inflight_ms = 0.0;
   bool overlap = false;           // the step ran the overlapped schedule
+  // Copies between the host and the compute device during the step (a GPU, the arena: all 0
+  // on the CPU), and the device's allocations: the copy accounting (issue 28).
+  int64_t h2d_bytes = 0;
+  int64_t h2d_calls = 0;
+  int64_t d2h_bytes = 0;
+  int64_t d2h_calls = 0;
+  int64_t device_allocs = 0;
   std::vector<Span> value_waits;  // overlapped: the forward pass's waits (pull_ms in all)
 };
 

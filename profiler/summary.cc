@@ -385,6 +385,27 @@ json StepKeys(absl::Span<const StepRecord> steps) {
   return j;
 }
 
+// The copy accounting: totals over every step, and the most any step after the first (the
+// warm-up, which allocates the workspace) copied or allocated.
+json DeviceCopyKeys(absl::Span<const StepRecord> steps) {
+  json total = {
+      {"h2d_bytes", 0}, {"h2d_calls", 0}, {"d2h_bytes", 0}, {"d2h_calls", 0}, {"allocations", 0}};
+  json most = total;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const StepRecord& r = steps[i];
+    const std::pair<const char*, int64_t> fields[] = {{"h2d_bytes", r.h2d_bytes},
+                                                      {"h2d_calls", r.h2d_calls},
+                                                      {"d2h_bytes", r.d2h_bytes},
+                                                      {"d2h_calls", r.d2h_calls},
+                                                      {"allocations", r.device_allocs}};
+    for (const auto& [key, value] : fields) {
+      total[key] = total[key].get<int64_t>() + value;
+      if (i > 0) most[key] = std::max(most[key].get<int64_t>(), value);
+    }
+  }
+  return {{"device_copies", {{"total", total}, {"max_per_step_after_first", most}}}};
+}
+
 json PsKeys(absl::Span<const PsRecord> records) {
   json j = json::object();
   if (records.empty()) return j;
@@ -410,6 +431,7 @@ json SummaryKeys(const SummaryInput& input) {
         TrafficKeys(input.traffic), StepKeys(input.steps), PsKeys(input.ps_records)}) {
     j.update(part);
   }
+  if (!input.steps.empty()) j.update(DeviceCopyKeys(input.steps));
   j["trace_rpc_spans_dropped"] = input.trace_rpc_spans_dropped;
   j["trace_steps_dropped"] = input.trace_steps_dropped;
   j["series"] = SeriesKeys(input.samples, input.steps);

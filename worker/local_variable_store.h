@@ -35,6 +35,8 @@ class LocalVariableStore final : public VariableStore {
 
   std::span<const ops::Tensor> values() const override { return values_; }
   std::span<ops::Tensor> grads() override { return grads_; }
+  // Variable i's optimizer slots, in SlotNames order.
+  std::span<const ops::Tensor> slots(size_t i) const { return slots_[i]; }
   int64_t global_step() const override { return global_step_; }
   std::string StopReason() const override { return ""; }
 

@@ -6,6 +6,7 @@
 #include "absl/time/clock.h"
 #include "base/random.h"
 #include "base/status_macros.h"
+#include "ops/arena_backend.h"
 #include "ops/cuda_plugin.h"
 #include "worker/setup.h"
 
@@ -28,7 +29,7 @@ absl::StatusOr<std::vector<ops::DeviceId>> ComputeDevices(const runtime::Trainin
   const std::vector<ops::DeviceId> devices = from_list ? t.devices : std::vector{t.device};
   const char* flag = from_list ? "--devices" : "--device";
   for (const ops::DeviceId& d : devices) {
-    if (d.type == ops::Device::kCpu) continue;
+    if (d.type != ops::Device::kCuda) continue;
     const absl::StatusOr<const ops::CudaPlugin*> plugin = ops::LoadCudaPlugin();
     if (!plugin.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -79,9 +80,12 @@ absl::StatusOr<std::unique_ptr<Replicas>> Replicas::Create(const runtime::Traini
     const int threads = std::max(1, t.threads / n + (r < t.threads % n ? 1 : 0));
     const ops::DeviceId& device = set->devices_[static_cast<size_t>(r)];
     replica.pool =
-        std::make_unique<ops::ThreadPool>(device.type == ops::Device::kCpu ? threads : 1);
+        std::make_unique<ops::ThreadPool>(device.type == ops::Device::kCuda ? 1 : threads);
     FULCRUM_ASSIGN_OR_RETURN(replica.model, BuildModel(t, train, replica.pool.get(), worker_index));
-    if (device.type != ops::Device::kCpu) {
+    if (device.type == ops::Device::kArena) {
+      replica.backend = std::make_unique<ops::ArenaBackend>(replica.pool.get());
+      replica.model->set_backend(replica.backend.get());
+    } else if (device.type == ops::Device::kCuda) {
       FULCRUM_ASSIGN_OR_RETURN(const ops::CudaPlugin* plugin, ops::LoadCudaPlugin());
       FULCRUM_ASSIGN_OR_RETURN(replica.backend, plugin->create_backend(device.index));
       replica.model->set_backend(replica.backend.get());
@@ -97,6 +101,12 @@ absl::StatusOr<std::unique_ptr<Replicas>> Replicas::Create(const runtime::Traini
   }
   if (n > 1) set->runner_ = std::make_unique<ops::ThreadPool>(n);
   return set;
+}
+
+ops::TransferCounters Replicas::transfer_counters() const {
+  ops::TransferCounters total;
+  for (const Replica& replica : replicas_) total += replica.model->backend().transfer_counters();
+  return total;
 }
 
 absl::StatusOr<float> Replicas::ComputeGradients(const ops::Tensor& inputs,

@@ -51,6 +51,13 @@ class Replicas {
   const std::vector<ops::DeviceId>& devices() const { return devices_; }
   // Replica 0's thread pool: what the loop gathers batches with.
   ops::ThreadPool* pool() { return replicas_[0].pool.get(); }
+  // With one device that is not the CPU (a GPU, the arena): its backend, where a
+  // device-resident store keeps the variables (worker/device_variable_store.h); else null.
+  ops::Backend* device_backend() {
+    return replicas_.size() == 1 ? replicas_[0].backend.get() : nullptr;
+  }
+  // Every replica's copies between the host and its device, and its device allocations.
+  ops::TransferCounters transfer_counters() const;
 
   // As models::Model::ComputeGradients for the whole batch: the mean loss (plus weight decay)
   // and its gradient into grads. forward_ms receives the slowest replica's forward time.

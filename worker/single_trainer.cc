@@ -23,6 +23,7 @@
 #include "profiler/stall_watch.h"
 #include "runtime/run_dir.h"
 #include "spdlog/spdlog.h"
+#include "worker/device_variable_store.h"
 #include "worker/local_variable_store.h"
 #include "worker/replicas.h"
 #include "worker/run_stats.h"
@@ -121,6 +122,22 @@ absl::Status Evaluate(const runtime::TrainingOptions& o, models::Model& model,
   return absl::OkStatus();
 }
 
+// Single mode's store: on the device where one GPU (or the arena) computes, so only the batch
+// and a few scalars cross per step; in this process's memory otherwise.
+absl::StatusOr<std::unique_ptr<VariableStore>> MakeSingleStore(const runtime::TrainingOptions& o,
+                                                               Replicas& replicas) {
+  const models::Model& model = replicas.model();
+  if (ops::Backend* device = replicas.device_backend(); device != nullptr) {
+    spdlog::info("variables, gradients and optimizer slots live on {}", device->name());
+    return DeviceVariableStore::Create(model.variables(), o.optimizer, o.seed, device);
+  }
+  FULCRUM_ASSIGN_OR_RETURN(LocalVariableStore local,
+                           LocalVariableStore::Create(model.variables(), o.optimizer, o.seed));
+  auto store = std::make_unique<LocalVariableStore>(std::move(local));
+  store->set_pool(replicas.pool());
+  return store;
+}
+
 }  // namespace
 
 absl::StatusOr<SingleRunResult> RunSingle(const runtime::TrainingOptions& o,
@@ -155,9 +172,9 @@ absl::StatusOr<SingleRunResult> RunSingle(const runtime::TrainingOptions& o,
                            data::Batcher::Create(&data.train, BatcherOptionsFor(o, 0, 1)));
   const int64_t steps_per_epoch = batcher.steps_per_epoch();
   const int64_t steps = SingleTrainSteps(o, steps_per_epoch);
-  FULCRUM_ASSIGN_OR_RETURN(LocalVariableStore store,
-                           LocalVariableStore::Create(model->variables(), o.optimizer, o.seed));
-  store.set_pool(replicas->pool());
+  FULCRUM_ASSIGN_OR_RETURN(std::unique_ptr<VariableStore> store_owner,
+                           MakeSingleStore(o, *replicas));
+  VariableStore& store = *store_owner;
 
   spdlog::info("training: {} steps of batch {} with {} (lr {}), {} thread(s)", steps, o.batch_size,
                ops::OptimizerName(o.optimizer.kind), o.optimizer.learning_rate, o.threads);

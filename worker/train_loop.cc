@@ -34,11 +34,17 @@ TrainLoop::TrainLoop(const TrainLoopOptions& options, models::Model* model, data
   inputs_ = ops::Tensor::Zeros({batch, batcher_.batch_shape().num_elements() / batch});
 }
 
+ops::TransferCounters TrainLoop::Copies() const {
+  return replicas_ != nullptr ? replicas_->transfer_counters()
+                              : model_->backend().transfer_counters();
+}
+
 absl::StatusOr<TrainLoopResult> TrainLoop::Run() {
   TrainLoopResult result;
   result.stop_reason = "reached train_steps";
   const auto start = Clock::now();
   FULCRUM_ASSIGN_OR_RETURN(const absl::Duration first_pull, store_->Start());
+  copies_seen_ = Copies();
   // The first step's values come from this pull; later ones come with each Apply.
   double pending_pull_ms = absl::ToDoubleMilliseconds(first_pull);
   if (options_.log_global_step) {
@@ -88,6 +94,15 @@ bool TrainLoop::Done() const {
 }
 
 absl::Status TrainLoop::Record(profiler::StepRecord r, TrainLoopResult* result) {
+  // What crossed to and from the device since the last record: this step's copies.
+  const ops::TransferCounters now = Copies();
+  const ops::TransferCounters step = now - copies_seen_;
+  copies_seen_ = now;
+  r.h2d_bytes = step.h2d_bytes;
+  r.h2d_calls = step.h2d_calls;
+  r.d2h_bytes = step.d2h_bytes;
+  r.d2h_calls = step.d2h_calls;
+  r.device_allocs = step.allocations;
   result->steps.push_back(std::move(r));
   const profiler::StepRecord& kept = result->steps.back();
   if (step_sink_) step_sink_(kept);

@@ -70,6 +70,8 @@ class TrainLoop {
   // In-graph replication: each step's gradients come from `replicas` (not owned; its
   // replica 0 is the model given above) instead of the model alone.
   void set_replicas(Replicas* replicas) { replicas_ = replicas; }
+  // The compute devices' copies and allocations so far (the replicas', or the model's).
+  ops::TransferCounters Copies() const;
   void set_stop_check(StopCheck check) { stop_check_ = std::move(check); }
   void set_step_sink(StepSink sink) { step_sink_ = std::move(sink); }
 
@@ -104,6 +106,8 @@ class TrainLoop {
   ops::Tensor inputs_;           // [batch, example size]
   std::vector<int32_t> labels_;  // [batch]
   Replicas* replicas_ = nullptr;
+  // The compute devices' copies and allocations when the last step was recorded.
+  ops::TransferCounters copies_seen_;
   StopCheck stop_check_;
   StepSink step_sink_;
   // The progress line's window.

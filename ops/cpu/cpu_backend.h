@@ -37,6 +37,11 @@ class CpuBackend final : public Backend {
   absl::Status CopyToHost(const Tensor& src, Tensor* host) override;
   absl::Status Copy(const Tensor& src, Tensor* dst) override;
   absl::Status Fill(float value, Tensor* dst) override;
+  // ops::ApplyGradient split over the backend's pool.
+  absl::Status ApplyGradient(const OptimizerConfig& config, int64_t step, const Tensor& grad,
+                             Tensor* var, std::span<Tensor> slots, float grad_scale) override {
+    return ops::ApplyGradient(config, step, grad, var, slots, grad_scale, pool_);
+  }
 
   absl::Status MatMul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor* out,
                       bool accumulate) override;

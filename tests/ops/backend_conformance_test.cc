@@ -2,7 +2,8 @@
 // step, on every backend this build has, against the CPU kernels run on one thread (the
 // reference, itself checked against finite differences in the kernel and model tests).
 // Backends: "cpu" (the CPU backend over a 2-thread pool: the split kernels and the backend's
-// plumbing) and "gpu0" (the CUDA backend on GPU 0). Where a backend cannot run here, its
+// plumbing), "arena" (ops/arena_backend.h: the same kernels on memory only copies reach) and
+// "gpu0" (the CUDA backend on GPU 0). Where a backend cannot run here, its
 // tests skip saying why: no CUDA toolkit at build time, or no usable GPU on this machine.
 #include <algorithm>
 #include <cmath>
@@ -15,6 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "models/registry.h"
+#include "ops/arena_backend.h"
 #include "ops/backend.h"
 #include "ops/cpu/conv.h"
 #include "ops/cpu/cpu_backend.h"
@@ -26,6 +28,7 @@
 #include "ops/cpu/thread_pool.h"
 #include "ops/cuda_plugin.h"
 #include "ops/initializer.h"
+#include "ops/optimizer.h"
 #include "tests/testing/gradient_check.h"
 
 namespace fulcrum::ops {
@@ -40,6 +43,11 @@ class BackendTest : public ::testing::TestWithParam<std::string> {
     if (GetParam() == "cpu") {
       pool_ = std::make_unique<ThreadPool>(2);
       backend_ = std::make_unique<CpuBackend>(pool_.get());
+      return;
+    }
+    if (GetParam() == "arena") {  // host memory posing as a device: the copies' plumbing
+      pool_ = std::make_unique<ThreadPool>(2);
+      backend_ = std::make_unique<ArenaBackend>(pool_.get());
       return;
     }
 #ifdef FULCRUM_HAVE_CUDA
@@ -100,7 +108,7 @@ class BackendTest : public ::testing::TestWithParam<std::string> {
   std::unique_ptr<Backend> backend_;
 };
 
-INSTANTIATE_TEST_SUITE_P(Backends, BackendTest, ::testing::Values("cpu", "gpu0"),
+INSTANTIATE_TEST_SUITE_P(Backends, BackendTest, ::testing::Values("cpu", "arena", "gpu0"),
                          [](const auto& info) { return info.param; });
 
 constexpr float kTol = 2e-5f;
@@ -119,6 +127,41 @@ TEST_P(BackendTest, CopiesFillAndAdd) {
   Tensor want = Random({5, 7}, 2);
   for (int64_t i = 0; i < 35; ++i) want.data()[i] += x.data()[i];
   ExpectClose(y, want, kTol, "Add");
+}
+
+// The optimizers as a device-resident store runs them (ops::Backend::ApplyGradient): three
+// updates of every optimizer, with learning-rate decay and a gradient scale, against the CPU
+// kernel; the slots too.
+TEST_P(BackendTest, OptimizerUpdatesMatchTheCpuKernel) {
+  for (const OptimizerKind kind :
+       {OptimizerKind::kSgd, OptimizerKind::kMomentum, OptimizerKind::kAdam,
+        OptimizerKind::kAdagrad, OptimizerKind::kRmsProp}) {
+    OptimizerConfig config;
+    config.kind = kind;
+    config.learning_rate = 0.05f;
+    config.rmsprop_momentum = 0.5f;
+    config.lr_decay_rate = 0.7f;
+    config.lr_decay_steps = 2;
+    const Shape shape({37, 5});
+    Tensor want = Random(shape, 20);
+    Tensor got = On(want);
+    std::vector<Tensor> want_slots, got_slots;
+    for (size_t k = 0; k < SlotCount(kind); ++k) {
+      want_slots.push_back(Tensor::Filled(shape, SlotInitialValue(config, static_cast<int>(k))));
+      got_slots.push_back(On(want_slots.back()));
+    }
+    for (int64_t step = 1; step <= 3; ++step) {
+      const Tensor grad = Random(shape, 30 + static_cast<uint64_t>(step));
+      ASSERT_TRUE(ApplyGradient(config, step, grad, &want, want_slots, 0.5f).ok());
+      const absl::Status s = b().ApplyGradient(config, step, On(grad), &got, got_slots, 0.5f);
+      ASSERT_TRUE(s.ok()) << s;
+    }
+    const std::string name = OptimizerName(kind);
+    ExpectClose(got, want, kTol, name + " values");
+    for (size_t k = 0; k < want_slots.size(); ++k) {
+      ExpectClose(got_slots[k], want_slots[k], kTol, absl::StrCat(name, " slot ", k));
+    }
+  }
 }
 
 TEST_P(BackendTest, MatMulEveryTransposeAndAccumulate) {
