@@ -22,7 +22,7 @@
 
 namespace fulcrum::ops {
 
-inline constexpr int kCudaPluginVersion = 1;
+inline constexpr int kCudaPluginVersion = 2;
 inline constexpr char kCudaPluginFile[] = "libfulcrum_cuda.so";
 inline constexpr char kCudaPluginSymbol[] = "FulcrumCudaPlugin";
 
@@ -33,8 +33,8 @@ struct CudaPlugin {
   // Number of usable GPUs; an error when there is none (no_device is true for those).
   absl::StatusOr<int> (*device_count)() = nullptr;
   bool (*no_device)(const absl::Status& status) = nullptr;
-  // A backend on GPU `ordinal` (ops/cuda/cuda_backend.h).
-  absl::StatusOr<std::unique_ptr<Backend>> (*create_backend)(int ordinal) = nullptr;
+  // A backend on GPU `ordinal`, TF32 math allowed or not (ops/cuda/cuda_backend.h).
+  absl::StatusOr<std::unique_ptr<Backend>> (*create_backend)(int ordinal, bool tf32) = nullptr;
 };
 
 // The plugin next to the running executable, loaded on the first call. FailedPrecondition when

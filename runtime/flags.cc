@@ -53,10 +53,6 @@ ABSL_FLAG(std::string, input_pipeline, "plain",
           "horizontal flip, random brightness and contrast, and per-image standardisation in "
           "training; centre crop and standardisation at evaluation).");
 ABSL_FLAG(int32_t, crop_size, 24, "Crop height and width of --input_pipeline=cifar10.");
-ABSL_FLAG(std::string, device, "cpu", "Device of the model's ops: cpu or gpu:N.");
-ABSL_FLAG(std::string, devices, "",
-          "In-graph replication: devices that each take a slice of every batch, their gradients "
-          "averaged before the update (e.g. cpu:0,cpu:1 or gpu:0,gpu:1). Empty: --device alone.");
 ABSL_FLAG(int64_t, train_steps, 0, "Training steps to run (give this or --epochs).");
 ABSL_FLAG(double, epochs, 0, "Passes over the training shard (give this or --train_steps).");
 ABSL_FLAG(std::string, dataset, "mnist",
@@ -450,9 +446,7 @@ absl::Status ReadModelExtras(TrainingOptions* o) {
     return absl::InvalidArgumentError(
         absl::StrCat("--crop_size=", o->crop_size, ": must be between 1 and 4096"));
   }
-  FULCRUM_ASSIGN_OR_RETURN(o->device, ops::ParseDeviceId(absl::GetFlag(FLAGS_device)));
-  FULCRUM_ASSIGN_OR_RETURN(o->devices, ops::ParseDeviceList(absl::GetFlag(FLAGS_devices)));
-  return absl::OkStatus();
+  return DeviceFromFlags(*o);
 }
 
 absl::StatusOr<TrainingOptions> ReadTrainingOptions(bool trains) {

@@ -72,6 +72,7 @@ struct TrainingOptions {
   int crop_size = 24;                    // input_pipeline cifar10
   ops::DeviceId device;                  // --device
   std::vector<ops::DeviceId> devices;    // --devices; empty = {device}
+  bool tf32 = false;                     // --tf32=on: TF32 tensor-core math on GPUs
 };
 
 // Reads and validates the flags; InvalidArgument names the flag and what is wrong.
@@ -219,6 +220,10 @@ absl::StatusOr<ClusterOptions> ClusterOptionsFromFlags(absl::string_view default
 // Reads and checks --replicate_shards into `o` (whose mode and cluster are read already):
 // InvalidArgument naming the ps count for fewer than 2 ps tasks, and for ssp.
 absl::Status ReplicationFromFlags(ClusterOptions& o);
+// Reads and checks --device, --devices and --tf32 into `o` (runtime/device_flags.cc):
+// InvalidArgument naming the flag for a device that does not parse and for --tf32=on without a
+// GPU among the devices.
+absl::Status DeviceFromFlags(TrainingOptions& o);
 
 // The options of the chief that worker 0 runs in-process when the spec has no chief job
 // (TensorFlow 1.x's layout): `worker0`'s, as task chief:0 (listening at worker 0's address),

@@ -167,6 +167,7 @@ nlohmann::json SummaryJson(const TrainingOptions& t, const ClusterOptions& c,
   j["staleness_aware_lr"] = c.staleness_aware_lr;
   j["model"] = t.model;
   j["devices"] = DeviceNames(t);
+  j["tf32"] = t.tf32;
   j["batch_size"] = t.batch_size;
   j["local_steps"] = trained.steps.size();
   j["last_global_step"] = trained.global_step;

@@ -87,7 +87,7 @@ absl::StatusOr<std::unique_ptr<Replicas>> Replicas::Create(const runtime::Traini
       replica.model->set_backend(replica.backend.get());
     } else if (device.type == ops::Device::kCuda) {
       FULCRUM_ASSIGN_OR_RETURN(const ops::CudaPlugin* plugin, ops::LoadCudaPlugin());
-      FULCRUM_ASSIGN_OR_RETURN(replica.backend, plugin->create_backend(device.index));
+      FULCRUM_ASSIGN_OR_RETURN(replica.backend, plugin->create_backend(device.index, t.tf32));
       replica.model->set_backend(replica.backend.get());
     }
     if (r > 0) {

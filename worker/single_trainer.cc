@@ -92,6 +92,7 @@ nlohmann::json SummaryJson(const runtime::TrainingOptions& o, const SingleRunRes
   j["seed"] = o.seed;
   j["threads"] = o.threads;
   j["devices"] = DeviceNames(o);
+  j["tf32"] = o.tf32;
   j["final_test_accuracy"] =
       r.final_test_accuracy ? nlohmann::json(*r.final_test_accuracy) : nlohmann::json(nullptr);
   j["final_test_loss"] =

@@ -33,10 +33,11 @@ absl::Status FromCudnn(cudnnStatus_t status, absl::string_view what) {
 // The most a convolution algorithm may ask for as workspace.
 constexpr size_t kMaxConvWorkspaceBytes = size_t{1} << 30;
 
-// A grow-only device allocation for scratch that lives as long as the backend.
+// A grow-only device allocation for scratch that lives as long as the backend; each growth is
+// counted as a device allocation.
 class Scratch {
  public:
-  Scratch() = default;
+  explicit Scratch(TransferCounters* counters) : counters_(counters) {}
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
   ~Scratch() {
@@ -56,6 +57,8 @@ class Scratch {
     FULCRUM_RETURN_IF_ERROR(FromCuda(cudaMalloc(&ptr_, size),
                                      absl::StrCat("cudaMalloc of ", size, " bytes for ", what)));
     capacity_ = size;
+    ++counters_->allocations;
+    counters_->allocated_bytes += static_cast<int64_t>(size);
     return ptr_;
   }
   absl::StatusOr<float*> Floats(int64_t n, const char* what) {
@@ -64,6 +67,7 @@ class Scratch {
   }
 
  private:
+  TransferCounters* counters_;
   void* ptr_ = nullptr;
   size_t capacity_ = 0;
 };
@@ -117,6 +121,25 @@ absl::Status CheckShape(const char* op, const char* what, const Tensor& t, const
   return absl::OkStatus();
 }
 
+// The optimizer kernel's arguments for update `step` (ops::ApplyGradient's learning rates).
+kernels::OptimizerArgs OptimizerArgsFor(const OptimizerConfig& c, int64_t step, float scale) {
+  const float lr = LearningRateAt(c, step);
+  const double t = static_cast<double>(step);
+  const float lr_t =
+      static_cast<float>(lr * std::sqrt(1.0 - std::pow(c.beta2, t)) / (1.0 - std::pow(c.beta1, t)));
+  return {static_cast<int>(c.kind),
+          lr,
+          lr_t,
+          scale,
+          c.momentum,
+          c.beta1,
+          c.beta2,
+          c.epsilon,
+          c.rmsprop_decay,
+          c.rmsprop_momentum,
+          c.rmsprop_epsilon};
+}
+
 kernels::PoolGeometry PoolGeometryOf(const Pool2DGeometry& g) {
   return {g.batch,    g.in_h,     g.in_w,  g.channels, g.window_h, g.window_w,
           g.stride_h, g.stride_w, g.out_h, g.out_w,    g.pad_top,  g.pad_left};
@@ -124,8 +147,8 @@ kernels::PoolGeometry PoolGeometryOf(const Pool2DGeometry& g) {
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(int ordinal, cublasHandle_t cublas, cudnnHandle_t cudnn)
-      : ordinal_(ordinal), cublas_(cublas), cudnn_(cudnn) {}
+  CudaBackend(int ordinal, bool tf32, cublasHandle_t cublas, cudnnHandle_t cudnn)
+      : ordinal_(ordinal), tf32_(tf32), cublas_(cublas), cudnn_(cudnn) {}
   ~CudaBackend() override {
     static_cast<void>(cudaSetDevice(ordinal_));
     static_cast<void>(cudaDeviceSynchronize());
@@ -138,7 +161,34 @@ class CudaBackend final : public Backend {
 
   absl::StatusOr<Tensor> Allocate(const Shape& shape) override {
     FULCRUM_RETURN_IF_ERROR(Bind());
-    return AllocateDevice(shape);
+    FULCRUM_ASSIGN_OR_RETURN(Tensor t, AllocateDevice(shape));
+    ++counters_.allocations;
+    counters_.allocated_bytes += static_cast<int64_t>(t.bytes());
+    return t;
+  }
+
+  TransferCounters transfer_counters() const override { return counters_; }
+
+  absl::Status ApplyGradient(const OptimizerConfig& config, int64_t step, const Tensor& grad,
+                             Tensor* var, std::span<Tensor> slots, float grad_scale) override {
+    FULCRUM_RETURN_IF_ERROR(Bind());
+    FULCRUM_RETURN_IF_ERROR(
+        CheckOnDevice(*this, "ApplyGradient", {{"gradient", &grad}, {"variable", var}}));
+    FULCRUM_RETURN_IF_ERROR(CheckSameCount("ApplyGradient", "gradient", grad, "variable", *var));
+    if (slots.size() != SlotCount(config.kind) || step < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ApplyGradient: ", OptimizerName(config.kind), " needs ", SlotCount(config.kind),
+          " slots and a step >= 1, got ", slots.size(), " and ", step));
+    }
+    for (const Tensor& slot : slots) {
+      FULCRUM_RETURN_IF_ERROR(CheckOnDevice(*this, "ApplyGradient", {{"slot", &slot}}));
+      FULCRUM_RETURN_IF_ERROR(CheckSameCount("ApplyGradient", "slot", slot, "variable", *var));
+    }
+    return FromCuda(
+        kernels::ApplyOptimizer(OptimizerArgsFor(config, step, grad_scale), grad.data(),
+                                var->data(), slots.empty() ? nullptr : slots[0].data(),
+                                slots.size() < 2 ? nullptr : slots[1].data(), var->num_elements()),
+        "optimizer kernel");
   }
 
   absl::Status CopyFromHost(const Tensor& host, Tensor* dst) override {
@@ -148,6 +198,8 @@ class CudaBackend final : public Backend {
       return absl::InvalidArgumentError("CopyFromHost: the source must be a non-empty cpu tensor");
     }
     FULCRUM_RETURN_IF_ERROR(CheckSameCount("CopyFromHost", "source", host, "destination", *dst));
+    counters_.h2d_bytes += static_cast<int64_t>(host.bytes());
+    ++counters_.h2d_calls;
     return FromCuda(cudaMemcpy(dst->data(), host.data(), host.bytes(), cudaMemcpyHostToDevice),
                     "cudaMemcpy host to device");
   }
@@ -160,6 +212,8 @@ class CudaBackend final : public Backend {
           "CopyToHost: the destination must be a non-empty cpu tensor");
     }
     FULCRUM_RETURN_IF_ERROR(CheckSameCount("CopyToHost", "source", src, "destination", *host));
+    counters_.d2h_bytes += static_cast<int64_t>(src.bytes());
+    ++counters_.d2h_calls;
     // On the legacy default stream: waits for every op queued before it.
     return FromCuda(cudaMemcpy(host->data(), src.data(), src.bytes(), cudaMemcpyDeviceToHost),
                     "cudaMemcpy device to host (or an earlier op on the GPU)");
@@ -259,12 +313,10 @@ class CudaBackend final : public Backend {
         kernels::SoftmaxCrossEntropy(logits.data(), device_labels, rows, logits.cols(), row_loss,
                                      dlogits == nullptr ? nullptr : dlogits->data()),
         "softmax cross-entropy kernel"));
-    std::vector<float> host(static_cast<size_t>(rows));
+    FULCRUM_ASSIGN_OR_RETURN(double* scalar, Scalar());
     FULCRUM_RETURN_IF_ERROR(
-        FromCuda(cudaMemcpy(host.data(), row_loss, rows * sizeof(float), cudaMemcpyDeviceToHost),
-                 "cudaMemcpy of the per-row losses"));
-    double sum = 0.0;
-    for (float v : host) sum += v;
+        FromCuda(kernels::SumFloats(row_loss, rows, scalar), "sum of the per-row losses"));
+    FULCRUM_ASSIGN_OR_RETURN(const double sum, ScalarToHost(scalar, "the loss"));
     return static_cast<float>(sum / static_cast<double>(rows));
   }
 
@@ -279,11 +331,11 @@ class CudaBackend final : public Backend {
     FULCRUM_RETURN_IF_ERROR(
         FromCuda(kernels::ArgMaxMatches(logits.data(), device_labels, rows, logits.cols(), correct),
                  "arg-max kernel"));
-    std::vector<int32_t> host(static_cast<size_t>(rows));
+    FULCRUM_ASSIGN_OR_RETURN(double* scalar, Scalar());
     FULCRUM_RETURN_IF_ERROR(
-        FromCuda(cudaMemcpy(host.data(), correct, rows * sizeof(int32_t), cudaMemcpyDeviceToHost),
-                 "cudaMemcpy of the match flags"));
-    return std::accumulate(host.begin(), host.end(), int64_t{0});
+        FromCuda(kernels::SumInts(correct, rows, scalar), "sum of the match flags"));
+    FULCRUM_ASSIGN_OR_RETURN(const double count, ScalarToHost(scalar, "the correct count"));
+    return static_cast<int64_t>(std::llround(count));
   }
 
   absl::StatusOr<float> MeanSquaredError(const Tensor& pred, const Tensor& target,
@@ -612,6 +664,8 @@ class CudaBackend final : public Backend {
     FULCRUM_RETURN_IF_ERROR(FromCuda(
         cudaMemcpy(p, labels.data(), labels.size() * sizeof(int32_t), cudaMemcpyHostToDevice),
         "cudaMemcpy of the labels"));
+    counters_.h2d_bytes += static_cast<int64_t>(labels.size_bytes());
+    ++counters_.h2d_calls;
     return static_cast<const int32_t*>(p);
   }
 
@@ -622,13 +676,27 @@ class CudaBackend final : public Backend {
   }
 
   absl::StatusOr<double> SumPartials(const double* partials) {
-    double host[kernels::kReduceBlocks];
+    FULCRUM_ASSIGN_OR_RETURN(double* scalar, Scalar());
+    FULCRUM_RETURN_IF_ERROR(FromCuda(kernels::SumDoubles(partials, kernels::kReduceBlocks, scalar),
+                                     "sum of the partial sums"));
+    return ScalarToHost(scalar, "a sum");
+  }
+
+  // One double on the device for a reduction's result.
+  absl::StatusOr<double*> Scalar() {
+    FULCRUM_ASSIGN_OR_RETURN(void* p, scalar_.Get(sizeof(double), "a scalar"));
+    return static_cast<double*>(p);
+  }
+
+  // The scalar, back on the host (8 bytes; waits for the ops queued before it).
+  absl::StatusOr<double> ScalarToHost(const double* scalar, const char* what) {
+    double host = 0.0;
     FULCRUM_RETURN_IF_ERROR(
-        FromCuda(cudaMemcpy(host, partials, sizeof(host), cudaMemcpyDeviceToHost),
-                 "cudaMemcpy of the partial sums"));
-    double sum = 0.0;
-    for (double v : host) sum += v;
-    return sum;
+        FromCuda(cudaMemcpy(&host, scalar, sizeof(host), cudaMemcpyDeviceToHost),
+                 absl::StrCat("cudaMemcpy of ", what)));
+    counters_.d2h_bytes += sizeof(host);
+    ++counters_.d2h_calls;
+    return host;
   }
 
   // A vector of `n` ones (the bias gradient's GEMV operand), grown on demand.
@@ -708,9 +776,11 @@ class CudaBackend final : public Backend {
                                                   i(g.stride_h), i(g.stride_w), 1, 1,
                                                   CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
                   "cudnnSetConvolution2dDescriptor"));
-    // Full fp32 (no TF32 tensor-core rounding): results agree with the CPU kernels.
-    FULCRUM_RETURN_IF_ERROR(FromCudnn(cudnnSetConvolutionMathType(d->conv, CUDNN_FMA_MATH),
-                                      "cudnnSetConvolutionMathType"));
+    // Full fp32 (no TF32 tensor-core rounding: results agree with the CPU kernels) unless
+    // --tf32=on, where cuDNN's default math may round the inputs to TF32.
+    FULCRUM_RETURN_IF_ERROR(
+        FromCudnn(cudnnSetConvolutionMathType(d->conv, tf32_ ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH),
+                  "cudnnSetConvolutionMathType"));
     int n = 0, c = 0, h = 0, w = 0;
     FULCRUM_RETURN_IF_ERROR(
         FromCudnn(cudnnGetConvolution2dForwardOutputDim(d->conv, d->x, d->w, &n, &c, &h, &w),
@@ -797,9 +867,13 @@ class CudaBackend final : public Backend {
   }
 
   const int ordinal_;
+  const bool tf32_;  // --tf32=on: convolutions may use TF32 tensor-core math
   cublasHandle_t cublas_;
   cudnnHandle_t cudnn_;
-  Scratch workspace_, filter_t_, padded_, labels_, row_loss_, correct_, partials_, ones_;
+  TransferCounters counters_;
+  Scratch workspace_{&counters_}, filter_t_{&counters_}, padded_{&counters_}, labels_{&counters_},
+      row_loss_{&counters_}, correct_{&counters_}, partials_{&counters_}, scalar_{&counters_},
+      ones_{&counters_};
   int64_t ones_size_ = 0;
   std::map<std::string, std::pair<cudnnConvolutionFwdAlgo_t, size_t>> fwd_algos_;
   std::map<std::string, std::pair<cudnnConvolutionBwdDataAlgo_t, size_t>> bwd_data_algos_;
@@ -808,7 +882,7 @@ class CudaBackend final : public Backend {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(int ordinal) {
+absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(int ordinal, bool tf32) {
   FULCRUM_ASSIGN_OR_RETURN(const int count, DeviceCount());
   if (ordinal < 0 || ordinal >= count) {
     return absl::InvalidArgumentError(absl::StrCat("gpu:", ordinal,
@@ -819,10 +893,12 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(int ordinal) {
       FromCuda(cudaSetDevice(ordinal), absl::StrCat("cudaSetDevice(", ordinal, ")")));
   cublasHandle_t cublas = nullptr;
   FULCRUM_RETURN_IF_ERROR(FromCublas(cublasCreate(&cublas), "cublasCreate"));
-  // Full fp32, alpha/beta from host memory, the legacy default stream (cuBLAS's defaults, set
-  // explicitly): ordered with the kernels and cudaMemcpy without events.
+  // Full fp32 (TF32 with --tf32=on), alpha/beta from host memory, the legacy default stream
+  // (cuBLAS's defaults, set explicitly): ordered with the kernels and cudaMemcpy without events.
   cudnnHandle_t cudnn = nullptr;
-  absl::Status s = FromCublas(cublasSetMathMode(cublas, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+  absl::Status s =
+      FromCublas(cublasSetMathMode(cublas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
+                 "cublasSetMathMode");
   if (s.ok()) {
     s = FromCublas(cublasSetPointerMode(cublas, CUBLAS_POINTER_MODE_HOST), "cublasSetPointerMode");
   }
@@ -831,7 +907,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(int ordinal) {
     cublasDestroy(cublas);
     return s;
   }
-  return std::unique_ptr<Backend>(new CudaBackend(ordinal, cublas, cudnn));
+  return std::unique_ptr<Backend>(new CudaBackend(ordinal, tf32, cublas, cudnn));
 }
 
 }  // namespace fulcrum::ops::cuda

@@ -19,7 +19,9 @@ namespace fulcrum::ops::cuda {
 
 // A backend on GPU `ordinal` (0-based). Unavailable / FailedPrecondition (naming the CUDA
 // error) when the machine has no usable GPU (IsNoDeviceError is true for those);
-// InvalidArgument naming the ordinal and the device count when it is out of range.
-absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(int ordinal);
+// InvalidArgument naming the ordinal and the device count when it is out of range. With
+// `tf32` (--tf32=on) cuDNN and cuBLAS may round fp32 inputs to TF32 on tensor cores; without,
+// every convolution and GEMM is full fp32 (results comparable with the CPU backend).
+absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(int ordinal, bool tf32 = false);
 
 }  // namespace fulcrum::ops::cuda

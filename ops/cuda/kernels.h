@@ -44,6 +44,22 @@ cudaError_t SquaredError(const float* pred, const float* target, int64_t n, floa
 cudaError_t WeightDecay(float weight_decay, const float* value, float* grad, int64_t n,
                         double* partials);
 
+// ops::ApplyGradient's update on the device (optimizer_kernels.cu). kind: ops::OptimizerKind's
+// order; lr is the step's learning rate (decay applied on the host), lr_t Adam's bias-corrected
+// one; slot0/slot1 as SlotNames orders them (null where the optimizer has fewer).
+struct OptimizerArgs {
+  int kind;
+  float lr, lr_t, grad_scale, momentum, beta1, beta2, epsilon, rmsprop_decay, rmsprop_momentum,
+      rmsprop_epsilon;
+};
+cudaError_t ApplyOptimizer(const OptimizerArgs& args, const float* grad, float* var, float* slot0,
+                           float* slot1, int64_t n);
+// out[0] = the sum of in[0, n) in double, on the device (one block): a scalar comes back as
+// 8 bytes.
+cudaError_t SumFloats(const float* in, int64_t n, double* out);
+cudaError_t SumInts(const int32_t* in, int64_t n, double* out);
+cudaError_t SumDoubles(const double* in, int64_t n, double* out);
+
 // out [cols, rows] = in [rows, cols]^T (row-major).
 cudaError_t Transpose(const float* in, float* out, int64_t rows, int64_t cols);
 // Copies the top-left min(H) x min(W) window of every NHWC image between two sizes (zero

@@ -59,7 +59,7 @@ class BackendTest : public ::testing::TestWithParam<std::string> {
       GTEST_SKIP() << "no GPU here: " << count.status().message();
     }
     ASSERT_TRUE(count.ok()) << count.status();
-    auto backend = (*plugin)->create_backend(0);
+    auto backend = (*plugin)->create_backend(0, /*tf32=*/false);
     ASSERT_TRUE(backend.ok()) << backend.status();
     backend_ = std::move(backend).value();
 #else

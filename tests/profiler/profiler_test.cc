@@ -130,10 +130,10 @@ TEST_F(ProfilerTest, EverySinkReadsTheSameRecords) {
   EXPECT_EQ(lines[0],
             "step,global_step,examples,loss,begin_unix_us,wall_ms,data_ms,pull_ms,forward_ms,"
             "backward_ms,push_ms,sync_wait_ms,examples_per_sec,comm_wait_ms,inflight_begin_ms,"
-            "inflight_ms");
+            "inflight_ms,h2d_bytes,h2d_calls,d2h_bytes,d2h_calls,device_allocs");
   EXPECT_EQ(lines[3],
             "3,6,128,0.333333,1700000000030000,8.000,0.500,0.000,2.000,3.000,1.500,1.000,16000.0,"
-            "0.000,0.000,0.000");
+            "0.000,0.000,0.000,0,0,0,0,0");
 
   // samples.csv: the baseline and at least the final sample, with both interfaces.
   const std::vector<std::string> samples =

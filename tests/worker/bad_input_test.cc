@@ -110,6 +110,14 @@ TEST(BadInputTest, BadFlags) {
   ExpectBadInput(RunBinary("worker", {"--dataset=imagenet", "--train_steps=1", run}), {"imagenet"});
   ExpectBadInput(RunBinary("worker", {"--model=resnet", "--train_steps=1", run}),
                  {"resnet", "mlp"});
+  // --tf32 is a GPU setting (issue 28): refused on CPU devices, naming both flags.
+  ExpectBadInput(RunBinary("worker", {"--tf32=on", "--train_steps=1", run}),
+                 {"--tf32=on needs a GPU device", "--device=cpu"});
+  ExpectBadInput(
+      RunBinary("worker", {"--tf32=on", "--devices=cpu:0,arena", "--train_steps=1", run}),
+      {"--tf32=on", "--devices=cpu:0,arena"});
+  ExpectBadInput(RunBinary("worker", {"--tf32=yes", "--train_steps=1", run}),
+                 {"--tf32=yes: expected on or off"});
   // ps and chief accept the same flag set and refuse bad flags the same way.
   ExpectBadInput(RunBinary("ps", {"--batch_size=abc"}), {"batch_size"});
   ExpectBadInput(RunBinary("chief", {"--no_such_flag"}), {"no_such_flag"});

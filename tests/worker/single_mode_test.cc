@@ -276,3 +276,38 @@ TEST(SingleModeWatchdogTest, AStepLongerThanTheThresholdIsNamedInTheLogAndTheSum
 
 }  // namespace
 }  // namespace fulcrum
+
+namespace fulcrum {
+namespace {
+
+// A GPU worker's copy accounting, checked without a GPU (issue 28): single mode on the arena
+// device (host memory posing as one, every copy across counted) keeps the variables there, so
+// after the first step a step copies its batch in and its loss out and allocates nothing; the
+// summary and steps.csv say so.
+TEST(SingleModeDeviceTest, TheArenaDeviceCountsOnlyTheBatchInAndTheLossOut) {
+  const std::filesystem::path dir = FreshDir("worker_arena");
+  const RunResult r =
+      RunBinary("worker", {"--model=mnist_cnn", "--dataset=synthetic", "--synthetic_examples=512",
+                           "--batch_size=32", "--train_steps=12", "--threads=1", "--device=arena",
+                           "--run_dir=" + dir.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("variables, gradients and optimizer slots live on arena"),
+            std::string::npos)
+      << r.output;
+  const nlohmann::json s = ReadSummary(dir);
+  const nlohmann::json& most = s["device_copies"]["max_per_step_after_first"];
+  EXPECT_EQ(most["allocations"], 0) << s["device_copies"].dump();
+  EXPECT_EQ(most["h2d_bytes"], 32 * 28 * 28 * 4 + 32 * 4) << s["device_copies"].dump();
+  EXPECT_LE(most["d2h_bytes"].get<int64_t>(), 64) << s["device_copies"].dump();
+  EXPECT_EQ(s["devices"], nlohmann::json::array({"arena"}));
+  EXPECT_EQ(s["tf32"], false);
+  std::ifstream csv(dir / "steps.csv");
+  std::string header;
+  std::getline(csv, header);
+  EXPECT_NE(header.find(",h2d_bytes,h2d_calls,d2h_bytes,d2h_calls,device_allocs"),
+            std::string::npos)
+      << header;
+}
+
+}  // namespace
+}  // namespace fulcrum
