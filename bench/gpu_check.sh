@@ -6,10 +6,15 @@
 #   2. ops_bench's forward+backward per model and batch on GPU 0 (BM_ModelStepGpu);
 #   3. the worker's full single-mode training step on --device=gpu:0 beside PyTorch on the same
 #      GPU (cnn_reference.py --device=cuda, its default TF32 convolutions and with
-#      --strict_fp32, the arithmetic Fulcrum uses), batch 128, for the CNNs.
+#      --strict_fp32, the arithmetic Fulcrum uses), batch 128, for the CNNs; Fulcrum with
+#      --tf32=off (strict fp32) against PyTorch's strict fp32 and with --tf32=on against its
+#      default; then (copies) each run's copy accounting (summary.json device_copies: per step
+#      after the first, host-to-device and device-to-host bytes and device allocations) and
+#      its NVML figures (GPU utilisation, memory peak, power).
 #   4. (diag) the cuBLAS test three times over, and under compute-sanitizer's memcheck and
 #      initcheck; where the full step of a large model goes: --threads 1 against 16 (the
-#      host-side optimizer), its summary.json kept;
+#      optimizer once ran on the host; on the device now, the two should match), its
+#      summary.json kept;
 #   5. (cluster) 1 ps + 2 workers sharing GPU 0, sync, through scripts/local_cluster.sh;
 #   6. (accuracy) mnist_cnn on Fashion-MNIST (the bundle's copy), 3 epochs, single mode and
 #      a 1 ps + 2 workers sync cluster with the same global batch (bench/accuracy_mnist_cnn.sh's
@@ -17,14 +22,18 @@
 # Each step has its own deadline and a failure does not stop the next. Writes gpu_check.log,
 # ops_bench_gpu.json, gpu_results.md and the diag section's summary into --out.
 #
-# Usage: bench/gpu_check.sh [--bundle=gpu_bundle/bundle.tar.xz] [--out=DIR] [--steps=N]
+# --quick: what fits in 7 minutes of a lent GPU (tests, step + copies at 40 steps, cluster,
+# accuracy for 1 epoch; no bench, no diag), for the early and the final run of a session.
+#
+# Usage: bench/gpu_check.sh [--quick] [--bundle=gpu_bundle/bundle.tar.xz] [--out=DIR] [--steps=N]
 #                           [--models=cifar10_cnn,alexnet,...]
-#                           [--sections=tests,bench,step,diag,cluster,accuracy]
+#                           [--sections=tests,bench,step,copies,diag,cluster,accuracy]
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bundle="${ROOT}/gpu_bundle/bundle.tar.xz" out="${OUT:-${ROOT}/build/gpu_check}" steps=120
-models=cifar10_cnn,alexnet,mnist_cnn,vgg16 sections=tests,bench,step,diag,cluster,accuracy
+models=cifar10_cnn,alexnet,mnist_cnn,vgg16 sections=tests,bench,step,copies,diag,cluster,accuracy
+epochs=3
 die() { echo "gpu_check: error: $*" >&2; exit 2; }
 for arg in "$@"; do
   case "$arg" in
@@ -33,6 +42,7 @@ for arg in "$@"; do
     --steps=*) steps="${arg#*=}" ;;
     --models=*) models="${arg#*=}" ;;
     --sections=*) sections="${arg#*=}" ;;
+    --quick) steps=40 epochs=1 sections=tests,step,copies,cluster,accuracy ;;
     -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument '$arg' (see --help)" ;;
   esac
@@ -88,30 +98,61 @@ step_section() {
 echo "== 3. full training step, batch 128, $steps steps"
 json_field() { python3 -c "import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])[sys.argv[1]])" "$1" 2>/dev/null; }
 {
-  echo "| model | batch | Fulcrum ex/s (fp32) | PyTorch ex/s (default, TF32 conv) | PyTorch ex/s (strict fp32) | Fulcrum / PyTorch default | Fulcrum / PyTorch fp32 |"
-  echo "| --- | --- | --- | --- | --- | --- | --- |"
+  echo "| model | batch | Fulcrum ex/s (--tf32=off) | PyTorch ex/s (strict fp32) | Fulcrum / PyTorch, fp32 | Fulcrum ex/s (--tf32=on) | PyTorch ex/s (default, TF32 conv) | Fulcrum / PyTorch, TF32 |"
+  echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
 } >"$results"
 IFS=, read -r -a model_list <<<"$models"
 for m in "${model_list[@]}"; do
   shape="$(shape_of "$m")"
   [[ -n "$shape" ]] || { echo "gpu_check: no PyTorch counterpart for $m; skipped"; continue; }
-  run="$fb/run-$m"
-  fulcrum_env timeout 120 "$fb/bin/worker" --device=gpu:0 --model="$m" --dataset=synthetic \
-    --synthetic_shape="$shape" --synthetic_examples=512 --batch_size=128 --train_steps="$steps" \
-    --learning_rate=0.01 --profile=off --noeval --log_every=100000 --run_dir="$run"
-  echo "worker $m rc=$?"
-  f="$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['examples_per_sec'])" "$run/summary.json" 2>/dev/null || echo nan)"
+  for tf32 in off on; do
+    fulcrum_env timeout 120 "$fb/bin/worker" --device=gpu:0 --tf32="$tf32" --model="$m" \
+      --dataset=synthetic --synthetic_shape="$shape" --synthetic_examples=512 --batch_size=128 \
+      --train_steps="$steps" --learning_rate=0.01 --noeval --log_every=100000 \
+      --run_dir="$fb/run-$m-tf32$tf32"
+    echo "worker $m --tf32=$tf32 rc=$?"
+  done
+  ex() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['examples_per_sec'])" "$1/summary.json" 2>/dev/null || echo nan; }
+  f="$(ex "$fb/run-$m-tf32off")" f32="$(ex "$fb/run-$m-tf32on")"
   t="$(timeout 120 python3 "$ROOT/bench/reference/cnn_reference.py" --device=cuda --model="$m" --batch=128 --steps="$steps" --channels_last | tee /dev/stderr | json_field examples_per_sec || echo nan)"
   s="$(timeout 120 python3 "$ROOT/bench/reference/cnn_reference.py" --device=cuda --strict_fp32 --model="$m" --batch=128 --steps="$steps" --channels_last | tee /dev/stderr | json_field examples_per_sec || echo nan)"
-  python3 - "$m" "$f" "$t" "$s" >>"$results" <<'PY'
+  python3 - "$m" "$f" "$s" "$f32" "$t" >>"$results" <<'PY'
 import sys
-m, f, t, s = sys.argv[1], *(float(v) if v not in ("", "nan") else float("nan") for v in sys.argv[2:])
-print(f"| {m} | 128 | {f:.0f} | {t:.0f} | {s:.0f} | {f / t:.2f} | {f / s:.2f} |")
+m, f, s, f32, t = sys.argv[1], *(float(v) if v not in ("", "nan") else float("nan") for v in sys.argv[2:])
+print(f"| {m} | 128 | {f:.0f} | {s:.0f} | {f / s:.2f} | {f32:.0f} | {t:.0f} | {f32 / t:.2f} |")
 PY
 done
 cat "$results"
 }
 want step && step_section
+
+# The copy accounting and NVML figures of the step section's --tf32=off runs.
+copies_section() {
+  echo "== 3b. copies per step after the first, and NVML"
+  {
+    echo
+    echo "| model | h2d bytes/step | d2h bytes/step | device allocations/step | h2d total | GPU util mean % | GPU memory peak MiB | power mean W |"
+    echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
+  } >>"$results"
+  IFS=, read -r -a model_list <<<"$models"
+  for m in "${model_list[@]}"; do
+    python3 - "$m" "$fb/run-$m-tf32off/summary.json" >>"$results" <<'PY'
+import json, sys
+m, path = sys.argv[1], sys.argv[2]
+try:
+    j = json.load(open(path))
+except OSError:
+    print(f"| {m} | (no summary) | | | | | | |"); sys.exit()
+c = j.get("device_copies", {}); most = c.get("max_per_step_after_first", {}); total = c.get("total", {})
+g = (j.get("gpu_usage") or [{}])[0]
+print(f"| {m} | {most.get('h2d_bytes')} | {most.get('d2h_bytes')} | {most.get('allocations')} | "
+      f"{total.get('h2d_bytes')} | {g.get('utilization_percent_mean', float('nan')):.0f} | "
+      f"{g.get('memory_used_bytes_peak', 0) / 2**20:.0f} | {g.get('power_watts_mean', float('nan')):.0f} |")
+PY
+  done
+  tail -n $((${#model_list[@]} + 3)) "$results"
+}
+want step && want copies && copies_section
 
 if want diag; then
   echo "== 4. diagnostics"
@@ -152,9 +193,9 @@ if want cluster; then
 fi
 
 if want accuracy; then
-  echo "== 6. mnist_cnn on Fashion-MNIST, 3 epochs, Adam 0.001"
+  echo "== 6. mnist_cnn on Fashion-MNIST, $epochs epoch(s), Adam 0.001"
   data="$(dirname "$bundle")/fashion-mnist"
-  common=(--device=gpu:0 --model=mnist_cnn --data_dir="$data" --optimizer=adam --learning_rate=0.001 --epochs=3 --log_every=200)
+  common=(--device=gpu:0 --model=mnist_cnn --data_dir="$data" --optimizer=adam --learning_rate=0.001 --epochs="$epochs" --log_every=200)
   start=$(date +%s.%N)
   fulcrum_env timeout 150 "$fb/bin/worker" "${common[@]}" --batch_size=100 --run_dir="$fb/acc-single" >"$fb/acc-single.log" 2>&1
   echo "single rc=$? wall $(python3 -c "import time; print(round(time.time() - $start, 1))") s"
