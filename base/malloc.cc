@@ -17,6 +17,22 @@ int64_t PhysicalMemoryBytes() {
   return pages > 0 && page_size > 0 ? static_cast<int64_t>(pages) * page_size : 0;
 }
 
+int64_t AvailableMemoryBytes() {
+  FILE* f = std::fopen("/proc/meminfo", "r");
+  if (f == nullptr) return -1;
+  char line[256];
+  int64_t kib = -1;
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    long long v = 0;
+    if (std::sscanf(line, "MemAvailable: %lld kB", &v) == 1) {
+      kib = v;
+      break;
+    }
+  }
+  std::fclose(f);
+  return kib < 0 ? -1 : kib * 1024;
+}
+
 absl::Status CheckFitsInMemory(double bytes, const std::string& what) {
   const int64_t physical = PhysicalMemoryBytes();
   if (physical <= 0 || bytes <= static_cast<double>(physical)) return absl::OkStatus();

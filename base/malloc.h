@@ -26,6 +26,9 @@ int64_t ReturnFreeMemoryAbove(int64_t slack);
 
 // This machine's physical memory in bytes (sysconf), or 0 when it cannot be read.
 int64_t PhysicalMemoryBytes();
+// What the kernel says could be allocated now without swapping (/proc/meminfo's
+// MemAvailable), in bytes; -1 when unreadable.
+int64_t AvailableMemoryBytes();
 
 // OK when `bytes` (a double, so absurd requests do not overflow) fits in this machine's
 // physical memory; otherwise InvalidArgument "<what> need(s) X GiB; this machine has Y GiB".

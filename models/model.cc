@@ -76,6 +76,20 @@ int64_t Model::num_parameters() const {
   return n;
 }
 
+int64_t Model::DeviceBytes(std::span<const int64_t> batches, size_t slots) const {
+  int64_t floats = num_parameters() * static_cast<int64_t>(2 + slots);
+  for (const int64_t batch : batches) {
+    int64_t temp = 0;
+    floats += batch * input_size_;
+    for (const auto& layer : layers_) {
+      floats += 2 * batch * layer->output_size() + layer->saved_elements(batch);
+      temp = std::max(temp, layer->temp_elements(batch));
+    }
+    floats += temp;
+  }
+  return floats * static_cast<int64_t>(sizeof(float));
+}
+
 std::span<const ops::Tensor> Model::LayerValues(std::span<const ops::Tensor> values,
                                                 size_t i) const {
   return values.subspan(first_variable_[i], layers_[i]->variables().size());

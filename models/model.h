@@ -67,6 +67,10 @@ class Model {
   int64_t input_size() const { return input_size_; }
   int64_t output_size() const;
   int64_t num_parameters() const;
+  // Device memory a run on a non-CPU backend needs: every variable's value and gradient and
+  // `slots` optimizer slots each (a device-resident store), and the workspace (batch,
+  // activations, their gradients, saved tensors, scratch) of each batch size in `batches`.
+  int64_t DeviceBytes(std::span<const int64_t> batches, size_t slots) const;
   // Threads the CPU backend's kernels may use (not owned; null = the calling thread only).
   void set_thread_pool(ops::ThreadPool* pool) { cpu_.set_pool(pool); }
   // The backend the layers run on (not owned; null = the model's own CPU backend). With a

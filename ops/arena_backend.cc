@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "base/malloc.h"
 #include "base/status_macros.h"
 
 namespace fulcrum::ops {
@@ -38,6 +39,8 @@ absl::Status ArenaBackend::On(
   }
   return absl::OkStatus();
 }
+
+int64_t ArenaBackend::free_bytes() const { return AvailableMemoryBytes(); }
 
 absl::StatusOr<Tensor> ArenaBackend::Allocate(const Shape& shape) {
   FULCRUM_RETURN_IF_ERROR(ValidateShape(shape, "arena: Allocate"));

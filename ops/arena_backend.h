@@ -33,6 +33,8 @@ class ArenaBackend final : public Backend {
   absl::Status Copy(const Tensor& src, Tensor* dst) override;
   absl::Status Fill(float value, Tensor* dst) override;
   TransferCounters transfer_counters() const override { return counters_; }
+  // The host's available memory (the arena is host memory).
+  int64_t free_bytes() const override;
   absl::Status ApplyGradient(const OptimizerConfig& config, int64_t step, const Tensor& grad,
                              Tensor* var, std::span<Tensor> slots, float grad_scale) override;
 

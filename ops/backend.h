@@ -73,6 +73,9 @@ class Backend {
   virtual absl::Status Fill(float value, Tensor* dst) = 0;
   // The copies and allocations so far (zeros where memory is the host's).
   virtual TransferCounters transfer_counters() const { return {}; }
+  // The device memory that could be allocated now, in bytes; -1 when unknown (the CPU: the
+  // host's own checks apply).
+  virtual int64_t free_bytes() const { return -1; }
 
   // One optimizer update on this device, as ops::ApplyGradient (ops/optimizer.h) defines it:
   // a variable, its gradient and its slots that live here are updated here (a device-resident

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "base/random.h"
 #include "base/status_macros.h"
@@ -20,6 +21,33 @@ std::pair<int64_t, int64_t> Slice(int64_t batch, int n, int r) {
   const int64_t base = batch / n, extra = batch % n;
   const int64_t begin = r * base + std::min<int64_t>(r, extra);
   return {begin, begin + base + (r < extra ? 1 : 0)};
+}
+
+// "35.27 GiB (37873215184 bytes)".
+std::string GiB(int64_t bytes) {
+  return absl::StrCat(absl::StrFormat("%.2f", static_cast<double>(bytes) / (1 << 30)), " GiB (",
+                      bytes, " bytes)");
+}
+
+// A model whose variables and workspace do not fit the device's free memory is refused
+// before anything is allocated there, naming the flag, the device and both sizes.
+absl::Status CheckFitsOnDevice(const runtime::TrainingOptions& t, const models::Model& model,
+                               const ops::Backend& backend, int64_t batch, bool resident,
+                               int64_t eval_batch) {
+  const int64_t free = backend.free_bytes();
+  if (free < 0) return absl::OkStatus();
+  const size_t slots = resident ? ops::SlotCount(t.optimizer.kind) : 0;
+  std::vector<int64_t> batches = {batch};
+  if (eval_batch > 0 && eval_batch != batch) batches.push_back(eval_batch);
+  const int64_t need = model.DeviceBytes(batches, slots);
+  if (need <= free) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      t.devices.empty() ? "--device" : "--devices", ": ", t.model, " at batch ", batch, " needs ",
+      GiB(need), " on ", backend.name(), " (its values and gradients",
+      slots > 0 ? absl::StrCat(", ", slots, " optimizer slot(s) each") : "",
+      ", the activations of a batch of ", batch,
+      eval_batch > 0 ? absl::StrCat(" and of an evaluation batch of ", eval_batch) : "", "); ",
+      GiB(free), " are free there"));
 }
 
 }  // namespace
@@ -69,7 +97,7 @@ std::vector<std::string> DeviceNames(const runtime::TrainingOptions& t) {
 
 absl::StatusOr<std::unique_ptr<Replicas>> Replicas::Create(const runtime::TrainingOptions& t,
                                                            const data::Dataset& train,
-                                                           int worker_index) {
+                                                           int worker_index, DeviceUse use) {
   FULCRUM_ASSIGN_OR_RETURN(std::vector<ops::DeviceId> devices, ComputeDevices(t));
   std::unique_ptr<Replicas> set(new Replicas());
   set->devices_ = std::move(devices);
@@ -89,6 +117,11 @@ absl::StatusOr<std::unique_ptr<Replicas>> Replicas::Create(const runtime::Traini
       FULCRUM_ASSIGN_OR_RETURN(const ops::CudaPlugin* plugin, ops::LoadCudaPlugin());
       FULCRUM_ASSIGN_OR_RETURN(replica.backend, plugin->create_backend(device.index, t.tf32));
       replica.model->set_backend(replica.backend.get());
+    }
+    if (replica.backend != nullptr) {
+      const int64_t slice = Slice(t.batch_size, n, r).second - Slice(t.batch_size, n, r).first;
+      FULCRUM_RETURN_IF_ERROR(CheckFitsOnDevice(t, *replica.model, *replica.backend, slice,
+                                                use.resident && n == 1, use.eval_batch));
     }
     if (r > 0) {
       replica.model->set_seed(

@@ -38,13 +38,22 @@ absl::StatusOr<std::vector<ops::DeviceId>> ComputeDevices(const runtime::Trainin
 // "cpu:0", "cpu:1": the devices of --devices (or --device) by name, for summaries.
 std::vector<std::string> DeviceNames(const runtime::TrainingOptions& t);
 
+// What a replica's device holds beside its model (Replicas::Create's memory check).
+struct DeviceUse {
+  bool resident = false;   // the optimizer's slots live there too (single mode's store)
+  int64_t eval_batch = 0;  // the largest evaluation batch it runs (0: none, a cluster worker)
+};
+
 class Replicas {
  public:
   // One replica per device of ComputeDevices(t), each built like BuildModel (replica 0 is
   // seeded exactly as a one-device worker, the others from the same seed and their index).
+  // A replica on a device (a GPU, the arena) must fit its free memory: InvalidArgument naming
+  // the flag, the device and the bytes needed against the bytes free otherwise.
   static absl::StatusOr<std::unique_ptr<Replicas>> Create(const runtime::TrainingOptions& t,
                                                           const data::Dataset& train,
-                                                          int worker_index);
+                                                          int worker_index,
+                                                          DeviceUse use = DeviceUse());
 
   // Replica 0: the variable list, evaluation.
   models::Model& model() { return *replicas_[0].model; }

@@ -149,15 +149,21 @@ absl::StatusOr<SingleRunResult> RunSingle(const runtime::TrainingOptions& o,
   const std::filesystem::path run_dir = o.run_dir.empty() ? DefaultRunDir(o.model) : o.run_dir;
   // A single-mode worker owns its whole run directory.
   FULCRUM_RETURN_IF_ERROR(runtime::CheckRunDirReusable(run_dir, o.overwrite));
+  FULCRUM_ASSIGN_OR_RETURN(data::TrainTest data, data::LoadTrainTest(runtime::DataSource(o)));
+  spdlog::info("data: {} ({} examples), {} ({} examples), {} values per example", data.train.name,
+               data.train.size(), data.test.name, data.test.size(), data.train.example_size());
+  // The model is built (and checked against its device's memory) before the run directory is
+  // made: a run refused there leaves nothing behind.
+  FULCRUM_ASSIGN_OR_RETURN(
+      std::unique_ptr<Replicas> replicas,
+      Replicas::Create(
+          o, data.train, /*worker_index=*/0,
+          {.resident = true,
+           .eval_batch = o.eval ? std::min<int64_t>(o.eval_batch_size, data.test.size()) : 0}));
   FULCRUM_RETURN_IF_ERROR(MakeDirs(run_dir, "--run_dir"));
   FULCRUM_ASSIGN_OR_RETURN(std::unique_ptr<profiler::Profiler> prof,
                            profiler::Profiler::Start(runtime::ProfilerOptionsFor(
                                profile, nullptr, "worker", 0, run_dir.string())));
-  FULCRUM_ASSIGN_OR_RETURN(data::TrainTest data, data::LoadTrainTest(runtime::DataSource(o)));
-  spdlog::info("data: {} ({} examples), {} ({} examples), {} values per example", data.train.name,
-               data.train.size(), data.test.name, data.test.size(), data.train.example_size());
-  FULCRUM_ASSIGN_OR_RETURN(std::unique_ptr<Replicas> replicas,
-                           Replicas::Create(o, data.train, /*worker_index=*/0));
   models::Model* const model = &replicas->model();
   // Evaluation reads the test set as the pipeline's evaluation transform leaves it.
   FULCRUM_RETURN_IF_ERROR(data::ApplyEvalPipeline(PipelineFor(o), &data.test));

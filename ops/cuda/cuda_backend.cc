@@ -169,6 +169,14 @@ class CudaBackend final : public Backend {
 
   TransferCounters transfer_counters() const override { return counters_; }
 
+  int64_t free_bytes() const override {
+    size_t free = 0, total = 0;
+    if (cudaSetDevice(ordinal_) != cudaSuccess || cudaMemGetInfo(&free, &total) != cudaSuccess) {
+      return -1;
+    }
+    return static_cast<int64_t>(free);
+  }
+
   absl::Status ApplyGradient(const OptimizerConfig& config, int64_t step, const Tensor& grad,
                              Tensor* var, std::span<Tensor> slots, float grad_scale) override {
     FULCRUM_RETURN_IF_ERROR(Bind());

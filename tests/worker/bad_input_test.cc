@@ -98,6 +98,20 @@ TEST(BadInputTest, WrongMagicNumber) {
   ExpectBadInput(r, {(data / "train-images-idx3-ubyte").string(), "magic", "1234"});
 }
 
+// /proc/meminfo's MemAvailable in GiB (0 when unreadable).
+double AvailableGiB() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  double kib = 0;
+  while (in >> key) {
+    if (key == "MemAvailable:") {
+      in >> kib;
+      break;
+    }
+  }
+  return kib / (1024.0 * 1024.0);
+}
+
 TEST(BadInputTest, BadFlags) {
   const std::string run = "--run_dir=" + FreshDir("bad_flags").string();
   ExpectBadInput(RunBinary("worker", {"--batch_size=abc", run}), {"batch_size", "abc"});
@@ -118,6 +132,18 @@ TEST(BadInputTest, BadFlags) {
       {"--tf32=on", "--devices=cpu:0,arena"});
   ExpectBadInput(RunBinary("worker", {"--tf32=yes", "--train_steps=1", run}),
                  {"--tf32=yes: expected on or off"});
+  // A model that does not fit its device's free memory (the arena's: the host's available
+  // memory; 60000 24x24x3 images in one batch need ~35 GiB of activations) is refused before
+  // the run directory is made, naming the flag, the device and both sizes.
+  const std::filesystem::path big = FreshDir("bad_flags_big") / "run";
+  if (AvailableGiB() < 30)
+    ExpectBadInput(
+        RunBinary("worker",
+                  {"--model=cifar10_cnn", "--dataset=synthetic", "--synthetic_shape=24,24,3",
+                   "--synthetic_examples=60000", "--batch_size=60000", "--train_steps=1",
+                   "--device=arena", "--run_dir=" + big.string()}),
+        {"--device: cifar10_cnn at batch 60000 needs", "GiB", "on arena", "are free there"});
+  EXPECT_FALSE(std::filesystem::exists(big));
   // ps and chief accept the same flag set and refuse bad flags the same way.
   ExpectBadInput(RunBinary("ps", {"--batch_size=abc"}), {"batch_size"});
   ExpectBadInput(RunBinary("chief", {"--no_such_flag"}), {"no_such_flag"});
