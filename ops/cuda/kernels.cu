@@ -212,10 +212,37 @@ __global__ void MaxPoolKernel(const float* x, PoolGeometry g, float* y) {
   }
 }
 
+// floor(a / b) for b > 0 and any a.
+__device__ int64_t FloorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+// Input element i of a pooling op gathers from the windows that hold it, in output order
+// (rows, then columns): each dx element is written by one thread, in the CPU kernel's order of
+// addition, so the result is deterministic (no atomics). `visit(o, win)` gets each window.
+template <typename Visit>
+__device__ void ForEachWindowHolding(int64_t i, const PoolGeometry& g, Visit visit) {
+  const int64_t c = i % g.channels;
+  const int64_t w = (i / g.channels) % g.in_w;
+  const int64_t h = (i / (g.channels * g.in_w)) % g.in_h;
+  const int64_t b = i / (g.channels * g.in_w * g.in_h);
+  const int64_t oh0 = FloorDiv(h + g.pad_top - g.window_h, g.stride_h) + 1;
+  const int64_t oh1 = FloorDiv(h + g.pad_top, g.stride_h);
+  const int64_t ow0 = FloorDiv(w + g.pad_left - g.window_w, g.stride_w) + 1;
+  const int64_t ow1 = FloorDiv(w + g.pad_left, g.stride_w);
+  for (int64_t oh = oh0 > 0 ? oh0 : 0; oh <= oh1 && oh < g.out_h; ++oh) {
+    for (int64_t ow = ow0 > 0 ? ow0 : 0; ow <= ow1 && ow < g.out_w; ++ow) {
+      const int64_t o = ((b * g.out_h + oh) * g.out_w + ow) * g.channels + c;
+      visit(o, WindowOf(o, g));
+    }
+  }
+}
+
 __global__ void MaxPoolGradKernel(const float* x, const float* dy, PoolGeometry g, float* dx) {
-  FULCRUM_GRID_LOOP(i, g.batch * g.out_h * g.out_w * g.channels) {
-    const int64_t best = ArgMaxOfWindow(x, g, WindowOf(i, g));
-    if (best >= 0) atomicAdd(dx + best, dy[i]);
+  FULCRUM_GRID_LOOP(i, g.batch * g.in_h * g.in_w * g.channels) {
+    float acc = 0.0f;
+    ForEachWindowHolding(i, g, [&](int64_t o, const Window& win) {
+      if (ArgMaxOfWindow(x, g, win) == i) acc += dy[o];
+    });
+    dx[i] = acc;
   }
 }
 
@@ -232,14 +259,13 @@ __global__ void AvgPoolKernel(const float* x, PoolGeometry g, float* y) {
 }
 
 __global__ void AvgPoolGradKernel(const float* dy, PoolGeometry g, float* dx) {
-  FULCRUM_GRID_LOOP(i, g.batch * g.out_h * g.out_w * g.channels) {
-    const Window win = WindowOf(i, g);
-    const int64_t count = (win.h1 - win.h0) * (win.w1 - win.w0);
-    if (count == 0) continue;
-    const float share = dy[i] / static_cast<float>(count);
-    for (int64_t h = win.h0; h < win.h1; ++h) {
-      for (int64_t w = win.w0; w < win.w1; ++w) atomicAdd(dx + PoolInputIndex(g, win, h, w), share);
-    }
+  FULCRUM_GRID_LOOP(i, g.batch * g.in_h * g.in_w * g.channels) {
+    float acc = 0.0f;
+    ForEachWindowHolding(i, g, [&](int64_t o, const Window& win) {
+      const int64_t count = (win.h1 - win.h0) * (win.w1 - win.w0);
+      if (count > 0) acc += dy[o] / static_cast<float>(count);
+    });
+    dx[i] = acc;
   }
 }
 
@@ -508,7 +534,7 @@ cudaError_t MaxPool(const float* x, const PoolGeometry& g, float* y) {
 }
 
 cudaError_t MaxPoolGrad(const float* x, const float* dy, const PoolGeometry& g, float* dx) {
-  MaxPoolGradKernel<<<Blocks(g.batch * g.out_h * g.out_w * g.channels), kThreads>>>(x, dy, g, dx);
+  MaxPoolGradKernel<<<Blocks(g.batch * g.in_h * g.in_w * g.channels), kThreads>>>(x, dy, g, dx);
   return Launched();
 }
 
@@ -518,7 +544,7 @@ cudaError_t AvgPool(const float* x, const PoolGeometry& g, float* y) {
 }
 
 cudaError_t AvgPoolGrad(const float* dy, const PoolGeometry& g, float* dx) {
-  AvgPoolGradKernel<<<Blocks(g.batch * g.out_h * g.out_w * g.channels), kThreads>>>(dy, g, dx);
+  AvgPoolGradKernel<<<Blocks(g.batch * g.in_h * g.in_w * g.channels), kThreads>>>(dy, g, dx);
   return Launched();
 }
 

@@ -68,10 +68,11 @@ cudaError_t CopyWindow(const float* src, int64_t src_h, int64_t src_w, float* ds
                        int64_t dst_w, int64_t batch, int64_t channels);
 
 cudaError_t MaxPool(const float* x, const PoolGeometry& g, float* y);
-// dx must be zeroed: every dy is added at its window's arg-max (first on ties).
+// Every dy goes to its window's arg-max (first on ties). dx is written whole: each element
+// gathers from the windows that hold it, in output order (deterministic, no atomics).
 cudaError_t MaxPoolGrad(const float* x, const float* dy, const PoolGeometry& g, float* dx);
 cudaError_t AvgPool(const float* x, const PoolGeometry& g, float* y);
-// dx must be zeroed.
+// dx is written whole, gathered as MaxPoolGrad's (deterministic).
 cudaError_t AvgPoolGrad(const float* dy, const PoolGeometry& g, float* dx);
 
 // TensorFlow's LRN over the channels of NHWC pixels (ops/cpu/lrn.h).
