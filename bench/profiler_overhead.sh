@@ -6,14 +6,16 @@
 # --checkpoint_dir (a fresh folder per run) and --checkpoint_every_secs=N (--checkpoint_secs,
 # default 30; issue 27's target: >= 0.965, i.e. <= 3.5 %). --feature=replication: both
 # --profile=off, the "on" runs with --replicate_shards (needs --ps >= 2; issue 27's target on
-# emulated 10 Gbit/s hosts: >= 0.90). --rate=10gbit|1gbit runs every task on an emulated host
+# emulated 10 Gbit/s hosts: >= 0.90). --feature=prefetch: both --profile=off, the "off" runs
+# with --noprefetch (each batch gathered at its step's start instead of on the loader thread).
+# --rate=10gbit|1gbit runs every task on an emulated host
 # of its own (scripts/netns_hosts.sh, layout ps-w-w, --hosts per_task; needs root) with its
 # link shaped to that rate; without it every task runs on loopback. The figure
 # per run is report.json's workers_examples_per_sec (the sum of the workers' steady-state
 # rates, first 20 steps dropped); the table gives the median of each side and the median
 # (min-max) of the pairwise ratios on/off. Target: >= 0.98. /proc/loadavg before and after.
 #
-# Usage: bench/profiler_overhead.sh [--feature=profile|checkpoint|replication]
+# Usage: bench/profiler_overhead.sh [--feature=profile|checkpoint|replication|prefetch]
 #          [--checkpoint_secs=30] [--rate=10gbit]
 #          [--pairs=5] [--model=logreg] [--ps=1] [--workers=2]
 #          [--mode=async] [--batch_size=256] [--steps=3000] [--interval_ms=500]
@@ -47,8 +49,8 @@ for arg in "$@"; do
     *) die "unknown argument: $arg (see --help)" ;;
   esac
 done
-[[ "$feature" =~ ^(profile|checkpoint|replication)$ ]] ||
-  die "--feature must be profile, checkpoint or replication"
+[[ "$feature" =~ ^(profile|checkpoint|replication|prefetch)$ ]] ||
+  die "--feature must be profile, checkpoint, replication or prefetch"
 [[ -z "$rate" || "$rate" =~ ^(1gbit|10gbit)$ ]] || die "--rate must be 1gbit or 10gbit"
 [[ "$feature" != replication ]] || (( num_ps >= 2 )) ||
   die "--feature=replication needs --ps=2 or more (a shard's replica lives on another ps)"
@@ -88,6 +90,8 @@ run() {
   mkdir -p "$dir"
   if [[ "$feature" == profile ]]; then
     profile=$side
+  elif [[ "$feature" == prefetch ]]; then
+    [[ "$side" == off ]] && feature_flags=(--noprefetch)
   elif [[ "$side" == on && "$feature" == checkpoint ]]; then
     feature_flags=(--checkpoint_dir="$dir/ckpt" --checkpoint_every_secs="$ckpt_secs")
   elif [[ "$side" == on ]]; then
@@ -145,7 +149,8 @@ for line in open(res):
 ratios = [runs["on"][p] / runs["off"][p] for p in runs["on"] if p in runs["off"]]
 what = {"profile": "Profiler overhead",
         "checkpoint": "Checkpoint overhead (--checkpoint_every_secs=%s)" % secs,
-        "replication": "Replication overhead (--replicate_shards)"}[feature]
+        "replication": "Replication overhead (--replicate_shards)",
+        "prefetch": "Batch prefetching (--prefetch)"}[feature]
 where = ("loopback" if rate == "loopback"
          else "every task on an emulated host of its own, links at " + rate)
 print("%s: %s %s, %s ps + %s workers (%s), batch %s, %s steps, interval %s ms%s; "

@@ -71,6 +71,9 @@ class Backend {
   virtual absl::Status CopyToHost(const Tensor& src, Tensor* host) = 0;
   virtual absl::Status Copy(const Tensor& src, Tensor* dst) = 0;
   virtual absl::Status Fill(float value, Tensor* dst) = 0;
+  // A zero-filled host (cpu) tensor for data on its way to this device: page-locked where the
+  // device copies faster from such memory (a GPU); plain host memory by default.
+  virtual absl::StatusOr<Tensor> AllocateHost(const Shape& shape) { return Tensor::Zeros(shape); }
   // The copies and allocations so far (zeros where memory is the host's).
   virtual TransferCounters transfer_counters() const { return {}; }
   // The device memory that could be allocated now, in bytes; -1 when unknown (the CPU: the

@@ -1,4 +1,5 @@
-// runtime: --device, --devices and --tf32, defined beside the code that reads them.
+// runtime: --device, --devices, --tf32 and --prefetch (the batches' way to the device),
+// defined beside the code that reads them.
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -16,11 +17,16 @@ ABSL_FLAG(std::string, tf32, "off",
           "(tensor cores; PyTorch's default for convolutions); off: full fp32, results comparable "
           "with the CPU backend. Only with a GPU device.");
 
+ABSL_FLAG(bool, prefetch, true,
+          "Gather each next batch on a loader thread while the step computes (two buffers, "
+          "page-locked on a GPU); --noprefetch: on the training thread at the step's start.");
+
 namespace fulcrum::runtime {
 
 absl::Status DeviceFromFlags(TrainingOptions& o) {
   FULCRUM_ASSIGN_OR_RETURN(o.device, ops::ParseDeviceId(absl::GetFlag(FLAGS_device)));
   FULCRUM_ASSIGN_OR_RETURN(o.devices, ops::ParseDeviceList(absl::GetFlag(FLAGS_devices)));
+  o.prefetch = absl::GetFlag(FLAGS_prefetch);
   const std::string tf32 = absl::GetFlag(FLAGS_tf32);
   if (tf32 != "on" && tf32 != "off") {
     return absl::InvalidArgumentError(absl::StrCat("--tf32=", tf32, ": expected on or off"));

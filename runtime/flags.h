@@ -73,6 +73,7 @@ struct TrainingOptions {
   ops::DeviceId device;                  // --device
   std::vector<ops::DeviceId> devices;    // --devices; empty = {device}
   bool tf32 = false;                     // --tf32=on: TF32 tensor-core math on GPUs
+  bool prefetch = true;                  // --prefetch: batches gathered on a loader thread
 };
 
 // Reads and validates the flags; InvalidArgument names the flag and what is wrong.
@@ -220,7 +221,7 @@ absl::StatusOr<ClusterOptions> ClusterOptionsFromFlags(absl::string_view default
 // Reads and checks --replicate_shards into `o` (whose mode and cluster are read already):
 // InvalidArgument naming the ps count for fewer than 2 ps tasks, and for ssp.
 absl::Status ReplicationFromFlags(ClusterOptions& o);
-// Reads and checks --device, --devices and --tf32 into `o` (runtime/device_flags.cc):
+// Reads and checks --device, --devices, --tf32 and --prefetch into `o` (runtime/device_flags.cc):
 // InvalidArgument naming the flag for a device that does not parse and for --tf32=on without a
 // GPU among the devices.
 absl::Status DeviceFromFlags(TrainingOptions& o);

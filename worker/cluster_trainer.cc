@@ -277,7 +277,8 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c,
   TrainLoop loop({.target_global_steps = train_steps,
                   .log_every = t.log_every,
                   .log_global_step = true,
-                  .overlap = overlap},
+                  .overlap = overlap,
+                  .prefetch = t.prefetch},
                  model, std::move(batcher), &store, replicas->pool());
   loop.set_replicas(replicas.get());
   loop.set_stop_check(ChiefStopCheck(heartbeat, c));

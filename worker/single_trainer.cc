@@ -185,8 +185,8 @@ absl::StatusOr<SingleRunResult> RunSingle(const runtime::TrainingOptions& o,
 
   spdlog::info("training: {} steps of batch {} with {} (lr {}), {} thread(s)", steps, o.batch_size,
                ops::OptimizerName(o.optimizer.kind), o.optimizer.learning_rate, o.threads);
-  TrainLoop loop({.target_global_steps = steps, .log_every = o.log_every}, model,
-                 std::move(batcher), &store, replicas->pool());
+  TrainLoop loop({.target_global_steps = steps, .log_every = o.log_every, .prefetch = o.prefetch},
+                 model, std::move(batcher), &store, replicas->pool());
   loop.set_replicas(replicas.get());
   std::atomic<int64_t> steps_done{0};
   loop.set_step_sink([&prof, &steps_done](const profiler::StepRecord& r) {

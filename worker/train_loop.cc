@@ -44,6 +44,14 @@ absl::StatusOr<TrainLoopResult> TrainLoop::Run() {
   result.stop_reason = "reached train_steps";
   const auto start = Clock::now();
   FULCRUM_ASSIGN_OR_RETURN(const absl::Duration first_pull, store_->Start());
+  if (options_.prefetch) {
+    FULCRUM_ASSIGN_OR_RETURN(prefetcher_, BatchPrefetcher::Start(&batcher_, model_->backend()));
+  }
+  // The loader stops with the run: the batcher is not read after Run returns.
+  struct StopLoader {
+    std::unique_ptr<BatchPrefetcher>* p;
+    ~StopLoader() { p->reset(); }
+  } stop_loader{&prefetcher_};
   copies_seen_ = Copies();
   // The first step's values come from this pull; later ones come with each Apply.
   double pending_pull_ms = absl::ToDoubleMilliseconds(first_pull);
@@ -87,6 +95,13 @@ absl::StatusOr<TrainLoopResult> TrainLoop::Run() {
   result.wall_seconds = Seconds(Clock::now() - start).count();
   result.global_step = store_->global_step();
   return result;
+}
+
+absl::Status TrainLoop::NextBatch() {
+  if (prefetcher_ != nullptr) return prefetcher_->Next(&inputs_, &batch_labels_);
+  batcher_.Next(&inputs_, labels_, pool_);
+  batch_labels_ = labels_;
+  return absl::OkStatus();
 }
 
 bool TrainLoop::Done() const {
@@ -182,7 +197,7 @@ absl::StatusOr<TrainLoop::Outcome> TrainLoop::OverlappedStep(StepExchange* excha
   r.begin_unix_us = profiler::NowUnixMicros();
   const int64_t global_before = store_->global_step();
   const auto t0 = Clock::now();
-  batcher_.Next(&inputs_, labels_, pool_);
+  FULCRUM_RETURN_IF_ERROR(NextBatch());
   const auto t_data = Clock::now();
   double waits_ms = 0.0, finish_ms = 0.0;
   bool wait_failed = false;
@@ -215,9 +230,9 @@ absl::StatusOr<TrainLoop::Outcome> TrainLoop::OverlappedStep(StepExchange* excha
   };
   double forward_ms = 0.0;
   absl::StatusOr<float> loss =
-      replicas_ != nullptr ? replicas_->ComputeGradients(inputs_, labels_, store_->values(),
+      replicas_ != nullptr ? replicas_->ComputeGradients(inputs_, batch_labels_, store_->values(),
                                                          store_->grads(), &forward_ms, &hooks)
-                           : model_->ComputeGradients(inputs_, labels_, store_->values(),
+                           : model_->ComputeGradients(inputs_, batch_labels_, store_->values(),
                                                       store_->grads(), &forward_ms, &hooks);
   if (!loss.ok()) {
     if (outcome != Outcome::kTaken) return outcome;  // dropped after its forward pass
@@ -256,14 +271,14 @@ absl::StatusOr<profiler::StepRecord> TrainLoop::Step(int64_t step, double pull_m
   r.begin_unix_us = profiler::NowUnixMicros();
   const int64_t global_before = store_->global_step();
   const auto t0 = Clock::now();
-  batcher_.Next(&inputs_, labels_, pool_);
+  FULCRUM_RETURN_IF_ERROR(NextBatch());
   const auto t_data = Clock::now();
   double forward_ms = 0.0;
   FULCRUM_ASSIGN_OR_RETURN(const float loss,
                            replicas_ != nullptr
-                               ? replicas_->ComputeGradients(inputs_, labels_, store_->values(),
+                               ? replicas_->ComputeGradients(inputs_, batch_labels_, store_->values(),
                                                              store_->grads(), &forward_ms)
-                               : model_->ComputeGradients(inputs_, labels_, store_->values(),
+                               : model_->ComputeGradients(inputs_, batch_labels_, store_->values(),
                                                           store_->grads(), &forward_ms));
   const auto t_grad = Clock::now();
   if (!std::isfinite(loss)) {

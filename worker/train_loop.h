@@ -30,6 +30,7 @@
 #include "ops/cpu/thread_pool.h"
 #include "ops/tensor.h"
 #include "profiler/records.h"
+#include "worker/batch_prefetcher.h"
 #include "worker/divergence.h"
 #include "worker/replicas.h"
 #include "worker/variable_store.h"
@@ -44,6 +45,9 @@ struct TrainLoopOptions {
   bool log_global_step = false;
   // --overlap: the overlapped schedule, when the store has one (else sequential).
   bool overlap = false;
+  // Gather each next batch on a loader thread while the step computes (BatchPrefetcher);
+  // off: on the training thread, over the pool, at the step's start.
+  bool prefetch = true;
 };
 
 struct TrainLoopResult {
@@ -96,6 +100,8 @@ class TrainLoop {
   // Keeps a finished step's record; an error when its loss shows the model diverged.
   absl::Status Record(profiler::StepRecord r, TrainLoopResult* result);
   bool Done() const;
+  // The step's batch into inputs_ and batch_labels_.
+  absl::Status NextBatch();
   void LogProgress(const profiler::StepRecord& r, double window_seconds, int64_t window_steps);
 
   TrainLoopOptions options_;
@@ -104,7 +110,9 @@ class TrainLoop {
   VariableStore* const store_;
   ops::ThreadPool* const pool_;
   ops::Tensor inputs_;           // [batch, example size]
-  std::vector<int32_t> labels_;  // [batch]
+  std::vector<int32_t> labels_;  // [batch] (without the prefetcher)
+  std::span<const int32_t> batch_labels_;      // the step's labels
+  std::unique_ptr<BatchPrefetcher> prefetcher_;  // while Run runs, with options_.prefetch
   Replicas* replicas_ = nullptr;
   // The compute devices' copies and allocations when the last step was recorded.
   ops::TransferCounters copies_seen_;

@@ -3,6 +3,7 @@
 // dropout and the spatial transformer: cuda_image_ops.cc.
 #include "ops/cuda/cuda_backend.h"
 
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -16,6 +17,20 @@ absl::StatusOr<Tensor> CudaBackend::Allocate(const Shape& shape) {
   ++counters_.allocations;
   counters_.allocated_bytes += static_cast<int64_t>(t.bytes());
   return t;
+}
+
+absl::StatusOr<Tensor> CudaBackend::AllocateHost(const Shape& shape) {
+  FULCRUM_RETURN_IF_ERROR(ValidateShape(shape, "AllocateHost"));
+  FULCRUM_RETURN_IF_ERROR(Bind());
+  const size_t bytes = static_cast<size_t>(shape.num_elements()) * sizeof(float);
+  void* p = nullptr;
+  FULCRUM_RETURN_IF_ERROR(FromCuda(cudaHostAlloc(&p, bytes, cudaHostAllocDefault),
+                                   absl::StrCat("cudaHostAlloc of ", bytes, " bytes")));
+  std::memset(p, 0, bytes);
+  return Tensor::Wrap(
+      std::shared_ptr<float>(static_cast<float*>(p),
+                             [](float* q) { static_cast<void>(cudaFreeHost(q)); }),
+      shape, Device::kCpu);
 }
 
 int64_t CudaBackend::free_bytes() const {

@@ -24,6 +24,7 @@
 #include "gtest/gtest.h"
 #include "models/layer.h"
 #include "models/model.h"
+#include "ops/cpu/thread_pool.h"
 #include "ops/tensor.h"
 #include "ps/in_process_client.h"
 #include "ps/shard.h"
@@ -227,6 +228,36 @@ TEST_F(TrainLoopTest, LocalStoreLearnsAndStopsAtTheTargetStep) {
   const double first = MeanLoss(result->steps, 0, 20);
   const double last = MeanLoss(result->steps, 180, 200);
   EXPECT_LT(last, 0.8 * first) << "first 20 steps " << first << ", last 20 steps " << last;
+}
+
+// The loader thread (BatchPrefetcher, the default) hands the loop the Batcher's own batches:
+// with the cifar10 pipeline's random crops, flips and colour changes, a run that gathers each
+// batch on a loader thread (no pool) and one that gathers it at the step's start over a
+// 2-thread pool train bit for bit alike.
+TEST_F(TrainLoopTest, PrefetchedBatchesAreTheBatchersOwnBitForBit) {
+  t_.model = "cifar10_cnn";
+  t_.synthetic_shape = {32, 32, 3};
+  t_.synthetic_classes = 10;
+  t_.synthetic_examples = 256;
+  t_.batch_size = 16;
+  t_.input_pipeline = "cifar10";
+  Rebuild();
+  ops::ThreadPool pool(2);
+  std::vector<float> values[2];
+  std::vector<double> losses[2];
+  for (const bool prefetch : {true, false}) {
+    auto model = BuildModel(t_, train_, nullptr);
+    ASSERT_TRUE(model.ok()) << model.status();
+    LocalVariableStore store = MakeLocalStore();
+    TrainLoop loop({.target_global_steps = 12, .log_every = 100, .prefetch = prefetch},
+                   model->get(), MakeBatcher(), &store, prefetch ? nullptr : &pool);
+    auto result = loop.Run();
+    ASSERT_TRUE(result.ok()) << result.status();
+    for (const auto& r : result->steps) losses[prefetch].push_back(r.loss);
+    values[prefetch] = Flat(store.values());
+  }
+  EXPECT_EQ(losses[0], losses[1]);
+  EXPECT_EQ(values[0], values[1]);
 }
 
 TEST_F(TrainLoopTest, ThePsStartsFromTheSameValuesAsTheLocalStore) {
