@@ -132,11 +132,11 @@ TEST_F(CsvSinkTest, WorkerFiles) {
   EXPECT_EQ(ReadAll(dir_ / "steps.csv"),
             "step,global_step,examples,loss,begin_unix_us,wall_ms,data_ms,pull_ms,forward_ms,"
             "backward_ms,push_ms,sync_wait_ms,examples_per_sec,comm_wait_ms,inflight_begin_ms,"
-            "inflight_ms\n"
+            "inflight_ms,h2d_bytes,h2d_calls,d2h_bytes,d2h_calls,device_allocs\n"
             "1,7,64,0.500000,1700000000000000,4.000,0.250,0.500,1.000,1.500,0.500,0.250,16000.0,"
-            "1.250,3.250,0.750\n"
+            "1.250,3.250,0.750,0,0,0,0,0\n"
             "2,7,64,0.500000,1700000000000000,0.000,0.250,0.500,1.000,1.500,0.500,0.250,0.0,"
-            "1.250,3.250,0.750\n");
+            "1.250,3.250,0.750,0,0,0,0,0\n");
 }
 
 TEST(SamplesCsvTest, WiderFiguresByColumnName) {

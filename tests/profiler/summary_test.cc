@@ -327,6 +327,7 @@ TEST(SummaryKeysTest, EveryDocumentedKeyAndNoOther) {
                                             "thread_cpu",
                                             "host_system",
                                             "gpu_usage",
+                                            "device_copies",
                                             "series"}));
   EXPECT_DOUBLE_EQ(j["Job Execution Time"].get<double>(), 12.5);
   EXPECT_EQ(j["System Information"]["System"], "Linux");
