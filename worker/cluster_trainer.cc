@@ -253,7 +253,7 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c,
   // gone (silent for --heartbeat_timeout) and release it; a live one is never held that long.
   const absl::Duration step_wait =
       c.mode == runtime::SyncMode::kSsp ? c.step_timeout + c.heartbeat_timeout : c.step_timeout;
-  ShardedVariableStore store(&sharded, shapes, c.mode, step_wait);
+  ShardedVariableStore store(&sharded, shapes, c.mode, step_wait, &model->backend());
   store.set_pull_before_step(c.pull_before_step);
   store.set_reads_at_step_start(c.reads_at_step_start);
   if (c.recovers() || c.replicate_shards) {

@@ -13,14 +13,29 @@ namespace fulcrum::worker {
 
 ShardedVariableStore::ShardedVariableStore(runtime::ShardedVariables* sharded,
                                            std::span<const ops::Shape> shapes,
-                                           runtime::SyncMode mode, absl::Duration step_timeout)
+                                           runtime::SyncMode mode, absl::Duration step_timeout,
+                                           ops::Backend* staging)
     : sharded_(sharded),
       mode_(mode),
       step_timeout_(step_timeout),
       chunks_(sharded, static_cast<int>(shapes.size())) {
+  // Page-locked where the backend offers it; plain host memory when it cannot (said once).
+  bool warned = false;
+  const auto host = [&](const ops::Shape& shape) {
+    if (staging != nullptr) {
+      absl::StatusOr<ops::Tensor> t = staging->AllocateHost(shape);
+      if (t.ok()) return *std::move(t);
+      if (!warned) {
+        spdlog::warn("{}: staging buffers in plain host memory: {}", staging->name(),
+                     t.status().ToString());
+        warned = true;
+      }
+    }
+    return ops::Tensor::Zeros(shape);
+  };
   for (const ops::Shape& shape : shapes) {
-    values_.push_back(ops::Tensor::Zeros(shape));
-    grads_.push_back(ops::Tensor::Zeros(shape));
+    values_.push_back(host(shape));
+    grads_.push_back(host(shape));
   }
 }
 

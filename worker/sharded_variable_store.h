@@ -24,6 +24,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "ops/backend.h"
 #include "ops/tensor.h"
 #include "runtime/chunk_exchange.h"
 #include "runtime/flags.h"
@@ -55,9 +56,13 @@ struct TransferTotals {
 class ShardedVariableStore final : public VariableStore, public StepExchange {
  public:
   // `sharded` (not owned) must outlive the store; `shapes` are the model's variables' shapes
-  // in model order. Every call waits at most `step_timeout`.
+  // in model order. Every call waits at most `step_timeout`. With `staging` (the model's
+  // backend, not owned) the host values and gradients come from its AllocateHost: page-locked
+  // on a GPU, so each layer's copies to and from the device run at the bus's speed, and the
+  // data plane sends and receives them in place.
   ShardedVariableStore(runtime::ShardedVariables* sharded, std::span<const ops::Shape> shapes,
-                       runtime::SyncMode mode, absl::Duration step_timeout);
+                       runtime::SyncMode mode, absl::Duration step_timeout,
+                       ops::Backend* staging = nullptr);
 
   // Pulls every variable (no wait for a step). Returns the pull's time.
   absl::StatusOr<absl::Duration> Start() override;

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <utility>
@@ -293,7 +294,7 @@ class CudaBackend final : public Backend {
   // after checking that `out` (y forward, dy backward) has the output's shape.
   absl::Status PlanConv(const char* op, const Shape& x, const Shape& filter,
                         const Conv2DParams& params, const Tensor& out, const char* out_name,
-                        ConvPlan* plan, ConvDescriptors* d);
+                        ConvPlan* plan, const ConvDescriptors** d);
 
   absl::Status Describe(const ConvPlan& plan, ConvDescriptors* d);
 
@@ -341,6 +342,8 @@ class CudaBackend final : public Backend {
       row_loss_{&counters_}, correct_{&counters_}, partials_{&counters_}, scalar_{&counters_},
       ones_{&counters_};
   int64_t ones_size_ = 0;
+  // Per convolution shape (ConvPlan::Key): its cuDNN descriptors, made once.
+  std::map<std::string, std::unique_ptr<ConvDescriptors>> descriptors_;
   std::map<std::string, std::pair<cudnnConvolutionFwdAlgo_t, size_t>> fwd_algos_;
   std::map<std::string, std::pair<cudnnConvolutionBwdDataAlgo_t, size_t>> bwd_data_algos_;
   std::map<std::string, std::pair<cudnnConvolutionBwdFilterAlgo_t, size_t>> bwd_filter_algos_;

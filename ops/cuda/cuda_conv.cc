@@ -1,5 +1,7 @@
 // ops/cuda: the CUDA backend's convolutions (cuDNN, NHWC, TensorFlow's SAME padding through a
 // padded copy of the input) and their planning: descriptors, algorithms chosen once per shape.
+#include <memory>
+
 #include "ops/cuda/cuda_backend_internal.h"
 
 namespace fulcrum::ops::cuda {
@@ -10,9 +12,10 @@ absl::Status CudaBackend::Conv2D(const Tensor& x, const Tensor& filter, const Co
   FULCRUM_RETURN_IF_ERROR(
       CheckOnDevice(*this, "Conv2D", {{"x", &x}, {"filter", &filter}, {"y", y}}));
   ConvPlan plan;
-  ConvDescriptors d;
+  const ConvDescriptors* described = nullptr;
   FULCRUM_RETURN_IF_ERROR(
-      PlanConv("Conv2D", x.shape(), filter.shape(), params, *y, "y", &plan, &d));
+      PlanConv("Conv2D", x.shape(), filter.shape(), params, *y, "y", &plan, &described));
+  const ConvDescriptors& d = *described;
   FULCRUM_ASSIGN_OR_RETURN(const float* w, FilterToOhwi(filter, plan.g));
   FULCRUM_ASSIGN_OR_RETURN(const float* xp, PaddedInput(x, plan));
   FULCRUM_ASSIGN_OR_RETURN(auto algo, ForwardAlgo(plan, d));
@@ -29,9 +32,10 @@ absl::Status CudaBackend::Conv2DBackpropInput(const Tensor& dy, const Tensor& fi
   FULCRUM_RETURN_IF_ERROR(
       CheckOnDevice(*this, "Conv2DBackpropInput", {{"dy", &dy}, {"filter", &filter}, {"dx", dx}}));
   ConvPlan plan;
-  ConvDescriptors d;
-  FULCRUM_RETURN_IF_ERROR(
-      PlanConv("Conv2DBackpropInput", dx->shape(), filter.shape(), params, dy, "dy", &plan, &d));
+  const ConvDescriptors* described = nullptr;
+  FULCRUM_RETURN_IF_ERROR(PlanConv("Conv2DBackpropInput", dx->shape(), filter.shape(), params, dy,
+                                   "dy", &plan, &described));
+  const ConvDescriptors& d = *described;
   FULCRUM_ASSIGN_OR_RETURN(const float* w, FilterToOhwi(filter, plan.g));
   float* dxp = dx->data();
   if (plan.padded()) {
@@ -57,9 +61,10 @@ absl::Status CudaBackend::Conv2DBackpropFilter(const Tensor& x, const Tensor& dy
   FULCRUM_RETURN_IF_ERROR(
       CheckOnDevice(*this, "Conv2DBackpropFilter", {{"x", &x}, {"dy", &dy}, {"dfilter", dfilter}}));
   ConvPlan plan;
-  ConvDescriptors d;
-  FULCRUM_RETURN_IF_ERROR(
-      PlanConv("Conv2DBackpropFilter", x.shape(), dfilter->shape(), params, dy, "dy", &plan, &d));
+  const ConvDescriptors* described = nullptr;
+  FULCRUM_RETURN_IF_ERROR(PlanConv("Conv2DBackpropFilter", x.shape(), dfilter->shape(), params, dy,
+                                   "dy", &plan, &described));
+  const ConvDescriptors& d = *described;
   FULCRUM_ASSIGN_OR_RETURN(const float* xp, PaddedInput(x, plan));
   FULCRUM_ASSIGN_OR_RETURN(float* dw, filter_t_.Floats(dfilter->num_elements(), "the filter"));
   FULCRUM_ASSIGN_OR_RETURN(auto algo, BackwardFilterAlgo(plan, d));
@@ -105,10 +110,19 @@ absl::StatusOr<ConvPlan> CudaBackend::Plan(const Shape& x, const Shape& filter,
 
 absl::Status CudaBackend::PlanConv(const char* op, const Shape& x, const Shape& filter,
                                    const Conv2DParams& params, const Tensor& out,
-                                   const char* out_name, ConvPlan* plan, ConvDescriptors* d) {
+                                   const char* out_name, ConvPlan* plan,
+                                   const ConvDescriptors** d) {
   FULCRUM_ASSIGN_OR_RETURN(*plan, Plan(x, filter, params, op));
   FULCRUM_RETURN_IF_ERROR(CheckShape(op, out_name, out, OutputShape(plan->g)));
-  return Describe(*plan, d);
+  // Described once per shape and kept (a step runs the same shapes every time).
+  std::unique_ptr<ConvDescriptors>& kept = descriptors_[plan->Key()];
+  if (kept == nullptr) {
+    auto made = std::make_unique<ConvDescriptors>();
+    FULCRUM_RETURN_IF_ERROR(Describe(*plan, made.get()));
+    kept = std::move(made);
+  }
+  *d = kept.get();
+  return absl::OkStatus();
 }
 
 absl::Status CudaBackend::Describe(const ConvPlan& plan, ConvDescriptors* d) {
