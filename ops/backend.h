@@ -66,6 +66,9 @@ class Backend {
 
   // Memory. Allocate returns a zero-filled tensor on the device. Copies need equal element
   // counts; CopyToHost returns once `host` holds the data (all earlier ops are done).
+  // CopyFromHost may return before the copy is done (a GPU, from page-locked memory): `host`
+  // must then stay unchanged until the next call that brings data back to the host
+  // (CopyToHost, a loss, a count or a sum), as a training step's batch and values do.
   virtual absl::StatusOr<Tensor> Allocate(const Shape& shape) = 0;
   virtual absl::Status CopyFromHost(const Tensor& host, Tensor* dst) = 0;
   virtual absl::Status CopyToHost(const Tensor& src, Tensor* host) = 0;

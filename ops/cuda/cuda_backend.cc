@@ -73,8 +73,12 @@ absl::Status CudaBackend::CopyFromHost(const Tensor& host, Tensor* dst) {
   FULCRUM_RETURN_IF_ERROR(CheckSameCount("CopyFromHost", "source", host, "destination", *dst));
   counters_.h2d_bytes += static_cast<int64_t>(host.bytes());
   ++counters_.h2d_calls;
-  return FromCuda(cudaMemcpy(dst->data(), host.data(), host.bytes(), cudaMemcpyHostToDevice),
-                  "cudaMemcpy host to device");
+  // Queued on the legacy default stream, ordered with every op: from page-locked memory the
+  // host goes on at once (the DMA runs beside it; Backend::CopyFromHost says how long the
+  // source must stay put), from pageable memory it returns once the bytes are staged.
+  return FromCuda(
+      cudaMemcpyAsync(dst->data(), host.data(), host.bytes(), cudaMemcpyHostToDevice, nullptr),
+      "cudaMemcpyAsync host to device");
 }
 
 absl::Status CudaBackend::CopyToHost(const Tensor& src, Tensor* host) {
