@@ -139,6 +139,37 @@ std::string Placement::Table() const {
   return out;
 }
 
+namespace {
+
+// Cuts variable `v` along its first axis into `slices` near-equal row ranges, slice i on ps i.
+void PlaceSlices(const VariableInfo& var, int v, int64_t slices, std::vector<int64_t>* loads,
+                 Placement* placement) {
+  const int64_t rows = var.shape.dim(0);
+  const int64_t row_elements = var.shape.num_elements() / rows;
+  const int64_t base = rows / slices;
+  const int64_t extra = rows % slices;
+  int64_t row = 0;
+  for (int64_t i = 0; i < slices; ++i) {
+    const int64_t n = base + (i < extra ? 1 : 0);
+    PlacedVariable slice;
+    slice.name = absl::StrCat(var.name, "/part_", i);
+    slice.source = v;
+    slice.ps = static_cast<int>(i);
+    slice.row_begin = row;
+    slice.row_end = row + n;
+    slice.element_offset = row * row_elements;
+    slice.num_elements = n * row_elements;
+    std::vector<int64_t> dims = var.shape.dims_vector();
+    dims[0] = n;
+    slice.shape = ops::Shape(std::move(dims));
+    (*loads)[static_cast<size_t>(i)] += slice.bytes();
+    placement->shards[static_cast<size_t>(i)].push_back(std::move(slice));
+    row += n;
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<Placement> PlaceVariables(std::span<const VariableInfo> variables, int num_ps,
                                          PlacementStrategy strategy, int64_t partition_min_bytes) {
   if (num_ps < 1) {
@@ -185,27 +216,7 @@ absl::StatusOr<Placement> PlaceVariables(std::span<const VariableInfo> variables
           rest.push_back(v);
           continue;
         }
-        const int64_t row_elements = var.shape.num_elements() / rows;
-        const int64_t base = rows / slices;
-        const int64_t extra = rows % slices;
-        int64_t row = 0;
-        for (int64_t i = 0; i < slices; ++i) {
-          const int64_t n = base + (i < extra ? 1 : 0);
-          PlacedVariable slice;
-          slice.name = absl::StrCat(var.name, "/part_", i);
-          slice.source = v;
-          slice.ps = static_cast<int>(i);
-          slice.row_begin = row;
-          slice.row_end = row + n;
-          slice.element_offset = row * row_elements;
-          slice.num_elements = n * row_elements;
-          std::vector<int64_t> dims = var.shape.dims_vector();
-          dims[0] = n;
-          slice.shape = ops::Shape(std::move(dims));
-          loads[static_cast<size_t>(i)] += slice.bytes();
-          placement.shards[static_cast<size_t>(i)].push_back(std::move(slice));
-          row += n;
-        }
+        PlaceSlices(var, v, slices, &loads, &placement);
       }
       PlaceGreedy(variables, std::move(rest), &loads, &placement);
       break;
