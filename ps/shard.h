@@ -33,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "base/mutex.h"
+#include "ops/initializer.h"
 #include "ops/optimizer.h"
 #include "ops/tensor.h"
 #include "proto/ps.pb.h"
@@ -318,7 +319,12 @@ class Shard {
   // RestoreShard (a restarted ps), naming `method` and `task`.
   absl::StatusOr<std::shared_ptr<Store>> GetDataStore(const char* method,
                                                       const std::string& task) const;
+  // CreateVariables's store (ps/shard_create.cc): the request checked whole, then the
+  // variables initialised, their slots and the chunks.
   absl::StatusOr<std::shared_ptr<Store>> BuildStore(const pb::CreateVariablesRequest& request);
+  absl::Status InitializeVariables(const pb::CreateVariablesRequest& request,
+                                   const std::vector<ops::Initializer>& inits, Store* store) const;
+  absl::Status MakeChunks(const pb::CreateVariablesRequest& request, Store* store) const;
   // Reads the chunks into `out`; waits for min_step as Pull describes, and adds the time it
   // waited to *waited_us.
   absl::Status PullChunks(Store& store, const std::vector<int>& chunk_ids, int64_t min_step,
