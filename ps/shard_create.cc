@@ -175,9 +175,8 @@ absl::StatusOr<std::shared_ptr<Shard::Store>> Shard::BuildStore(
   if (!optimizer.ok()) return Bad(name_, optimizer.status().message());
   store->optimizer = *optimizer;
   std::vector<ops::Initializer> inits;
-  FULCRUM_RETURN_IF_ERROR(CheckVariables(name_, request,
-                                         ops::SlotNames(store->optimizer.kind).size(),
-                                         store->sync, &inits));
+  FULCRUM_RETURN_IF_ERROR(CheckVariables(
+      name_, request, ops::SlotNames(store->optimizer.kind).size(), store->sync, &inits));
   FULCRUM_RETURN_IF_ERROR(InitializeVariables(request, inits, store.get()));
   FULCRUM_RETURN_IF_ERROR(MakeChunks(request, store.get()));
   store->held.store(request.hold_for_restore(), std::memory_order_release);
