@@ -135,6 +135,12 @@ class Chief {
   void StartWatchdog();
   void StopWatchdog();
   nlohmann::json RunJson(const std::string& stop_reason) const;
+  // RunJson's parts: the replica set and promotions (null without --replicate_shards), the
+  // run's outcome (final evaluation, times, examples/sec, every evaluation) and the
+  // checkpoints (null without --checkpoint_dir).
+  nlohmann::json ReplicationJson() const;
+  void AddResultJson(nlohmann::json* out) const;
+  nlohmann::json CheckpointJson() const;
 
   const TrainingOptions& t_;
   const ClusterOptions& c_;

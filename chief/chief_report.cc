@@ -43,6 +43,68 @@ void WriteRunTrace(const runtime::ClusterSpec& cluster, const std::filesystem::p
 
 }  // namespace
 
+nlohmann::json Chief::ReplicationJson() const {
+  if (!c_.replicate_shards) return nullptr;
+  nlohmann::json replicas = nlohmann::json::array();
+  for (int p = 0; p < placement_.num_ps(); ++p) {
+    replicas.push_back({{"shard", absl::StrCat("ps:", p)},
+                        {"backup", absl::StrCat("ps:", (p + 1) % placement_.num_ps())},
+                        {"promoted", ps_ != nullptr && ps_->promoted(p)}});
+  }
+  return {{"replicas", std::move(replicas)}, {"promotions", promotions_}};
+}
+
+void Chief::AddResultJson(nlohmann::json* out) const {
+  nlohmann::json& j = *out;
+  const bool sync = c_.mode == runtime::SyncMode::kSync;
+  // A failed run has no final evaluation (and maybe none at all).
+  j["failed"] = failed_;
+  // Its evaluations so far stay in `evals`; none of them is the final one.
+  const Eval last = evals_.empty() ? Eval{} : evals_.back();
+  const bool final_eval = !evals_.empty() && !failed_;
+  j["global_step"] = final_eval ? nlohmann::json(last.global_step) : nlohmann::json(nullptr);
+  j["final_test_accuracy"] =
+      final_eval && last.accuracy ? nlohmann::json(*last.accuracy) : nlohmann::json(nullptr);
+  j["final_test_loss"] = final_eval ? nlohmann::json(last.loss) : nlohmann::json(nullptr);
+  j["target_accuracy"] =
+      c_.target_accuracy > 0 ? nlohmann::json(c_.target_accuracy) : nlohmann::json(nullptr);
+  j["time_to_target_accuracy_seconds"] =
+      time_to_target_ ? nlohmann::json(*time_to_target_) : nlohmann::json(nullptr);
+  const double train_seconds = absl::ToDoubleSeconds(train_end_ - train_start_);
+  j["train_seconds"] = train_seconds;
+  j["wall_seconds"] = absl::ToDoubleSeconds(absl::Now() - process_start_);
+  // Examples the applied updates of this run consumed (a resumed run counts from the step it
+  // resumed at): one batch per async step, replicas_to_aggregate batches per sync step.
+  const int64_t per_step = t_.batch_size * (sync ? c_.replicas_to_aggregate : 1);
+  j["examples_per_sec"] =
+      train_seconds > 0
+          ? static_cast<double>((last.global_step - start_step_) * per_step) / train_seconds
+          : 0.0;
+  nlohmann::json evals = nlohmann::json::array();
+  for (const Eval& e : evals_) {
+    evals.push_back(
+        {{"global_step", e.global_step},
+         {"seconds", e.seconds},
+         {"test_accuracy", e.accuracy ? nlohmann::json(*e.accuracy) : nlohmann::json(nullptr)},
+         {"test_loss", e.loss}});
+  }
+  j["evals"] = evals;
+}
+
+nlohmann::json Chief::CheckpointJson() const {
+  if (c_.checkpoint_dir.empty()) return nullptr;
+  return {{"dir", c_.checkpoint_dir},
+          {"saves", checkpointer_ ? checkpointer_->saves() : 0},
+          {"last_step", checkpointer_ && checkpointer_->last_saved_step() >= 0
+                            ? nlohmann::json(checkpointer_->last_saved_step())
+                            : nlohmann::json(nullptr)},
+          {"resumed_from", restored_ ? nlohmann::json(restored_->folder) : nlohmann::json(nullptr)},
+          {"resumed_from_step",
+           restored_ ? nlohmann::json(restored_->global_step) : nlohmann::json(nullptr)},
+          {"refused", restored_ ? restored_->refused : std::vector<std::string>()},
+          {"errors", checkpoint_errors_}};
+}
+
 nlohmann::json Chief::RunJson(const std::string& stop_reason) const {
   nlohmann::json j;
   const int num_workers = c_.task.cluster.num_tasks(runtime::kWorkerJob);
@@ -80,53 +142,12 @@ nlohmann::json Chief::RunJson(const std::string& stop_reason) const {
   // Each time ps tasks restarted and every ps went back to a checkpoint.
   j["ps_recoveries"] = recoveries_;
   // --replicate_shards: where each shard's replica lives and each promotion (a ps lost).
-  if (c_.replicate_shards) {
-    nlohmann::json replicas = nlohmann::json::array();
-    for (int p = 0; p < placement_.num_ps(); ++p) {
-      replicas.push_back({{"shard", absl::StrCat("ps:", p)},
-                          {"backup", absl::StrCat("ps:", (p + 1) % placement_.num_ps())},
-                          {"promoted", ps_ != nullptr && ps_->promoted(p)}});
-    }
-    j["replication"] = {{"replicas", std::move(replicas)}, {"promotions", promotions_}};
-  } else {
-    j["replication"] = nullptr;
-  }
+  j["replication"] = ReplicationJson();
   // A chief restarted during the run took it over at this step.
   j["adopted"] = adopted_
                      ? nlohmann::json{{"run_id", adopted_->run_id}, {"at_step", adopted_->at_step}}
                      : nlohmann::json(nullptr);
-  // A failed run has no final evaluation (and maybe none at all).
-  j["failed"] = failed_;
-  // Its evaluations so far stay in `evals`; none of them is the final one.
-  const Eval last = evals_.empty() ? Eval{} : evals_.back();
-  const bool final_eval = !evals_.empty() && !failed_;
-  j["global_step"] = final_eval ? nlohmann::json(last.global_step) : nlohmann::json(nullptr);
-  j["final_test_accuracy"] =
-      final_eval && last.accuracy ? nlohmann::json(*last.accuracy) : nlohmann::json(nullptr);
-  j["final_test_loss"] = final_eval ? nlohmann::json(last.loss) : nlohmann::json(nullptr);
-  j["target_accuracy"] =
-      c_.target_accuracy > 0 ? nlohmann::json(c_.target_accuracy) : nlohmann::json(nullptr);
-  j["time_to_target_accuracy_seconds"] =
-      time_to_target_ ? nlohmann::json(*time_to_target_) : nlohmann::json(nullptr);
-  const double train_seconds = absl::ToDoubleSeconds(train_end_ - train_start_);
-  j["train_seconds"] = train_seconds;
-  j["wall_seconds"] = absl::ToDoubleSeconds(absl::Now() - process_start_);
-  // Examples the applied updates of this run consumed (a resumed run counts from the step it
-  // resumed at): one batch per async step, replicas_to_aggregate batches per sync step.
-  const int64_t per_step = t_.batch_size * (sync ? c_.replicas_to_aggregate : 1);
-  j["examples_per_sec"] =
-      train_seconds > 0
-          ? static_cast<double>((last.global_step - start_step_) * per_step) / train_seconds
-          : 0.0;
-  nlohmann::json evals = nlohmann::json::array();
-  for (const Eval& e : evals_) {
-    evals.push_back(
-        {{"global_step", e.global_step},
-         {"seconds", e.seconds},
-         {"test_accuracy", e.accuracy ? nlohmann::json(*e.accuracy) : nlohmann::json(nullptr)},
-         {"test_loss", e.loss}});
-  }
-  j["evals"] = evals;
+  AddResultJson(&j);
   nlohmann::json placement = nlohmann::json::array();
   for (const auto& shard : placement_.shards) {
     for (const auto& v : shard) {
@@ -134,21 +155,7 @@ nlohmann::json Chief::RunJson(const std::string& stop_reason) const {
     }
   }
   j["placement_table"] = placement;
-  nlohmann::json checkpoint = nullptr;
-  if (!c_.checkpoint_dir.empty()) {
-    checkpoint = {
-        {"dir", c_.checkpoint_dir},
-        {"saves", checkpointer_ ? checkpointer_->saves() : 0},
-        {"last_step", checkpointer_ && checkpointer_->last_saved_step() >= 0
-                          ? nlohmann::json(checkpointer_->last_saved_step())
-                          : nlohmann::json(nullptr)},
-        {"resumed_from", restored_ ? nlohmann::json(restored_->folder) : nlohmann::json(nullptr)},
-        {"resumed_from_step",
-         restored_ ? nlohmann::json(restored_->global_step) : nlohmann::json(nullptr)},
-        {"refused", restored_ ? restored_->refused : std::vector<std::string>()},
-        {"errors", checkpoint_errors_}};
-  }
-  j["checkpoint"] = checkpoint;
+  j["checkpoint"] = CheckpointJson();
   j["placement_imbalance"] = placement_.imbalance();
   return j;
 }
