@@ -193,6 +193,53 @@ nlohmann::json SummaryJson(const TrainingOptions& t, const ClusterOptions& c,
   return j;
 }
 
+// The model's variables placed over the ps tasks, as the chief places them.
+absl::StatusOr<runtime::Placement> PlaceModel(const models::Model& model, const ClusterOptions& c) {
+  std::vector<runtime::VariableInfo> infos;
+  for (const auto& v : model.variables()) infos.push_back({v.name, v.shape, v.initializer});
+  return runtime::PlaceVariables(infos, c.task.cluster.num_tasks(runtime::kPsJob), c.placement,
+                                 c.partition_min_bytes);
+}
+
+// The store's read schedule and, with checkpoints or replicas, its recovery: while a dead ps
+// is restarted and restored (or its replica promoted), the chief's word still ends the wait.
+void ConfigureStore(const ClusterOptions& c, Heartbeat& heartbeat, ShardedVariableStore* store) {
+  store->set_pull_before_step(c.pull_before_step);
+  store->set_reads_at_step_start(c.reads_at_step_start);
+  if (c.recovers() || c.replicate_shards) {
+    store->EnableRecovery(c.recovery_timeout,
+                          [check = ChiefStopCheck(heartbeat, c)](std::string* stop_reason) {
+                            return check(0, stop_reason);
+                          });
+  }
+}
+
+// Writes the worker's summary (the run figures added) and hands it to the chief.
+absl::Status ReportRun(const TrainLoopResult& trained, const TransferTotals& moved,
+                       profiler::Profiler* prof, nlohmann::json* summary,
+                       const std::filesystem::path& task_dir,
+                       runtime::GrpcCoordinatorClient& chief) {
+  const RunStats stats = ComputeRunStats(trained.steps, trained.wall_seconds);
+  FULCRUM_ASSIGN_OR_RETURN(const std::string text,
+                           WriteSummary(prof, stats, summary, task_dir / "summary.json"));
+  spdlog::info(
+      "done after {} local steps (global step {}): {}; {:.0f} examples/sec, "
+      "{} of {} pushes dropped as stale",
+      trained.steps.size(), trained.global_step, trained.stop_reason, stats.examples_per_sec,
+      moved.dropped, moved.pushes);
+  return chief.ReportSummary(text);
+}
+
+void LogSchedule(const TrainingOptions& t, const ClusterOptions& c, int64_t train_steps,
+                 int64_t chunks, bool overlap) {
+  spdlog::info("training: {} {} to global step {}, batch {}, {} chunk(s) on {} ps, {}",
+               runtime::ModeName(c.mode), t.model, train_steps, t.batch_size, chunks,
+               c.task.cluster.num_tasks(runtime::kPsJob),
+               overlap     ? "transfers overlapped with compute"
+               : c.overlap ? "sequential transfers (--async_pull=before_step)"
+                           : "sequential transfers");
+}
+
 }  // namespace
 
 absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c,
@@ -212,16 +259,9 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c,
   FULCRUM_ASSIGN_OR_RETURN(std::unique_ptr<Replicas> replicas,
                            Replicas::Create(t, train, c.task.task_index));
   models::Model* model = &replicas->model();
-  std::vector<runtime::VariableInfo> infos;
   std::vector<ops::Shape> shapes;
-  for (const auto& v : model->variables()) {
-    infos.push_back({v.name, v.shape, v.initializer});
-    shapes.push_back(v.shape);
-  }
-  const int num_ps = c.task.cluster.num_tasks(runtime::kPsJob);
-  FULCRUM_ASSIGN_OR_RETURN(
-      runtime::Placement placement,
-      runtime::PlaceVariables(infos, num_ps, c.placement, c.partition_min_bytes));
+  for (const auto& v : model->variables()) shapes.push_back(v.shape);
+  FULCRUM_ASSIGN_OR_RETURN(const runtime::Placement placement, PlaceModel(*model, c));
   FULCRUM_ASSIGN_OR_RETURN(
       data::Batcher batcher,
       data::Batcher::Create(
@@ -254,26 +294,11 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c,
   const absl::Duration step_wait =
       c.mode == runtime::SyncMode::kSsp ? c.step_timeout + c.heartbeat_timeout : c.step_timeout;
   ShardedVariableStore store(&sharded, shapes, c.mode, step_wait, &model->backend());
-  store.set_pull_before_step(c.pull_before_step);
-  store.set_reads_at_step_start(c.reads_at_step_start);
-  if (c.recovers() || c.replicate_shards) {
-    // While a dead ps is restarted and restored (or its replica promoted), the chief's word
-    // still ends the wait.
-    store.EnableRecovery(c.recovery_timeout,
-                         [check = ChiefStopCheck(heartbeat, c)](std::string* stop_reason) {
-                           return check(0, stop_reason);
-                         });
-  }
-
+  ConfigureStore(c, heartbeat, &store);
   // --async_pull=before_step reads every value before the step begins: nothing is left for
   // the next forward pass to overlap, so it runs the sequential schedule.
   const bool overlap = c.overlap && !c.pull_before_step;
-  spdlog::info("training: {} {} to global step {}, batch {}, {} chunk(s) on {} ps, {}",
-               runtime::ModeName(c.mode), t.model, train_steps, t.batch_size, sharded.num_chunks(),
-               num_ps,
-               overlap     ? "transfers overlapped with compute"
-               : c.overlap ? "sequential transfers (--async_pull=before_step)"
-                           : "sequential transfers");
+  LogSchedule(t, c, train_steps, sharded.num_chunks(), overlap);
   TrainLoop loop({.target_global_steps = train_steps,
                   .log_every = t.log_every,
                   .log_global_step = true,
@@ -288,20 +313,10 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c,
   });
   absl::StatusOr<TrainLoopResult> ran = ConfirmOutcome(loop.Run(), heartbeat, train_steps, c);
   if (!ran.ok()) return ReportFailure(c, *prof, chief, ran.status());
-  TrainLoopResult& trained = *ran;
-  const RunStats stats = ComputeRunStats(trained.steps, trained.wall_seconds);
-
-  nlohmann::json summary = SummaryJson(t, c, trained, store.totals());
+  nlohmann::json summary = SummaryJson(t, c, *ran, store.totals());
   summary["wall_seconds"] = absl::ToDoubleSeconds(absl::Now() - process_start);
   summary["kernels"] = KernelsJson(model->backend().kernel_choices());
-  FULCRUM_ASSIGN_OR_RETURN(const std::string text,
-                           WriteSummary(prof.get(), stats, &summary, task_dir / "summary.json"));
-  spdlog::info(
-      "done after {} local steps (global step {}): {}; {:.0f} examples/sec, "
-      "{} of {} pushes dropped as stale",
-      trained.steps.size(), trained.global_step, trained.stop_reason, stats.examples_per_sec,
-      store.totals().dropped, store.totals().pushes);
-  return chief.ReportSummary(text);
+  return ReportRun(*ran, store.totals(), prof.get(), &summary, task_dir, chief);
 }
 
 }  // namespace fulcrum::worker
