@@ -278,12 +278,15 @@ std::string NormalizeFlagFile(absl::string_view file) {
   return std::string(file);
 }
 
-// --help lists the flags defined here (or fulcrum_monitor's own) and Abseil's --flagfile,
-// --fromenv, --tryfromenv and --undefok (Abseil's default lists only flags defined in
-// <program>.cc or <program>_main.cc).
+// --help lists the flags defined here and in runtime's other *_flags.cc files (each defined
+// beside the code that reads it), fulcrum_monitor's own, and Abseil's --flagfile, --fromenv,
+// --tryfromenv and --undefok (Abseil's default lists only flags defined in <program>.cc or
+// <program>_main.cc).
 bool ListedByHelp(absl::string_view normalized_file) {
   return normalized_file == kThisFileFromRoot || normalized_file == "absl/flags/parse.cc" ||
-         normalized_file == "monitor/main.cc";
+         normalized_file == "monitor/main.cc" ||
+         (absl::StartsWith(normalized_file, "runtime/") &&
+          absl::EndsWith(normalized_file, "_flags.cc"));
 }
 
 absl::Status Positive(absl::string_view flag, double value) {

@@ -70,7 +70,9 @@ TEST(FlagsBinaryTest, HelpListsEveryFlagWithItsHelpTextAndExitsZero) {
     EXPECT_TRUE(Contains(r.output, "--cluster_spec (ClusterSpec JSON file")) << r.output;
     for (const char* flag :
          {"--model (", "--train_steps (", "--job_name (", "--task_index (", "--mode (",
-          "--profile (", "--metrics_port (", "--flagfile (", "--fromenv ("}) {
+          "--profile (", "--metrics_port (", "--flagfile (", "--fromenv (",
+          // Flags defined beside the code that reads them (runtime/*_flags.cc).
+          "--device (", "--devices (", "--tf32 (", "--prefetch (", "--replicate_shards ("}) {
       EXPECT_TRUE(Contains(r.output, flag)) << flag << " missing in\n" << r.output;
     }
   }
