@@ -25,6 +25,7 @@
 #include "base/exit_code.h"
 #include "base/status_macros.h"
 #include "nlohmann/json.hpp"
+#include "runtime/flags_internal.h"
 #include "runtime/wire_frame.h"
 
 ABSL_FLAG(
@@ -80,102 +81,10 @@ ABSL_FLAG(std::string, synthetic_shape, "28,28,1",
           "Example shape of the synthetic dataset: height,width,channels (NHWC).");
 ABSL_FLAG(int32_t, synthetic_classes, 10, "Classes of the synthetic dataset.");
 
-// Cluster flags (TensorFlow's names where TensorFlow has one).
-ABSL_FLAG(std::string, cluster_spec, "",
-          "ClusterSpec JSON file {\"chief\": [...], \"ps\": [...], \"worker\": [...]}; "
-          "without it TF_CONFIG is read, and without either the worker trains alone.");
-// TensorFlow 1.x scripts' way (tf.app.flags in the classic distributed MNIST example).
-ABSL_FLAG(std::string, ps_hosts, "",
-          "TensorFlow 1.x style, instead of --cluster_spec: the ps tasks, host:port,host:port "
-          "(give --worker_hosts too).");
-ABSL_FLAG(std::string, worker_hosts, "",
-          "TensorFlow 1.x style: the worker tasks, host:port,...; without --chief_hosts worker 0 "
-          "is also the chief.");
-ABSL_FLAG(std::string, chief_hosts, "",
-          "TensorFlow 1.x style: the chief task's host:port (optional; --master_hosts is the "
-          "same).");
-ABSL_FLAG(std::string, master_hosts, "",
-          "TensorFlow 1.x style: the master (chief) task's host:port; same as --chief_hosts.");
-ABSL_FLAG(std::string, job_name, "",
-          "This task's job: chief, ps or worker (default: the binary's).");
 ABSL_FLAG(int32_t, task_index, -1, "This task's index within its job (default: TF_CONFIG's or 0).");
-ABSL_FLAG(std::string, mode, "async",
-          "Distributed training: sync (aggregate, like "
-          "SyncReplicasOptimizer), async (apply each push on arrival) or ssp (stale synchronous "
-          "parallel: async, but no worker runs more than --staleness steps ahead of the "
-          "slowest).");
-ABSL_FLAG(std::optional<int64_t>, staleness, std::nullopt,
-          "With --mode=ssp: the steps a worker may run ahead of the slowest worker (0 = "
-          "lock-step; default 3). Only with --mode=ssp.");
-ABSL_FLAG(int32_t, replicas_to_aggregate, 0,
-          "Sync mode: gradients aggregated per step (default: the number of workers; fewer "
-          "makes the rest backup workers).");
-ABSL_FLAG(std::string, async_pull, "at_step_start",
-          "Async mode: where a worker's values for a step come from: at_step_start (default, "
-          "TensorFlow's PS reads: each chunk is pulled when the step begins, once this worker's "
-          "own gradient of it was applied, and the forward pass waits layer by layer), "
-          "with_push (the values each chunk's PushPull returns right after its gradient was "
-          "applied, mid-backward under --overlap: staler) or before_step (a whole Pull before "
-          "each step, no overlap).");
-ABSL_FLAG(bool, staleness_aware_lr, false,
-          "Async and ssp modes: the ps applies each pushed gradient with the learning rate "
-          "divided by 1 + its staleness (the updates other workers applied to that chunk "
-          "since the values the gradient was computed at were read; Zhang et al., "
-          "staleness-aware async SGD, 2016). Off: every push at the full learning rate, as "
-          "TensorFlow's async PS does.");
-ABSL_FLAG(std::string, placement, "round_robin",
-          "Variable placement over PS tasks: round_robin, greedy (byte-balanced) or partition.");
-ABSL_FLAG(int64_t, partition_min_bytes, 256 << 10,
-          "--placement=partition splits variables larger than this along their first axis.");
-ABSL_FLAG(
-    std::string, checkpoint_dir, "",
-    "Checkpoints: the chief saves every ps's shard into ckpt-<step>/ folders here (give every "
-    "task the same path) and a job started on a folder holding one resumes from it; a ps "
-    "refuses SaveShard and RestoreShard paths outside it (empty: no checkpoints).");
-ABSL_FLAG(int64_t, checkpoint_every_steps, 0,
-          "The chief saves a checkpoint into --checkpoint_dir every this many global steps "
-          "(0 = not by steps).");
-ABSL_FLAG(double, checkpoint_every_secs, 600,
-          "The chief saves a checkpoint into --checkpoint_dir every this many seconds (0 = not "
-          "by time); a final one is saved when the run ends either way.");
-ABSL_FLAG(int32_t, keep_checkpoints, 5,
-          "How many checkpoints (the newest) the chief keeps in --checkpoint_dir.");
-ABSL_FLAG(double, recovery_timeout, 120,
-          "With --checkpoint_dir: seconds the chief waits for a ps that died to be restarted (by "
-          "hand or a launcher) before it restores every ps from the newest checkpoint, and "
-          "workers wait for that restore (0 = no recovery: a dead ps ends the run).");
-ABSL_FLAG(std::string, nonfinite, "error",
-          "What a ps does with a pushed gradient holding a NaN or an Inf: error (refuse it, the "
-          "pusher fails) or skip (apply nothing, count it in pushes_nonfinite).");
-ABSL_FLAG(int64_t, rpc_chunk_bytes, 2 << 20,
-          "Largest piece of a shard sent in one RPC (pieces go out in parallel).");
-ABSL_FLAG(std::string, wire_dtype, "f32",
-          "How gradients and values travel between workers and ps tasks: f32 (exact, sent from "
-          "the tensors without a copy), bf16 or fp16 (16-bit, half the bytes, each value rounded "
-          "to nearest even; the ps keeps float32).");
-ABSL_FLAG(std::string, data_plane, "auto",
-          "How Pull, Push and PushPull travel between workers and ps tasks: tcp (one plain TCP "
-          "connection per worker and ps beside the gRPC channel, opened with a one-use ticket "
-          "from the ps's gRPC service; no HTTP/2, faster, unencrypted), grpc (on the task's gRPC "
-          "channel, TLS when the TLS flags are given), or auto (the default: tcp, or grpc with "
-          "--tls_cert). A ps with tcp listens for it on a port the kernel picks; a worker with "
-          "tcp needs its ps tasks to run with tcp.");
-ABSL_FLAG(bool, overlap, true,
-          "Cluster workers: send each chunk of gradients as soon as the backward pass has made "
-          "it final, and start each layer of the next forward pass as soon as its values are "
-          "in (false: push and pull the whole model between steps).");
-ABSL_FLAG(double, startup_timeout, 120, "Seconds to wait for every task of the cluster.");
-ABSL_FLAG(double, step_timeout, 60,
-          "Seconds a worker waits for a PS (e.g. for a sync step to complete) before failing.");
-ABSL_FLAG(double, heartbeat_timeout, 60,
-          "Seconds a ps waits without hearing from the chief before it exits.");
 ABSL_FLAG(double, watchdog_secs, 30,
           "The watchdog (the chief's; in single mode the worker's own) names a task that has not "
           "moved for max(5 x the median step, this many seconds), and what it waits for.");
-ABSL_FLAG(int64_t, eval_every, 100,
-          "The chief evaluates on the test set every this many global steps (0 = at the end).");
-ABSL_FLAG(double, target_accuracy, 0,
-          "Stop once the chief's test accuracy reaches this (0 = train --train_steps).");
 
 // Security flags (runtime/security.h).
 ABSL_FLAG(std::string, tls_cert, "",
@@ -193,34 +102,36 @@ ABSL_FLAG(bool, insecure, false,
           "a task without --auth_token_file or TLS refuses non-loopback cluster specs and "
           "answers only loopback peers). Not with --auth_token_file or --tls_cert.");
 
-// Profiler flags.
-ABSL_FLAG(std::string, profile, "on",
-          "on: sample CPU, memory and network and write steps.csv, samples.csv, trace.json and "
-          "TensorBoard events into the task's folder; off: only summary.json's run figures.");
-ABSL_FLAG(int64_t, profile_interval_ms, 500, "Milliseconds between two profiler samples.");
-ABSL_FLAG(double, metrics_linger_secs, 0,
-          "With --metrics_port: at the end the endpoint stays up until Prometheus scrapes it once "
-          "more (at most this many seconds), so the final figures are recorded (0: it closes with "
-          "the task).");
-ABSL_FLAG(double, profile_flush_secs, 5,
-          "Seconds between two rewrites of the task's records (steps.csv, samples.csv, "
-          "trace.json and a partial summary.json), so that a task killed or crashed leaves them "
-          "up to then (0: written only at the end).");
-ABSL_FLAG(std::string, metrics_bind, "",
-          "Address the Prometheus endpoint listens on: empty = the task's own host from the "
-          "cluster spec (127.0.0.1 in single mode); 0.0.0.0 = every interface.");
-ABSL_FLAG(int32_t, metrics_port, -1,
-          "Prometheus endpoint (/metrics): -1 = none, 0 = any free port, P = P plus the task's "
-          "position in the cluster spec (chief, ps..., worker...).");
-
 namespace fulcrum::runtime {
-namespace {
+
+namespace flags_internal {
 
 SecurityFlags SecurityFlagsFromFlags() {
   return SecurityFlags{absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
                        absl::GetFlag(FLAGS_tls_ca), absl::GetFlag(FLAGS_auth_token_file),
                        absl::GetFlag(FLAGS_insecure)};
 }
+
+absl::Status Positive(absl::string_view flag, double value) {
+  if (!(value > 0) || !std::isfinite(value)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, "=", value, ": must be a positive number"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<absl::Duration> Seconds(absl::string_view flag, double value) {
+  FULCRUM_RETURN_IF_ERROR(Positive(flag, value));
+  return absl::Seconds(value);
+}
+
+}  // namespace flags_internal
+
+using flags_internal::Positive;
+using flags_internal::Seconds;
+using flags_internal::SecurityFlagsFromFlags;
+
+namespace {
 
 // The largest --learning_rate taken.
 constexpr double kMaxLearningRate = 1000;
@@ -287,14 +198,6 @@ bool ListedByHelp(absl::string_view normalized_file) {
          normalized_file == "monitor/main.cc" ||
          (absl::StartsWith(normalized_file, "runtime/") &&
           absl::EndsWith(normalized_file, "_flags.cc"));
-}
-
-absl::Status Positive(absl::string_view flag, double value) {
-  if (!(value > 0) || !std::isfinite(value)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", flag, "=", value, ": must be a positive number"));
-  }
-  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<int64_t>> ParseShape(const std::string& text) {
@@ -452,6 +355,10 @@ absl::Status ReadModelExtras(TrainingOptions* o) {
   return DeviceFromFlags(*o);
 }
 
+}  // namespace
+
+namespace flags_internal {
+
 absl::StatusOr<TrainingOptions> ReadTrainingOptions(bool trains) {
   TrainingOptions o;
   // -1 is "not given" (TF_CONFIG's index, or 0); any other negative index is a typo.
@@ -528,16 +435,9 @@ absl::StatusOr<TrainingOptions> ReadTrainingOptions(bool trains) {
   return o;
 }
 
-}  // namespace
+}  // namespace flags_internal
 
-namespace {
-
-absl::StatusOr<absl::Duration> Seconds(absl::string_view flag, double value) {
-  FULCRUM_RETURN_IF_ERROR(Positive(flag, value));
-  return absl::Seconds(value);
-}
-
-}  // namespace
+using flags_internal::ReadTrainingOptions;
 
 absl::StatusOr<TrainingOptions> TrainingOptionsFromFlags() {
   FULCRUM_ASSIGN_OR_RETURN(TrainingOptions o, ReadTrainingOptions(true));
@@ -584,360 +484,6 @@ void AddTrainingSettings(const TrainingOptions& o, nlohmann::json* j) {
   (*j)["input_pipeline"] = o.input_pipeline;
   (*j)["crop_size"] =
       o.input_pipeline == "plain" ? nlohmann::json(nullptr) : nlohmann::json(o.crop_size);
-}
-
-absl::StatusOr<ProfileFlags> ProfileFlagsFromFlags() {
-  ProfileFlags f;
-  const std::string profile = absl::GetFlag(FLAGS_profile);
-  if (profile == "on") {
-    f.enabled = true;
-  } else if (profile == "off") {
-    f.enabled = false;
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat("--profile=", profile, ": expected on or off"));
-  }
-  const int64_t ms = absl::GetFlag(FLAGS_profile_interval_ms);
-  if (ms < 10 || ms > 3600000) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--profile_interval_ms=", ms, ": must be between 10 and 3600000"));
-  }
-  f.interval = absl::Milliseconds(ms);
-  const double flush = absl::GetFlag(FLAGS_profile_flush_secs);
-  if (!(flush >= 0 && flush <= 86400)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--profile_flush_secs=", flush, ": must be in [0, 86400]"));
-  }
-  f.flush_interval = absl::Seconds(flush);
-  const double linger = absl::GetFlag(FLAGS_metrics_linger_secs);
-  if (!(linger >= 0 && linger <= 3600)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--metrics_linger_secs=", linger, ": must be in [0, 3600]"));
-  }
-  f.metrics_linger = absl::Seconds(linger);
-  f.metrics_port = absl::GetFlag(FLAGS_metrics_port);
-  f.metrics_bind = absl::GetFlag(FLAGS_metrics_bind);
-  if (!f.metrics_bind.empty()) {
-    // The endpoint has no credentials of its own: beyond loopback only when the task has some
-    // (the operator secured the cluster) or --insecure. Without TLS files the check reads none.
-    const SecurityFlags security = SecurityFlagsFromFlags();
-    const bool credentials = !security.tls_cert.empty() || !security.auth_token_file.empty();
-    if (!credentials && !security.insecure) {
-      FULCRUM_RETURN_IF_ERROR(
-          TransportSecurity().CheckReachableOnlyLocally("--metrics_bind", f.metrics_bind));
-    }
-  }
-  if (f.metrics_port < -1 || f.metrics_port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--metrics_port=", f.metrics_port, ": must be -1 (off), 0 (any) or a port 1-65535"));
-  }
-  return f;
-}
-
-namespace {
-
-// `host` as a numeric IPv4 address for the HTTP server to bind (a spec may name hosts): the
-// first address getaddrinfo gives, or `host` itself when it is numeric or does not resolve
-// (the exporter then fails naming it).
-std::string NumericHost(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0 || found == nullptr) return host;
-  char text[INET_ADDRSTRLEN] = {};
-  const auto* in = reinterpret_cast<const sockaddr_in*>(found->ai_addr);
-  const bool ok = inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text)) != nullptr;
-  freeaddrinfo(found);
-  return ok ? std::string(text) : host;
-}
-
-}  // namespace
-
-profiler::ProfilerOptions ProfilerOptionsFor(const ProfileFlags& flags, const ClusterSpec* cluster,
-                                             const std::string& job, int task_index,
-                                             const std::string& task_dir) {
-  profiler::ProfilerOptions o;
-  o.enabled = flags.enabled;
-  o.interval = flags.interval;
-  o.flush_interval = flags.flush_interval;
-  o.metrics_linger = flags.metrics_linger;
-  o.job = job;
-  o.task_index = task_index;
-  o.task_dir = task_dir;
-  o.metrics_port = flags.metrics_port;
-  o.metrics_bind = flags.metrics_bind;
-  if (o.metrics_bind.empty() && cluster != nullptr) {
-    // The task's own host from the spec (its address without the port).
-    if (task_index >= 0 && task_index < cluster->num_tasks(job)) {
-      const std::string& address = cluster->address(job, task_index);
-      o.metrics_bind = NumericHost(address.substr(0, address.rfind(':')));
-    }
-  }
-  if (o.metrics_bind.empty()) o.metrics_bind = "127.0.0.1";
-  if (flags.metrics_port > 0 && cluster != nullptr) {
-    int position = 0;
-    for (const char* j : {kChiefJob, kPsJob, kWorkerJob}) {
-      if (job == j) {
-        position += task_index;
-        break;
-      }
-      position += cluster->num_tasks(j);
-    }
-    o.metrics_port = flags.metrics_port + position;
-  }
-  return o;
-}
-
-namespace {
-
-std::vector<HostsFlag> HostsFlags() {
-  return {{"chief_hosts", kChiefJob, absl::GetFlag(FLAGS_chief_hosts)},
-          {"master_hosts", "master", absl::GetFlag(FLAGS_master_hosts)},
-          {"ps_hosts", kPsJob, absl::GetFlag(FLAGS_ps_hosts)},
-          {"worker_hosts", kWorkerJob, absl::GetFlag(FLAGS_worker_hosts)}};
-}
-
-// The host flags given, "--ps_hosts --worker_hosts"; empty when none is.
-std::string HostsFlagsGiven() {
-  std::vector<std::string> given;
-  for (const HostsFlag& f : HostsFlags()) {
-    if (!f.value.empty()) given.push_back(absl::StrCat("--", f.flag));
-  }
-  return absl::StrJoin(given, " ");
-}
-
-// The task from --cluster_spec, the host flags or TF_CONFIG (in that order; a flag wins over
-// the environment, and --cluster_spec with host flags is refused).
-absl::StatusOr<TaskConfig> ResolveTaskFromFlags(absl::string_view default_job) {
-  const std::string spec_path = absl::GetFlag(FLAGS_cluster_spec);
-  const std::string hosts = HostsFlagsGiven();
-  if (hosts.empty()) {
-    return ResolveTask(spec_path, std::getenv("TF_CONFIG"), absl::GetFlag(FLAGS_job_name),
-                       absl::GetFlag(FLAGS_task_index), default_job);
-  }
-  if (!spec_path.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--cluster_spec=", spec_path, " and ", hosts,
-                     " both describe the cluster: give --cluster_spec or the host flags"));
-  }
-  FULCRUM_ASSIGN_OR_RETURN(ClusterSpec spec, ClusterSpecFromHosts(HostsFlags()));
-  return ResolveTaskInSpec(std::move(spec), hosts, absl::GetFlag(FLAGS_job_name),
-                           absl::GetFlag(FLAGS_task_index), default_job);
-}
-
-}  // namespace
-
-bool ClusterRequested() {
-  const char* tf_config = std::getenv("TF_CONFIG");
-  return !absl::GetFlag(FLAGS_cluster_spec).empty() || !HostsFlagsGiven().empty() ||
-         (tf_config != nullptr && *tf_config);
-}
-
-absl::StatusOr<ClusterOptions> ClusterOptionsFromFlags(absl::string_view default_job) {
-  ClusterOptions o;
-  FULCRUM_ASSIGN_OR_RETURN(o.task, ResolveTaskFromFlags(default_job));
-  const std::string mode = absl::GetFlag(FLAGS_mode);
-  if (mode == "sync") {
-    o.mode = SyncMode::kSync;
-  } else if (mode == "async") {
-    o.mode = SyncMode::kAsync;
-  } else if (mode == "ssp") {
-    o.mode = SyncMode::kSsp;
-  } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--mode=", mode, ": expected sync, async or ssp"));
-  }
-  const std::optional<int64_t> staleness = absl::GetFlag(FLAGS_staleness);
-  if (staleness && o.mode != SyncMode::kSsp) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--staleness=", *staleness, " is given with --mode=", mode, ": it needs --mode=ssp"));
-  }
-  if (staleness && (*staleness < 0 || *staleness > kMaxStaleness)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--staleness=", *staleness, ": must be between 0 and ", kMaxStaleness));
-  }
-  o.staleness = o.mode == SyncMode::kSsp ? staleness.value_or(kDefaultStaleness) : 0;
-  const int workers = o.task.cluster.num_tasks(kWorkerJob);
-  o.replicas_to_aggregate = absl::GetFlag(FLAGS_replicas_to_aggregate);
-  if (o.replicas_to_aggregate == 0) o.replicas_to_aggregate = workers;
-  if (o.replicas_to_aggregate < 1 || o.replicas_to_aggregate > workers) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--replicas_to_aggregate=", o.replicas_to_aggregate,
-                     ": must be between 1 and the ", workers, " worker(s) of the cluster spec"));
-  }
-  const std::string async_pull = absl::GetFlag(FLAGS_async_pull);
-  if (async_pull != "at_step_start" && async_pull != "with_push" && async_pull != "before_step") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--async_pull=", async_pull, ": expected at_step_start, with_push or before_step"));
-  }
-  o.pull_before_step = async_pull == "before_step";
-  o.reads_at_step_start = async_pull == "at_step_start";
-  if (o.pull_before_step && o.mode == SyncMode::kSync) {
-    return absl::InvalidArgumentError(
-        "--async_pull=before_step is for --mode=async (a sync step's values come with its push)");
-  }
-  o.staleness_aware_lr = absl::GetFlag(FLAGS_staleness_aware_lr);
-  if (o.staleness_aware_lr && o.mode == SyncMode::kSync) {
-    return absl::InvalidArgumentError(
-        "--staleness_aware_lr is for --mode=async or ssp (a sync step applies the mean of "
-        "gradients computed at the same values: nothing is stale)");
-  }
-  FULCRUM_ASSIGN_OR_RETURN(o.placement, ParsePlacementStrategy(absl::GetFlag(FLAGS_placement)));
-  o.partition_min_bytes = absl::GetFlag(FLAGS_partition_min_bytes);
-  FULCRUM_RETURN_IF_ERROR(
-      Positive("partition_min_bytes", static_cast<double>(o.partition_min_bytes)));
-  o.overlap = absl::GetFlag(FLAGS_overlap);
-  o.chunk_bytes = absl::GetFlag(FLAGS_rpc_chunk_bytes);
-  if (o.chunk_bytes < 4 || o.chunk_bytes > (64 << 20)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--rpc_chunk_bytes=", o.chunk_bytes, ": must be between 4 and 67108864"));
-  }
-  if (absl::StatusOr<pb::WireDtype> dtype = ParseWireDtype(absl::GetFlag(FLAGS_wire_dtype));
-      dtype.ok()) {
-    o.wire_dtype = *dtype;
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat("--wire_dtype=", absl::GetFlag(FLAGS_wire_dtype),
-                                                   ": ", dtype.status().message()));
-  }
-  const std::string data_plane = absl::GetFlag(FLAGS_data_plane);
-  if (data_plane != "grpc" && data_plane != "tcp" && data_plane != "auto") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--data_plane=", data_plane, ": expected auto, grpc or tcp"));
-  }
-  o.tcp_data_plane = data_plane == "tcp";  // auto: decided with the security flags below
-  FULCRUM_ASSIGN_OR_RETURN(o.startup_timeout,
-                           Seconds("startup_timeout", absl::GetFlag(FLAGS_startup_timeout)));
-  FULCRUM_ASSIGN_OR_RETURN(o.step_timeout,
-                           Seconds("step_timeout", absl::GetFlag(FLAGS_step_timeout)));
-  FULCRUM_ASSIGN_OR_RETURN(o.heartbeat_timeout,
-                           Seconds("heartbeat_timeout", absl::GetFlag(FLAGS_heartbeat_timeout)));
-  FULCRUM_ASSIGN_OR_RETURN(o.watchdog_min,
-                           Seconds("watchdog_secs", absl::GetFlag(FLAGS_watchdog_secs)));
-  o.eval_every = absl::GetFlag(FLAGS_eval_every);
-  if (o.eval_every < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--eval_every=", o.eval_every, ": must not be negative"));
-  }
-  const std::string nonfinite = absl::GetFlag(FLAGS_nonfinite);
-  if (nonfinite != "error" && nonfinite != "skip") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--nonfinite=", nonfinite, ": expected error or skip"));
-  }
-  o.nonfinite_skip = nonfinite == "skip";
-  o.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
-  o.checkpoint_every_steps = absl::GetFlag(FLAGS_checkpoint_every_steps);
-  if (o.checkpoint_every_steps < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--checkpoint_every_steps=", o.checkpoint_every_steps, ": must not be negative"));
-  }
-  const double every_secs = absl::GetFlag(FLAGS_checkpoint_every_secs);
-  if (!(every_secs >= 0 && every_secs <= 1e9)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--checkpoint_every_secs=", every_secs, ": must be in [0, 1e9]"));
-  }
-  o.checkpoint_every = absl::Seconds(every_secs);
-  o.keep_checkpoints = absl::GetFlag(FLAGS_keep_checkpoints);
-  if (o.keep_checkpoints < 1 || o.keep_checkpoints > 100000) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--keep_checkpoints=", o.keep_checkpoints, ": must be between 1 and 100000"));
-  }
-  const double recovery_secs = absl::GetFlag(FLAGS_recovery_timeout);
-  if (!(recovery_secs >= 0 && recovery_secs <= 1e6)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--recovery_timeout=", recovery_secs, ": must be in [0, 1e6] seconds"));
-  }
-  o.recovery_timeout = absl::Seconds(recovery_secs);
-  o.target_accuracy = absl::GetFlag(FLAGS_target_accuracy);
-  if (!(o.target_accuracy >= 0 && o.target_accuracy <= 1)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--target_accuracy=", o.target_accuracy, ": must be in [0, 1]"));
-  }
-  const SecurityFlags security = SecurityFlagsFromFlags();
-  FULCRUM_ASSIGN_OR_RETURN(
-      o.security, TransportSecurity::Load(security, o.task.task_name(), o.task.dir_name()));
-  FULCRUM_RETURN_IF_ERROR(o.security.CheckSpecReachableOnlyLocally(o.task.cluster));
-  FULCRUM_RETURN_IF_ERROR(ReplicationFromFlags(o));
-  if (data_plane == "auto") o.tcp_data_plane = !o.security.tls();
-  if (o.tcp_data_plane && o.security.tls()) {
-    return absl::InvalidArgumentError(
-        "--data_plane=tcp with --tls_cert: the tcp data plane sends tensors unencrypted; use "
-        "--data_plane=grpc (TLS) or drop the TLS flags on a trusted network");
-  }
-  return o;
-}
-
-absl::StatusOr<ClusterOptions> EmbeddedChiefOptions(const ClusterOptions& worker0) {
-  ClusterOptions o = worker0;
-  o.task.job_name = kChiefJob;
-  o.task.task_index = 0;
-  const SecurityFlags security = SecurityFlagsFromFlags();
-  FULCRUM_ASSIGN_OR_RETURN(
-      o.security, TransportSecurity::Load(security, o.task.task_name(), o.task.dir_name()));
-  return o;
-}
-
-absl::StatusOr<TaskOptions> TaskOptionsFromFlags(absl::string_view default_job) {
-  TaskOptions o;
-  FULCRUM_ASSIGN_OR_RETURN(o.training, ReadTrainingOptions(default_job != kPsJob));
-  FULCRUM_ASSIGN_OR_RETURN(o.cluster, ClusterOptionsFromFlags(default_job));
-  FULCRUM_ASSIGN_OR_RETURN(o.profile, ProfileFlagsFromFlags());
-  return o;
-}
-
-const char* AsyncPullName(const ClusterOptions& c) {
-  return c.pull_before_step ? "before_step" : c.reads_at_step_start ? "at_step_start" : "with_push";
-}
-
-std::string ConfigFingerprint(const TrainingOptions& t, const ClusterOptions& c) {
-  return absl::StrCat(
-      "model=", t.model, "\nmodel_width=", t.model_width, "\nbatch_size=", t.batch_size,
-      "\noptimizer=", ops::OptimizerName(t.optimizer.kind),
-      "\nlearning_rate=", t.optimizer.learning_rate, "\nmomentum=", t.optimizer.momentum,
-      "\nrmsprop=", t.optimizer.rmsprop_decay, ",", t.optimizer.rmsprop_momentum, ",",
-      t.optimizer.rmsprop_epsilon, "\nlearning_rate_decay=", t.optimizer.lr_decay_rate, ",",
-      t.optimizer.lr_decay_steps, ",", t.optimizer.lr_decay_staircase ? "staircase" : "smooth",
-      "\nweight_decay=", t.weight_decay ? absl::StrCat(*t.weight_decay) : "model",
-      "\ninput_pipeline=", t.input_pipeline, "\ncrop_size=", t.crop_size,
-      "\ntrain_steps=", t.train_steps, "\nepochs=", t.epochs, "\ndataset=", t.dataset,
-      "\ntrain_subset=", t.train_subset, "\ndataset_repeat=", t.dataset_repeat, "\nseed=", t.seed,
-      "\nmode=", ModeName(c.mode), "\nstaleness=", c.staleness,
-      "\nreplicas_to_aggregate=", c.replicas_to_aggregate, "\nasync_pull=", AsyncPullName(c),
-      "\nstaleness_aware_lr=", c.staleness_aware_lr ? "true" : "false",
-      "\nplacement=", PlacementName(c.placement), "\npartition_min_bytes=", c.partition_min_bytes,
-      "\nrpc_chunk_bytes=", c.chunk_bytes, "\nwire_dtype=", WireDtypeName(c.wire_dtype),
-      "\nreplicate_shards=", c.replicate_shards ? "true" : "false",
-      "\ncheckpoint_dir=", c.checkpoint_dir,
-      "\nrecovery_timeout=", absl::FormatDuration(c.recovery_timeout),
-      "\ncluster=", c.task.cluster.ToJson());
-}
-
-std::string FingerprintDifference(const std::string& mine, const std::string& theirs) {
-  const std::vector<std::string> a = absl::StrSplit(mine, '\n');
-  const std::vector<std::string> b = absl::StrSplit(theirs, '\n');
-  std::vector<std::string> diffs;
-  for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
-    const std::string x = i < a.size() ? a[i] : "";
-    const std::string y = i < b.size() ? b[i] : "";
-    if (x == y) continue;
-    const size_t eq = x.find('=');
-    const std::string name = eq == std::string::npos ? x : x.substr(0, eq);
-    const std::string yv = y.find('=') == std::string::npos ? y : y.substr(y.find('=') + 1);
-    const std::string xv = eq == std::string::npos ? "" : x.substr(eq + 1);
-    diffs.push_back(absl::StrCat(name, ": ", xv, " vs ", yv));
-  }
-  return absl::StrJoin(diffs, "; ");
-}
-
-int64_t GlobalTrainSteps(const TrainingOptions& t, const ClusterOptions& c,
-                         int64_t train_examples) {
-  if (t.train_steps > 0) return t.train_steps;
-  int64_t examples = train_examples;
-  if (t.train_subset > 0) examples = std::min(examples, t.train_subset);
-  examples *= t.dataset_repeat;
-  const int64_t per_step = t.batch_size * (c.mode == SyncMode::kSync ? c.replicas_to_aggregate : 1);
-  return std::max<int64_t>(
-      1, static_cast<int64_t>(
-             std::ceil(t.epochs * static_cast<double>(examples) / static_cast<double>(per_step))));
 }
 
 }  // namespace fulcrum::runtime
