@@ -66,7 +66,15 @@ int64_t ReturnFreeMemoryAbove(int64_t slack) {
   // are resident once more: the process's own growth since the last trim tells them.
   const int64_t resident = ResidentBytes();
   const bool regrown = free_bytes > slack && resident - resident_after_last_trim > slack;
-  if (free_bytes - free_after_last_trim <= slack && !regrown) return 0;
+  // A free total above the slack that nothing has taken from for three calls in a row, and
+  // that no trim has seen: what a burst left after a trim in its middle (the level and the
+  // resident size were measured then, so neither test above fires again).
+  static int64_t previous_free = 0;
+  static int quiet_calls = 0;
+  quiet_calls = free_bytes > slack && free_bytes >= previous_free ? quiet_calls + 1 : 0;
+  previous_free = free_bytes;
+  const bool quiet = quiet_calls >= 3 && free_bytes != free_after_last_trim;
+  if (free_bytes - free_after_last_trim <= slack && !regrown && !quiet) return 0;
   malloc_trim(0);  // every arena; pages inside free chunks too (glibc >= 2.8)
   free_after_last_trim = free_bytes;
   resident_after_last_trim = ResidentBytes();

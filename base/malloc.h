@@ -17,8 +17,10 @@ namespace fulcrum {
 void TuneMallocForTraining();
 
 // Gives the allocator's free memory back to the kernel (malloc_trim) once it has grown by
-// more than `slack` bytes since the last time, or once the process's resident memory has
-// (with more than `slack` free: freed chunks a burst touched again): a server that keeps freed memory for speed
+// more than `slack` bytes since the last time, once the process's resident memory has
+// (with more than `slack` free: freed chunks a burst touched again), or once more than
+// `slack` has lain free untouched for three calls without a trim having seen it (a burst
+// that a trim caught in its middle): a server that keeps freed memory for speed
 // (TuneMallocForTraining) must not keep a burst's forever (four 200 MiB requests once left a
 // ps at 1.9 GB). Returns the free bytes the allocator held when it trimmed, 0 when it did not.
 // Call from one thread, periodically.
