@@ -1,8 +1,9 @@
-// ps: PsClient that calls a Shard in the same process, no network. The contract tests run
-// over it and over GrpcPsClient alike. Asynchronous calls run inline on the calling thread and call
-// `done` before returning; the timeout bounds a pull's wait as a gRPC deadline would.
-// Shutdown only records that it was asked for (there is no server to stop).
-// Thread-safety: all methods are thread-safe (the shard is).
+// ps: PsClient that calls a Shard in the same process, no network: the same frames as the
+// other transports, handed over without serializing them. The contract tests run over it and
+// over GrpcPsClient (gRPC and tcp) alike. Asynchronous calls run inline on the calling thread and
+// call `done` before returning; the timeout bounds a pull's wait as a gRPC deadline would. Shutdown
+// only records that it was asked for (there is no server to stop). Thread-safety: all methods are
+// thread-safe (the shard is).
 #pragma once
 
 #include <atomic>
@@ -20,12 +21,13 @@ class InProcessPsClient final : public runtime::PsClient {
 
   std::string target() const override;
 
-  void PullAsync(const pb::PullRequest* request, pb::PullResponse* response, absl::Duration timeout,
+  // The frames are handed to the shard as they are, without serializing them.
+  void PullAsync(const pb::PullRequest* request, PullReply* response, absl::Duration timeout,
                  Done done) override;
-  void PushAsync(const pb::PushRequest* request, pb::PushResponse* response, absl::Duration timeout,
+  void PushAsync(const PushFrame* request, PushReply* response, absl::Duration timeout,
                  Done done) override;
-  void PushPullAsync(const pb::PushRequest* request, pb::PushResponse* response,
-                     absl::Duration timeout, Done done) override;
+  void PushPullAsync(const PushFrame* request, PushReply* response, absl::Duration timeout,
+                     Done done) override;
 
   absl::Status CreateVariables(const pb::CreateVariablesRequest& request,
                                pb::CreateVariablesResponse* response,

@@ -19,23 +19,6 @@ constexpr char kChief[] = "chief:0";
 // The service's full name in proto/ps.proto: methods are registered as "/<it>/<Method>".
 constexpr char kService[] = "/fulcrum.pb.ParameterServer/";
 
-// Copies each pulled chunk once, under its lock, into one slice of the reply.
-class FrameSink final : public ValueSink {
- public:
-  explicit FrameSink(std::vector<runtime::OutChunk>* out) : out_(out) {}
-  size_t Write(int chunk, int64_t step, pb::WireDtype dtype,
-               std::span<const std::span<const float>> parts) override {
-    runtime::OutChunk& c = out_->emplace_back();
-    c.meta.set_chunk(chunk);
-    c.meta.set_step(step);
-    runtime::CopyPayload(parts, dtype, &c);
-    return c.bytes;
-  }
-
- private:
-  std::vector<runtime::OutChunk>* out_;
-};
-
 }  // namespace
 
 PsService::PsService(Shard* shard, profiler::RpcObserver* observer, runtime::CallGuard guard)

@@ -115,16 +115,13 @@ std::string Shard::ChunkWaitMessage(const Store& store, const ChunkState& chunk,
   return message;
 }
 
-size_t ProtoValueSink::Write(int chunk, int64_t step, pb::WireDtype dtype,
-                             std::span<const std::span<const float>> parts) {
-  pb::ChunkData* data = out_->Add();
-  data->set_chunk(chunk);
-  data->set_step(step);
-  data->set_wire_dtype(dtype);
-  std::string* bytes = data->mutable_data();
-  bytes->resize(runtime::NumElements(parts) * static_cast<size_t>(runtime::WireElementBytes(dtype)));
-  runtime::EncodePayload(parts, dtype, bytes->data());
-  return bytes->size();
+size_t FrameSink::Write(int chunk, int64_t step, pb::WireDtype dtype,
+                        std::span<const std::span<const float>> parts) {
+  runtime::OutChunk& c = out_->emplace_back();
+  c.meta.set_chunk(chunk);
+  c.meta.set_step(step);
+  runtime::CopyPayload(parts, dtype, &c);
+  return c.bytes;
 }
 
 absl::Status Shard::PullChunks(Store& store, const std::vector<int>& chunk_ids, int64_t min_step,
@@ -219,16 +216,8 @@ absl::StatusOr<std::unique_ptr<Shard::WaitSlot>> Shard::TakeWaitSlot(const Store
   return std::make_unique<WaitSlot>(this, task);
 }
 
-absl::Status Shard::Pull(const pb::PullRequest& request, pb::PullResponse* response,
-                         absl::Time deadline) {
-  response->Clear();
-  ProtoValueSink sink(response->mutable_chunks());
-  return Pull(request, sink, response, deadline);
-}
-
 absl::Status Shard::Pull(const pb::PullRequest& request, ValueSink& sink,
                          pb::PullResponse* response, absl::Time deadline) {
-  FULCRUM_RETURN_IF_ERROR(CheckTask(request.task(), "Pull"));
   if (runtime::WireElementBytes(request.reply_dtype()) == 0) {
     return absl::InvalidArgumentError(absl::StrCat(name_, ": Pull from ", request.task(),
                                                    ": unknown reply wire dtype ",
@@ -373,18 +362,9 @@ absl::Status Shard::PushChunk(Store& store, ChunkState& chunk, int chunk_id,
   return absl::OkStatus();
 }
 
-absl::Status Shard::Push(const pb::PushRequest& request, pb::PushResponse* response) {
-  FULCRUM_RETURN_IF_ERROR(CheckTask(request.task(), "Push"));
-  std::vector<std::vector<float>> scratch;
-  std::vector<std::span<const float>> grads;
-  FULCRUM_RETURN_IF_ERROR(DecodeGradients(request, scratch, grads));
-  return Push(request, grads, response);
-}
-
 absl::Status Shard::Push(const pb::PushRequest& request,
                          std::span<const std::span<const float>> grads,
                          pb::PushResponse* response) {
-  FULCRUM_RETURN_IF_ERROR(CheckTask(request.task(), "Push"));
   Touch();
   if (left()) return LeftError("Push");
   FULCRUM_ASSIGN_OR_RETURN(std::shared_ptr<Store> store, GetDataStore("Push", request.task()));
@@ -444,21 +424,9 @@ absl::Status Shard::Push(const pb::PushRequest& request,
   return absl::OkStatus();
 }
 
-absl::Status Shard::PushPull(const pb::PushRequest& request, pb::PushResponse* response,
-                             absl::Time deadline) {
-  FULCRUM_RETURN_IF_ERROR(CheckTask(request.task(), "PushPull"));
-  std::vector<std::vector<float>> scratch;
-  std::vector<std::span<const float>> grads;
-  FULCRUM_RETURN_IF_ERROR(DecodeGradients(request, scratch, grads));
-  // The push clears *response before the values are appended.
-  ProtoValueSink sink(response->mutable_values());
-  return PushPull(request, grads, sink, response, deadline);
-}
-
 absl::Status Shard::PushPull(const pb::PushRequest& request,
                              std::span<const std::span<const float>> grads, ValueSink& sink,
                              pb::PushResponse* response, absl::Time deadline) {
-  FULCRUM_RETURN_IF_ERROR(CheckTask(request.task(), "PushPull"));
   if (runtime::WireElementBytes(request.reply_dtype()) == 0) {
     return absl::InvalidArgumentError(absl::StrCat(name_, ": PushPull from ", request.task(),
                                                    ": unknown reply wire dtype ",

@@ -40,6 +40,7 @@
 #include "ps/request_checks.h"
 #include "ps/staleness.h"
 #include "runtime/chunk_plan.h"
+#include "runtime/wire_frame.h"
 
 namespace fulcrum::ps {
 
@@ -61,9 +62,7 @@ inline constexpr int kWaitingSlack = 4;
 // applied). Either way the variables are untouched and the push counts in pushes_nonfinite.
 enum class NonFinitePolicy { kError, kSkip };
 
-// Receives the values a pull reads, one chunk at a time, under that chunk's lock: the
-// generated-message path encodes them into a ChunkData (ProtoValueSink), the zero-copy path
-// copies them once into the reply's slice (ps/service.cc).
+// Receives the values a pull reads, one chunk at a time, under that chunk's lock.
 class ValueSink {
  public:
   virtual ~ValueSink() = default;
@@ -73,15 +72,16 @@ class ValueSink {
                        std::span<const std::span<const float>> parts) = 0;
 };
 
-// Appends each chunk to a generated message's ChunkData list.
-class ProtoValueSink final : public ValueSink {
+// Copies each pulled chunk once, under its lock, into one slice of an outgoing frame (the
+// reply of every transport: ps/service.cc, ps/in_process_client.cc).
+class FrameSink final : public ValueSink {
  public:
-  explicit ProtoValueSink(google::protobuf::RepeatedPtrField<pb::ChunkData>* out) : out_(out) {}
+  explicit FrameSink(std::vector<runtime::OutChunk>* out) : out_(out) {}
   size_t Write(int chunk, int64_t step, pb::WireDtype dtype,
                std::span<const std::span<const float>> parts) override;
 
  private:
-  google::protobuf::RepeatedPtrField<pb::ChunkData>* out_;
+  std::vector<runtime::OutChunk>* out_;
 };
 
 // --replicate_shards: where a primary shard's applies go before they take effect (the backup
@@ -155,33 +155,28 @@ class Shard {
   absl::Status CreateVariables(const pb::CreateVariablesRequest& request,
                                pb::CreateVariablesResponse* response);
 
-  // Reads the requested chunks (empty = all). With min_step > 0, first waits until each
-  // chunk's step reaches it, until Stop, or until the earlier of the request's timeout_ms
+  // The data methods take the request's header as the transport parsed it (its chunk
+  // payloads decoded or still to be written) and trust its task: each transport front checks
+  // that once per request with CheckTask (ps/service.cc, ps/in_process_client.cc).
+  //
+  // Reads the requested chunks (empty = all) into `sink` (in request.reply_dtype());
+  // *response gets the other fields. With min_step > 0, first waits until each chunk's step
+  // reaches it, until Stop, or until the earlier of the request's timeout_ms
   // (kDefaultPullWait when <= 0) and `deadline` (the caller's own deadline) —
   // DeadlineExceeded then, naming the chunk and the step it waited for.
-  absl::Status Pull(const pb::PullRequest& request, pb::PullResponse* response,
-                    absl::Time deadline = absl::InfiniteFuture());
-  // The same with the values going to `sink` (in request.reply_dtype()); *response gets the
-  // other fields.
   absl::Status Pull(const pb::PullRequest& request, ValueSink& sink, pb::PullResponse* response,
                     absl::Time deadline);
-  // Applies (async) or accumulates (sync) the request's chunk gradients. A request whose
-  // (task, request_id) was seen before applies nothing and is answered with duplicate=true;
-  // request_id 0 means the caller does not ask for deduplication. The whole request is
-  // validated before anything is applied (chunk ids, payload sizes, sync steps).
-  absl::Status Push(const pb::PushRequest& request, pb::PushResponse* response);
-  // The same with each chunk's gradient already decoded by the transport: grads[i] holds the
-  // floats of request.gradients(i) (whose data is then ignored; its wire_dtype tells the bytes
-  // it took on the wire).
+  // Applies (async) or accumulates (sync) the request's chunk gradients: grads[i] holds the
+  // floats of request.gradients(i) (whose data is ignored; its wire_dtype tells the bytes it
+  // took on the wire). A request whose (task, request_id) was seen before applies nothing and
+  // is answered with duplicate=true; request_id 0 means the caller does not ask for
+  // deduplication. The whole request is validated before anything is applied (chunk ids,
+  // gradient sizes, sync steps).
   absl::Status Push(const pb::PushRequest& request, std::span<const std::span<const float>> grads,
                     pb::PushResponse* response);
-  // Push, then Pull of the pushed chunks with the request's min_step and timeout_ms; the
-  // values go to response->values. A duplicate still pulls. With no_values (async) nothing is
-  // pulled; no_values with min_step > 0 is InvalidArgument.
-  absl::Status PushPull(const pb::PushRequest& request, pb::PushResponse* response,
-                        absl::Time deadline = absl::InfiniteFuture());
-  // The same over decoded gradients (as Push above), the values going to `sink` in
-  // request.reply_dtype().
+  // Push, then Pull of the pushed chunks with the request's min_step and timeout_ms, the
+  // values going to `sink` in request.reply_dtype(). A duplicate still pulls. With no_values
+  // (async) nothing is pulled; no_values with min_step > 0 is InvalidArgument.
   absl::Status PushPull(const pb::PushRequest& request, std::span<const std::span<const float>> grads,
                         ValueSink& sink, pb::PushResponse* response, absl::Time deadline);
 
@@ -330,11 +325,6 @@ class Shard {
   absl::Status PullChunks(Store& store, const std::vector<int>& chunk_ids, int64_t min_step,
                           int64_t timeout_ms, absl::Time deadline, pb::WireDtype dtype,
                           ValueSink& sink, int64_t* waited_us);
-  // A generated request's gradients decoded (float32 payloads viewed in place when aligned,
-  // others into *scratch); InvalidArgument naming the chunk for a bad payload.
-  absl::Status DecodeGradients(const pb::PushRequest& request,
-                               std::vector<std::vector<float>>& scratch,
-                               std::vector<std::span<const float>>& grads) const;
   // Checks a push before anything of it is applied (chunk ids, gradient sizes, finite values,
   // sync steps); grads[i] are the floats of request.gradients(i). A NaN or Inf is
   // InvalidArgument under NonFinitePolicy::kError; under kSkip *nonfinite is set and the push

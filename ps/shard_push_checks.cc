@@ -20,48 +20,6 @@
 
 namespace fulcrum::ps {
 
-absl::Status Shard::DecodeGradients(const pb::PushRequest& request,
-                                    std::vector<std::vector<float>>& scratch,
-                                    std::vector<std::span<const float>>& grads) const {
-  scratch.resize(static_cast<size_t>(request.gradients_size()));
-  grads.clear();
-  for (int i = 0; i < request.gradients_size(); ++i) {
-    const pb::ChunkData& g = request.gradients(i);
-    const int esize = runtime::WireElementBytes(g.wire_dtype());
-    absl::Status s;
-    if (g.wire_dtype() == pb::WIRE_F32) {
-      absl::StatusOr<std::span<const float>> floats =
-          runtime::ViewFloats(g.data(), static_cast<int64_t>(g.data().size() / 4),
-                              &scratch[static_cast<size_t>(i)], "gradient");
-      if (floats.ok() && g.data().size() % 4 == 0) {
-        grads.push_back(*floats);
-        continue;
-      }
-      s = absl::InvalidArgumentError(absl::StrCat("gradient payload of ", g.data().size(),
-                                                  " bytes is not a whole number of float32"));
-    } else if (esize == 0) {
-      s = absl::InvalidArgumentError(
-          absl::StrCat("unknown wire dtype ", static_cast<int>(g.wire_dtype())));
-    } else if (g.data().size() % static_cast<size_t>(esize) != 0) {
-      s = absl::InvalidArgumentError(absl::StrCat("gradient payload of ", g.data().size(),
-                                                  " bytes is not a whole number of ",
-                                                  runtime::WireDtypeName(g.wire_dtype())));
-    } else {
-      std::vector<float>& out = scratch[static_cast<size_t>(i)];
-      out.resize(g.data().size() / static_cast<size_t>(esize));
-      const std::span<float> dest[] = {out};
-      s = runtime::DecodePayload(g.data(), g.wire_dtype(), dest, "gradient");
-      if (s.ok()) {
-        grads.push_back(out);
-        continue;
-      }
-    }
-    return absl::InvalidArgumentError(absl::StrCat(name_, ": Push from ", request.task(),
-                                                   ": chunk ", g.chunk(), " ", s.message()));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status Shard::ValidatePush(const Store& store, const pb::PushRequest& request,
                                  std::span<const std::span<const float>> grads, bool* nonfinite) {
   *nonfinite = false;

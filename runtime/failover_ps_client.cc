@@ -35,34 +35,22 @@ PsClient::Done FailoverPsClient::Learn(PsClient* used, Done done) {
   };
 }
 
-void FailoverPsClient::PullAsync(const pb::PullRequest* request, pb::PullResponse* response,
+void FailoverPsClient::PullAsync(const pb::PullRequest* request, PullReply* response,
                                  absl::Duration timeout, Done done) {
   PsClient* c = PickForData();
   c->PullAsync(request, response, timeout, Learn(c, std::move(done)));
 }
 
-void FailoverPsClient::PushAsync(const pb::PushRequest* request, pb::PushResponse* response,
+void FailoverPsClient::PushAsync(const PushFrame* request, PushReply* response,
                                  absl::Duration timeout, Done done) {
   PsClient* c = PickForData();
   c->PushAsync(request, response, timeout, Learn(c, std::move(done)));
 }
 
-void FailoverPsClient::PushPullAsync(const pb::PushRequest* request, pb::PushResponse* response,
+void FailoverPsClient::PushPullAsync(const PushFrame* request, PushReply* response,
                                      absl::Duration timeout, Done done) {
   PsClient* c = PickForData();
   c->PushPullAsync(request, response, timeout, Learn(c, std::move(done)));
-}
-
-void FailoverPsClient::PullFrameAsync(const pb::PullRequest* request, PullReply* response,
-                                      absl::Duration timeout, Done done) {
-  PsClient* c = PickForData();
-  c->PullFrameAsync(request, response, timeout, Learn(c, std::move(done)));
-}
-
-void FailoverPsClient::PushPullFrameAsync(const PushFrame* request, PushReply* response,
-                                          absl::Duration timeout, Done done) {
-  PsClient* c = PickForData();
-  c->PushPullFrameAsync(request, response, timeout, Learn(c, std::move(done)));
 }
 
 absl::Status FailoverPsClient::CreateVariables(const pb::CreateVariablesRequest& request,

@@ -35,16 +35,12 @@ class FailoverPsClient final : public PsClient {
   PsClient* current() const;
 
   std::string target() const override { return current()->target(); }
-  void PullAsync(const pb::PullRequest* request, pb::PullResponse* response, absl::Duration timeout,
+  void PullAsync(const pb::PullRequest* request, PullReply* response, absl::Duration timeout,
                  Done done) override;
-  void PushAsync(const pb::PushRequest* request, pb::PushResponse* response, absl::Duration timeout,
+  void PushAsync(const PushFrame* request, PushReply* response, absl::Duration timeout,
                  Done done) override;
-  void PushPullAsync(const pb::PushRequest* request, pb::PushResponse* response,
-                     absl::Duration timeout, Done done) override;
-  void PullFrameAsync(const pb::PullRequest* request, PullReply* response, absl::Duration timeout,
-                      Done done) override;
-  void PushPullFrameAsync(const PushFrame* request, PushReply* response, absl::Duration timeout,
-                          Done done) override;
+  void PushPullAsync(const PushFrame* request, PushReply* response, absl::Duration timeout,
+                     Done done) override;
 
   absl::Status CreateVariables(const pb::CreateVariablesRequest& request,
                                pb::CreateVariablesResponse* response,

@@ -115,6 +115,8 @@ GrpcPsClient::GrpcPsClient(std::string name, const std::string& address,
       stub_(pb::ParameterServer::NewStub(channel_)),
       pull_method_("/fulcrum.pb.ParameterServer/Pull", grpc::internal::RpcMethod::NORMAL_RPC,
                    channel_),
+      push_method_("/fulcrum.pb.ParameterServer/Push", grpc::internal::RpcMethod::NORMAL_RPC,
+                   channel_),
       push_pull_method_("/fulcrum.pb.ParameterServer/PushPull",
                         grpc::internal::RpcMethod::NORMAL_RPC, channel_) {}
 
@@ -151,8 +153,8 @@ void GrpcPsClient::OverTcp(DataMethod method, const std::string& task,
   (*channel)->Call(method, std::move(body), timeout, std::move(parse), std::move(finish));
 }
 
-void GrpcPsClient::PullFrameAsync(const pb::PullRequest* request, PullReply* response,
-                                  absl::Duration timeout, Done done) {
+void GrpcPsClient::PullAsync(const pb::PullRequest* request, PullReply* response,
+                             absl::Duration timeout, Done done) {
   response->error = absl::OkStatus();
   response->bytes = 0;
   auto* call = FrameCall::Start("Pull", std::move(done), this);
@@ -174,69 +176,41 @@ void GrpcPsClient::PullFrameAsync(const pb::PullRequest* request, PullReply* res
       channel_.get(), pull_method_, &call->context, request, response, std::move(end));
 }
 
-void GrpcPsClient::PushPullFrameAsync(const PushFrame* request, PushReply* response,
-                                      absl::Duration timeout, Done done) {
+void GrpcPsClient::PushAsync(const PushFrame* request, PushReply* response, absl::Duration timeout,
+                             Done done) {
+  SendPush(DataMethod::kPush, push_method_, request, response, timeout, std::move(done));
+}
+
+void GrpcPsClient::PushPullAsync(const PushFrame* request, PushReply* response,
+                                 absl::Duration timeout, Done done) {
+  SendPush(DataMethod::kPushPull, push_pull_method_, request, response, timeout, std::move(done));
+}
+
+void GrpcPsClient::SendPush(DataMethod method, const grpc::internal::RpcMethod& rpc,
+                            const PushFrame* request, PushReply* response, absl::Duration timeout,
+                            Done done) {
+  const char* name = method == DataMethod::kPush ? "Push" : "PushPull";
   response->error = absl::OkStatus();
   response->bytes = 0;
-  auto* call = FrameCall::Start("PushPull", std::move(done), this);
+  auto* call = FrameCall::Start(name, std::move(done), this);
   grpc::ByteBuffer buffer;
   // On the tcp data plane, payloads at 4-byte offsets: the ps applies the gradients in place.
   if (tcp_data_plane_) SerializeFrame(*request, &buffer, /*align_payloads=*/true);
   const size_t sent = tcp_data_plane_ ? buffer.Length() : request->ByteSize();  // with any pads
-  auto end = [call, sent, response](const auto& status) {
-    profiler::ReportRpcBytes(call->client->observer(), call->client->peer(), "PushPull",
+  auto end = [call, name, sent, response](const auto& status) {
+    profiler::ReportRpcBytes(call->client->observer(), call->client->peer(), name,
                              call->begin_unix_us, sent, response->bytes);
-    call->Finish("PushPull", status, response->error);
+    call->Finish(name, status, response->error);
   };
   if (tcp_data_plane_) {
     std::vector<grpc::Slice> body;
     (void)buffer.Dump(&body);  // references the frame's slices (no copy)
-    return OverTcp(DataMethod::kPushPull, request->header.task(), std::move(body), timeout,
+    return OverTcp(method, request->header.task(), std::move(body), timeout,
                    ParseFrameInto(response), std::move(end));
   }
   call->context.set_deadline(DeadlineIn(timeout));
-  grpc::internal::CallbackUnaryCall<PushFrame, PushReply>(
-      channel_.get(), push_pull_method_, &call->context, request, response, std::move(end));
-}
-
-void GrpcPsClient::MessageOverTcp(DataMethod method, const std::string& task,
-                                  const google::protobuf::Message* request,
-                                  google::protobuf::Message* response, absl::Duration timeout,
-                                  Done done) {
-  const char* name = method == DataMethod::kPull   ? "Pull"
-                     : method == DataMethod::kPush ? "Push"
-                                                   : "PushPull";
-  auto* call = FrameCall::Start(name, std::move(done), this);
-  const std::string bytes = request->SerializeAsString();
-  std::vector<grpc::Slice> body;
-  body.emplace_back(bytes.data(), bytes.size());
-  auto parse_error = std::make_shared<absl::Status>();
-  OverTcp(
-      method, task, std::move(body), timeout,
-      [response, parse_error](grpc::ByteBuffer* reply) {
-        grpc::Slice whole;
-        if (!reply->DumpToSingleSlice(&whole).ok() ||
-            !response->ParseFromArray(whole.begin(), static_cast<int>(whole.size()))) {
-          *parse_error = absl::InvalidArgumentError("the reply does not parse as protobuf");
-        }
-        return absl::OkStatus();
-      },
-      [call, name, request, response, parse_error](absl::Status status) {
-        Report(call->client, name, call->begin_unix_us, *request, *response);
-        call->Finish(name, status, *parse_error);
-      });
-}
-
-void GrpcPsClient::PullAsync(const pb::PullRequest* request, pb::PullResponse* response,
-                             absl::Duration timeout, Done done) {
-  if (tcp_data_plane_) {
-    return MessageOverTcp(DataMethod::kPull, request->task(), request, response, timeout,
-                          std::move(done));
-  }
-  StartCall("Pull", this, timeout, request, response, std::move(done),
-            [&](grpc::ClientContext* ctx, std::function<void(grpc::Status)> cb) {
-              stub_->async()->Pull(ctx, request, response, std::move(cb));
-            });
+  grpc::internal::CallbackUnaryCall<PushFrame, PushReply>(channel_.get(), rpc, &call->context,
+                                                          request, response, std::move(end));
 }
 
 void GrpcPsClient::ReplicateAsync(const pb::ReplicateRequest* request,
@@ -245,30 +219,6 @@ void GrpcPsClient::ReplicateAsync(const pb::ReplicateRequest* request,
   StartCall("Replicate", this, timeout, request, response, std::move(done),
             [&](grpc::ClientContext* ctx, std::function<void(grpc::Status)> cb) {
               stub_->async()->Replicate(ctx, request, response, std::move(cb));
-            });
-}
-
-void GrpcPsClient::PushAsync(const pb::PushRequest* request, pb::PushResponse* response,
-                             absl::Duration timeout, Done done) {
-  if (tcp_data_plane_) {
-    return MessageOverTcp(DataMethod::kPush, request->task(), request, response, timeout,
-                          std::move(done));
-  }
-  StartCall("Push", this, timeout, request, response, std::move(done),
-            [&](grpc::ClientContext* ctx, std::function<void(grpc::Status)> cb) {
-              stub_->async()->Push(ctx, request, response, std::move(cb));
-            });
-}
-
-void GrpcPsClient::PushPullAsync(const pb::PushRequest* request, pb::PushResponse* response,
-                                 absl::Duration timeout, Done done) {
-  if (tcp_data_plane_) {
-    return MessageOverTcp(DataMethod::kPushPull, request->task(), request, response, timeout,
-                          std::move(done));
-  }
-  StartCall("PushPull", this, timeout, request, response, std::move(done),
-            [&](grpc::ClientContext* ctx, std::function<void(grpc::Status)> cb) {
-              stub_->async()->PushPull(ctx, request, response, std::move(cb));
             });
 }
 

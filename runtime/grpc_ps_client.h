@@ -41,19 +41,13 @@ class GrpcPsClient final : public PsClient {
   // The channel (its own connection): other stubs on it share that connection.
   const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
 
-  void PullAsync(const pb::PullRequest* request, pb::PullResponse* response, absl::Duration timeout,
+  // The data calls: frames serialized from borrowed memory and parsed into the reply's sink.
+  void PullAsync(const pb::PullRequest* request, PullReply* response, absl::Duration timeout,
                  Done done) override;
-  void PushAsync(const pb::PushRequest* request, pb::PushResponse* response, absl::Duration timeout,
+  void PushAsync(const PushFrame* request, PushReply* response, absl::Duration timeout,
                  Done done) override;
-  void PushPullAsync(const pb::PushRequest* request, pb::PushResponse* response,
-                     absl::Duration timeout, Done done) override;
-
-  // The zero-copy data path: frames serialized from borrowed memory and parsed into the
-  // reply's sink, on the same method names as the generated calls.
-  void PullFrameAsync(const pb::PullRequest* request, PullReply* response, absl::Duration timeout,
-                      Done done) override;
-  void PushPullFrameAsync(const PushFrame* request, PushReply* response, absl::Duration timeout,
-                          Done done) override;
+  void PushPullAsync(const PushFrame* request, PushReply* response, absl::Duration timeout,
+                     Done done) override;
 
   absl::Status CreateVariables(const pb::CreateVariablesRequest& request,
                                pb::CreateVariablesResponse* response,
@@ -72,7 +66,7 @@ class GrpcPsClient final : public PsClient {
   absl::Status ReleaseWorkers(const pb::ReleaseWorkersRequest& request,
                               absl::Duration timeout) override;
 
-  // --data_plane=tcp: the data calls (Pull, Push, PushPull, as messages and as frames) go
+  // --data_plane=tcp: the data calls (Pull, Push, PushPull) go
   // over a tcp data-plane connection (runtime/tcp_data_channel.h) instead of this channel. It is
   // opened through OpenDataPlane on the first such call and again on the first call after it failed
   // (a ps restarted); that call waits for it, within its own timeout. Set before the first call.
@@ -115,6 +109,7 @@ class GrpcPsClient final : public PsClient {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<pb::ParameterServer::Stub> stub_;
   grpc::internal::RpcMethod pull_method_;
+  grpc::internal::RpcMethod push_method_;
   grpc::internal::RpcMethod push_pull_method_;
   bool tcp_data_plane_ = false;
   std::optional<int> shard_;
@@ -123,10 +118,9 @@ class GrpcPsClient final : public PsClient {
   // `finish` ends the call (at once, with the reason, when no connection can be opened).
   void OverTcp(DataMethod method, const std::string& task, std::vector<grpc::Slice> body,
                absl::Duration timeout, TcpDataChannel::ParseReply parse, Done finish);
-  // A generated-message data call over the tcp data plane.
-  void MessageOverTcp(DataMethod method, const std::string& task,
-                      const google::protobuf::Message* request, google::protobuf::Message* response,
-                      absl::Duration timeout, Done done);
+  // Push or PushPull: over this channel's `rpc`, or the tcp data plane's `method`.
+  void SendPush(DataMethod method, const grpc::internal::RpcMethod& rpc, const PushFrame* request,
+                PushReply* response, absl::Duration timeout, Done done);
   // The live data-plane connection of `task` (a connection serves the task its ticket was
   // issued to), opened (again) when there is none or it failed.
   absl::StatusOr<std::shared_ptr<TcpDataChannel>> DataChannel(const std::string& task,

@@ -1,7 +1,8 @@
 // runtime: the client side of the PS contract (proto/ps.proto), one interface with two
-// implementations: GrpcPsClient (runtime/grpc_ps_client.h) talks to a ps process over gRPC;
-// the in-process client (ps/in_process_client.h) calls a shard in the same process. The
-// same contract tests run over both.
+// implementations: GrpcPsClient (runtime/grpc_ps_client.h) talks to a ps process over gRPC
+// (its data calls over gRPC or the tcp data plane); the in-process client
+// (ps/in_process_client.h) hands the same frames to a shard in the same process. The same
+// contract tests run over all three.
 // Thread-safety: every method may be called from many threads at once.
 #pragma once
 
@@ -25,28 +26,22 @@ class PsClient {
   // Where the calls go ("localhost:2222", or "in-process ps:0").
   virtual std::string target() const = 0;
 
-  // Asynchronous data path: request and response must stay alive until `done` runs.
-  // `timeout` bounds the whole call, any wait on the PS included.
-  virtual void PullAsync(const pb::PullRequest* request, pb::PullResponse* response,
-                         absl::Duration timeout, Done done) = 0;
-  virtual void PushAsync(const pb::PushRequest* request, pb::PushResponse* response,
-                         absl::Duration timeout, Done done) = 0;
-  virtual void PushPullAsync(const pb::PushRequest* request, pb::PushResponse* response,
-                             absl::Duration timeout, Done done) = 0;
-
-  // The zero-copy data path (runtime/wire_frame.h), what runtime::ShardedVariables uses: the
-  // request's payload slices are sent from the memory they borrow, which must stay unchanged
-  // until `done` runs; each reply chunk's payload goes to response->sink while the reply is
-  // parsed (and a sink's error is response->error and the call's status). These defaults go
-  // through the generated-message calls above with copies (the in-process client);
-  // GrpcPsClient sends and parses the frames themselves.
+  // The data path, on the zero-copy frames of runtime/wire_frame.h (the only form the PS
+  // speaks): request and response must stay alive, and a request's payload slices (which
+  // borrow the caller's memory) unchanged, until `done` runs. Each reply chunk's payload goes
+  // to response->sink while the reply is parsed (without a sink: decoded into
+  // response->floats); a sink's error is response->error and the call's status. `timeout`
+  // bounds the whole call, any wait on the PS included.
   using PushFrame = OutFrame<pb::PushRequest>;
   using PullReply = InFrame<pb::PullResponse>;
   using PushReply = InFrame<pb::PushResponse>;
-  virtual void PullFrameAsync(const pb::PullRequest* request, PullReply* response,
-                              absl::Duration timeout, Done done);
-  virtual void PushPullFrameAsync(const PushFrame* request, PushReply* response,
-                                  absl::Duration timeout, Done done);
+  virtual void PullAsync(const pb::PullRequest* request, PullReply* response,
+                         absl::Duration timeout, Done done) = 0;
+  // A push's reply carries no chunks (only the header).
+  virtual void PushAsync(const PushFrame* request, PushReply* response, absl::Duration timeout,
+                         Done done) = 0;
+  virtual void PushPullAsync(const PushFrame* request, PushReply* response, absl::Duration timeout,
+                             Done done) = 0;
 
   // Blocking control path.
   virtual absl::Status CreateVariables(const pb::CreateVariablesRequest& request,
@@ -72,12 +67,9 @@ class PsClient {
                                       absl::Duration timeout) = 0;
 
   // Blocking forms of the data path, built on the asynchronous calls.
-  absl::Status Pull(const pb::PullRequest& request, pb::PullResponse* response,
-                    absl::Duration timeout);
-  absl::Status Push(const pb::PushRequest& request, pb::PushResponse* response,
-                    absl::Duration timeout);
-  absl::Status PushPull(const pb::PushRequest& request, pb::PushResponse* response,
-                        absl::Duration timeout);
+  absl::Status Pull(const pb::PullRequest& request, PullReply* response, absl::Duration timeout);
+  absl::Status Push(const PushFrame& request, PushReply* response, absl::Duration timeout);
+  absl::Status PushPull(const PushFrame& request, PushReply* response, absl::Duration timeout);
 };
 
 }  // namespace fulcrum::runtime

@@ -137,7 +137,7 @@ absl::Status ShardedVariables::PullAll(int64_t min_step, absl::Duration timeout,
     slot->pull_request.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
     slot->dest = Spans<float>(slot->ps, slot->chunk, values);
     slot->pull_reply.sink = ExpectChunk(slot, "pulled values");
-    clients_[static_cast<size_t>(slot->ps)]->PullFrameAsync(
+    clients_[static_cast<size_t>(slot->ps)]->PullAsync(
         &slot->pull_request, &slot->pull_reply, timeout + kCallSlack,
         [slot, &pending](absl::Status s) {
           if (s.ok() && slot->replies != 1) {
@@ -221,7 +221,7 @@ void ShardedVariables::SendPushPull(Slot* slot, std::span<ops::Tensor> values,
                                     absl::Duration timeout, PsClient::Done done) {
   slot->dest = Spans<float>(slot->ps, slot->chunk, values);
   slot->push_reply.sink = ExpectChunk(slot, "returned values");
-  clients_[static_cast<size_t>(slot->ps)]->PushPullFrameAsync(
+  clients_[static_cast<size_t>(slot->ps)]->PushPullAsync(
       &slot->push, &slot->push_reply, timeout + kCallSlack,
       [slot, done = std::move(done)](absl::Status s) {
         const int expected = slot->push.header.no_values() ? 0 : 1;
@@ -263,7 +263,7 @@ void ShardedVariables::StartChunkPull(int index, std::span<ops::Tensor> values,
   slot->pull_request.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
   slot->dest = Spans<float>(slot->ps, slot->chunk, values);
   slot->pull_reply.sink = ExpectChunk(slot, "pulled values");
-  clients_[static_cast<size_t>(slot->ps)]->PullFrameAsync(
+  clients_[static_cast<size_t>(slot->ps)]->PullAsync(
       &slot->pull_request, &slot->pull_reply, timeout + kCallSlack,
       [slot, done = std::move(done)](absl::Status s) {
         if (s.ok() && slot->replies != 1) {

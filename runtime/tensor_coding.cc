@@ -36,21 +36,4 @@ absl::Status DecodeFloats(absl::string_view bytes, std::span<const std::span<flo
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::span<const float>> ViewFloats(absl::string_view bytes, int64_t expected,
-                                                  std::vector<float>* scratch,
-                                                  absl::string_view what) {
-  if (expected < 0 || bytes.size() != static_cast<size_t>(expected) * sizeof(float)) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": payload has ", bytes.size(),
-                                                   " bytes, expected ", expected * 4, " (",
-                                                   expected, " float32)"));
-  }
-  const size_t n = static_cast<size_t>(expected);
-  if (reinterpret_cast<uintptr_t>(bytes.data()) % alignof(float) == 0) {
-    return std::span<const float>(reinterpret_cast<const float*>(bytes.data()), n);
-  }
-  scratch->resize(n);
-  if (n > 0) std::memcpy(scratch->data(), bytes.data(), bytes.size());
-  return std::span<const float>(scratch->data(), n);
-}
-
 }  // namespace fulcrum::runtime

@@ -1,7 +1,6 @@
-// runtime: tensors on the wire. Every tensor payload (a chunk's values or gradients) is its
-// float32 elements as raw little-endian bytes, the parts laid end to end — never a repeated
-// float field. This is the one place that knows the encoding, so a zero-copy path can
-// replace it without touching the PS or the worker.
+// runtime: float32 tensors held in a bytes field (a checkpoint's values and slots): the
+// elements as raw little-endian bytes, the parts laid end to end, never a repeated float
+// field. The data path's payloads are the frames' (runtime/wire_frame.h).
 // Thread-safety: pure functions.
 #pragma once
 
@@ -27,11 +26,5 @@ void EncodeFloats(std::span<const std::span<const float>> parts, std::string* ou
 // is not exactly the parts' total size.
 absl::Status DecodeFloats(absl::string_view bytes, std::span<const std::span<float>> parts,
                           absl::string_view what);
-
-// The payload as floats without a copy when it is suitably aligned, else copied into
-// *scratch. InvalidArgument naming `what` unless it holds exactly `expected` floats.
-absl::StatusOr<std::span<const float>> ViewFloats(absl::string_view bytes, int64_t expected,
-                                                  std::vector<float>* scratch,
-                                                  absl::string_view what);
 
 }  // namespace fulcrum::runtime

@@ -58,7 +58,7 @@ using Pieces = absl::InlinedVector<std::span<const char>, 8>;
 // is not exactly the parts' elements in that dtype; `dest` is untouched then.
 absl::Status DecodePayload(const Pieces& pieces, pb::WireDtype dtype,
                            std::span<const std::span<float>> dest, absl::string_view what);
-// The same for a payload held in one string (the generated-message path).
+// The same for a payload held in one string.
 absl::Status DecodePayload(absl::string_view bytes, pb::WireDtype dtype,
                            std::span<const std::span<float>> dest, absl::string_view what);
 // Writes the parts' floats in `dtype` to dst (elements × WireElementBytes(dtype) bytes).
@@ -150,6 +150,14 @@ struct InFrame {
 
   // Parses `buffer` into this frame (clearing what it held before).
   absl::Status Parse(grpc::ByteBuffer* buffer);
+  // Takes `out` as this frame without serializing it (the in-process transport): the header
+  // and chunk metas copied, each chunk's payload slices handed over as its pieces, as Parse
+  // would hand them (so a borrowed float32 payload points into out's slices).
+  absl::Status Deliver(const OutFrame<Header>& out);
+
+ private:
+  // One parsed chunk: its payload to the sink, borrowed, or decoded into `floats`.
+  absl::Status TakeChunk(const pb::ChunkData& meta, const Pieces& pieces);
 };
 
 // Decodes a payload into pooled floats (the ps's gradients): element count from its length.
@@ -166,6 +174,22 @@ size_t OutFrame<Header>::ByteSize() const {
 }
 
 template <typename Header>
+absl::Status InFrame<Header>::TakeChunk(const pb::ChunkData& meta, const Pieces& pieces) {
+  if (sink) return sink(meta, pieces);
+  if (borrow_aligned_f32) {
+    if (auto borrowed = BorrowFloats(meta, pieces)) {
+      values.push_back(*borrowed);
+      return absl::OkStatus();
+    }
+  }
+  absl::StatusOr<PooledFloats> f = DecodeToFloats(meta, pieces);
+  if (!f.ok()) return f.status();
+  floats.push_back(std::move(*f));
+  values.push_back(floats.back().span());
+  return absl::OkStatus();
+}
+
+template <typename Header>
 absl::Status InFrame<Header>::Parse(grpc::ByteBuffer* buffer) {
   header.Clear();
   floats.clear();
@@ -177,24 +201,34 @@ absl::Status InFrame<Header>::Parse(grpc::ByteBuffer* buffer) {
   error = ParseChunkFrame(buffer, ChunkField(&header), &rest,
                           [&](const pb::ChunkData& meta, const Pieces& pieces) -> absl::Status {
                             metas.push_back(meta);
-                            if (sink) return sink(meta, pieces);
-                            if (borrow_aligned_f32) {
-                              if (auto borrowed = BorrowFloats(meta, pieces)) {
-                                values.push_back(*borrowed);
-                                return absl::OkStatus();
-                              }
-                            }
-                            absl::StatusOr<PooledFloats> f = DecodeToFloats(meta, pieces);
-                            if (!f.ok()) return f.status();
-                            floats.push_back(std::move(*f));
-                            values.push_back(floats.back().span());
-                            return absl::OkStatus();
+                            return TakeChunk(meta, pieces);
                           });
   if (error.ok() && !header.ParseFromString(rest)) {
     error = absl::InvalidArgumentError("the message's fields do not parse as protobuf");
   }
   list->Clear();  // a generated parse of `rest` holds none; metas are ours
   for (pb::ChunkData& m : metas) *list->Add() = std::move(m);
+  return error;
+}
+
+template <typename Header>
+absl::Status InFrame<Header>::Deliver(const OutFrame<Header>& out) {
+  header = out.header;
+  floats.clear();
+  values.clear();
+  bytes = out.ByteSize();
+  error = absl::OkStatus();
+  auto* list = ChunkList(&header);
+  list->Clear();
+  for (const OutChunk& c : out.chunks) {
+    Pieces pieces;
+    for (const grpc::Slice& s : c.slices) {
+      if (s.size() > 0) pieces.emplace_back(reinterpret_cast<const char*>(s.begin()), s.size());
+    }
+    *list->Add() = c.meta;
+    error = TakeChunk(c.meta, pieces);
+    if (!error.ok()) break;
+  }
   return error;
 }
 

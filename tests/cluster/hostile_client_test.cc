@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "gmock/gmock.h"
 #include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/support/byte_buffer.h"
@@ -36,6 +36,7 @@
 #include "runtime/tcp_wire.h"
 #include "runtime/tensor_coding.h"
 #include "tests/testing/cluster.h"
+#include "tests/testing/frame_calls.h"
 #include "tests/testing/subprocess.h"
 
 namespace fulcrum {
@@ -135,7 +136,7 @@ class HostileClientTest : public ::testing::Test {
     pb::PullRequest pull;
     pull.set_task("chief:0");
     pb::PullResponse pulled;
-    const absl::Status status = client_->Pull(pull, &pulled, kTimeout);
+    const absl::Status status = testing::CallPull(*client_, pull, &pulled, kTimeout);
     EXPECT_TRUE(status.ok()) << status;
     for (const auto& c : pulled.chunks()) s.values += c.data();
     pb::StatsResponse stats;
@@ -202,22 +203,23 @@ TEST_F(HostileClientTest, EveryMaliciousRequestIsRefusedAndTheStateIsUnchanged) 
   ASSERT_TRUE(
       client_->CreateVariables(Definition(dir_, {Var("w", {16, 8})}), &created, kTimeout).ok());
   pb::PushResponse pushed;
-  ASSERT_TRUE(
-      client_->Push(Gradient("worker:0", 1, std::vector<float>(128, 0.5f)), &pushed, kTimeout)
-          .ok());
+  ASSERT_TRUE(testing::CallPush(*client_, Gradient("worker:0", 1, std::vector<float>(128, 0.5f)),
+                                &pushed, kTimeout)
+                  .ok());
   const State before = Snapshot();
   EXPECT_EQ(before.global_step, 1);
 
   // Pushes under names outside the spec; 30,000 distinct names (once 164 MB).
-  ExpectRefused(
-      client_->Push(Gradient("mallory:0", 2, std::vector<float>(128, 9.0f)), &pushed, kTimeout),
-      absl::StatusCode::kInvalidArgument, "not a chief or worker task");
+  ExpectRefused(testing::CallPush(*client_, Gradient("mallory:0", 2, std::vector<float>(128, 9.0f)),
+                                  &pushed, kTimeout),
+                absl::StatusCode::kInvalidArgument, "not a chief or worker task");
   const int64_t rss_before_kb = ProcStatus(pid(), "VmRSS");
   for (int i = 0; i < 30000; ++i) {
     pb::PullRequest pull;
     pull.set_task(absl::StrCat("stranger:", i));
     pb::PullResponse pulled;
-    ASSERT_EQ(client_->Pull(pull, &pulled, kTimeout).code(), absl::StatusCode::kInvalidArgument);
+    ASSERT_EQ(testing::CallPull(*client_, pull, &pulled, kTimeout).code(),
+              absl::StatusCode::kInvalidArgument);
   }
   const int64_t rss_growth_kb = ProcStatus(pid(), "VmRSS") - rss_before_kb;
   EXPECT_LT(rss_growth_kb, 32 * 1024) << "ps RSS grew by " << rss_growth_kb << " kB";
@@ -227,28 +229,29 @@ TEST_F(HostileClientTest, EveryMaliciousRequestIsRefusedAndTheStateIsUnchanged) 
   // chunk: nothing of the push is applied.
   std::vector<float> nan(128, 0.0f);
   nan[5] = std::numeric_limits<float>::quiet_NaN();
-  ExpectRefused(client_->Push(Gradient("worker:0", 3, nan), &pushed, kTimeout),
+  ExpectRefused(testing::CallPush(*client_, Gradient("worker:0", 3, nan), &pushed, kTimeout),
                 absl::StatusCode::kInvalidArgument, "holds a NaN or an Inf");
   nan[5] = std::numeric_limits<float>::infinity();
-  ExpectRefused(client_->PushPull(Gradient("worker:1", 4, nan), &pushed, kTimeout),
+  ExpectRefused(testing::CallPushPull(*client_, Gradient("worker:1", 4, nan), &pushed, kTimeout),
                 absl::StatusCode::kInvalidArgument, "holds a NaN or an Inf");
+  ExpectRefused(testing::CallPush(*client_, Gradient("worker:0", 5, std::vector<float>(3, 1.0f)),
+                                  &pushed, kTimeout),
+                absl::StatusCode::kInvalidArgument, "ps:0");
   ExpectRefused(
-      client_->Push(Gradient("worker:0", 5, std::vector<float>(3, 1.0f)), &pushed, kTimeout),
-      absl::StatusCode::kInvalidArgument, "ps:0");
-  ExpectRefused(
-      client_->Push(Gradient("worker:0", 6, std::vector<float>(128, 1.0f), 7), &pushed, kTimeout),
+      testing::CallPush(*client_, Gradient("worker:0", 6, std::vector<float>(128, 1.0f), 7),
+                        &pushed, kTimeout),
       absl::StatusCode::kInvalidArgument, "chunk 7");
   // One chunk named 1000 times in a pull (once a 941 MB reply), twice in a push (counted twice).
   pb::PullRequest amplifying;
   amplifying.set_task("worker:0");
   for (int i = 0; i < 1000; ++i) amplifying.add_chunks(0);
   pb::PullResponse amplified;
-  ExpectRefused(client_->Pull(amplifying, &amplified, kTimeout), absl::StatusCode::kInvalidArgument,
-                "chunk 0 is named more than once");
+  ExpectRefused(testing::CallPull(*client_, amplifying, &amplified, kTimeout),
+                absl::StatusCode::kInvalidArgument, "chunk 0 is named more than once");
   pb::PushRequest twice = Gradient("worker:0", 7, std::vector<float>(128, 1.0f));
   *twice.add_gradients() = twice.gradients(0);
-  ExpectRefused(client_->Push(twice, &pushed, kTimeout), absl::StatusCode::kInvalidArgument,
-                "chunk 0 is named more than once");
+  ExpectRefused(testing::CallPush(*client_, twice, &pushed, kTimeout),
+                absl::StatusCode::kInvalidArgument, "chunk 0 is named more than once");
   // A second CreateVariables (another run replacing every weight) is refused.
   pb::CreateVariablesRequest replace = Definition(dir_, {Var("w", {16, 8})});
   replace.set_run_id("mallory-run");
@@ -378,7 +381,8 @@ TEST_F(HostileClientTest, EveryMaliciousRequestIsRefusedAndTheStateIsUnchanged) 
         pull.set_min_step(1000000);
         pull.set_timeout_ms(3000);
         pb::PullResponse pulled;
-        if (absl::IsResourceExhausted(client_->Pull(pull, &pulled, kTimeout))) ++waiting_refused;
+        if (absl::IsResourceExhausted(testing::CallPull(*client_, pull, &pulled, kTimeout)))
+          ++waiting_refused;
       });
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));
@@ -391,9 +395,9 @@ TEST_F(HostileClientTest, EveryMaliciousRequestIsRefusedAndTheStateIsUnchanged) 
   EXPECT_EQ(Snapshot(), before);
 
   // After all of it the ps still serves its workers.
-  ASSERT_TRUE(
-      client_->Push(Gradient("worker:1", 99, std::vector<float>(128, 0.5f)), &pushed, kTimeout)
-          .ok());
+  ASSERT_TRUE(testing::CallPush(*client_, Gradient("worker:1", 99, std::vector<float>(128, 0.5f)),
+                                &pushed, kTimeout)
+                  .ok());
   EXPECT_EQ(Snapshot().global_step, before.global_step + 1);
   EXPECT_GT(pid(), 0);
   EXPECT_EQ(::kill(pid(), 0), 0) << "the ps died:\n" << cluster_->Logs();
@@ -408,28 +412,28 @@ TEST_F(HostileClientTest, AnAbsurdGradientIsRefusedAndTheModelKept) {
       client_->CreateVariables(Definition(dir_, {Var("w", {16, 8})}), &created, kTimeout).ok());
   pb::PushResponse pushed;
   // The very first push may already be absurd: squares past float's range are refused.
-  ExpectRefused(
-      client_->Push(Gradient("worker:0", 1, std::vector<float>(128, 3e38f)), &pushed, kTimeout),
-      absl::StatusCode::kInvalidArgument, "is beyond float's range");
+  ExpectRefused(testing::CallPush(*client_, Gradient("worker:0", 1, std::vector<float>(128, 3e38f)),
+                                  &pushed, kTimeout),
+                absl::StatusCode::kInvalidArgument, "is beyond float's range");
   for (uint64_t i = 0; i < 20; ++i) {  // a history of ordinary gradients, norms 0.5 to 1.1
-    ASSERT_TRUE(
-        client_
-            ->Push(Gradient("worker:1", 100 + i, std::vector<float>(128, 0.05f + 0.005f * i)),
-                   &pushed, kTimeout)
-            .ok());
+    ASSERT_TRUE(testing::CallPush(
+                    *client_,
+                    Gradient("worker:1", 100 + i, std::vector<float>(128, 0.05f + 0.005f * i)),
+                    &pushed, kTimeout)
+                    .ok());
   }
   const State before = Snapshot();
-  ExpectRefused(
-      client_->Push(Gradient("worker:0", 2, std::vector<float>(128, 1e4f)), &pushed, kTimeout),
-      absl::StatusCode::kInvalidArgument, "x the median");
+  ExpectRefused(testing::CallPush(*client_, Gradient("worker:0", 2, std::vector<float>(128, 1e4f)),
+                                  &pushed, kTimeout),
+                absl::StatusCode::kInvalidArgument, "x the median");
   EXPECT_EQ(Snapshot(), before);
   pb::StatsResponse stats;
   ASSERT_TRUE(client_->Stats(&stats, kTimeout).ok());
   EXPECT_EQ(stats.pushes_absurd(), 2);
   // A gradient ten times larger than the recent ones (a spike of real training) goes through.
-  ASSERT_TRUE(
-      client_->Push(Gradient("worker:0", 3, std::vector<float>(128, 1.0f)), &pushed, kTimeout)
-          .ok());
+  ASSERT_TRUE(testing::CallPush(*client_, Gradient("worker:0", 3, std::vector<float>(128, 1.0f)),
+                                &pushed, kTimeout)
+                  .ok());
   EXPECT_EQ(Snapshot().global_step, before.global_step + 1);
 }
 
@@ -442,28 +446,29 @@ TEST_F(HostileClientTest, ARunOfEmptyPushesIsRefusedAndStopsMovingTheStep) {
       client_->CreateVariables(Definition(dir_, {Var("w", {16, 8})}), &created, kTimeout).ok());
   pb::PushResponse pushed;
   for (uint64_t i = 1; i < 200; ++i) {
-    ASSERT_TRUE(
-        client_->Push(Gradient("worker:0", i, std::vector<float>(128, 0.0f)), &pushed, kTimeout)
-            .ok())
+    ASSERT_TRUE(testing::CallPush(*client_, Gradient("worker:0", i, std::vector<float>(128, 0.0f)),
+                                  &pushed, kTimeout)
+                    .ok())
         << i;
   }
   const State before = Snapshot();
   ExpectRefused(
-      client_->Push(Gradient("worker:0", 200, std::vector<float>(128, 0.0f)), &pushed, kTimeout),
+      testing::CallPush(*client_, Gradient("worker:0", 200, std::vector<float>(128, 0.0f)), &pushed,
+                        kTimeout),
       absl::StatusCode::kFailedPrecondition,
       "200 pushes in a row with every gradient exactly zero");
   EXPECT_EQ(Snapshot(), before);
   // Another task's count is its own.
-  ASSERT_TRUE(
-      client_->Push(Gradient("worker:1", 1, std::vector<float>(128, 0.0f)), &pushed, kTimeout)
-          .ok());
+  ASSERT_TRUE(testing::CallPush(*client_, Gradient("worker:1", 1, std::vector<float>(128, 0.0f)),
+                                &pushed, kTimeout)
+                  .ok());
   // A gradient resets the count.
-  ASSERT_TRUE(
-      client_->Push(Gradient("worker:0", 201, std::vector<float>(128, 0.01f)), &pushed, kTimeout)
-          .ok());
-  ASSERT_TRUE(
-      client_->Push(Gradient("worker:0", 202, std::vector<float>(128, 0.0f)), &pushed, kTimeout)
-          .ok());
+  ASSERT_TRUE(testing::CallPush(*client_, Gradient("worker:0", 201, std::vector<float>(128, 0.01f)),
+                                &pushed, kTimeout)
+                  .ok());
+  ASSERT_TRUE(testing::CallPush(*client_, Gradient("worker:0", 202, std::vector<float>(128, 0.0f)),
+                                &pushed, kTimeout)
+                  .ok());
   pb::StatsResponse stats;
   ASSERT_TRUE(client_->Stats(&stats, kTimeout).ok());
   EXPECT_EQ(stats.pushes_empty_refused(), 1);
@@ -514,8 +519,9 @@ TEST_F(HostileClientTest, AConnectionFloodOnTheDataPortLeavesThePsBoundedAndServ
   }
   ASSERT_TRUE(opened.ok()) << opened;
   pb::PushResponse pushed;
-  ASSERT_TRUE(
-      worker.Push(Gradient("worker:0", 1, std::vector<float>(128, 0.5f)), &pushed, kTimeout).ok());
+  ASSERT_TRUE(testing::CallPush(worker, Gradient("worker:0", 1, std::vector<float>(128, 0.5f)),
+                                &pushed, kTimeout)
+                  .ok());
   EXPECT_EQ(Snapshot().global_step, 1);
   // The flood's log is bounded too: a few lines a second, not one per connection.
   const double seconds = absl::ToDoubleSeconds(absl::Now() - flood_start);

@@ -23,6 +23,7 @@
 #include "runtime/tcp_wire.h"
 #include "runtime/tensor_coding.h"
 #include "tests/testing/cluster.h"
+#include "tests/testing/frame_calls.h"
 #include "tests/testing/subprocess.h"
 
 namespace fulcrum {
@@ -235,7 +236,7 @@ TEST_F(SecurityClusterTest, ACallWithoutTheRightTokenIsRefusedAndChangesNothing)
   for (const fs::path& token : {fs::path(), WrongToken()}) {
     runtime::GrpcPsClient worker("ps:0", address, As(Certs(), "worker:0", token));
     pb::PushResponse pushed;
-    const absl::Status s = worker.Push(Gradient("worker:0", 1), &pushed, kTimeout);
+    const absl::Status s = testing::CallPush(worker, Gradient("worker:0", 1), &pushed, kTimeout);
     EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated) << token << ": " << s;
     EXPECT_THAT(s.message(), HasSubstr("missing or wrong auth token"));
     EXPECT_EQ(worker.Stop("intruder", kTimeout).code(), absl::StatusCode::kUnauthenticated);
@@ -247,7 +248,7 @@ TEST_F(SecurityClusterTest, ACallWithoutTheRightTokenIsRefusedAndChangesNothing)
   // The same push with the token is applied: the refusals were for the token alone.
   runtime::GrpcPsClient worker("ps:0", address, As(Certs(), "worker:0", Token()));
   pb::PushResponse pushed;
-  ASSERT_TRUE(worker.Push(Gradient("worker:0", 1), &pushed, kTimeout).ok());
+  ASSERT_TRUE(testing::CallPush(worker, Gradient("worker:0", 1), &pushed, kTimeout).ok());
   EXPECT_EQ(Stats().global_step(), before.global_step() + 1);
 }
 
@@ -257,7 +258,8 @@ TEST_F(SecurityClusterTest, ACertificateOfAnotherCaOrPlaintextCannotConnect) {
   runtime::GrpcPsClient stranger("ps:0", address, As(Other(), "worker:0", Token()));
   EXPECT_FALSE(stranger.WaitUntilReady(absl::Seconds(2)));
   pb::PushResponse pushed;
-  const absl::Status s = stranger.Push(Gradient("worker:0", 1), &pushed, absl::Seconds(3));
+  const absl::Status s =
+      testing::CallPush(stranger, Gradient("worker:0", 1), &pushed, absl::Seconds(3));
   EXPECT_THAT(s.code(),
               ::testing::AnyOf(absl::StatusCode::kUnavailable, absl::StatusCode::kDeadlineExceeded))
       << s;
@@ -266,7 +268,8 @@ TEST_F(SecurityClusterTest, ACertificateOfAnotherCaOrPlaintextCannotConnect) {
   auto plain = runtime::TransportSecurity::Load(token_only, "worker:0", "worker-0");
   ASSERT_TRUE(plain.ok()) << plain.status();
   runtime::GrpcPsClient plaintext("ps:0", address, *plain);
-  EXPECT_FALSE(plaintext.Push(Gradient("worker:0", 2), &pushed, absl::Seconds(3)).ok());
+  EXPECT_FALSE(
+      testing::CallPush(plaintext, Gradient("worker:0", 2), &pushed, absl::Seconds(3)).ok());
   // And the other way round: the ps's own CA does not trust another cluster's ps. A client of
   // this cluster asking ps:0 on a server holding another name's certificate is covered by
   // the name check (--tls_cert must name the task), so a worker cannot serve as a ps.
@@ -279,18 +282,19 @@ TEST_F(SecurityClusterTest, AWorkerCannotPushOrPullAsAnotherTask) {
   runtime::GrpcPsClient worker("ps:0", address, As(Certs(), "worker:0", Token()));
   pb::PushResponse pushed;
   for (const char* task : {"worker:1", "chief:0"}) {
-    const absl::Status s = worker.Push(Gradient(task, 1), &pushed, kTimeout);
+    const absl::Status s = testing::CallPush(worker, Gradient(task, 1), &pushed, kTimeout);
     EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
     EXPECT_THAT(s.message(), HasSubstr(absl::StrCat("Push as '", task, "'")));
     EXPECT_THAT(s.message(), HasSubstr("the caller is 'worker:0'"));
-    EXPECT_EQ(worker.PushPull(Gradient(task, 2), &pushed, kTimeout).code(),
+    EXPECT_EQ(testing::CallPushPull(worker, Gradient(task, 2), &pushed, kTimeout).code(),
               absl::StatusCode::kPermissionDenied);
   }
   pb::PullRequest pull;
   pull.set_task("worker:1");
   pull.add_chunks(0);
   pb::PullResponse pulled;
-  EXPECT_EQ(worker.Pull(pull, &pulled, kTimeout).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(testing::CallPull(worker, pull, &pulled, kTimeout).code(),
+            absl::StatusCode::kPermissionDenied);
   const pb::StatsResponse after = Stats();
   EXPECT_EQ(after.pushes_received(), before.pushes_received());
   EXPECT_EQ(after.pulls(), before.pulls());
@@ -308,7 +312,7 @@ TEST_F(SecurityClusterTest, TheHostileSuitesAttacksAreRefusedUnderMutualTls) {
   pull.set_task("worker:0");
   for (int i = 0; i < 1000; ++i) pull.add_chunks(0);
   pb::PullResponse pulled;
-  absl::Status s = worker.Pull(pull, &pulled, kTimeout);
+  absl::Status s = testing::CallPull(worker, pull, &pulled, kTimeout);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_THAT(s.message(), HasSubstr("more than once"));
   pb::PushRequest absurd = Gradient("worker:0", 1);
@@ -318,7 +322,7 @@ TEST_F(SecurityClusterTest, TheHostileSuitesAttacksAreRefusedUnderMutualTls) {
     runtime::EncodeFloats({&part, 1}, absurd.mutable_gradients(0)->mutable_data());
   }
   pb::PushResponse pushed;
-  s = worker.Push(absurd, &pushed, kTimeout);
+  s = testing::CallPush(worker, absurd, &pushed, kTimeout);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_THAT(s.message(), HasSubstr("beyond float's range"));
   pb::PushRequest empty = Gradient("worker:0", 2);
@@ -329,10 +333,11 @@ TEST_F(SecurityClusterTest, TheHostileSuitesAttacksAreRefusedUnderMutualTls) {
   }
   for (int i = 0; i < 199; ++i) {
     empty.set_request_id(100 + i);
-    ASSERT_TRUE(worker.Push(empty, &pushed, kTimeout).ok()) << i;
+    ASSERT_TRUE(testing::CallPush(worker, empty, &pushed, kTimeout).ok()) << i;
   }
   empty.set_request_id(1000);
-  EXPECT_EQ(worker.Push(empty, &pushed, kTimeout).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(testing::CallPush(worker, empty, &pushed, kTimeout).code(),
+            absl::StatusCode::kFailedPrecondition);
   const pb::StatsResponse before = Stats();
   const pid_t pid = cluster_->task("ps", 0).pid;
   const std::string host = address.substr(0, address.rfind(':'));
@@ -355,7 +360,7 @@ TEST_F(SecurityClusterTest, TheHostileSuitesAttacksAreRefusedUnderMutualTls) {
   }
   EXPECT_GT(rss_kb, 0);
   EXPECT_LT(rss_kb, 256 * 1024) << "ps RSS after the flood, kB";
-  EXPECT_TRUE(worker.Push(Gradient("worker:0", 5000), &pushed, kTimeout).ok());
+  EXPECT_TRUE(testing::CallPush(worker, Gradient("worker:0", 5000), &pushed, kTimeout).ok());
 }
 
 TEST_F(SecurityClusterTest, OnlyTheChiefMayCallTheControlRpcs) {

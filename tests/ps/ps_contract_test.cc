@@ -1,7 +1,10 @@
-// tests: the parameter-server contract (proto/ps.proto), run over both PsClient
-// implementations: the in-process client calling a Shard directly, and GrpcPsClient talking
-// to a real gRPC server on 127.0.0.1 (port chosen by the kernel). Deterministic: waits that
-// must succeed have generous deadlines, and only a wait that must fail uses a short one.
+// tests: the parameter-server contract (proto/ps.proto), on the frames that are its only data
+// API, run over every transport: the in-process client handing frames to a Shard directly, and
+// GrpcPsClient talking to a real ps on 127.0.0.1 (port chosen by the kernel), its data calls over
+// gRPC or over the tcp data plane. Most tests write their requests as generated messages with
+// the payloads in ChunkData.data (tests/testing/frame_calls.h sends those bytes as frames).
+// Deterministic: waits that must succeed have generous deadlines, and only a wait that must fail
+// uses a short one.
 #include <unistd.h>
 
 #include <algorithm>
@@ -38,6 +41,7 @@
 #include "runtime/proto_convert.h"
 #include "runtime/tcp_wire.h"
 #include "runtime/tensor_coding.h"
+#include "tests/testing/frame_calls.h"
 
 namespace fulcrum::ps {
 namespace {
@@ -250,7 +254,7 @@ class PsContractTest : public ::testing::TestWithParam<Transport> {
     pb::PullRequest request;
     request.set_task("worker:0");
     pb::PullResponse response;
-    const absl::Status s = client_->Pull(request, &response, kTimeout);
+    const absl::Status s = testing::CallPull(*client_, request, &response, kTimeout);
     EXPECT_TRUE(s.ok()) << s;
     if (global_step != nullptr) *global_step = response.global_step();
     return Assemble(def, response.chunks());
@@ -258,7 +262,7 @@ class PsContractTest : public ::testing::TestWithParam<Transport> {
 
   pb::PushResponse Push(const pb::PushRequest& request) {
     pb::PushResponse response;
-    const absl::Status s = client_->Push(request, &response, kTimeout);
+    const absl::Status s = testing::CallPush(*client_, request, &response, kTimeout);
     EXPECT_TRUE(s.ok()) << s;
     return response;
   }
@@ -329,7 +333,7 @@ TEST_P(PsContractTest, PullOfChosenChunksReturnsThemInOrder) {
   request.add_chunks(3);
   request.add_chunks(0);
   pb::PullResponse response;
-  ASSERT_TRUE(client_->Pull(request, &response, kTimeout).ok());
+  ASSERT_TRUE(testing::CallPull(*client_, request, &response, kTimeout).ok());
   ASSERT_EQ(response.chunks_size(), 2);
   EXPECT_EQ(response.chunks(0).chunk(), 3);
   EXPECT_EQ(response.chunks(1).chunk(), 0);
@@ -433,15 +437,15 @@ TEST_P(PsContractTest, DataCallsBeforeCreateVariablesAreUnavailableOthersFailedP
   pb::PullResponse pulled;
   pb::PullRequest pull;
   pull.set_task("worker:0");
-  absl::Status s = client_->Pull(pull, &pulled, kTimeout);
+  absl::Status s = testing::CallPull(*client_, pull, &pulled, kTimeout);
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
   EXPECT_THAT(s.message(), HasSubstr("ps:0: Pull from worker:0: ps has no variables yet"));
   pb::PushResponse pushed;
   pb::PushRequest push;
   push.set_task("worker:0");
-  s = client_->Push(push, &pushed, kTimeout);
+  s = testing::CallPush(*client_, push, &pushed, kTimeout);
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
-  s = client_->PushPull(push, &pushed, kTimeout);
+  s = testing::CallPushPull(*client_, push, &pushed, kTimeout);
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
   pb::SaveShardRequest save;
   save.set_path(TempPath("never.ckpt"));
@@ -462,7 +466,7 @@ TEST_P(PsContractTest, BadChunkIdOrPayloadSizeIsInvalidArgumentAndAppliesNothing
   pb::PullRequest pull;
   pull.add_chunks(99);
   pb::PullResponse pulled;
-  absl::Status s = client_->Pull(pull, &pulled, kTimeout);
+  absl::Status s = testing::CallPull(*client_, pull, &pulled, kTimeout);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("chunk 99"));
 
@@ -471,14 +475,14 @@ TEST_P(PsContractTest, BadChunkIdOrPayloadSizeIsInvalidArgumentAndAppliesNothing
   auto* last = push.mutable_gradients(push.gradients_size() - 1);
   last->mutable_data()->resize(last->data().size() - 4);
   pb::PushResponse pushed;
-  s = client_->Push(push, &pushed, kTimeout);
+  s = testing::CallPush(*client_, push, &pushed, kTimeout);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr(absl::StrCat("chunk ", push.gradients_size() - 1)));
   EXPECT_THAT(s.message(), HasSubstr("bytes"));
 
   push = PushOf(def, Filled(def, 1.0f), "worker:0", 2);
   push.mutable_gradients(1)->set_chunk(-1);
-  s = client_->Push(push, &pushed, kTimeout);
+  s = testing::CallPush(*client_, push, &pushed, kTimeout);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("chunk -1"));
 
@@ -595,7 +599,7 @@ TEST_P(PsContractTest, NonFiniteGradientsAreRefusedOrSkippedAndApplyNothing) {
       grad[1][3] = poison;  // in "b": the chunks before it are clean
       const pb::PushRequest push = PushOf(def, grad, "worker:0", static_cast<uint64_t>(++sent));
       pb::PushResponse response;
-      const absl::Status s = client_->Push(push, &response, kTimeout);
+      const absl::Status s = testing::CallPush(*client_, push, &response, kTimeout);
       if (policy == NonFinitePolicy::kError) {
         EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
         EXPECT_THAT(s.message(), HasSubstr("ps:0: Push from worker:0: chunk "));
@@ -628,15 +632,17 @@ TEST_P(PsContractTest, UnknownTaskNamesAreRefused) {
   for (const std::string& stranger :
        std::vector<std::string>{"worker:2", "ps:0", "evil", std::string(200, 'x')}) {
     pb::PushResponse pushed;
-    absl::Status s = client_->Push(PushOf(def, Filled(def, 1.0f), stranger, 7), &pushed, kTimeout);
+    absl::Status s =
+        testing::CallPush(*client_, PushOf(def, Filled(def, 1.0f), stranger, 7), &pushed, kTimeout);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
     EXPECT_THAT(s.message(), HasSubstr("not a chief or worker task of the cluster spec"));
-    s = client_->PushPull(PushOf(def, Filled(def, 1.0f), stranger, 8), &pushed, kTimeout);
+    s = testing::CallPushPull(*client_, PushOf(def, Filled(def, 1.0f), stranger, 8), &pushed,
+                              kTimeout);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
     pb::PullRequest pull;
     pull.set_task(stranger);
     pb::PullResponse pulled;
-    s = client_->Pull(pull, &pulled, kTimeout);
+    s = testing::CallPull(*client_, pull, &pulled, kTimeout);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
     EXPECT_EQ(pulled.chunks_size(), 0);
   }
@@ -663,7 +669,8 @@ TEST_P(PsContractTest, WaitingRequestsPerTaskAreBounded) {
       request.set_min_step(1000);  // never reached
       request.set_timeout_ms(1500);
       pb::PullResponse response;
-      codes[static_cast<size_t>(i)] = client_->Pull(request, &response, kTimeout).code();
+      codes[static_cast<size_t>(i)] =
+          testing::CallPull(*client_, request, &response, kTimeout).code();
     });
   }
   for (auto& t : threads) t.join();
@@ -678,7 +685,7 @@ TEST_P(PsContractTest, WaitingRequestsPerTaskAreBounded) {
   request.set_min_step(1000);
   request.set_timeout_ms(100);
   pb::PullResponse response;
-  EXPECT_EQ(client_->Pull(request, &response, kTimeout).code(),
+  EXPECT_EQ(testing::CallPull(*client_, request, &response, kTimeout).code(),
             absl::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(Stats().pushes_received(), 0);
 }
@@ -700,7 +707,7 @@ TEST_P(PsContractTest, ManyConcurrentPushersLoseNothing) {
       };
       for (int i = 0; i < kPushes; ++i) {
         pb::PushResponse response;
-        const absl::Status s = client_->Push(request(i), &response, kTimeout);
+        const absl::Status s = testing::CallPush(*client_, request(i), &response, kTimeout);
         EXPECT_TRUE(s.ok()) << s;
         EXPECT_FALSE(response.duplicate());
       }
@@ -744,9 +751,9 @@ TEST_P(PsContractTest, DuplicateRequestIdIsAnsweredButNotApplied) {
   // PushPull: a duplicate applies nothing but still returns the values.
   pb::PushRequest pp = PushOf(def, Filled(def, 1.0f), "worker:3", 43);
   pb::PushResponse first;
-  ASSERT_TRUE(client_->PushPull(pp, &first, kTimeout).ok());
+  ASSERT_TRUE(testing::CallPushPull(*client_, pp, &first, kTimeout).ok());
   pb::PushResponse second;
-  ASSERT_TRUE(client_->PushPull(pp, &second, kTimeout).ok());
+  ASSERT_TRUE(testing::CallPushPull(*client_, pp, &second, kTimeout).ok());
   EXPECT_FALSE(first.duplicate());
   EXPECT_TRUE(second.duplicate());
   EXPECT_EQ(Assemble(def, second.values()), Assemble(def, first.values()));
@@ -878,8 +885,8 @@ TEST_P(PsContractTest, SyncGradientForAFutureStepIsAborted) {
   Create(def);
   const Values start = PullAll(def);
   pb::PushResponse r;
-  const absl::Status s =
-      client_->Push(PushOf(def, Filled(def, 1.0f), "worker:0", 1, /*step=*/5), &r, kTimeout);
+  const absl::Status s = testing::CallPush(
+      *client_, PushOf(def, Filled(def, 1.0f), "worker:0", 1, /*step=*/5), &r, kTimeout);
   EXPECT_EQ(s.code(), absl::StatusCode::kAborted) << s;
   EXPECT_THAT(s.message(), HasSubstr("pull again"));
   EXPECT_THAT(s.message(), HasSubstr("gradient for step 5"));
@@ -904,7 +911,7 @@ TEST_P(PsContractTest, PullWithMinStepWaitsForTheStep) {
     request.set_task("worker:0");
     request.set_min_step(1);
     request.set_timeout_ms(30000);
-    wait_status = client_->Pull(request, &waited, kTimeout);
+    wait_status = testing::CallPull(*client_, request, &waited, kTimeout);
   });
   Push(PushOf(def, Filled(def, 1.0f), "worker:0", 1, 0));
   Push(PushOf(def, Filled(def, 3.0f), "worker:1", 1, 0));
@@ -925,7 +932,7 @@ TEST_P(PsContractTest, PullWithMinStepTimesOutNamingTheStep) {
   request.set_min_step(1);
   request.set_timeout_ms(200);
   pb::PullResponse response;
-  const absl::Status s = client_->Pull(request, &response, kTimeout);
+  const absl::Status s = testing::CallPull(*client_, request, &response, kTimeout);
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
   EXPECT_THAT(s.message(), HasSubstr("ps:0"));
   EXPECT_THAT(s.message(), HasSubstr("chunk 2 to reach step 1"));
@@ -946,7 +953,7 @@ TEST_P(PsContractTest, PushPullReturnsTheValuesAfterTheStep) {
           PushOf(def, Filled(def, w == 0 ? 1.0f : 5.0f), absl::StrCat("worker:", w), 1, 0);
       request.set_min_step(1);
       request.set_timeout_ms(30000);
-      statuses[w] = client_->PushPull(request, &responses[w], kTimeout);
+      statuses[w] = testing::CallPushPull(*client_, request, &responses[w], kTimeout);
     });
   }
   for (auto& t : workers) t.join();
@@ -978,7 +985,7 @@ TEST_P(PsContractTest, ManySyncWorkersWaitingTogetherAdvanceInLockstep) {
         request.set_min_step(step + 1);
         request.set_timeout_ms(30000);
         pb::PushResponse response;
-        const absl::Status s = client_->PushPull(request, &response, kTimeout);
+        const absl::Status s = testing::CallPushPull(*client_, request, &response, kTimeout);
         ASSERT_TRUE(s.ok()) << s;
         ASSERT_EQ(response.dropped(), 0);
         ASSERT_GE(response.global_step(), step + 1);
@@ -1006,7 +1013,7 @@ TEST_P(PsContractTest, StopWakesABlockedPullAndEndsPushes) {
     pb::PullRequest request;
     request.set_min_step(100);
     request.set_timeout_ms(60000);
-    wait_status = client_->Pull(request, &waited, kTimeout);
+    wait_status = testing::CallPull(*client_, request, &waited, kTimeout);
   });
   ASSERT_TRUE(client_->Stop("test", kTimeout).ok());
   puller.join();
@@ -1068,7 +1075,7 @@ TEST_P(PsContractTest, SspFastWorkerIsHeldUntilTheSlowOneCatchesUp) {
   const int chunks = static_cast<int>(Plan(def).size());
   pb::PushResponse r;
   // Step 1: one ahead of worker:1, within the bound.
-  ASSERT_TRUE(client_->PushPull(SspPush(def, 0, 1), &r, kTimeout).ok());
+  ASSERT_TRUE(testing::CallPushPull(*client_, SspPush(def, 0, 1), &r, kTimeout).ok());
   EXPECT_EQ(r.values_size(), chunks);
   EXPECT_EQ(Assemble(def, r.values())[1][0], start[1][0] - 1.0f);
   // Step 2 (a plain push), then a pull that waits as PushPull does: two ahead, held.
@@ -1078,7 +1085,7 @@ TEST_P(PsContractTest, SspFastWorkerIsHeldUntilTheSlowOneCatchesUp) {
   pull.set_ssp_wait(true);
   pull.set_timeout_ms(200);
   pb::PullResponse pulled;
-  absl::Status s = client_->Pull(pull, &pulled, kTimeout);
+  absl::Status s = testing::CallPull(*client_, pull, &pulled, kTimeout);
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
   EXPECT_THAT(s.message(), HasSubstr("ps:0: worker:0 waited"));
   EXPECT_THAT(s.message(), HasSubstr("behind: worker:1 at step 0 (2 steps behind)"));
@@ -1091,7 +1098,7 @@ TEST_P(PsContractTest, SspFastWorkerIsHeldUntilTheSlowOneCatchesUp) {
   pb::PushResponse held;
   absl::Status held_status;
   std::thread fast([&] {
-    held_status = client_->PushPull(SspPush(def, 0, 3), &held, kTimeout);
+    held_status = testing::CallPushPull(*client_, SspPush(def, 0, 3), &held, kTimeout);
     released_after_catch_up = caught_up.load();
   });
   // Its push is applied (the ps counts it) before it waits.
@@ -1135,8 +1142,8 @@ TEST_P(PsContractTest, SspConcurrentWorkersNeverReadPastTheBound) {
         for (int step = 1; step <= kSteps; ++step) {
           if (w == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the slow one
           pb::PushResponse r;
-          const absl::Status s =
-              client_->PushPull(SspPush(def, w, static_cast<uint64_t>(step)), &r, kTimeout);
+          const absl::Status s = testing::CallPushPull(
+              *client_, SspPush(def, w, static_cast<uint64_t>(step)), &r, kTimeout);
           ASSERT_TRUE(s.ok()) << s;
           const int64_t least = step + (kWorkers - 1) * std::max(0, step - staleness);
           for (const pb::ChunkData& c : r.values()) {
@@ -1163,7 +1170,7 @@ TEST_P(PsContractTest, SspReleasedWorkersAreNotWaitedFor) {
   absl::Status held_status;
   std::thread fast([&] {
     pb::PushResponse r;
-    held_status = client_->PushPull(SspPush(def, 0, 1), &r, kTimeout);
+    held_status = testing::CallPushPull(*client_, SspPush(def, 0, 1), &r, kTimeout);
     after_release = released.load();
   });
   for (int i = 0; i < 3000 && Stats().worker_clocks(0) < 1; ++i) {
@@ -1196,7 +1203,7 @@ TEST_P(PsContractTest, SspStopReleasesAHeldWorker) {
   pb::PushResponse r;
   absl::Status held_status;
   std::thread fast([&] {
-    held_status = client_->PushPull(SspPush(def, 0, 1), &r, kTimeout);
+    held_status = testing::CallPushPull(*client_, SspPush(def, 0, 1), &r, kTimeout);
     after_stop = stopped.load();
   });
   for (int i = 0; i < 3000 && Stats().worker_clocks(0) < 1; ++i) {
@@ -1217,7 +1224,8 @@ TEST_P(PsContractTest, SspRefusesPushesFromOtherTasks) {
   const Values start = PullAll(def);
   pb::PushResponse r;
   for (const char* task : {"chief:0", "worker:2"}) {
-    const absl::Status s = client_->Push(PushOf(def, Filled(def, 1.0f), task, 1), &r, kTimeout);
+    const absl::Status s =
+        testing::CallPush(*client_, PushOf(def, Filled(def, 1.0f), task, 1), &r, kTimeout);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
     EXPECT_THAT(s.message(), HasSubstr("in ssp mode only the workers")) << task;
   }
@@ -1225,9 +1233,10 @@ TEST_P(PsContractTest, SspRefusesPushesFromOtherTasks) {
   pull.set_task("chief:0");
   pull.set_ssp_wait(true);
   pb::PullResponse pulled;
-  EXPECT_EQ(client_->Pull(pull, &pulled, kTimeout).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(testing::CallPull(*client_, pull, &pulled, kTimeout).code(),
+            absl::StatusCode::kInvalidArgument);
   pull.set_ssp_wait(false);
-  ASSERT_TRUE(client_->Pull(pull, &pulled, kTimeout).ok());
+  ASSERT_TRUE(testing::CallPull(*client_, pull, &pulled, kTimeout).ok());
   EXPECT_EQ(Assemble(def, pulled.chunks()), start);
   EXPECT_EQ(Stats().pushes_received(), 0);
 }
@@ -1440,7 +1449,7 @@ TEST_P(PsContractTest, ARestoreEndsWaitingPullsAndAHeldShardServesOnlyOnceRestor
     request.set_task("worker:0");
     request.set_min_step(1);
     request.set_timeout_ms(30000);
-    wait_status = client_->Pull(request, &waited, kTimeout);
+    wait_status = testing::CallPull(*client_, request, &waited, kTimeout);
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   const pb::RestoreShardRequest restore = RestoreOf(save, saved);
@@ -1461,20 +1470,22 @@ TEST_P(PsContractTest, ARestoreEndsWaitingPullsAndAHeldShardServesOnlyOnceRestor
   held_def.set_hold_for_restore(true);
   pb::CreateVariablesResponse created;
   ASSERT_TRUE(restarted.CreateVariables(held_def, &created).ok());
+  InProcessPsClient restarted_client(&restarted);
   pb::PullRequest pull;
   pull.set_task("worker:0");
   pb::PullResponse pulled;
-  absl::Status s = restarted.Pull(pull, &pulled);
+  absl::Status s = testing::CallPull(restarted_client, pull, &pulled, kTimeout);
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
   EXPECT_THAT(s.message(), HasSubstr("waits for the chief to restore it"));
   pb::PushResponse pushed;
-  s = restarted.Push(PushOf(def, Filled(def, 1.0f), "worker:0", 7, 0), &pushed);
+  s = testing::CallPush(restarted_client, PushOf(def, Filled(def, 1.0f), "worker:0", 7, 0), &pushed,
+                        kTimeout);
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
   pb::StatsResponse stats;
   restarted.Stats(&stats);
   EXPECT_EQ(stats.pushes_received(), 0);
   ASSERT_TRUE(restarted.RestoreShard(restore, &restored).ok());
-  ASSERT_TRUE(restarted.Pull(pull, &pulled).ok());
+  ASSERT_TRUE(testing::CallPull(restarted_client, pull, &pulled, kTimeout).ok());
   EXPECT_EQ(Assemble(def, pulled.chunks()), start);
 }
 
@@ -1566,7 +1577,7 @@ TEST_P(PsContractTest, PingEchoesTheRequestedBytes) {
   EXPECT_EQ(static_cast<int64_t>(response.payload().size()), kMaxPingReply);
 }
 
-// ---- the zero-copy frames (what workers use) --------------------------------------------------
+// ---- frames over borrowed memory, as a worker sends them -----------------------------------
 
 // The parts of chunk c of `values` (per variable), in segment order.
 template <typename T, typename V>
@@ -1607,8 +1618,8 @@ Values FramePushPull(runtime::PsClient& client, const pb::CreateVariablesRequest
     return runtime::DecodePayload(pieces, meta.wire_dtype(), parts, "reply");
   };
   std::promise<absl::Status> done;
-  client.PushPullFrameAsync(&frame, &reply, kTimeout,
-                            [&done](absl::Status s) { done.set_value(std::move(s)); });
+  client.PushPullAsync(&frame, &reply, kTimeout,
+                       [&done](absl::Status s) { done.set_value(std::move(s)); });
   const absl::Status s = done.get_future().get();
   EXPECT_TRUE(s.ok()) << s;
   EXPECT_EQ(reply.header.values_size(), no_values ? 0 : static_cast<int>(plan.size()));
@@ -1628,7 +1639,7 @@ Values OnTheWire(Values values, pb::WireDtype dtype) {
   return values;
 }
 
-TEST_P(PsContractTest, FramesCarryTheSameNumbersAsTheGeneratedMessages) {
+TEST_P(PsContractTest, GradientsSentFromBorrowedMemoryComeBackAsTheNewValues) {
   const auto def = SmallModel(Sgd(0.5f));
   Create(def);
   const Values start = PullAll(def);
@@ -1676,7 +1687,7 @@ TEST_P(PsContractTest, ANoValuesPushPullIsAppliedAndAnsweredWithoutValues) {
   waits.set_no_values(true);
   waits.set_min_step(2);
   pb::PushResponse refused;
-  const absl::Status s = client_->PushPull(waits, &refused, kTimeout);
+  const absl::Status s = testing::CallPushPull(*client_, waits, &refused, kTimeout);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_THAT(s.message(), HasSubstr("no_values with min_step 2"));
   EXPECT_EQ(PullAll(def), after);  // nothing applied
@@ -1726,7 +1737,7 @@ TEST(PsFrameTest, MalformedFramesFromARawClientAreRefusedAndApplyNothing) {
   pb::PullRequest pull_all;
   pull_all.set_task("worker:0");
   pb::PullResponse before;
-  ASSERT_TRUE(client.Pull(pull_all, &before, kTimeout).ok());
+  ASSERT_TRUE(testing::CallPull(client, pull_all, &before, kTimeout).ok());
 
   auto call = [&](const char* method, const std::string& bytes) {
     grpc::ClientContext context;
@@ -1775,7 +1786,7 @@ TEST(PsFrameTest, MalformedFramesFromARawClientAreRefusedAndApplyNothing) {
   EXPECT_THAT(s.error_message(), HasSubstr("unknown reply wire dtype 5"));
 
   pb::PullResponse after;
-  ASSERT_TRUE(client.Pull(pull_all, &after, kTimeout).ok());
+  ASSERT_TRUE(testing::CallPull(client, pull_all, &after, kTimeout).ok());
   EXPECT_EQ(Assemble(def, after.chunks()), Assemble(def, before.chunks()));
   pb::StatsResponse stats;
   ASSERT_TRUE(client.Stats(&stats, kTimeout).ok());
@@ -1999,12 +2010,12 @@ TEST_F(TcpDataPlaneTest, ACallEndsAtItsDeadlineAndTheConnectionGoesOn) {
   waiting.set_min_step(100);  // never comes
   waiting.set_timeout_ms(60000);
   pb::PullResponse response;
-  const absl::Status s = client_->Pull(waiting, &response, absl::Milliseconds(300));
+  const absl::Status s = testing::CallPull(*client_, waiting, &response, absl::Milliseconds(300));
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
   EXPECT_THAT(s.message(), HasSubstr("Pull on ps:0"));
   pb::PullRequest now;
   now.set_task("worker:0");
-  EXPECT_TRUE(client_->Pull(now, &response, kTimeout).ok());
+  EXPECT_TRUE(testing::CallPull(*client_, now, &response, kTimeout).ok());
   EXPECT_EQ(response.chunks_size(), static_cast<int>(Plan(def).size()));
 }
 
@@ -2018,7 +2029,7 @@ TEST_F(TcpDataPlaneTest, ALostConnectionEndsItsCallsUnavailableAndTheNextCallRec
   waiting.set_timeout_ms(3000);  // the ps's own wait ends DeadlineExceeded, not Unavailable
   pb::PullResponse response;
   absl::Status s;
-  std::thread puller([&] { s = client_->Pull(waiting, &response, kTimeout); });
+  std::thread puller([&] { s = testing::CallPull(*client_, waiting, &response, kTimeout); });
   // The ps's data plane goes (its connections with it) while the pull waits.
   // (Had it not reached the ps yet, the call would fail to connect: Unavailable all the same.)
   absl::SleepFor(absl::Milliseconds(300));
@@ -2030,7 +2041,7 @@ TEST_F(TcpDataPlaneTest, ALostConnectionEndsItsCallsUnavailableAndTheNextCallRec
   StartDataPlane();
   pb::PullRequest now;
   now.set_task("worker:0");
-  s = client_->Pull(now, &response, kTimeout);
+  s = testing::CallPull(*client_, now, &response, kTimeout);
   EXPECT_TRUE(s.ok()) << s;
 }
 

@@ -18,6 +18,7 @@
 #include "proto/ps.pb.h"
 #include "runtime/grpc_ps_client.h"
 #include "runtime/tensor_coding.h"
+#include "tests/testing/frame_calls.h"
 #include "tests/testing/subprocess.h"
 
 namespace fulcrum {
@@ -121,7 +122,7 @@ TEST(PsTaskTest, ServesUntilShutdownAndWritesItsSummary) {
     runtime::EncodeFloats({&part, 1}, g->mutable_data());
   }
   pb::PushResponse pushed;
-  ASSERT_TRUE(client.Push(push, &pushed, kTimeout).ok());
+  ASSERT_TRUE(testing::CallPush(client, push, &pushed, kTimeout).ok());
   pb::StatsResponse stats;
   ASSERT_TRUE(client.Stats(&stats, kTimeout).ok());
   EXPECT_EQ(stats.global_step(), 1);

@@ -14,12 +14,14 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "ops/optimizer.h"
+#include "ps/in_process_client.h"
 #include "ps/replicas.h"
 #include "ps/service.h"
 #include "ps/shard.h"
 #include "runtime/grpc_ps_client.h"
 #include "runtime/proto_convert.h"
 #include "runtime/tensor_coding.h"
+#include "tests/testing/frame_calls.h"
 
 namespace fulcrum::ps {
 namespace {
@@ -54,6 +56,12 @@ pb::CreateVariablesRequest Definition(ops::OptimizerKind kind, pb::Mode mode) {
 }
 
 // One ps: its shard, its replicas, its service on a real gRPC server.
+// A push straight to a shard in this process (as a worker's would arrive).
+absl::Status PushLocally(Shard& shard, const pb::PushRequest& request, pb::PushResponse* response) {
+  InProcessPsClient client(&shard);
+  return testing::CallPush(client, request, response, absl::Seconds(30));
+}
+
 struct Ps {
   explicit Ps(int index) : shard(index) {}
   Shard shard;
@@ -145,7 +153,7 @@ class ReplicationTest : public ::testing::Test {
       for (int w = 0; w < 2; ++w) {
         pb::PushResponse response;
         const int64_t step = def.mode() == pb::MODE_SYNC ? s : 2 * s + w;
-        ASSERT_TRUE(ps_[0]->shard.Push(PushOf(def, w, step, id++), &response).ok());
+        ASSERT_TRUE(PushLocally(ps_[0]->shard, PushOf(def, w, step, id++), &response).ok());
       }
     }
   }
@@ -237,8 +245,8 @@ TEST_F(ReplicationTest, APromotedReplicaServesTheShardAndFencesItsPrimary) {
 
   // The old primary's next apply is refused by the backup: it leaves, Unavailable.
   pb::PushResponse response;
-  ASSERT_TRUE(ps_[0]->shard.Push(PushOf(def, 0, 5, 100), &response).ok());
-  const absl::Status fenced = ps_[0]->shard.Push(PushOf(def, 1, 5, 101), &response);
+  ASSERT_TRUE(PushLocally(ps_[0]->shard, PushOf(def, 0, 5, 100), &response).ok());
+  const absl::Status fenced = PushLocally(ps_[0]->shard, PushOf(def, 1, 5, 101), &response);
   EXPECT_TRUE(absl::IsUnavailable(fenced)) << fenced;
   EXPECT_NE(fenced.message().find("replaced by its replica on ps:1"), std::string::npos) << fenced;
   EXPECT_TRUE(ps_[0]->shard.left());
@@ -247,7 +255,7 @@ TEST_F(ReplicationTest, APromotedReplicaServesTheShardAndFencesItsPrimary) {
   for (int w = 0; w < 2; ++w) {
     pb::PushRequest push = PushOf(def, w, 5, 200 + static_cast<uint64_t>(w));
     push.set_shard(0);
-    ASSERT_TRUE(backup.Push(push, &response, kTimeout).ok());
+    ASSERT_TRUE(testing::CallPush(backup, push, &response, kTimeout).ok());
   }
   ASSERT_TRUE(backup.Stats(&stats, kTimeout).ok());
   EXPECT_EQ(stats.global_step(), 6);
@@ -262,7 +270,8 @@ TEST_F(ReplicationTest, APrimaryWhoseBackupIsGoneGoesOnAloneAndSaysSo) {
   pb::PushResponse response;
   for (int w = 0; w < 2; ++w) {
     ASSERT_TRUE(
-        ps_[0]->shard.Push(PushOf(def, w, 2, 50 + static_cast<uint64_t>(w)), &response).ok());
+        PushLocally(ps_[0]->shard, PushOf(def, w, 2, 50 + static_cast<uint64_t>(w)), &response)
+            .ok());
   }
   pb::StatsResponse stats;
   ps_[0]->shard.LocalStats(&stats);

@@ -54,10 +54,6 @@ TEST(TensorCodingTest, EmptyPayload) {
   EncodeFloats({}, &bytes);
   EXPECT_TRUE(bytes.empty());
   EXPECT_TRUE(DecodeFloats("", {}, "nothing").ok());
-  std::vector<float> scratch;
-  auto view = ViewFloats("", 0, &scratch, "nothing");
-  ASSERT_TRUE(view.ok()) << view.status();
-  EXPECT_TRUE(view->empty());
 }
 
 TEST(TensorCodingTest, DecodeSizeMismatchNamesWhat) {
@@ -72,50 +68,6 @@ TEST(TensorCodingTest, DecodeSizeMismatchNamesWhat) {
         << size;
   }
   EXPECT_EQ(x, std::vector<float>(3, 0.0f));  // untouched on error
-}
-
-TEST(TensorCodingTest, ViewAlignedPayloadWithoutCopy) {
-  std::vector<float> values = {1.5f, 2.5f, 3.5f, 4.5f};
-  const absl::string_view bytes(reinterpret_cast<const char*>(values.data()),
-                                values.size() * sizeof(float));
-  std::vector<float> scratch;
-  auto view = ViewFloats(bytes, 4, &scratch, "values");
-  ASSERT_TRUE(view.ok()) << view.status();
-  EXPECT_EQ(view->data(), values.data());  // no copy
-  EXPECT_TRUE(scratch.empty());
-  EXPECT_EQ(std::vector<float>(view->begin(), view->end()), values);
-}
-
-TEST(TensorCodingTest, ViewUnalignedPayloadCopiesIntoScratch) {
-  const std::vector<float> values = {0.1f, -7.0f, 42.0f, 1e20f, -0.0f};
-  const std::span<const float> parts[] = {values};
-  std::string encoded;
-  EncodeFloats(parts, &encoded);
-  // Misalign by one byte inside a larger buffer.
-  std::vector<char> buffer(encoded.size() + 8);
-  char* start = buffer.data();
-  while (reinterpret_cast<uintptr_t>(start) % alignof(float) != 1) ++start;
-  std::memcpy(start, encoded.data(), encoded.size());
-  const absl::string_view bytes(start, encoded.size());
-
-  std::vector<float> scratch = {9.0f};  // stale contents are replaced
-  auto view = ViewFloats(bytes, static_cast<int64_t>(values.size()), &scratch, "values");
-  ASSERT_TRUE(view.ok()) << view.status();
-  EXPECT_EQ(view->data(), scratch.data());
-  ASSERT_EQ(view->size(), values.size());
-  EXPECT_EQ(std::memcmp(view->data(), values.data(), values.size() * sizeof(float)), 0);
-}
-
-TEST(TensorCodingTest, ViewSizeMismatchNamesWhat) {
-  const std::string bytes(10, '\0');
-  std::vector<float> scratch;
-  for (int64_t expected : {int64_t{2}, int64_t{3}, int64_t{-1}}) {
-    auto view = ViewFloats(bytes, expected, &scratch, "pull reply for chunk 2");
-    EXPECT_EQ(view.status().code(), absl::StatusCode::kInvalidArgument) << expected;
-    EXPECT_THAT(std::string(view.status().message()),
-                AllOf(HasSubstr("pull reply for chunk 2"), HasSubstr("10 bytes")))
-        << expected;
-  }
 }
 
 }  // namespace

@@ -63,27 +63,26 @@ class FaultyPsClient final : public ForwardingPsClient {
 
   std::string target() const override { return "faulty " + inner()->target(); }
 
-  void PullAsync(const pb::PullRequest* request, pb::PullResponse* response, absl::Duration timeout,
+  void PullAsync(const pb::PullRequest* request, PullReply* response, absl::Duration timeout,
                  Done done) override {
     Call(request, response, timeout, std::move(done),
          [this](auto... args) { inner()->PullAsync(args...); });
   }
-  void PushAsync(const pb::PushRequest* request, pb::PushResponse* response, absl::Duration timeout,
+  void PushAsync(const PushFrame* request, PushReply* response, absl::Duration timeout,
                  Done done) override {
     Call(request, response, timeout, std::move(done),
          [this](auto... args) { inner()->PushAsync(args...); });
   }
-  void PushPullAsync(const pb::PushRequest* request, pb::PushResponse* response,
-                     absl::Duration timeout, Done done) override {
+  void PushPullAsync(const PushFrame* request, PushReply* response, absl::Duration timeout,
+                     Done done) override {
     Call(request, response, timeout, std::move(done),
          [this](auto... args) { inner()->PushPullAsync(args...); });
   }
 
-
  private:
   static int FirstChunk(const pb::PullRequest& r) { return r.chunks().empty() ? -1 : r.chunks(0); }
-  static int FirstChunk(const pb::PushRequest& r) {
-    return r.gradients().empty() ? -1 : r.gradients(0).chunk();
+  static int FirstChunk(const PushFrame& r) {
+    return r.chunks.empty() ? -1 : r.chunks[0].meta.chunk();
   }
 
   // The fault for a call of `chunk` arriving now (kNone once the injected ones are used up).
@@ -107,14 +106,16 @@ class FaultyPsClient final : public ForwardingPsClient {
         done(absl::UnavailableError(
             absl::StrCat("injected: ", inner()->target(), " not reached (fail_before_send)")));
         return;
-      case Fault::kDropReply:
-        send(request, response, timeout, [this, response, done = std::move(done)](absl::Status s) {
-          response->Clear();  // the reply never arrived
+      case Fault::kDropReply: {
+        // The reply never arrives: it is parsed into a frame of its own (no sink) and dropped.
+        auto lost = std::make_shared<Response>();
+        send(request, lost.get(), timeout, [this, lost, done = std::move(done)](absl::Status s) {
           done(s.ok() ? absl::UnavailableError(absl::StrCat("injected: reply from ",
                                                             inner()->target(), " lost (drop_reply)"))
                       : s);
         });
         return;
+      }
       case Fault::kDuplicate: {
         // The first copy's reply goes nowhere; the caller gets the second's.
         auto first = std::make_shared<Response>();

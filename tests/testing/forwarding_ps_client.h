@@ -17,16 +17,16 @@ class ForwardingPsClient : public runtime::PsClient {
   explicit ForwardingPsClient(runtime::PsClient* inner) : inner_(inner) {}
 
   std::string target() const override { return inner_->target(); }
-  void PullAsync(const pb::PullRequest* request, pb::PullResponse* response, absl::Duration timeout,
+  void PullAsync(const pb::PullRequest* request, PullReply* response, absl::Duration timeout,
                  Done done) override {
     inner_->PullAsync(request, response, timeout, std::move(done));
   }
-  void PushAsync(const pb::PushRequest* request, pb::PushResponse* response, absl::Duration timeout,
+  void PushAsync(const PushFrame* request, PushReply* response, absl::Duration timeout,
                  Done done) override {
     inner_->PushAsync(request, response, timeout, std::move(done));
   }
-  void PushPullAsync(const pb::PushRequest* request, pb::PushResponse* response,
-                     absl::Duration timeout, Done done) override {
+  void PushPullAsync(const PushFrame* request, PushReply* response, absl::Duration timeout,
+                     Done done) override {
     inner_->PushPullAsync(request, response, timeout, std::move(done));
   }
   absl::Status CreateVariables(const pb::CreateVariablesRequest& request,

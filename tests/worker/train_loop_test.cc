@@ -696,9 +696,9 @@ class HoldingPsClient final : public testing::ForwardingPsClient {
     return done_releasing_ && released_by_call_;
   }
 
-  void PushPullAsync(const pb::PushRequest* request, pb::PushResponse* response,
-                     absl::Duration timeout, Done done) override {
-    const int chunk = request->gradients(0).chunk();
+  void PushPullAsync(const PushFrame* request, PushReply* response, absl::Duration timeout,
+                     Done done) override {
+    const int chunk = request->chunks[0].meta.chunk();
     bool hold = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
