@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Sets up what is missing, builds, then runs the main job on this machine: a local cluster of
-# 1 ps + 2 workers + chief (cluster_specs/local_1ps_2w.json, ports 2222-2225) training
-# softmax regression on Fashion-MNIST with synchronous SGD (lr 0.01, batch 256 per worker,
-# 1000 global steps), showing every task's progress and then the chief's report (report.json,
-# report.html) with what the built-in profiler measured per task.
+# Installs what is missing, builds the ps, worker and chief binaries where they are not up to
+# date, then runs the main job on this machine: a local cluster of 1 ps + 2 workers + chief
+# (cluster_specs/local_1ps_2w.json, ports 2222-2225) training softmax regression on
+# Fashion-MNIST with synchronous SGD (lr 0.01, batch 256 per worker, 1000 global steps),
+# showing every task's progress and then the chief's report (report.json, report.html) with
+# what the built-in profiler measured per task.
 #   scripts/quickstart.sh [extra flags for every task, e.g. --mode=async --model=mlp]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-scripts/setup.sh
+scripts/setup.sh --target ps --target worker --target chief
 run_dir=runs/quickstart-$(date +%Y%m%d-%H%M%S)
 scripts/local_cluster.sh cluster_specs/local_1ps_2w.json --model=logreg --optimizer=sgd \
   --learning_rate=0.01 --batch_size=256 --train_steps=1000 --mode=sync --eval_every=200 \
