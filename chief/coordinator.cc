@@ -10,10 +10,11 @@
 namespace fulcrum::chief {
 
 Coordinator::Coordinator(std::string run_id, std::string run_dir, std::string fingerprint,
-                         int num_workers)
+                         int num_workers, const Clock* clock)
     : run_id_(std::move(run_id)),
       run_dir_(std::move(run_dir)),
       fingerprint_(std::move(fingerprint)),
+      clock_(clock),
       workers_(static_cast<size_t>(num_workers)) {}
 
 absl::Status Coordinator::CheckWorker(const pb::TaskId& task) const {
@@ -51,7 +52,7 @@ absl::Status Coordinator::RegisterTask(const pb::RegisterTaskRequest& request,
   // A second process under a registered name while the first is still heard from: two tasks
   // were started as the same worker. Refused (the newcomer's registration retries until its
   // start-up deadline); a restarted worker is accepted once its predecessor fell silent.
-  const absl::Duration silent_for = absl::Now() - w.last_seen;
+  const absl::Duration silent_for = clock_->Now() - w.last_seen;
   if (w.registered && w.pid != 0 && (w.pid != request.pid() || w.hostname != request.hostname()) &&
       silent_for < kDuplicateWindow) {
     spdlog::warn("worker:{} from {} (pid {}) refused: already registered from {} (pid {})",
@@ -71,7 +72,7 @@ absl::Status Coordinator::RegisterTask(const pb::RegisterTaskRequest& request,
   w.registered = true;
   w.hostname = request.hostname();
   w.pid = request.pid();
-  w.last_seen = absl::Now();
+  w.last_seen = clock_->Now();
   response->set_run_id(run_id_);
   response->set_run_dir(run_dir_);
   changed_.SignalAll();
@@ -83,12 +84,12 @@ absl::Status Coordinator::WaitForStart(const pb::WaitForStartRequest& request,
                                        pb::WaitForStartResponse* response) {
   const absl::Duration poll =
       std::clamp(absl::Milliseconds(request.timeout_ms()), absl::ZeroDuration(), kMaxStartPoll);
-  const absl::Time deadline = std::min(absl::Now() + poll, call_deadline);
+  const absl::Time deadline = std::min(absl::Now() + poll, call_deadline);  // a real wait
   MutexLock lock(&mu_);
   if (absl::Status s = CheckWorker(request.task()); !s.ok()) return s;
   while (!started_ && !stop_ && changed_.WaitUntil(&mu_, deadline)) {
   }
-  worker(request.task()).last_seen = absl::Now();
+  worker(request.task()).last_seen = clock_->Now();
   response->set_started(started_);
   response->set_should_stop(stop_);
   response->set_run_id(run_id_);
@@ -100,7 +101,7 @@ absl::Status Coordinator::Heartbeat(const pb::HeartbeatRequest& request,
   MutexLock lock(&mu_);
   if (absl::Status s = CheckWorker(request.task()); !s.ok()) return s;
   WorkerState& w = worker(request.task());
-  w.last_seen = absl::Now();
+  w.last_seen = clock_->Now();
   w.local_step = request.local_step();
   w.waiting_for = request.waiting_for();
   w.waiting_ms = request.waiting_ms();
@@ -127,7 +128,7 @@ absl::Status Coordinator::ReportSummary(const pb::ReportSummaryRequest& request,
   if (absl::Status s = CheckWorker(request.task()); !s.ok()) return s;
   WorkerState& w = worker(request.task());
   w.summary = request.summary_json();
-  w.last_seen = absl::Now();
+  w.last_seen = clock_->Now();
   changed_.SignalAll();
   return absl::OkStatus();
 }
@@ -157,7 +158,7 @@ void Coordinator::Adopt() {
   MutexLock lock(&mu_);
   for (WorkerState& w : workers_) {
     w.registered = true;
-    w.last_seen = absl::Now();
+    w.last_seen = clock_->Now();
   }
   started_ = true;
   changed_.SignalAll();
@@ -190,14 +191,14 @@ std::map<int, std::string> Coordinator::summaries() const {
 
 std::vector<int> Coordinator::SilentWorkers(absl::Duration age) const {
   MutexLock lock(&mu_);
-  const absl::Time now = absl::Now();
+  const absl::Time now = clock_->Now();
   return Lacking(
       [&](const WorkerState& w) { return w.summary.has_value() || now - w.last_seen <= age; });
 }
 
 std::pair<int, absl::Duration> Coordinator::StalestWorker() const {
   MutexLock lock(&mu_);
-  const absl::Time now = absl::Now();
+  const absl::Time now = clock_->Now();
   std::pair<int, absl::Duration> stalest{-1, absl::ZeroDuration()};
   for (size_t i = 0; i < workers_.size(); ++i) {
     if (workers_[i].summary.has_value()) continue;

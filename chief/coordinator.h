@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "base/clock.h"
 #include "base/mutex.h"
 #include "proto/coordinator.pb.h"
 
@@ -30,8 +31,10 @@ class Coordinator {
   static constexpr absl::Duration kMaxStartPoll = absl::Seconds(5);
 
   // `fingerprint`: runtime::ConfigFingerprint of the chief; `num_workers` expected, indexed
-  // 0..num_workers-1. RegisterTask answers with `run_id` and `run_dir`.
-  Coordinator(std::string run_id, std::string run_dir, std::string fingerprint, int num_workers);
+  // 0..num_workers-1. RegisterTask answers with `run_id` and `run_dir`. `clock` (not owned)
+  // times the workers' signs of life (last_seen, silences, the duplicate window).
+  Coordinator(std::string run_id, std::string run_dir, std::string fingerprint, int num_workers,
+              const Clock* clock = Clock::Real());
 
   // --- The service side: one method per RPC. Each answers InvalidArgument for a task that
   // is not a worker of the spec. All are safe to retry.
@@ -114,6 +117,7 @@ class Coordinator {
   const std::string run_id_;
   const std::string run_dir_;
   const std::string fingerprint_;
+  const Clock* const clock_;
   mutable Mutex mu_;
   // Signalled on every change a waiter may wait for: a registration, a summary, the start
   // and a stop request.

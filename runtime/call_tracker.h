@@ -12,12 +12,16 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
+#include "base/clock.h"
 #include "base/mutex.h"
 
 namespace fulcrum::runtime {
 
 class CallTracker {
  public:
+  // `clock` (not owned) times the calls.
+  explicit CallTracker(const Clock* clock = Clock::Real()) : clock_(clock) {}
+
   struct InFlight {
     std::string what;  // "PushPull on ps:0"
     absl::Duration age;
@@ -31,6 +35,7 @@ class CallTracker {
   std::optional<InFlight> Oldest() const;
 
  private:
+  const Clock* const clock_;
   mutable Mutex mu_;
   int64_t next_ ABSL_GUARDED_BY(mu_) = 0;
   // Tokens grow with time, so the first entry is the oldest call.

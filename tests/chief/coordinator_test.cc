@@ -2,8 +2,6 @@
 // behind its gRPC adapter on 127.0.0.1:0 with a real client stub, and the server start-up
 // helper (runtime/grpc_server.h) refusing a port in use with one line naming the address.
 #include "chief/coordinator.h"
-#include "chief/watchdog.h"
-#include "runtime/call_tracker.h"
 
 #include <map>
 #include <memory>
@@ -13,13 +11,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/clock.h"
 #include "base/exit_code.h"
 #include "base/mutex.h"
 #include "chief/grpc_coordinator_service.h"
+#include "chief/watchdog.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/coordinator.grpc.pb.h"
+#include "runtime/call_tracker.h"
 #include "runtime/flags.h"
 #include "runtime/grpc_server.h"
 #include "runtime/grpc_util.h"
@@ -74,7 +75,9 @@ pb::ReportSummaryRequest Summary(int index, const std::string& json) {
 
 class CoordinatorTest : public ::testing::Test {
  protected:
-  Coordinator coordinator_{"run-1", "/tmp/run-1", Fingerprint(32), /*num_workers=*/2};
+  // The workers' signs of life are timed by this clock: the tests move it instead of sleeping.
+  ManualClock clock_;
+  Coordinator coordinator_{"run-1", "/tmp/run-1", Fingerprint(32), /*num_workers=*/2, &clock_};
 };
 
 TEST_F(CoordinatorTest, RegisterWithTheChiefsFingerprintAnswersTheRun) {
@@ -113,7 +116,7 @@ TEST_F(CoordinatorTest, ASecondProcessUnderARegisteredNameIsRefusedWhileTheFirst
   second.set_hostname("otherhost");
   EXPECT_EQ(coordinator_.RegisterTask(second, &response).code(), absl::StatusCode::kAlreadyExists);
   // The first stops heartbeating; past the window the newcomer is a restart and is accepted.
-  absl::SleepFor(kDuplicateWindow + absl::Milliseconds(200));
+  clock_.Advance(kDuplicateWindow + absl::Milliseconds(200));
   s = coordinator_.RegisterTask(second, &response);
   EXPECT_TRUE(s.ok()) << s;
 }
@@ -271,16 +274,16 @@ pb::HeartbeatRequest Beat(int index, int64_t step, const std::string& waiting_fo
 }
 
 // The watchdog (chief/watchdog.h) on a real coordinator and call tracker, checked by the test
-// (a 0.5 s floor): a worker whose step stops moving is named past the threshold with the call it
-// waits for, and only then; one that stops beating as stopped or hung; a ps by the chief's own
-// call that does not come back. Each episode ends when the task moves again.
+// on the test's clock (a 0.5 s floor): a worker whose step stops moving is named past the threshold
+// with the call it waits for, and only then; one that stops beating as stopped or hung; a ps by the
+// chief's own call that does not come back. Each episode ends when the task moves again.
 TEST_F(CoordinatorTest, TheWatchdogNamesTheStuckTaskAndWhatItWaitsFor) {
   pb::RegisterTaskResponse registered;
   pb::HeartbeatResponse answer;
   for (int w = 0; w < 2; ++w) {
     ASSERT_TRUE(coordinator_.RegisterTask(Register(w, Fingerprint(32)), &registered).ok());
   }
-  runtime::CallTracker chief_calls;
+  runtime::CallTracker chief_calls(&clock_);
   Mutex mu;
   std::map<std::string, double> gauges;
   Watchdog::Options o;
@@ -298,11 +301,11 @@ TEST_F(CoordinatorTest, TheWatchdogNamesTheStuckTaskAndWhatItWaitsFor) {
     }
     return nullptr;
   };
-  // Beats (both workers moving unless `stuck1`), then a check, until `done` or 20 s.
+  // Beats (both workers moving unless `stuck1`), then a check, 20 ms apart on the test's
+  // clock, until `done` or 20 s of it.
   int64_t step0 = 0, step1 = 0;
   auto drive = [&](bool beat0, bool stuck1, auto done) {
-    const absl::Time deadline = absl::Now() + absl::Seconds(20);
-    while (!done() && absl::Now() < deadline) {
+    for (int beat = 0; !done() && beat < 1000; ++beat) {
       if (beat0) {
         EXPECT_TRUE(coordinator_.Heartbeat(Beat(0, ++step0), &answer).ok());
       }
@@ -311,16 +314,16 @@ TEST_F(CoordinatorTest, TheWatchdogNamesTheStuckTaskAndWhatItWaitsFor) {
                                         : Beat(1, ++step1),
                                  &answer)
                       .ok());
-      dog.Check(absl::Now());
-      absl::SleepFor(absl::Milliseconds(20));
+      dog.Check(clock_.Now());
+      clock_.Advance(absl::Milliseconds(20));
     }
     return done();
   };
   ASSERT_TRUE(drive(true, false, [&] { return step1 >= 10; }));
-  EXPECT_EQ(dog.Threshold(), absl::Milliseconds(500));  // 5 x ~20 ms is below the floor
+  EXPECT_EQ(dog.Threshold(), absl::Milliseconds(500));  // 5 x 20 ms is below the floor
   // worker:1 stops at its step, waiting on a PushPull: not named at once, named past 0.5 s.
   EXPECT_TRUE(coordinator_.Heartbeat(Beat(1, step1, "PushPull on ps:0", 1234), &answer).ok());
-  dog.Check(absl::Now());
+  dog.Check(clock_.Now());
   EXPECT_TRUE(episode("worker:1").is_null()) << dog.Report().dump(2);
   ASSERT_TRUE(drive(true, true, [&] { return !episode("worker:1").is_null(); }))
       << dog.Report().dump(2);
@@ -346,7 +349,7 @@ TEST_F(CoordinatorTest, TheWatchdogNamesTheStuckTaskAndWhatItWaitsFor) {
   EXPECT_THAT(episode("ps:1")["what"].get<std::string>(),
               HasSubstr("has not answered the chief's Stats for"));
   chief_calls.End(stats);
-  dog.Check(absl::Now());
+  dog.Check(clock_.Now());
   EXPECT_TRUE(episode("ps:1").is_null());
 }
 
