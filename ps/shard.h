@@ -427,7 +427,7 @@ class Shard {
 
   // Requests holding a server thread while they wait for a step (Pull or PushPull with
   // min_step), per task: bounded so that one peer cannot pin every thread of the ps.
-  Mutex waiting_mu_;
+  mutable Mutex waiting_mu_;
   absl::flat_hash_map<std::string, int> waiting_ ABSL_GUARDED_BY(waiting_mu_);
   // Takes a waiting slot for `task` (released by the returned guard), or ResourceExhausted
   // when the task already holds kMaxWaitingPerChunk per chunk (+ kWaitingSlack).

@@ -19,6 +19,13 @@ void Shard::LocalStats(pb::StatsResponse* response) const {
   response->set_replication_lost(replication_lost());
   response->set_replica_forwards(replica_forwards_.load(std::memory_order_relaxed));
   response->set_replica_forward_us(replica_forward_ns_.load(std::memory_order_relaxed) / 1000);
+  response->set_save_pending(snapshot_pending_.load(std::memory_order_acquire));
+  {
+    MutexLock lock(&waiting_mu_);
+    int64_t waiting = 0;
+    for (const auto& [task, count] : waiting_) waiting += count;
+    response->set_requests_waiting(waiting);
+  }
   if (const std::shared_ptr<Store> store = this->store(); store != nullptr) {
     response->set_initialized(true);
     response->set_run_id(store->definition.run_id());

@@ -273,6 +273,16 @@ class PsContractTest : public ::testing::TestWithParam<Transport> {
     return stats;
   }
 
+  // Polls Stats until `ready` holds of it (30 s at most); whether it did.
+  template <typename Ready>
+  bool WaitForStats(Ready ready) {
+    for (int i = 0; i < 3000; ++i) {
+      if (ready(Stats())) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+
   // A path in a scratch folder of this test, removed afterwards.
   std::string TempPath(const std::string& name) {
     if (temp_dir_.empty()) {
@@ -1102,9 +1112,7 @@ TEST_P(PsContractTest, SspFastWorkerIsHeldUntilTheSlowOneCatchesUp) {
     released_after_catch_up = caught_up.load();
   });
   // Its push is applied (the ps counts it) before it waits.
-  for (int i = 0; i < 3000 && Stats().worker_clocks(0) < 3; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  ASSERT_TRUE(WaitForStats([](const pb::StatsResponse& st) { return st.worker_clocks(0) >= 3; }));
   ASSERT_EQ(Stats().worker_clocks(0), 3);
   Push(SspPush(def, 1, 1));  // worker:1 at 1: not enough
   caught_up = true;
@@ -1173,9 +1181,7 @@ TEST_P(PsContractTest, SspReleasedWorkersAreNotWaitedFor) {
     held_status = testing::CallPushPull(*client_, SspPush(def, 0, 1), &r, kTimeout);
     after_release = released.load();
   });
-  for (int i = 0; i < 3000 && Stats().worker_clocks(0) < 1; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  ASSERT_TRUE(WaitForStats([](const pb::StatsResponse& st) { return st.worker_clocks(0) >= 1; }));
   pb::ReleaseWorkersRequest release;
   release.add_workers(2);
   release.set_reason("worker:2 finished");
@@ -1206,9 +1212,7 @@ TEST_P(PsContractTest, SspStopReleasesAHeldWorker) {
     held_status = testing::CallPushPull(*client_, SspPush(def, 0, 1), &r, kTimeout);
     after_stop = stopped.load();
   });
-  for (int i = 0; i < 3000 && Stats().worker_clocks(0) < 1; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  ASSERT_TRUE(WaitForStats([](const pb::StatsResponse& st) { return st.worker_clocks(0) >= 1; }));
   stopped = true;
   ASSERT_TRUE(client_->Stop("test", kTimeout).ok());
   fast.join();
@@ -1400,7 +1404,7 @@ TEST_P(PsContractTest, SyncSaveAtAStepCapturesThatStepWhileTrainingGoesOn) {
   absl::Status save_status;
   std::thread saver([&] { save_status = client_->SaveShard(save, &saved, kTimeout); });
   // The save registers before step 3, then training runs past it.
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ASSERT_TRUE(WaitForStats([](const pb::StatsResponse& st) { return st.save_pending(); }));
   Values at_3;
   for (int64_t step = 1; step < 6; ++step) {
     Push(PushOf(def, Filled(def, 0.1f * static_cast<float>(step)), "worker:0",
@@ -1451,7 +1455,7 @@ TEST_P(PsContractTest, ARestoreEndsWaitingPullsAndAHeldShardServesOnlyOnceRestor
     request.set_timeout_ms(30000);
     wait_status = testing::CallPull(*client_, request, &waited, kTimeout);
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE(WaitForStats([](const pb::StatsResponse& st) { return st.requests_waiting() > 0; }));
   const pb::RestoreShardRequest restore = RestoreOf(save, saved);
   pb::RestoreShardResponse restored;
   ASSERT_TRUE(client_->RestoreShard(restore, &restored, kTimeout).ok());
@@ -1500,7 +1504,7 @@ TEST_P(PsContractTest, SyncSaveOfAStepThatNeverComesEndsAtStop) {
   pb::SaveShardResponse saved;
   absl::Status status;
   std::thread saver([&] { status = client_->SaveShard(save, &saved, kTimeout); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ASSERT_TRUE(WaitForStats([](const pb::StatsResponse& st) { return st.save_pending(); }));
   shard_->Stop("test: run over");
   saver.join();
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
@@ -2030,9 +2034,13 @@ TEST_F(TcpDataPlaneTest, ALostConnectionEndsItsCallsUnavailableAndTheNextCallRec
   pb::PullResponse response;
   absl::Status s;
   std::thread puller([&] { s = testing::CallPull(*client_, waiting, &response, kTimeout); });
-  // The ps's data plane goes (its connections with it) while the pull waits.
-  // (Had it not reached the ps yet, the call would fail to connect: Unavailable all the same.)
-  absl::SleepFor(absl::Milliseconds(300));
+  // The ps's data plane goes (its connections with it) once the pull waits there.
+  for (int i = 0; i < 3000; ++i) {
+    pb::StatsResponse stats;
+    shard_->Stats(&stats);
+    if (stats.requests_waiting() > 0) break;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
   data_plane_->Shutdown();
   puller.join();
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
