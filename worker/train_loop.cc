@@ -67,20 +67,8 @@ absl::StatusOr<TrainLoopResult> TrainLoop::Run() {
   }
   while (exchange == nullptr && !Done()) {
     const auto local_steps = static_cast<int64_t>(result.steps.size());
-    if (const int signal = StopSignal(); signal != 0) {
-      result.stop_reason = absl::StrCat("interrupted by ", SignalName(signal));
-      spdlog::warn("{}: stopping after step {}, writing what was recorded", result.stop_reason,
-                   local_steps);
-      break;
-    }
-    if (stop_check_) {
-      std::string reason;
-      FULCRUM_RETURN_IF_ERROR(stop_check_(local_steps, &reason));
-      if (!reason.empty()) {
-        result.stop_reason = std::move(reason);
-        break;
-      }
-    }
+    FULCRUM_ASSIGN_OR_RETURN(const bool stop, StopRequested(local_steps, &result));
+    if (stop) break;
     if (local_steps > 0) {  // the first step's values came with Start
       FULCRUM_ASSIGN_OR_RETURN(const absl::Duration refreshed, store_->Refresh());
       pending_pull_ms = absl::ToDoubleMilliseconds(refreshed);
@@ -102,6 +90,28 @@ absl::Status TrainLoop::NextBatch() {
   batcher_.Next(&inputs_, labels_, pool_);
   batch_labels_ = labels_;
   return absl::OkStatus();
+}
+
+absl::StatusOr<bool> TrainLoop::StopRequested(int64_t local_steps, TrainLoopResult* result) {
+  if (const int signal = StopSignal(); signal != 0) {
+    result->stop_reason = absl::StrCat("interrupted by ", SignalName(signal));
+    spdlog::warn("{}: stopping after step {}, writing what was recorded", result->stop_reason,
+                 local_steps);
+    return true;
+  }
+  if (!stop_check_) return false;
+  std::string reason;
+  FULCRUM_RETURN_IF_ERROR(stop_check_(local_steps, &reason));
+  if (reason.empty()) return false;
+  result->stop_reason = std::move(reason);
+  return true;
+}
+
+absl::Status TrainLoop::CheckFinite(float loss, int64_t step, int64_t global_before) {
+  if (std::isfinite(loss)) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat("loss became ", loss, " at step ", step, " (global step ",
+                                          global_before,
+                                          "): the learning rate is probably too high"));
 }
 
 bool TrainLoop::Done() const {
@@ -144,20 +154,8 @@ absl::Status TrainLoop::RunOverlapped(StepExchange* exchange, double first_pull_
     }
     if (!pending_.has_value() && Done()) break;
     const auto local_steps = static_cast<int64_t>(result->steps.size() + (pending_ ? 1 : 0));
-    if (const int signal = StopSignal(); signal != 0) {
-      result->stop_reason = absl::StrCat("interrupted by ", SignalName(signal));
-      spdlog::warn("{}: stopping after step {}, writing what was recorded", result->stop_reason,
-                   local_steps);
-      break;
-    }
-    if (stop_check_) {
-      std::string reason;
-      FULCRUM_RETURN_IF_ERROR(stop_check_(local_steps, &reason));
-      if (!reason.empty()) {
-        result->stop_reason = std::move(reason);
-        break;
-      }
-    }
+    FULCRUM_ASSIGN_OR_RETURN(const bool stop, StopRequested(local_steps, result));
+    if (stop) break;
     FULCRUM_ASSIGN_OR_RETURN(const Outcome outcome,
                              OverlappedStep(exchange, local_steps + 1, pull_ms, result));
     pull_ms = 0.0;
@@ -214,11 +212,7 @@ absl::StatusOr<TrainLoop::Outcome> TrainLoop::OverlappedStep(StepExchange* excha
   };
   hooks.forward_done = [&](float forward_loss) -> absl::Status {
     // Nothing of a diverged step is sent (its gradients go out during the backward pass).
-    if (!std::isfinite(forward_loss)) {
-      return absl::InternalError(absl::StrCat("loss became ", forward_loss, " at step ", step,
-                                              " (global step ", global_before,
-                                              "): the learning rate is probably too high"));
-    }
+    FULCRUM_RETURN_IF_ERROR(CheckFinite(forward_loss, step, global_before));
     const auto f0 = Clock::now();
     FULCRUM_ASSIGN_OR_RETURN(outcome, FinishPending(exchange, result));
     finish_ms = Ms(Clock::now() - f0).count();
@@ -244,11 +238,7 @@ absl::StatusOr<TrainLoop::Outcome> TrainLoop::OverlappedStep(StepExchange* excha
     }
     return loss.status();
   }
-  if (!std::isfinite(*loss)) {
-    return absl::InternalError(absl::StrCat("loss became ", *loss, " at step ", step,
-                                            " (global step ", global_before,
-                                            "): the learning rate is probably too high"));
-  }
+  FULCRUM_RETURN_IF_ERROR(CheckFinite(*loss, step, global_before));
   exchange->SendRest();
   const auto t1 = Clock::now();
   r.loss = *loss;
@@ -281,11 +271,7 @@ absl::StatusOr<profiler::StepRecord> TrainLoop::Step(int64_t step, double pull_m
                                : model_->ComputeGradients(inputs_, batch_labels_, store_->values(),
                                                           store_->grads(), &forward_ms));
   const auto t_grad = Clock::now();
-  if (!std::isfinite(loss)) {
-    return absl::InternalError(absl::StrCat("loss became ", loss, " at step ", step,
-                                            " (global step ", global_before,
-                                            "): the learning rate is probably too high"));
-  }
+  FULCRUM_RETURN_IF_ERROR(CheckFinite(loss, step, global_before));
   FULCRUM_ASSIGN_OR_RETURN(const ApplyResult applied, store_->Apply());
   const auto t1 = Clock::now();
   r.global_step = store_->global_step();

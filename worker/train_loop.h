@@ -89,6 +89,11 @@ class TrainLoop {
 
   // One step, local step `step`; `pull_ms` is time spent reading its values before it began.
   absl::StatusOr<profiler::StepRecord> Step(int64_t step, double pull_ms);
+  // Both schedules, before each step: a signal or the stop check (the reason then goes to
+  // result->stop_reason); true when the run ends here.
+  absl::StatusOr<bool> StopRequested(int64_t local_steps, TrainLoopResult* result);
+  // InternalError naming the step when its loss is not finite (the learning rate, probably).
+  static absl::Status CheckFinite(float loss, int64_t step, int64_t global_before);
   // The overlapped schedule's loop and step (kTaken: in flight as pending_).
   absl::Status RunOverlapped(StepExchange* exchange, double first_pull_ms, TrainLoopResult* result);
   absl::StatusOr<Outcome> OverlappedStep(StepExchange* exchange, int64_t step, double pull_ms,
