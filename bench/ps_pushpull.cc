@@ -46,7 +46,7 @@ ABSL_DECLARE_FLAG(std::string, cluster_spec);
 ABSL_DECLARE_FLAG(int32_t, task_index);
 ABSL_DECLARE_FLAG(std::string, model);
 ABSL_DECLARE_FLAG(int64_t, rpc_chunk_bytes);
-ABSL_DECLARE_FLAG(std::string, data_plane);
+ABSL_DECLARE_FLAG(fulcrum::runtime::DataPlane, data_plane);
 ABSL_FLAG(double, warmup_s, 1, "Seconds of unreported push+pull rounds before the window.");
 ABSL_FLAG(double, seconds, 3, "Seconds of the measured window.");
 ABSL_FLAG(std::string, barrier_dir, "",
@@ -77,10 +77,7 @@ int Run() {
   if (spec_path.empty()) return bad("--cluster_spec: required");
   if (barrier_dir.empty()) return bad("--barrier_dir: required");
   if (chunk_bytes < 4) return bad("--rpc_chunk_bytes: must be at least 4");
-  const std::string data_plane = absl::GetFlag(FLAGS_data_plane);
-  if (data_plane != "grpc" && data_plane != "tcp" && data_plane != "auto") {
-    return bad(absl::StrCat("--data_plane=", data_plane, ": expected auto, grpc or tcp"));
-  }
+  const runtime::DataPlane data_plane = absl::GetFlag(FLAGS_data_plane);
   if (warmup_s < 0) return bad("--warmup_s: must be >= 0");
   if (seconds <= 0) return bad("--seconds: must be > 0");
   absl::StatusOr<std::string> text = ReadFileToString(spec_path);
@@ -126,7 +123,7 @@ int Run() {
     if (absl::Status s = client->Warm(chunk_bytes, 3, kCallTimeout); !s.ok()) {
       return Fail(s.ToString());
     }
-    if (data_plane != "grpc") {  // auto: tcp (this benchmark runs without TLS)
+    if (data_plane != runtime::DataPlane::kGrpc) {  // auto: tcp (this one runs without TLS)
       client->set_tcp_data_plane(true);
       if (absl::Status s = client->OpenDataPlane(absl::StrCat("worker:", rank), kCallTimeout);
           !s.ok()) {

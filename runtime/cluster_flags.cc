@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/enum_flag.h"
 #include "base/status_macros.h"
 #include "runtime/flags.h"
 #include "runtime/flags_internal.h"
@@ -40,7 +41,7 @@ ABSL_FLAG(std::string, master_hosts, "",
           "TensorFlow 1.x style: the master (chief) task's host:port; same as --chief_hosts.");
 ABSL_FLAG(std::string, job_name, "",
           "This task's job: chief, ps or worker (default: the binary's).");
-ABSL_FLAG(std::string, mode, "async",
+ABSL_FLAG(fulcrum::runtime::SyncMode, mode, fulcrum::runtime::SyncMode::kAsync,
           "Distributed training: sync (aggregate, like "
           "SyncReplicasOptimizer), async (apply each push on arrival) or ssp (stale synchronous "
           "parallel: async, but no worker runs more than --staleness steps ahead of the "
@@ -51,7 +52,7 @@ ABSL_FLAG(std::optional<int64_t>, staleness, std::nullopt,
 ABSL_FLAG(int32_t, replicas_to_aggregate, 0,
           "Sync mode: gradients aggregated per step (default: the number of workers; fewer "
           "makes the rest backup workers).");
-ABSL_FLAG(std::string, async_pull, "at_step_start",
+ABSL_FLAG(fulcrum::runtime::AsyncPull, async_pull, fulcrum::runtime::AsyncPull::kAtStepStart,
           "Async mode: where a worker's values for a step come from: at_step_start (default, "
           "TensorFlow's PS reads: each chunk is pulled when the step begins, once this worker's "
           "own gradient of it was applied, and the forward pass waits layer by layer), "
@@ -85,7 +86,7 @@ ABSL_FLAG(double, recovery_timeout, 120,
           "With --checkpoint_dir: seconds the chief waits for a ps that died to be restarted (by "
           "hand or a launcher) before it restores every ps from the newest checkpoint, and "
           "workers wait for that restore (0 = no recovery: a dead ps ends the run).");
-ABSL_FLAG(std::string, nonfinite, "error",
+ABSL_FLAG(fulcrum::runtime::NonFiniteAction, nonfinite, fulcrum::runtime::NonFiniteAction::kError,
           "What a ps does with a pushed gradient holding a NaN or an Inf: error (refuse it, the "
           "pusher fails) or skip (apply nothing, count it in pushes_nonfinite).");
 ABSL_FLAG(int64_t, rpc_chunk_bytes, 2 << 20,
@@ -94,7 +95,7 @@ ABSL_FLAG(std::string, wire_dtype, "f32",
           "How gradients and values travel between workers and ps tasks: f32 (exact, sent from "
           "the tensors without a copy), bf16 or fp16 (16-bit, half the bytes, each value rounded "
           "to nearest even; the ps keeps float32).");
-ABSL_FLAG(std::string, data_plane, "auto",
+ABSL_FLAG(fulcrum::runtime::DataPlane, data_plane, fulcrum::runtime::DataPlane::kAuto,
           "How Pull, Push and PushPull travel between workers and ps tasks: tcp (one plain TCP "
           "connection per worker and ps beside the gRPC channel, opened with a one-use ticket "
           "from the ps's gRPC service; no HTTP/2, faster, unencrypted), grpc (on the task's gRPC "
@@ -159,7 +160,36 @@ absl::StatusOr<TaskConfig> ResolveTaskFromFlags(absl::string_view default_job) {
                            absl::GetFlag(FLAGS_task_index), default_job);
 }
 
+constexpr EnumName<SyncMode> kModes[] = {
+    {SyncMode::kSync, "sync"}, {SyncMode::kAsync, "async"}, {SyncMode::kSsp, "ssp"}};
+constexpr EnumName<AsyncPull> kAsyncPulls[] = {{AsyncPull::kAtStepStart, "at_step_start"},
+                                               {AsyncPull::kWithPush, "with_push"},
+                                               {AsyncPull::kBeforeStep, "before_step"}};
+constexpr EnumName<DataPlane> kDataPlanes[] = {
+    {DataPlane::kAuto, "auto"}, {DataPlane::kGrpc, "grpc"}, {DataPlane::kTcp, "tcp"}};
+constexpr EnumName<NonFiniteAction> kNonFiniteActions[] = {{NonFiniteAction::kError, "error"},
+                                                           {NonFiniteAction::kSkip, "skip"}};
+
 }  // namespace
+
+bool AbslParseFlag(absl::string_view text, SyncMode* mode, std::string* error) {
+  return ParseEnum(text, kModes, mode, error);
+}
+std::string AbslUnparseFlag(SyncMode mode) { return UnparseEnum(mode, kModes); }
+bool AbslParseFlag(absl::string_view text, AsyncPull* pull, std::string* error) {
+  return ParseEnum(text, kAsyncPulls, pull, error);
+}
+std::string AbslUnparseFlag(AsyncPull pull) { return UnparseEnum(pull, kAsyncPulls); }
+bool AbslParseFlag(absl::string_view text, DataPlane* plane, std::string* error) {
+  return ParseEnum(text, kDataPlanes, plane, error);
+}
+std::string AbslUnparseFlag(DataPlane plane) { return UnparseEnum(plane, kDataPlanes); }
+bool AbslParseFlag(absl::string_view text, NonFiniteAction* action, std::string* error) {
+  return ParseEnum(text, kNonFiniteActions, action, error);
+}
+std::string AbslUnparseFlag(NonFiniteAction action) {
+  return UnparseEnum(action, kNonFiniteActions);
+}
 
 bool ClusterRequested() {
   const char* tf_config = std::getenv("TF_CONFIG");
@@ -172,17 +202,8 @@ namespace {
 // --mode and how steps are made: ssp's staleness, sync's replicas, async's reads, the
 // staleness-aware learning rate.
 absl::Status ReadSchedule(ClusterOptions& o) {
-  const std::string mode = absl::GetFlag(FLAGS_mode);
-  if (mode == "sync") {
-    o.mode = SyncMode::kSync;
-  } else if (mode == "async") {
-    o.mode = SyncMode::kAsync;
-  } else if (mode == "ssp") {
-    o.mode = SyncMode::kSsp;
-  } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--mode=", mode, ": expected sync, async or ssp"));
-  }
+  o.mode = absl::GetFlag(FLAGS_mode);
+  const char* const mode = ModeName(o.mode);
   const std::optional<int64_t> staleness = absl::GetFlag(FLAGS_staleness);
   if (staleness && o.mode != SyncMode::kSsp) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -201,13 +222,9 @@ absl::Status ReadSchedule(ClusterOptions& o) {
         absl::StrCat("--replicas_to_aggregate=", o.replicas_to_aggregate,
                      ": must be between 1 and the ", workers, " worker(s) of the cluster spec"));
   }
-  const std::string async_pull = absl::GetFlag(FLAGS_async_pull);
-  if (async_pull != "at_step_start" && async_pull != "with_push" && async_pull != "before_step") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--async_pull=", async_pull, ": expected at_step_start, with_push or before_step"));
-  }
-  o.pull_before_step = async_pull == "before_step";
-  o.reads_at_step_start = async_pull == "at_step_start";
+  const AsyncPull async_pull = absl::GetFlag(FLAGS_async_pull);
+  o.pull_before_step = async_pull == AsyncPull::kBeforeStep;
+  o.reads_at_step_start = async_pull == AsyncPull::kAtStepStart;
   if (o.pull_before_step && o.mode == SyncMode::kSync) {
     return absl::InvalidArgumentError(
         "--async_pull=before_step is for --mode=async (a sync step's values come with its push)");
@@ -223,7 +240,7 @@ absl::Status ReadSchedule(ClusterOptions& o) {
 
 // Placement, overlap, chunking, the wire's number format and the data plane (*data_plane as
 // given: auto is decided once the security flags are read).
-absl::Status ReadTransport(ClusterOptions& o, std::string* data_plane) {
+absl::Status ReadTransport(ClusterOptions& o, DataPlane* data_plane) {
   FULCRUM_ASSIGN_OR_RETURN(o.placement, ParsePlacementStrategy(absl::GetFlag(FLAGS_placement)));
   o.partition_min_bytes = absl::GetFlag(FLAGS_partition_min_bytes);
   FULCRUM_RETURN_IF_ERROR(
@@ -242,11 +259,7 @@ absl::Status ReadTransport(ClusterOptions& o, std::string* data_plane) {
                                                    ": ", dtype.status().message()));
   }
   *data_plane = absl::GetFlag(FLAGS_data_plane);
-  if (*data_plane != "grpc" && *data_plane != "tcp" && *data_plane != "auto") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--data_plane=", *data_plane, ": expected auto, grpc or tcp"));
-  }
-  o.tcp_data_plane = *data_plane == "tcp";  // auto: decided with the security flags below
+  o.tcp_data_plane = *data_plane == DataPlane::kTcp;  // auto: decided with the security flags
   return absl::OkStatus();
 }
 
@@ -265,12 +278,7 @@ absl::Status ReadTimeouts(ClusterOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrCat("--eval_every=", o.eval_every, ": must not be negative"));
   }
-  const std::string nonfinite = absl::GetFlag(FLAGS_nonfinite);
-  if (nonfinite != "error" && nonfinite != "skip") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--nonfinite=", nonfinite, ": expected error or skip"));
-  }
-  o.nonfinite_skip = nonfinite == "skip";
+  o.nonfinite_skip = absl::GetFlag(FLAGS_nonfinite) == NonFiniteAction::kSkip;
   return absl::OkStatus();
 }
 
@@ -313,7 +321,7 @@ absl::StatusOr<ClusterOptions> ClusterOptionsFromFlags(absl::string_view default
   ClusterOptions o;
   FULCRUM_ASSIGN_OR_RETURN(o.task, ResolveTaskFromFlags(default_job));
   FULCRUM_RETURN_IF_ERROR(ReadSchedule(o));
-  std::string data_plane;
+  DataPlane data_plane = DataPlane::kAuto;
   FULCRUM_RETURN_IF_ERROR(ReadTransport(o, &data_plane));
   FULCRUM_RETURN_IF_ERROR(ReadTimeouts(o));
   FULCRUM_RETURN_IF_ERROR(ReadCheckpoints(o));
@@ -322,7 +330,7 @@ absl::StatusOr<ClusterOptions> ClusterOptionsFromFlags(absl::string_view default
       o.security, TransportSecurity::Load(security, o.task.task_name(), o.task.dir_name()));
   FULCRUM_RETURN_IF_ERROR(o.security.CheckSpecReachableOnlyLocally(o.task.cluster));
   FULCRUM_RETURN_IF_ERROR(ReplicationFromFlags(o));
-  if (data_plane == "auto") o.tcp_data_plane = !o.security.tls();
+  if (data_plane == DataPlane::kAuto) o.tcp_data_plane = !o.security.tls();
   if (o.tcp_data_plane && o.security.tls()) {
     return absl::InvalidArgumentError(
         "--data_plane=tcp with --tls_cert: the tcp data plane sends tensors unencrypted; use "

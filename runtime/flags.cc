@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <sstream>
 
@@ -162,6 +163,23 @@ std::string DescribeParseError(absl::string_view message) {
   if (absl::ConsumePrefix(&rest, "Unknown command line flag '") &&
       absl::ConsumeSuffix(&rest, "'")) {
     return absl::StrCat("unknown flag --", rest);
+  }
+  rest = message;
+  // A value the flag's type refuses: "Illegal value 'x' specified for flag 'mode'; why".
+  if (absl::ConsumePrefix(&rest, "Illegal value '")) {
+    const size_t value_end = rest.find("' specified for flag '");
+    if (value_end != absl::string_view::npos) {
+      const absl::string_view value = rest.substr(0, value_end);
+      absl::string_view tail = rest.substr(value_end + std::strlen("' specified for flag '"));
+      const size_t name_end = tail.find('\'');
+      if (name_end != absl::string_view::npos) {
+        absl::string_view why = tail.substr(name_end + 1);
+        absl::ConsumePrefix(&why, ";");
+        absl::ConsumePrefix(&why, " ");
+        return absl::StrCat("--", tail.substr(0, name_end), "=", value, ": ",
+                            why.empty() ? "not a valid value" : why);
+      }
+    }
   }
   rest = message;
   if (absl::ConsumePrefix(&rest, "Can't open flagfile ")) {

@@ -109,6 +109,24 @@ inline const char* ModeName(SyncMode mode) {
   return "async";
 }
 
+// The enum-valued flags, parsed by Abseil (base/enum_flag.h): --mode, --async_pull,
+// --data_plane, --nonfinite. A wrong spelling exits 2 while the command line is parsed,
+// naming the valid ones ("--mode=lockstep: expected sync, async or ssp").
+bool AbslParseFlag(absl::string_view text, SyncMode* mode, std::string* error);
+std::string AbslUnparseFlag(SyncMode mode);
+// --async_pull: where an async worker's values for a step come from.
+enum class AsyncPull { kAtStepStart, kWithPush, kBeforeStep };
+bool AbslParseFlag(absl::string_view text, AsyncPull* pull, std::string* error);
+std::string AbslUnparseFlag(AsyncPull pull);
+// --data_plane: auto (tcp without TLS, grpc with it), grpc or tcp.
+enum class DataPlane { kAuto, kGrpc, kTcp };
+bool AbslParseFlag(absl::string_view text, DataPlane* plane, std::string* error);
+std::string AbslUnparseFlag(DataPlane plane);
+// --nonfinite: what a ps does with a NaN or Inf gradient.
+enum class NonFiniteAction { kError, kSkip };
+bool AbslParseFlag(absl::string_view text, NonFiniteAction* action, std::string* error);
+std::string AbslUnparseFlag(NonFiniteAction action);
+
 // --staleness: its default with --mode=ssp, and its largest value.
 inline constexpr int64_t kDefaultStaleness = 3;
 inline constexpr int64_t kMaxStaleness = 1000000;
