@@ -166,8 +166,8 @@ grpc::Status PsService::OpenDataPlane(grpc::ServerContext* context,
 }
 
 absl::Status PsService::ServeData(runtime::DataMethod method, const std::string& task,
-                                  grpc::ByteBuffer* body, absl::Time deadline,
-                                  std::vector<grpc::Slice>* reply) {
+                                  const runtime::Pieces& body, absl::Time deadline,
+                                  std::vector<runtime::Slice>* reply) {
   const std::string name = runtime::DataMethodName(static_cast<uint32_t>(method));
   const auto check = [&](const std::string& claimed) -> absl::Status {
     if (claimed != task) {
@@ -176,38 +176,35 @@ absl::Status PsService::ServeData(runtime::DataMethod method, const std::string&
     }
     return shard_->CheckTask(task, name.c_str());
   };
-  grpc::ByteBuffer out;
   if (method == runtime::DataMethod::kPull) {
+    std::string bytes;
+    for (const auto& p : body) bytes.append(p.data(), p.size());
     pb::PullRequest request;
-    grpc::Slice whole;
-    if (!body->DumpToSingleSlice(&whole).ok() ||
-        !request.ParseFromArray(whole.begin(), static_cast<int>(whole.size()))) {
+    if (!request.ParseFromString(bytes)) {
       return absl::InvalidArgumentError("Pull request does not parse as protobuf");
     }
     FULCRUM_RETURN_IF_ERROR(check(request.task()));
     PullReply response;
     FULCRUM_RETURN_IF_ERROR(DoPull(request, &response, deadline));
-    runtime::SerializeFrame(response, &out);
-  } else {
-    PushFrame request;
-    // The body outlives the request here: aligned float32 gradients are applied in place.
-    request.borrow_aligned_f32 = true;
-    if (absl::Status s = request.Parse(body); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat(name, " request: ", s.message()));
-    }
-    FULCRUM_RETURN_IF_ERROR(check(request.header.task()));
-    if (method == runtime::DataMethod::kPush) {
-      pb::PushResponse response;
-      FULCRUM_RETURN_IF_ERROR(DoPush(request, &response));
-      const std::string bytes = response.SerializeAsString();
-      reply->emplace_back(bytes.data(), bytes.size());
-      return absl::OkStatus();
-    }
-    PushReply response;
-    FULCRUM_RETURN_IF_ERROR(DoPushPull(request, &response, deadline));
-    runtime::SerializeFrame(response, &out);
+    runtime::SerializeFrame(response, reply);
+    return absl::OkStatus();
   }
-  if (!out.Dump(reply).ok()) return absl::InternalError(absl::StrCat(name, ": reply not built"));
+  PushFrame request;
+  // The body outlives the request here: aligned float32 gradients are applied in place.
+  request.borrow_aligned_f32 = true;
+  if (absl::Status s = request.Parse(body); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(name, " request: ", s.message()));
+  }
+  FULCRUM_RETURN_IF_ERROR(check(request.header.task()));
+  if (method == runtime::DataMethod::kPush) {
+    pb::PushResponse response;
+    FULCRUM_RETURN_IF_ERROR(DoPush(request, &response));
+    reply->push_back(runtime::Slice::Own(response.SerializeAsString()));
+    return absl::OkStatus();
+  }
+  PushReply response;
+  FULCRUM_RETURN_IF_ERROR(DoPushPull(request, &response, deadline));
+  runtime::SerializeFrame(response, reply);
   return absl::OkStatus();
 }
 
@@ -320,12 +317,12 @@ absl::StatusOr<std::unique_ptr<TcpDataServer>> StartDataPlane(PsService* service
                                                               const std::string& host) {
   FULCRUM_ASSIGN_OR_RETURN(
       std::unique_ptr<TcpDataServer> server,
-      TcpDataServer::Start(
-          name, host,
-          [service](runtime::DataMethod method, const std::string& task, grpc::ByteBuffer* body,
-                    absl::Time deadline, std::vector<grpc::Slice>* reply) {
-            return service->ServeData(method, task, body, deadline, reply);
-          }));
+      TcpDataServer::Start(name, host,
+                           [service](runtime::DataMethod method, const std::string& task,
+                                     const runtime::Pieces& body, absl::Time deadline,
+                                     std::vector<runtime::Slice>* reply) {
+                             return service->ServeData(method, task, body, deadline, reply);
+                           }));
   service->set_data_plane(server.get());
   return server;
 }

@@ -26,6 +26,7 @@
 #include "proto/ps.grpc.pb.h"
 #include "ps/replicas.h"
 #include "ps/shard.h"
+#include "runtime/grpc_frames.h"
 #include "runtime/security.h"
 #include "runtime/tcp_wire.h"
 #include "runtime/wire_frame.h"
@@ -92,8 +93,8 @@ class PsService final : public grpc::Service {
   // protobuf bytes as the gRPC method's request, the reply's slices the same as its reply.
   // PermissionDenied when the request names another task; otherwise as the gRPC method.
   absl::Status ServeData(runtime::DataMethod method, const std::string& task,
-                         grpc::ByteBuffer* body, absl::Time deadline,
-                         std::vector<grpc::Slice>* reply);
+                         const runtime::Pieces& body, absl::Time deadline,
+                         std::vector<runtime::Slice>* reply);
 
   // Waits up to `timeout` for a Shutdown RPC; true (and its reason in *reason) once one came.
   bool WaitForShutdown(absl::Duration timeout, std::string* reason);

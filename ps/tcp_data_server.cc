@@ -347,7 +347,7 @@ void TcpDataServer::ReadNext(std::shared_ptr<Connection> conn) {
 void TcpDataServer::Handle(const std::shared_ptr<Connection>& conn, const runtime::RequestHeader& h,
                            std::span<char> body) {
   absl::Status status;
-  std::vector<grpc::Slice> reply;
+  std::vector<runtime::Slice> reply;
   const auto method = static_cast<runtime::DataMethod>(h.method);
   if (method != runtime::DataMethod::kPull && method != runtime::DataMethod::kPush &&
       method != runtime::DataMethod::kPushPull) {
@@ -356,9 +356,9 @@ void TcpDataServer::Handle(const std::shared_ptr<Connection>& conn, const runtim
     status = absl::DeadlineExceededError(
         absl::StrCat(runtime::DataMethodName(h.method), ": no time left"));
   } else {
-    grpc::Slice slice(body.data(), body.size(), grpc::Slice::STATIC_SLICE);
-    grpc::ByteBuffer buffer(&slice, 1);
-    status = handler_(method, conn->task, &buffer, absl::Now() + absl::Microseconds(h.timeout_us),
+    runtime::Pieces pieces;
+    if (!body.empty()) pieces.emplace_back(body.data(), body.size());
+    status = handler_(method, conn->task, pieces, absl::Now() + absl::Microseconds(h.timeout_us),
                       &reply);
   }
   if (!status.ok()) reply.clear();
@@ -366,11 +366,11 @@ void TcpDataServer::Handle(const std::shared_ptr<Connection>& conn, const runtim
 }
 
 void TcpDataServer::Respond(const std::shared_ptr<Connection>& conn, uint64_t id,
-                            const absl::Status& status, std::vector<grpc::Slice> body) {
+                            const absl::Status& status, std::vector<runtime::Slice> body) {
   runtime::ReplyHeader h;
   h.code = static_cast<uint32_t>(status.code());
   h.id = id;
-  for (const grpc::Slice& s : body) h.length += s.size();
+  for (const runtime::Slice& s : body) h.length += s.size();
   const std::string message(status.message().substr(
       0, std::min<size_t>(status.message().size(), runtime::kMaxStatusMessageBytes)));
   h.message_length = static_cast<uint32_t>(message.size());
@@ -380,7 +380,7 @@ void TcpDataServer::Respond(const std::shared_ptr<Connection>& conn, uint64_t id
   iov.reserve(body.size() + 2);
   iov.push_back({header, sizeof(header)});
   iov.push_back({const_cast<char*>(message.data()), message.size()});
-  for (const grpc::Slice& s : body) iov.push_back({const_cast<uint8_t*>(s.begin()), s.size()});
+  for (const runtime::Slice& s : body) iov.push_back({const_cast<char*>(s.data()), s.size()});
   MutexLock lock(&conn->write_mu);
   if (absl::Status s = runtime::WriteFull(conn->fd, iov, absl::Now() + kFrameTime); !s.ok()) {
     spdlog::warn("{} data plane: reply to {} failed: {}; closing the connection", name_, conn->peer,

@@ -30,8 +30,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "base/mutex.h"
-#include "grpcpp/support/byte_buffer.h"
-#include "grpcpp/support/slice.h"
+#include "runtime/slice.h"
 #include "runtime/tcp_wire.h"
 
 namespace fulcrum::ps {
@@ -41,8 +40,8 @@ class TcpDataServer {
   // Serves one request of `task` (the connection's ticket's): parses `body` (valid only during
   // the call), runs it, and leaves the reply's body in *reply. May block until `deadline`.
   using Handler = std::function<absl::Status(runtime::DataMethod method, const std::string& task,
-                                             grpc::ByteBuffer* body, absl::Time deadline,
-                                             std::vector<grpc::Slice>* reply)>;
+                                             const runtime::Pieces& body, absl::Time deadline,
+                                             std::vector<runtime::Slice>* reply)>;
 
   static constexpr absl::Duration kHelloTimeout = absl::Seconds(5);
   static constexpr absl::Duration kTicketLifetime = absl::Seconds(60);
@@ -92,7 +91,7 @@ class TcpDataServer {
   // The task of a live ticket, which is used up; nullopt when none matches.
   std::optional<std::string> RedeemTicket(const std::string& ticket);
   void Respond(const std::shared_ptr<Connection>& conn, uint64_t id, const absl::Status& status,
-               std::vector<grpc::Slice> body);
+               std::vector<runtime::Slice> body);
 
   const std::string name_;
   const int listen_fd_;

@@ -6,6 +6,7 @@
 #include "absl/time/clock.h"
 #include "base/status_macros.h"
 #include "grpcpp/support/client_callback.h"
+#include "runtime/grpc_frames.h"
 #include "runtime/grpc_util.h"
 #include "spdlog/spdlog.h"
 
@@ -98,7 +99,7 @@ struct FrameCall {
 // Parses a data-plane reply into a zero-copy frame (its error is the frame's `error`).
 template <typename Frame>
 TcpDataChannel::ParseReply ParseFrameInto(Frame* response) {
-  return [response](grpc::ByteBuffer* reply) {
+  return [response](const Pieces& reply) {
     (void)response->Parse(reply);
     return absl::OkStatus();
   };
@@ -145,9 +146,8 @@ absl::StatusOr<std::shared_ptr<TcpDataChannel>> GrpcPsClient::DataChannel(const 
   return data;
 }
 
-void GrpcPsClient::OverTcp(DataMethod method, const std::string& task,
-                           std::vector<grpc::Slice> body, absl::Duration timeout,
-                           TcpDataChannel::ParseReply parse, Done finish) {
+void GrpcPsClient::OverTcp(DataMethod method, const std::string& task, std::vector<Slice> body,
+                           absl::Duration timeout, TcpDataChannel::ParseReply parse, Done finish) {
   absl::StatusOr<std::shared_ptr<TcpDataChannel>> channel = DataChannel(task, timeout);
   if (!channel.ok()) return finish(channel.status());
   (*channel)->Call(method, std::move(body), timeout, std::move(parse), std::move(finish));
@@ -165,9 +165,7 @@ void GrpcPsClient::PullAsync(const pb::PullRequest* request, PullReply* response
     call->Finish("Pull", status, response->error);
   };
   if (tcp_data_plane_) {
-    const std::string bytes = request->SerializeAsString();
-    std::vector<grpc::Slice> body;
-    body.emplace_back(bytes.data(), bytes.size());
+    std::vector<Slice> body = {Slice::Own(request->SerializeAsString())};
     return OverTcp(DataMethod::kPull, request->task(), std::move(body), timeout,
                    ParseFrameInto(response), std::move(end));
   }
@@ -193,18 +191,20 @@ void GrpcPsClient::SendPush(DataMethod method, const grpc::internal::RpcMethod& 
   response->error = absl::OkStatus();
   response->bytes = 0;
   auto* call = FrameCall::Start(name, std::move(done), this);
-  grpc::ByteBuffer buffer;
+  std::vector<Slice> body;
+  size_t sent = request->ByteSize();
   // On the tcp data plane, payloads at 4-byte offsets: the ps applies the gradients in place.
-  if (tcp_data_plane_) SerializeFrame(*request, &buffer, /*align_payloads=*/true);
-  const size_t sent = tcp_data_plane_ ? buffer.Length() : request->ByteSize();  // with any pads
+  if (tcp_data_plane_) {
+    SerializeFrame(*request, &body, /*align_payloads=*/true);
+    sent = 0;
+    for (const Slice& s : body) sent += s.size();  // with any pads
+  }
   auto end = [call, name, sent, response](const auto& status) {
     profiler::ReportRpcBytes(call->client->observer(), call->client->peer(), name,
                              call->begin_unix_us, sent, response->bytes);
     call->Finish(name, status, response->error);
   };
   if (tcp_data_plane_) {
-    std::vector<grpc::Slice> body;
-    (void)buffer.Dump(&body);  // references the frame's slices (no copy)
     return OverTcp(method, request->header.task(), std::move(body), timeout,
                    ParseFrameInto(response), std::move(end));
   }

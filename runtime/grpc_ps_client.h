@@ -116,7 +116,7 @@ class GrpcPsClient final : public PsClient {
 
   // Sends `body` on the tcp data plane of `task`: `parse` reads the reply's body, then
   // `finish` ends the call (at once, with the reason, when no connection can be opened).
-  void OverTcp(DataMethod method, const std::string& task, std::vector<grpc::Slice> body,
+  void OverTcp(DataMethod method, const std::string& task, std::vector<Slice> body,
                absl::Duration timeout, TcpDataChannel::ParseReply parse, Done finish);
   // Push or PushPull: over this channel's `rpc`, or the tcp data plane's `method`.
   void SendPush(DataMethod method, const grpc::internal::RpcMethod& rpc, const PushFrame* request,

@@ -78,17 +78,17 @@ bool TcpDataChannel::healthy() const {
 void TcpDataChannel::Outgoing::Unsent(std::vector<iovec>* iov) {
   iov->clear();
   iov->push_back({header.data(), header.size()});
-  for (const grpc::Slice& s : body) iov->push_back({const_cast<uint8_t*>(s.begin()), s.size()});
+  for (const Slice& s : body) iov->push_back({const_cast<char*>(s.data()), s.size()});
   SkipBytes(*iov, sent);
 }
 
-void TcpDataChannel::Call(DataMethod method, std::vector<grpc::Slice> body, absl::Duration timeout,
+void TcpDataChannel::Call(DataMethod method, std::vector<Slice> body, absl::Duration timeout,
                           ParseReply parse, Done done) {
   const absl::Time deadline = absl::Now() + timeout;
   Outgoing out;
   RequestHeader h;
   h.method = static_cast<uint32_t>(method);
-  for (const grpc::Slice& s : body) h.length += s.size();
+  for (const Slice& s : body) h.length += s.size();
   h.timeout_us = absl::ToInt64Microseconds(timeout);
   out.body = std::move(body);
   out.deadline = deadline;
@@ -233,9 +233,9 @@ absl::Status TcpDataChannel::ReadReply() {
   if (h->code != 0) {
     result = absl::Status(static_cast<absl::StatusCode>(h->code), message);
   } else {
-    grpc::Slice slice(buffer_.data(), h->length, grpc::Slice::STATIC_SLICE);
-    grpc::ByteBuffer body(&slice, 1);
-    result = call->parse(&body);
+    Pieces body;
+    if (h->length > 0) body.emplace_back(buffer_.data(), h->length);
+    result = call->parse(body);
   }
   call->done(std::move(result));
   return absl::OkStatus();

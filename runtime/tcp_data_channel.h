@@ -28,8 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "base/mutex.h"
-#include "grpcpp/support/byte_buffer.h"
-#include "grpcpp/support/slice.h"
+#include "runtime/slice.h"
 #include "runtime/tcp_wire.h"
 
 namespace fulcrum::runtime {
@@ -37,8 +36,8 @@ namespace fulcrum::runtime {
 class TcpDataChannel {
  public:
   using Done = std::function<void(absl::Status)>;
-  // Parses a reply's body; the buffer is valid only during the call.
-  using ParseReply = std::function<absl::Status(grpc::ByteBuffer* body)>;
+  // Parses a reply's body; its pieces are valid only during the call.
+  using ParseReply = std::function<absl::Status(const Pieces& body)>;
 
   // Connects to host:port before `deadline` and presents `ticket`. `label` names the peer in
   // errors ("ps:0 data plane (127.0.0.1:40123)"). Unavailable when it cannot connect or the
@@ -54,8 +53,8 @@ class TcpDataChannel {
 
   // Sends `body` (its slices are referenced until `done` runs) as a request of `method`;
   // `parse` runs on the reader thread with the reply's body, then `done` with the call's end.
-  void Call(DataMethod method, std::vector<grpc::Slice> body, absl::Duration timeout,
-            ParseReply parse, Done done);
+  void Call(DataMethod method, std::vector<Slice> body, absl::Duration timeout, ParseReply parse,
+            Done done);
 
   // False once the connection failed.
   bool healthy() const;
@@ -70,7 +69,7 @@ class TcpDataChannel {
   struct Outgoing {
     uint64_t id = 0;
     std::array<char, kRequestHeaderBytes> header;
-    std::vector<grpc::Slice> body;
+    std::vector<Slice> body;
     absl::Time deadline;
     size_t sent = 0;  // bytes of header and body already written
     // The unsent bytes as iovecs (into *iov).

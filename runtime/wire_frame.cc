@@ -7,7 +7,6 @@
 
 #include "Eigen/Core"
 #include "absl/strings/str_cat.h"
-#include "grpcpp/support/proto_buffer_reader.h"
 
 namespace fulcrum::runtime {
 namespace {
@@ -34,10 +33,12 @@ void AppendVarint(uint64_t v, std::string* out) {
   out->push_back(static_cast<char>(v));
 }
 
-// Reads a serialized message from a ByteBuffer's slices without copying them.
+// Reads a serialized message from the pieces of a received body without copying them.
 class PieceReader {
  public:
-  explicit PieceReader(grpc::ByteBuffer* buffer) : reader_(buffer), remaining_(buffer->Length()) {}
+  explicit PieceReader(const Pieces& body) : body_(body) {
+    for (const auto& p : body) remaining_ += p.size();
+  }
 
   size_t remaining() const { return remaining_; }
   size_t offset(size_t total) const { return total - remaining_; }
@@ -89,20 +90,19 @@ class PieceReader {
  private:
   bool Fill() {
     while (avail_ == 0) {
-      if (remaining_ == 0) return false;
-      const void* data = nullptr;
-      int size = 0;
-      if (!reader_.Next(&data, &size)) return false;
-      cur_ = static_cast<const char*>(data);
-      avail_ = static_cast<size_t>(size);
+      if (remaining_ == 0 || next_ == body_.size()) return false;
+      cur_ = body_[next_].data();
+      avail_ = body_[next_].size();
+      ++next_;
     }
     return true;
   }
 
-  grpc::ProtoBufferReader reader_;
+  const Pieces& body_;
+  size_t next_ = 0;  // the piece Fill takes next
   const char* cur_ = nullptr;
   size_t avail_ = 0;
-  size_t remaining_;
+  size_t remaining_ = 0;
 };
 
 absl::Status Truncated(const char* where, size_t offset) {
@@ -359,7 +359,7 @@ void BorrowPayload(std::span<const std::span<const float>> parts, OutChunk* out)
   out->meta.set_wire_dtype(pb::WIRE_F32);
   for (const auto& p : parts) {
     if (p.empty()) continue;
-    out->slices.emplace_back(p.data(), p.size_bytes(), grpc::Slice::STATIC_SLICE);
+    out->slices.push_back(Slice::Borrow(p.data(), p.size_bytes()));
     out->bytes += p.size_bytes();
   }
 }
@@ -370,8 +370,9 @@ void CopyPayload(std::span<const std::span<const float>> parts, pb::WireDtype dt
   out->meta.set_wire_dtype(dtype);
   out->bytes = NumElements(parts) * static_cast<size_t>(WireElementBytes(dtype));
   if (out->bytes == 0) return;
-  grpc::Slice slice(out->bytes);
-  EncodePayload(parts, dtype, reinterpret_cast<char*>(const_cast<uint8_t*>(slice.begin())));
+  char* data = nullptr;
+  Slice slice = Slice::Allocate(out->bytes, &data);
+  EncodePayload(parts, dtype, data);
   out->slices.push_back(std::move(slice));
 }
 
@@ -394,9 +395,10 @@ std::optional<std::span<const float>> BorrowFloats(const pb::ChunkData& meta,
 }
 
 void SerializeChunks(const std::string& header_bytes, int chunk_field,
-                     const std::vector<OutChunk>& chunks, grpc::ByteBuffer* buffer,
+                     const std::vector<OutChunk>& chunks, std::vector<Slice>* out,
                      bool align_payloads) {
-  std::vector<grpc::Slice> slices;
+  std::vector<Slice>& slices = *out;
+  slices.clear();
   slices.reserve(2 * chunks.size() + 1);
   std::string pending = header_bytes;  // small bytes not yet in a slice
   size_t sent = 0;                     // bytes already in `slices`
@@ -434,20 +436,18 @@ void SerializeChunks(const std::string& header_bytes, int chunk_field,
     AppendVarint((uint64_t{pb::ChunkData::kDataFieldNumber} << 3) | kLengthDelimited, &pending);
     AppendVarint(c.bytes, &pending);
     sent += pending.size() + c.bytes;
-    slices.emplace_back(pending);
+    slices.push_back(Slice::Own(std::move(pending)));
     pending.clear();
-    for (const grpc::Slice& s : c.slices) slices.push_back(s);
+    for (const Slice& s : c.slices) slices.push_back(s);
   }
-  if (!pending.empty()) slices.emplace_back(pending);
-  grpc::ByteBuffer out(slices.data(), slices.size());
-  buffer->Swap(&out);
+  if (!pending.empty()) slices.push_back(Slice::Own(std::move(pending)));
 }
 
 absl::Status ParseChunkFrame(
-    grpc::ByteBuffer* buffer, int chunk_field, std::string* rest,
+    const Pieces& body, int chunk_field, std::string* rest,
     const std::function<absl::Status(const pb::ChunkData& meta, const Pieces& pieces)>& on_chunk) {
-  const size_t total = buffer->Length();
-  PieceReader r(buffer);
+  PieceReader r(body);
+  const size_t total = r.remaining();
   Pieces pieces;
   while (r.remaining() > 0) {
     uint64_t tag;
@@ -499,11 +499,6 @@ absl::Status ParseChunkFrame(
     if (absl::Status s = on_chunk(meta, pieces); !s.ok()) return s;
   }
   return absl::OkStatus();
-}
-
-grpc::Status FrameStatus(const absl::Status& s) {
-  if (s.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
 }
 
 }  // namespace fulcrum::runtime

@@ -11,8 +11,9 @@
 //     through protobuf, each chunk's payload handed as the pieces of those buffers it lies in
 //     to a sink that writes it into its destination (a worker: the model's tensors; the ps:
 //     one pooled float buffer per chunk, 16-bit payloads widened on the way).
-// The grpc::SerializationTraits at the end make these types usable as request and response
-// types of gRPC calls (runtime/grpc_ps_client.cc, ps/service.cc).
+// Frames know no transport: they serialize to Slices and parse from Pieces. The gRPC
+// transport's adapters are in runtime/grpc_frames.h; the tcp data plane sends the Slices as
+// they are.
 //
 // Bad input: a truncated or malformed frame, a payload whose byte length does not fit its
 // dtype or destination, an unknown wire dtype: a clear InvalidArgument naming the chunk; the
@@ -34,11 +35,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "grpcpp/impl/serialization_traits.h"
-#include "grpcpp/support/byte_buffer.h"
-#include "grpcpp/support/slice.h"
-#include "grpcpp/support/status.h"
 #include "proto/ps.pb.h"
+#include "runtime/slice.h"
 
 namespace fulcrum::runtime {
 
@@ -48,10 +46,6 @@ int WireElementBytes(pb::WireDtype dtype);
 std::string WireDtypeName(pb::WireDtype dtype);
 // The dtype a --wire_dtype value names (f32, bf16, fp16); InvalidArgument otherwise.
 absl::StatusOr<pb::WireDtype> ParseWireDtype(absl::string_view name);
-
-// A received payload: the pieces of the transport's buffers it lies in, in order (valid only
-// while the frame is being parsed).
-using Pieces = absl::InlinedVector<std::span<const char>, 8>;
 
 // Writes the floats a payload of `dtype` holds into `dest` (parts in order), widening 16-bit
 // values. InvalidArgument naming `what` when the dtype is unknown or the payload's byte length
@@ -86,7 +80,7 @@ class PooledFloats {
 // One chunk of an outgoing frame.
 struct OutChunk {
   pb::ChunkData meta;               // chunk, step, wire_dtype; its data stays empty
-  std::vector<grpc::Slice> slices;  // the payload, in order
+  std::vector<Slice> slices;        // the payload, in order
   size_t bytes = 0;                 // the payload's length
 };
 
@@ -125,7 +119,7 @@ struct OutFrame {
 // chunk's meta and payload pieces go to `on_chunk`, whose error stops the parse. The frame's
 // first problem is InvalidArgument naming the byte offset or chunk.
 absl::Status ParseChunkFrame(
-    grpc::ByteBuffer* buffer, int chunk_field, std::string* rest,
+    const Pieces& body, int chunk_field, std::string* rest,
     const std::function<absl::Status(const pb::ChunkData& meta, const Pieces& pieces)>& on_chunk);
 // The serialized size of a chunk list entry carrying `payload_bytes` of data.
 size_t ChunkEntrySize(const pb::ChunkData& meta, size_t payload_bytes);
@@ -148,8 +142,8 @@ struct InFrame {
   absl::Status error;  // the parse's first problem (OK when the frame was whole)
   size_t bytes = 0;    // the serialized size
 
-  // Parses `buffer` into this frame (clearing what it held before).
-  absl::Status Parse(grpc::ByteBuffer* buffer);
+  // Parses `body` into this frame (clearing what it held before).
+  absl::Status Parse(const Pieces& body);
   // Takes `out` as this frame without serializing it (the in-process transport): the header
   // and chunk metas copied, each chunk's payload slices handed over as its pieces, as Parse
   // would hand them (so a borrowed float32 payload points into out's slices).
@@ -190,15 +184,16 @@ absl::Status InFrame<Header>::TakeChunk(const pb::ChunkData& meta, const Pieces&
 }
 
 template <typename Header>
-absl::Status InFrame<Header>::Parse(grpc::ByteBuffer* buffer) {
+absl::Status InFrame<Header>::Parse(const Pieces& body) {
   header.Clear();
   floats.clear();
   values.clear();
-  bytes = buffer->Length();
+  bytes = 0;
+  for (const auto& p : body) bytes += p.size();
   std::string rest;
   auto* list = ChunkList(&header);
   std::vector<pb::ChunkData> metas;
-  error = ParseChunkFrame(buffer, ChunkField(&header), &rest,
+  error = ParseChunkFrame(body, ChunkField(&header), &rest,
                           [&](const pb::ChunkData& meta, const Pieces& pieces) -> absl::Status {
                             metas.push_back(meta);
                             return TakeChunk(meta, pieces);
@@ -222,8 +217,8 @@ absl::Status InFrame<Header>::Deliver(const OutFrame<Header>& out) {
   list->Clear();
   for (const OutChunk& c : out.chunks) {
     Pieces pieces;
-    for (const grpc::Slice& s : c.slices) {
-      if (s.size() > 0) pieces.emplace_back(reinterpret_cast<const char*>(s.begin()), s.size());
+    for (const Slice& s : c.slices) {
+      if (!s.empty()) pieces.emplace_back(s.data(), s.size());
     }
     *list->Add() = c.meta;
     error = TakeChunk(c.meta, pieces);
@@ -232,48 +227,20 @@ absl::Status InFrame<Header>::Deliver(const OutFrame<Header>& out) {
   return error;
 }
 
-// Serializes a frame's parts into `buffer`: the header's bytes, then per chunk a small prefix
-// and its payload slices (referenced, not copied). With `align_payloads`, each chunk entry gets a
-// ChunkData.pad field of 2–5 bytes where needed so that its payload starts at a multiple of 4 bytes
-// from the message's start.
+// Serializes a frame's parts into *out: the header's bytes, then per chunk a small prefix and
+// its payload slices (referenced, not copied). With `align_payloads`, each chunk entry gets a
+// ChunkData.pad field of 2–5 bytes where needed so that its payload starts at a multiple of 4
+// bytes from the message's start.
 void SerializeChunks(const std::string& header_bytes, int chunk_field,
-                     const std::vector<OutChunk>& chunks, grpc::ByteBuffer* buffer,
+                     const std::vector<OutChunk>& chunks, std::vector<Slice>* out,
                      bool align_payloads = false);
 
 // The same for a whole frame.
 template <typename Header>
-void SerializeFrame(const OutFrame<Header>& frame, grpc::ByteBuffer* buffer,
+void SerializeFrame(const OutFrame<Header>& frame, std::vector<Slice>* out,
                     bool align_payloads = false) {
-  SerializeChunks(frame.header.SerializeAsString(), ChunkField(&frame.header), frame.chunks, buffer,
+  SerializeChunks(frame.header.SerializeAsString(), ChunkField(&frame.header), frame.chunks, out,
                   align_payloads);
 }
 
-// absl::Status -> grpc::Status for the traits below (same code and message).
-grpc::Status FrameStatus(const absl::Status& s);
-
 }  // namespace fulcrum::runtime
-
-namespace grpc {
-
-template <typename Header>
-class SerializationTraits<fulcrum::runtime::OutFrame<Header>> {
- public:
-  static Status Serialize(const fulcrum::runtime::OutFrame<Header>& frame, ByteBuffer* buffer,
-                          bool* own_buffer) {
-    fulcrum::runtime::SerializeFrame(frame, buffer);
-    *own_buffer = true;
-    return Status::OK;
-  }
-};
-
-template <typename Header>
-class SerializationTraits<fulcrum::runtime::InFrame<Header>> {
- public:
-  static Status Deserialize(ByteBuffer* buffer, fulcrum::runtime::InFrame<Header>* frame) {
-    const absl::Status s = frame->Parse(buffer);
-    buffer->Clear();
-    return fulcrum::runtime::FrameStatus(s);
-  }
-};
-
-}  // namespace grpc

@@ -14,31 +14,31 @@
 #include "gmock/gmock.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "gtest/gtest.h"
+#include "runtime/grpc_frames.h"
 
 namespace fulcrum::runtime {
 namespace {
 
 using ::testing::HasSubstr;
 
-// The bytes of a ByteBuffer, concatenated.
-std::string Bytes(const grpc::ByteBuffer& buffer) {
-  std::vector<grpc::Slice> slices;
-  EXPECT_TRUE(buffer.Dump(&slices).ok());
+// The bytes of serialized slices, concatenated.
+std::string Bytes(const std::vector<Slice>& slices) {
   std::string out;
-  for (const auto& s : slices) out.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  for (const Slice& s : slices) out.append(s.data(), s.size());
   return out;
 }
 
-// `bytes` as a ByteBuffer of slices of the given sizes (cycled), to split fields and values.
-grpc::ByteBuffer Split(const std::string& bytes, std::vector<size_t> sizes) {
-  std::vector<grpc::Slice> slices;
+// `bytes` as pieces of the given sizes (cycled), to split fields and values as a transport's
+// buffers may; the pieces point into `bytes`.
+Pieces Split(const std::string& bytes, std::vector<size_t> sizes) {
+  Pieces pieces;
   size_t pos = 0;
   for (size_t i = 0; pos < bytes.size(); ++i) {
     const size_t n = std::min(sizes[i % sizes.size()], bytes.size() - pos);
-    slices.emplace_back(bytes.data() + pos, n);
+    pieces.emplace_back(bytes.data() + pos, n);
     pos += n;
   }
-  return grpc::ByteBuffer(slices.data(), slices.size());
+  return pieces;
 }
 
 std::vector<float> Ramp(size_t n, float scale) {
@@ -75,9 +75,9 @@ TEST(WireFrameTest, AFloatFrameIsTheGeneratedMessageAndReferencesTheTensors) {
   const auto frame = PushFrameOf(chunks, pb::WIRE_F32);
   // The float32 payload is the tensor's memory itself: no copy was made.
   ASSERT_EQ(frame.chunks[0].slices.size(), 1u);
-  EXPECT_EQ(reinterpret_cast<const float*>(frame.chunks[0].slices[0].begin()), chunks[0].data());
+  EXPECT_EQ(reinterpret_cast<const float*>(frame.chunks[0].slices[0].data()), chunks[0].data());
 
-  grpc::ByteBuffer buffer;
+  std::vector<Slice> buffer;
   SerializeFrame(frame, &buffer);
   const std::string bytes = Bytes(buffer);
   EXPECT_EQ(bytes.size(), frame.ByteSize());
@@ -105,7 +105,7 @@ TEST(WireFrameTest, AlignedPayloadsStartAtMultiplesOfFourAndAreReadInPlace) {
   for (const std::string task : {"w", "worker:3", "worker:12345"}) {
     auto frame = PushFrameOf(chunks, pb::WIRE_F32);
     frame.header.set_task(task);
-    grpc::ByteBuffer buffer;
+    std::vector<Slice> buffer;
     SerializeFrame(frame, &buffer, /*align_payloads=*/true);
     // One aligned copy of the message, as the tcp data plane's receive buffer is.
     const std::string bytes = Bytes(buffer);
@@ -121,11 +121,10 @@ TEST(WireFrameTest, AlignedPayloadsStartAtMultiplesOfFourAndAreReadInPlace) {
       ASSERT_EQ(data.size(), chunks[c].size() * 4);
       EXPECT_EQ(std::memcmp(data.data(), chunks[c].data(), data.size()), 0);
     }
-    grpc::Slice slice(base, bytes.size(), grpc::Slice::STATIC_SLICE);
-    grpc::ByteBuffer aligned(&slice, 1);
+    const Pieces aligned = {std::span<const char>(base, bytes.size())};
     InFrame<pb::PushRequest> in;
     in.borrow_aligned_f32 = true;
-    ASSERT_TRUE(in.Parse(&aligned).ok()) << in.error;
+    ASSERT_TRUE(in.Parse(aligned).ok()) << in.error;
     ASSERT_EQ(in.values.size(), chunks.size());
     EXPECT_TRUE(in.floats.empty()) << "a payload was copied: not aligned";
     for (size_t c = 0; c < chunks.size(); ++c) {
@@ -141,11 +140,10 @@ TEST(WireFrameTest, AlignedPayloadsStartAtMultiplesOfFourAndAreReadInPlace) {
     // Unaligned (one byte further on) or split, the same frame is decoded into copies.
     std::vector<char> shifted(bytes.size() + 1);
     std::memcpy(shifted.data() + 1, bytes.data(), bytes.size());
-    grpc::Slice off(shifted.data() + 1, bytes.size(), grpc::Slice::STATIC_SLICE);
-    grpc::ByteBuffer unaligned(&off, 1);
+    const Pieces unaligned = {std::span<const char>(shifted.data() + 1, bytes.size())};
     InFrame<pb::PushRequest> copied;
     copied.borrow_aligned_f32 = true;
-    ASSERT_TRUE(copied.Parse(&unaligned).ok()) << copied.error;
+    ASSERT_TRUE(copied.Parse(unaligned).ok()) << copied.error;
     EXPECT_EQ(copied.floats.size(), chunks.size() - 1);  // all but the empty one
     for (size_t c = 0; c < chunks.size(); ++c) {
       EXPECT_TRUE(std::equal(copied.values[c].begin(), copied.values[c].end(), chunks[c].begin()));
@@ -156,14 +154,14 @@ TEST(WireFrameTest, AlignedPayloadsStartAtMultiplesOfFourAndAreReadInPlace) {
 TEST(WireFrameTest, GeneratedBytesParseUnderEverySplitOfTheBuffer) {
   for (const pb::WireDtype dtype : {pb::WIRE_F32, pb::WIRE_BF16, pb::WIRE_F16}) {
     const std::vector<std::vector<float>> chunks = {Ramp(17, 0.25f), Ramp(5, -2.0f)};
-    grpc::ByteBuffer serialized;
+    std::vector<Slice> serialized;
     SerializeFrame(PushFrameOf(chunks, dtype), &serialized);
     const std::string bytes = Bytes(serialized);
     for (const std::vector<size_t>& sizes :
          std::vector<std::vector<size_t>>{{1}, {3}, {2, 5}, {7, 1, 4}, {1000}}) {
-      grpc::ByteBuffer buffer = Split(bytes, sizes);
+      const Pieces buffer = Split(bytes, sizes);
       InFrame<pb::PushRequest> in;
-      ASSERT_TRUE(in.Parse(&buffer).ok()) << in.error;
+      ASSERT_TRUE(in.Parse(buffer).ok()) << in.error;
       EXPECT_EQ(in.bytes, bytes.size());
       EXPECT_EQ(in.header.task(), "worker:3");
       EXPECT_EQ(in.header.reply_dtype(), dtype);
@@ -207,14 +205,14 @@ TEST(WireFrameTest, SixteenBitEncodingsRoundToNearestEven) {
 }
 
 TEST(WireFrameTest, EveryTruncationIsRefusedNamingWhereItStopped) {
-  grpc::ByteBuffer serialized;
+  std::vector<Slice> serialized;
   SerializeFrame(PushFrameOf({Ramp(9, 1.0f), Ramp(4, 1.0f)}, pb::WIRE_F32), &serialized);
   const std::string bytes = Bytes(serialized);
   int refused = 0;
   for (size_t n = 1; n < bytes.size(); ++n) {
-    grpc::ByteBuffer buffer = Split(bytes.substr(0, n), {5, 2});
+    const Pieces buffer = Split(bytes.substr(0, n), {5, 2});
     InFrame<pb::PushRequest> in;
-    const absl::Status s = in.Parse(&buffer);
+    const absl::Status s = in.Parse(buffer);
     // A cut between two whole fields leaves a shorter valid message; any other cut is refused.
     if (s.ok()) continue;
     ++refused;
@@ -232,9 +230,9 @@ TEST(WireFrameTest, WrongLengthsAndUnknownDtypesNameTheChunk) {
   odd->set_wire_dtype(pb::WIRE_BF16);
   odd->set_data("abc");  // 3 bytes: not whole bf16 values
   std::string bytes = message.SerializeAsString();
-  grpc::ByteBuffer buffer = Split(bytes, {4});
+  Pieces buffer = Split(bytes, {4});
   InFrame<pb::PushRequest> in;
-  absl::Status s = in.Parse(&buffer);
+  absl::Status s = in.Parse(buffer);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("chunk 3"));
   EXPECT_THAT(s.message(), HasSubstr("bf16"));
@@ -243,7 +241,7 @@ TEST(WireFrameTest, WrongLengthsAndUnknownDtypesNameTheChunk) {
   odd->set_data("abcd");
   bytes = message.SerializeAsString();
   buffer = Split(bytes, {4});
-  s = in.Parse(&buffer);
+  s = in.Parse(buffer);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("chunk 3: unknown wire dtype 7"));
 
@@ -261,10 +259,57 @@ TEST(WireFrameTest, WrongLengthsAndUnknownDtypesNameTheChunk) {
     return DecodePayload(pieces, meta.wire_dtype(), parts,
                          absl::StrCat("chunk ", meta.chunk(), " values"));
   };
-  s = pulled.Parse(&buffer);
+  s = pulled.Parse(buffer);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("chunk 1 values: payload has 12 bytes, expected 16"));
   EXPECT_EQ(dest, std::vector<float>(4, 9.0f));
+}
+
+TEST(SliceTest, BorrowedBytesAreTheCallersAndSharedOnesLiveAsLongAsASliceHoldsThem) {
+  const std::vector<float> tensor = Ramp(8, 1.0f);
+  const Slice borrowed = Slice::Borrow(tensor.data(), tensor.size() * 4);
+  EXPECT_EQ(borrowed.data(), reinterpret_cast<const char*>(tensor.data()));  // no copy
+  EXPECT_EQ(borrowed.owner(), nullptr);
+  Slice shared;
+  {
+    std::string header(100, 'h');  // longer than any small-string buffer
+    shared = Slice::Own(std::move(header));
+    header.assign(100, 'x');  // the moved-from string is not what the slice holds
+  }
+  ASSERT_EQ(shared.size(), 100u);
+  EXPECT_EQ(std::string(shared.data(), shared.size()), std::string(100, 'h'));
+  const Slice small = Slice::Own("ab");  // held inside the string object itself
+  EXPECT_EQ(std::string(small.data(), small.size()), "ab");
+  char* fill = nullptr;
+  const Slice block = Slice::Allocate(4, &fill);
+  std::memcpy(fill, "wxyz", 4);
+  const Slice copy = block;  // the reference, not the bytes
+  EXPECT_EQ(copy.data(), block.data());
+  EXPECT_EQ(std::string(copy.data(), copy.size()), "wxyz");
+}
+
+// On gRPC a frame's slices are referenced, not copied, and a shared block outlives the Slice
+// that made it for as long as the ByteBuffer holds it.
+TEST(GrpcFramesTest, SlicesBecomeAByteBufferWithoutACopyAndParseBackInPlace) {
+  const std::vector<std::vector<float>> chunks = {Ramp(33, 0.5f), Ramp(5, 2.0f)};
+  grpc::ByteBuffer buffer;
+  {
+    std::vector<Slice> slices;
+    SerializeFrame(PushFrameOf(chunks, pb::WIRE_F32), &slices);
+    buffer = ToByteBuffer(slices);
+  }  // the header's shared blocks now live in the ByteBuffer only
+  std::vector<grpc::Slice> keep;
+  const Pieces pieces = PiecesOf(&buffer, &keep);
+  bool borrowed_from_tensor = false;
+  for (const auto& p : pieces) {
+    borrowed_from_tensor |= p.data() == reinterpret_cast<const char*>(chunks[0].data());
+  }
+  EXPECT_TRUE(borrowed_from_tensor) << "the float32 payload was copied";
+  InFrame<pb::PushRequest> in;
+  ASSERT_TRUE(in.Parse(pieces).ok()) << in.error;
+  EXPECT_EQ(in.header.task(), "worker:3");
+  ASSERT_EQ(in.values.size(), 2u);
+  EXPECT_TRUE(std::equal(in.values[1].begin(), in.values[1].end(), chunks[1].begin()));
 }
 
 TEST(WireFrameTest, ParseDtypeNamesTheAcceptedValues) {

@@ -24,7 +24,7 @@ inline runtime::PsClient::PushFrame FrameOf(const pb::PushRequest& message) {
     runtime::OutChunk& c = frame.chunks.emplace_back();
     c.meta = g;
     c.meta.clear_data();
-    if (!g.data().empty()) c.slices.emplace_back(g.data().data(), g.data().size());
+    if (!g.data().empty()) c.slices.push_back(runtime::Slice::Own(g.data()));
     c.bytes = g.data().size();
   }
   return frame;
