@@ -58,6 +58,7 @@ void InProcessPsClient::PushPullAsync(const PushFrame* request, PushReply* respo
   if (s.ok()) s = response->Deliver(reply);
   done(std::move(s));
 }
+
 absl::Status InProcessPsClient::CreateVariables(const pb::CreateVariablesRequest& request,
                                                 pb::CreateVariablesResponse* response,
                                                 absl::Duration) {
