@@ -283,13 +283,6 @@ absl::Status DecodePayload(const Pieces& pieces, pb::WireDtype dtype,
   return absl::OkStatus();
 }
 
-absl::Status DecodePayload(absl::string_view bytes, pb::WireDtype dtype,
-                           std::span<const std::span<float>> dest, absl::string_view what) {
-  Pieces pieces;
-  if (!bytes.empty()) pieces.emplace_back(bytes.data(), bytes.size());
-  return DecodePayload(pieces, dtype, dest, what);
-}
-
 void EncodePayload(std::span<const std::span<const float>> parts, pb::WireDtype dtype, char* dst) {
   const int esize = WireElementBytes(dtype);
   for (const auto& p : parts) {

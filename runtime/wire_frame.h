@@ -52,9 +52,6 @@ absl::StatusOr<pb::WireDtype> ParseWireDtype(absl::string_view name);
 // is not exactly the parts' elements in that dtype; `dest` is untouched then.
 absl::Status DecodePayload(const Pieces& pieces, pb::WireDtype dtype,
                            std::span<const std::span<float>> dest, absl::string_view what);
-// The same for a payload held in one string.
-absl::Status DecodePayload(absl::string_view bytes, pb::WireDtype dtype,
-                           std::span<const std::span<float>> dest, absl::string_view what);
 // Writes the parts' floats in `dtype` to dst (elements × WireElementBytes(dtype) bytes).
 void EncodePayload(std::span<const std::span<const float>> parts, pb::WireDtype dtype, char* dst);
 // Total elements of the parts.

@@ -1638,7 +1638,8 @@ Values OnTheWire(Values values, pb::WireDtype dtype) {
     const std::span<const float> in[] = {v};
     runtime::EncodePayload(in, dtype, bytes.data());
     const std::span<float> out[] = {v};
-    EXPECT_TRUE(runtime::DecodePayload(bytes, dtype, out, "round trip").ok());
+    const runtime::Pieces pieces = {std::span<const char>(bytes)};
+    EXPECT_TRUE(runtime::DecodePayload(pieces, dtype, out, "round trip").ok());
   }
   return values;
 }

@@ -192,13 +192,13 @@ TEST(WireFrameTest, SixteenBitEncodingsRoundToNearestEven) {
   char bytes[8];
 
   EncodePayload(parts, pb::WIRE_BF16, bytes);
-  ASSERT_TRUE(DecodePayload(absl::string_view(bytes, 8), pb::WIRE_BF16, dest, "t").ok());
+  ASSERT_TRUE(DecodePayload(Pieces{{bytes, 8}}, pb::WIRE_BF16, dest, "t").ok());
   EXPECT_EQ(back[0], 1.0f + std::ldexp(1.0f, -7));
   EXPECT_EQ(back[1], 99840.0f);  // 1e5 to 8 significant bits
   EXPECT_TRUE(std::signbit(back[2]));
 
   EncodePayload(parts, pb::WIRE_F16, bytes);
-  ASSERT_TRUE(DecodePayload(absl::string_view(bytes, 8), pb::WIRE_F16, dest, "t").ok());
+  ASSERT_TRUE(DecodePayload(Pieces{{bytes, 8}}, pb::WIRE_F16, dest, "t").ok());
   EXPECT_EQ(back[0], x);
   EXPECT_TRUE(std::isinf(back[1]));  // beyond fp16's 65504
   EXPECT_EQ(back[3], 0.0f);          // below fp16's smallest subnormal: a gradient lost

@@ -50,36 +50,38 @@ void ToMessage(runtime::InFrame<Header>& reply,
   runtime::ChunkList(out)->Swap(&chunks);
 }
 
-inline absl::Status CallPull(runtime::PsClient& client, const pb::PullRequest& request,
-                             pb::PullResponse* response, absl::Duration timeout) {
-  runtime::PsClient::PullReply reply;
+// One blocking call: `send(reply)` starts it on the client; the reply comes back as a message.
+template <typename Header, typename Send>
+absl::Status CallAndCollect(Send send, Header* response) {
+  runtime::InFrame<Header> reply;
   google::protobuf::RepeatedPtrField<pb::ChunkData> chunks;
   CollectPayloads(&reply, &chunks);
-  const absl::Status s = client.Pull(request, &reply, timeout);
+  const absl::Status s = send(&reply);
   ToMessage(reply, chunks, response);
   return s;
+}
+
+inline absl::Status CallPull(runtime::PsClient& client, const pb::PullRequest& request,
+                             pb::PullResponse* response, absl::Duration timeout) {
+  return CallAndCollect(
+      [&](runtime::PsClient::PullReply* reply) { return client.Pull(request, reply, timeout); },
+      response);
 }
 
 inline absl::Status CallPush(runtime::PsClient& client, const pb::PushRequest& request,
                              pb::PushResponse* response, absl::Duration timeout) {
   const runtime::PsClient::PushFrame frame = FrameOf(request);
-  runtime::PsClient::PushReply reply;
-  google::protobuf::RepeatedPtrField<pb::ChunkData> chunks;
-  CollectPayloads(&reply, &chunks);
-  const absl::Status s = client.Push(frame, &reply, timeout);
-  ToMessage(reply, chunks, response);
-  return s;
+  return CallAndCollect(
+      [&](runtime::PsClient::PushReply* reply) { return client.Push(frame, reply, timeout); },
+      response);
 }
 
 inline absl::Status CallPushPull(runtime::PsClient& client, const pb::PushRequest& request,
                                  pb::PushResponse* response, absl::Duration timeout) {
   const runtime::PsClient::PushFrame frame = FrameOf(request);
-  runtime::PsClient::PushReply reply;
-  google::protobuf::RepeatedPtrField<pb::ChunkData> chunks;
-  CollectPayloads(&reply, &chunks);
-  const absl::Status s = client.PushPull(frame, &reply, timeout);
-  ToMessage(reply, chunks, response);
-  return s;
+  return CallAndCollect(
+      [&](runtime::PsClient::PushReply* reply) { return client.PushPull(frame, reply, timeout); },
+      response);
 }
 
 }  // namespace fulcrum::testing
