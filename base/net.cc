@@ -117,4 +117,15 @@ bool IsLoopbackHost(const std::string& host_in) {
   return all;
 }
 
+std::string HostOf(const std::string& address) {
+  std::string host = address;
+  if (!host.empty() && host.front() == '[') {
+    const size_t close = host.find(']');
+    return close == std::string::npos ? host.substr(1) : host.substr(1, close - 1);
+  }
+  const size_t colon = host.rfind(':');
+  if (colon != std::string::npos && host.find(':') == colon) host.resize(colon);
+  return host;
+}
+
 }  // namespace fulcrum

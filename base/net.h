@@ -25,4 +25,7 @@ bool IsLoopbackHost(const std::string& host);
 // Resolves nothing, so it is cheap enough for every call a server takes.
 bool IsLoopbackLiteral(const std::string& host);
 
+// "host" of "host:port" / "[v6]:port" (brackets kept off); the whole string when no port.
+std::string HostOf(const std::string& address);
+
 }  // namespace fulcrum

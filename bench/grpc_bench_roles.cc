@@ -18,9 +18,9 @@
 #include "nlohmann/json.hpp"
 #include "ps/service.h"
 #include "ps/shard.h"
-#include "ps/tcp_data_server.h"
 #include "runtime/grpc_server.h"
 #include "spdlog/spdlog.h"
+#include "transport/tcp_server.h"
 
 namespace fulcrum::bench {
 namespace {

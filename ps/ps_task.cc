@@ -10,16 +10,17 @@
 #include "base/files.h"
 #include "base/logging.h"
 #include "base/malloc.h"
+#include "base/net.h"
 #include "base/signals.h"
 #include "base/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "profiler/profiler.h"
 #include "ps/service.h"
 #include "ps/shard.h"
-#include "ps/tcp_data_server.h"
 #include "runtime/grpc_server.h"
 #include "runtime/shard_defs.h"
 #include "spdlog/spdlog.h"
+#include "transport/tcp_server.h"
 
 namespace fulcrum::ps {
 namespace {
@@ -288,12 +289,10 @@ absl::Status RunPsTask(const runtime::ClusterOptions& cluster,
   const std::unique_ptr<ReplicaSet> replicas = MakeReplicaSet(cluster, shard);
   service.set_replicas(replicas.get());
   const std::string& address = task.address();
-  std::unique_ptr<TcpDataServer> data_plane;
+  std::unique_ptr<transport::TcpDataServer> data_plane;
   if (cluster.tcp_data_plane) {
-    FULCRUM_ASSIGN_OR_RETURN(data_plane,
-                             StartDataPlane(&service, shard.name(), runtime::HostOf(address)));
-    spdlog::info("{}: tcp data plane on {}:{}", shard.name(), runtime::HostOf(address),
-                 data_plane->port());
+    FULCRUM_ASSIGN_OR_RETURN(data_plane, StartDataPlane(&service, shard.name(), HostOf(address)));
+    spdlog::info("{}: tcp data plane on {}:{}", shard.name(), HostOf(address), data_plane->port());
   }
   // A sync server takes a thread per running call, and in sync mode every worker may have a
   // Pull per chunk blocked until its step completes: gRPC grows the pool on demand up to the

@@ -7,9 +7,9 @@
 #include "base/status_macros.h"
 #include "grpcpp/impl/rpc_service_method.h"
 #include "grpcpp/support/method_handler.h"
-#include "ps/tcp_data_server.h"
 #include "runtime/grpc_server.h"
 #include "runtime/grpc_util.h"
+#include "transport/tcp_server.h"
 
 namespace fulcrum::ps {
 namespace {
@@ -17,12 +17,22 @@ namespace {
 constexpr char kChief[] = "chief:0";
 
 // The service's full name in proto/ps.proto: methods are registered as "/<it>/<Method>".
-constexpr char kService[] = "/fulcrum.pb.ParameterServer/";
+constexpr char kService[] = "/fulcrum.pb.ParameterServer";
 
 }  // namespace
 
 PsService::PsService(Shard* shard, profiler::RpcObserver* observer, runtime::CallGuard guard)
-    : shard_(shard),
+    : transport::GrpcDataService(
+          kService,
+          [this](const transport::DataRequest& call, std::vector<transport::Slice>* reply) {
+            return ServeData(call, reply);
+          },
+          [this](const grpc::ServerContext& context, transport::DataMethod method,
+                 const std::string& task) {
+            return transport::FromGrpcStatus(
+                guard_.AuthorizeAs(context, transport::DataMethodName(method), task));
+          }),
+      shard_(shard),
       no_replicas_(std::make_unique<ReplicaSet>(
           shard,
           [name = shard->name()](int backup) -> absl::StatusOr<std::unique_ptr<Replicator>> {
@@ -33,14 +43,10 @@ PsService::PsService(Shard* shard, profiler::RpcObserver* observer, runtime::Cal
       replicas_(no_replicas_.get()),
       observer_(observer),
       guard_(std::move(guard)) {
-  // The methods of proto/ps.proto's ParameterServer, registered as the generated service
-  // would, except that the data RPCs take and give the zero-copy frames (the same bytes on
-  // the wire, other C++ types).
+  // The control methods of proto/ps.proto's ParameterServer, registered as the generated
+  // service would (the data methods are the transport's, above).
   Add<pb::CreateVariablesRequest, pb::CreateVariablesResponse>("CreateVariables",
                                                                &PsService::CreateVariables);
-  Add<pb::PullRequest, PullReply>("Pull", &PsService::ServePull);
-  Add<PushFrame, pb::PushResponse>("Push", &PsService::ServePush);
-  Add<PushFrame, PushReply>("PushPull", &PsService::ServePushPull);
   Add<pb::SaveShardRequest, pb::SaveShardResponse>("SaveShard", &PsService::SaveShard);
   Add<pb::RestoreShardRequest, pb::RestoreShardResponse>("RestoreShard", &PsService::RestoreShard);
   Add<pb::StatsRequest, pb::StatsResponse>("Stats", &PsService::Stats);
@@ -64,9 +70,8 @@ template <typename Request, typename Response>
 void PsService::Add(const char* method,
                     grpc::Status (PsService::*handler)(grpc::ServerContext*, const Request*,
                                                        Response*)) {
-  method_names_.push_back(std::make_unique<std::string>(absl::StrCat(kService, method)));
   AddMethod(new grpc::internal::RpcServiceMethod(
-      method_names_.back()->c_str(), grpc::internal::RpcMethod::NORMAL_RPC,
+      MethodName(absl::StrCat(kService, "/", method)), grpc::internal::RpcMethod::NORMAL_RPC,
       new grpc::internal::RpcMethodHandler<PsService, Request, Response>(
           [handler](PsService* service, grpc::ServerContext* context, const Request* request,
                     Response* response) { return (service->*handler)(context, request, response); },
@@ -133,24 +138,6 @@ absl::Status PsService::DoPushPull(const PushFrame& request, PushReply* response
   return s;
 }
 
-grpc::Status PsService::ServePull(grpc::ServerContext* context, const pb::PullRequest* request,
-                                  PullReply* response) {
-  if (grpc::Status s = CheckData(context, "Pull", request->task()); !s.ok()) return s;
-  return runtime::ToGrpc(DoPull(*request, response, runtime::CallDeadline(*context)));
-}
-
-grpc::Status PsService::ServePush(grpc::ServerContext* context, const PushFrame* request,
-                                  pb::PushResponse* response) {
-  if (grpc::Status s = CheckData(context, "Push", request->header.task()); !s.ok()) return s;
-  return runtime::ToGrpc(DoPush(*request, response));
-}
-
-grpc::Status PsService::ServePushPull(grpc::ServerContext* context, const PushFrame* request,
-                                      PushReply* response) {
-  if (grpc::Status s = CheckData(context, "PushPull", request->header.task()); !s.ok()) return s;
-  return runtime::ToGrpc(DoPushPull(*request, response, runtime::CallDeadline(*context)));
-}
-
 grpc::Status PsService::OpenDataPlane(grpc::ServerContext* context,
                                       const pb::OpenDataPlaneRequest* request,
                                       pb::OpenDataPlaneResponse* response) {
@@ -165,45 +152,42 @@ grpc::Status PsService::OpenDataPlane(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-absl::Status PsService::ServeData(runtime::DataMethod method, const std::string& task,
-                                  const runtime::Pieces& body, absl::Time deadline,
-                                  std::vector<runtime::Slice>* reply) {
-  const std::string name = runtime::DataMethodName(static_cast<uint32_t>(method));
-  const auto check = [&](const std::string& claimed) -> absl::Status {
-    if (claimed != task) {
-      return absl::PermissionDeniedError(
-          absl::StrCat(name, " as \"", claimed, "\" on a data connection opened for ", task));
-    }
-    return shard_->CheckTask(task, name.c_str());
+absl::Status PsService::ServeData(const transport::DataRequest& call,
+                                  std::vector<transport::Slice>* reply) {
+  const char* name = transport::DataMethodName(call.method);
+  // The one check of the caller: may it act as the task it names, and is that a task here?
+  const auto check = [&](const std::string& task) -> absl::Status {
+    FULCRUM_RETURN_IF_ERROR(call.authorize(task));
+    return shard_->CheckTask(task, name);
   };
-  if (method == runtime::DataMethod::kPull) {
+  if (call.method == transport::DataMethod::kPull) {
     std::string bytes;
-    for (const auto& p : body) bytes.append(p.data(), p.size());
+    for (const auto& p : *call.body) bytes.append(p.data(), p.size());
     pb::PullRequest request;
     if (!request.ParseFromString(bytes)) {
       return absl::InvalidArgumentError("Pull request does not parse as protobuf");
     }
     FULCRUM_RETURN_IF_ERROR(check(request.task()));
     PullReply response;
-    FULCRUM_RETURN_IF_ERROR(DoPull(request, &response, deadline));
+    FULCRUM_RETURN_IF_ERROR(DoPull(request, &response, call.deadline));
     runtime::SerializeFrame(response, reply);
     return absl::OkStatus();
   }
   PushFrame request;
   // The body outlives the request here: aligned float32 gradients are applied in place.
   request.borrow_aligned_f32 = true;
-  if (absl::Status s = request.Parse(body); !s.ok()) {
+  if (absl::Status s = request.Parse(*call.body); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat(name, " request: ", s.message()));
   }
   FULCRUM_RETURN_IF_ERROR(check(request.header.task()));
-  if (method == runtime::DataMethod::kPush) {
+  if (call.method == transport::DataMethod::kPush) {
     pb::PushResponse response;
     FULCRUM_RETURN_IF_ERROR(DoPush(request, &response));
-    reply->push_back(runtime::Slice::Own(response.SerializeAsString()));
+    reply->push_back(transport::Slice::Own(response.SerializeAsString()));
     return absl::OkStatus();
   }
   PushReply response;
-  FULCRUM_RETURN_IF_ERROR(DoPushPull(request, &response, deadline));
+  FULCRUM_RETURN_IF_ERROR(DoPushPull(request, &response, call.deadline));
   runtime::SerializeFrame(response, reply);
   return absl::OkStatus();
 }
@@ -312,17 +296,16 @@ bool PsService::WaitForShutdown(absl::Duration timeout, std::string* reason) {
   return true;
 }
 
-absl::StatusOr<std::unique_ptr<TcpDataServer>> StartDataPlane(PsService* service,
-                                                              const std::string& name,
-                                                              const std::string& host) {
+absl::StatusOr<std::unique_ptr<transport::TcpDataServer>> StartDataPlane(PsService* service,
+                                                                         const std::string& name,
+                                                                         const std::string& host) {
   FULCRUM_ASSIGN_OR_RETURN(
-      std::unique_ptr<TcpDataServer> server,
-      TcpDataServer::Start(name, host,
-                           [service](runtime::DataMethod method, const std::string& task,
-                                     const runtime::Pieces& body, absl::Time deadline,
-                                     std::vector<runtime::Slice>* reply) {
-                             return service->ServeData(method, task, body, deadline, reply);
-                           }));
+      std::unique_ptr<transport::TcpDataServer> server,
+      transport::TcpDataServer::Start(
+          name, host,
+          [service](const transport::DataRequest& call, std::vector<transport::Slice>* reply) {
+            return service->ServeData(call, reply);
+          }));
   service->set_data_plane(server.get());
   return server;
 }

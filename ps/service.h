@@ -6,9 +6,11 @@
 // runtime::CallGuard (token; with mTLS, Pull/Push/PushPull only under the caller's own task
 // name and the control RPCs CreateVariables/SaveShard/RestoreShard/ReleaseWorkers/Stop/
 // Shutdown only from chief:0), so a refused call changes nothing.
-// The data RPCs (Pull, Push, PushPull) are served on the zero-copy frames of
-// runtime/wire_frame.h: the same protobuf bytes on the wire, parsed straight into pooled
-// gradient buffers, the values copied once into the reply's slices.
+// The data RPCs (Pull, Push, PushPull) are the transport's (transport::GrpcDataService, and
+// the tcp data plane's transport::TcpDataServer): both hand each request to ServeData, which
+// parses the zero-copy frames of runtime/wire_frame.h straight into pooled gradient buffers
+// (or applies aligned float32 gradients where they arrived) and copies the values once into
+// the reply's slices.
 // Thread-safety: gRPC calls the handlers from many threads at once; all methods are safe.
 #pragma once
 
@@ -26,16 +28,14 @@
 #include "proto/ps.grpc.pb.h"
 #include "ps/replicas.h"
 #include "ps/shard.h"
-#include "runtime/grpc_frames.h"
 #include "runtime/security.h"
-#include "runtime/tcp_wire.h"
 #include "runtime/wire_frame.h"
+#include "transport/grpc_channel.h"
+#include "transport/tcp_server.h"
 
 namespace fulcrum::ps {
 
-class TcpDataServer;
-
-class PsService final : public grpc::Service {
+class PsService final : public transport::GrpcDataService {
  public:
   // `observer` (not owned, may be null) hears of every Pull, Push and PushPull; `guard`
   // checks every call (default: insecure, allows all).
@@ -45,14 +45,6 @@ class PsService final : public grpc::Service {
   using PushFrame = runtime::InFrame<pb::PushRequest>;
   using PullReply = runtime::OutFrame<pb::PullResponse>;
   using PushReply = runtime::OutFrame<pb::PushResponse>;
-  // The data RPCs as registered (zero-copy frames).
-  grpc::Status ServePull(grpc::ServerContext* context, const pb::PullRequest* request,
-                         PullReply* response);
-  grpc::Status ServePush(grpc::ServerContext* context, const PushFrame* request,
-                         pb::PushResponse* response);
-  grpc::Status ServePushPull(grpc::ServerContext* context, const PushFrame* request,
-                             PushReply* response);
-
   grpc::Status CreateVariables(grpc::ServerContext* context,
                                const pb::CreateVariablesRequest* request,
                                pb::CreateVariablesResponse* response);
@@ -88,13 +80,11 @@ class PsService final : public grpc::Service {
   void set_replicas(ReplicaSet* replicas) { replicas_ = replicas; }
 
   // The tcp data plane (not owned; null: none). Set before the server starts.
-  void set_data_plane(TcpDataServer* server) { data_plane_ = server; }
-  // Serves one data-plane request on a connection opened for `task`: the body is the same
-  // protobuf bytes as the gRPC method's request, the reply's slices the same as its reply.
-  // PermissionDenied when the request names another task; otherwise as the gRPC method.
-  absl::Status ServeData(runtime::DataMethod method, const std::string& task,
-                         const runtime::Pieces& body, absl::Time deadline,
-                         std::vector<runtime::Slice>* reply);
+  void set_data_plane(transport::TcpDataServer* server) { data_plane_ = server; }
+  // Serves one data request from either transport: checks the caller once (the transport's
+  // `authorize` for the task the request names, then that the task is one of the cluster's),
+  // then runs it on the shard it addresses.
+  absl::Status ServeData(const transport::DataRequest& call, std::vector<transport::Slice>* reply);
 
   // Waits up to `timeout` for a Shutdown RPC; true (and its reason in *reason) once one came.
   bool WaitForShutdown(absl::Duration timeout, std::string* reason);
@@ -106,17 +96,16 @@ class PsService final : public grpc::Service {
  private:
   // Registers `handler` as the unary method "/fulcrum.pb.ParameterServer/<method>".
   template <typename Request, typename Response>
-  void Add(const char* method, grpc::Status (PsService::*handler)(grpc::ServerContext*,
-                                                                  const Request*, Response*));
-  std::vector<std::unique_ptr<std::string>> method_names_;  // the registered names' storage
+  void Add(const char* method,
+           grpc::Status (PsService::*handler)(grpc::ServerContext*, const Request*, Response*));
 
   // Reports a data RPC of `task` (bytes this process sent and received) to the observer.
   void Observe(const char* method, const std::string& task, uint64_t sent, uint64_t received,
                int64_t begin_unix_us);
-  // Checks the caller may send a data RPC as `task` (the guard, then the cluster's tasks).
+  // Checks the caller may open the data plane as `task` (the guard, then the cluster's tasks).
   grpc::Status CheckData(grpc::ServerContext* context, const char* method,
                          const std::string& task) const;
-  // The data RPCs once the caller was checked (both transports).
+  // The data RPCs once the caller was checked.
   absl::Status DoPull(const pb::PullRequest& request, PullReply* response, absl::Time deadline);
   absl::Status DoPush(const PushFrame& request, pb::PushResponse* response);
   absl::Status DoPushPull(const PushFrame& request, PushReply* response, absl::Time deadline);
@@ -129,7 +118,7 @@ class PsService final : public grpc::Service {
   ReplicaSet* replicas_;
   profiler::RpcObserver* const observer_;
   const runtime::CallGuard guard_;
-  TcpDataServer* data_plane_ = nullptr;
+  transport::TcpDataServer* data_plane_ = nullptr;
   Mutex mu_;
   CondVar shutdown_cv_;  // signalled when a Shutdown arrives or the summary is set
   bool shutdown_requested_ ABSL_GUARDED_BY(mu_) = false;
@@ -141,12 +130,12 @@ class PsService final : public grpc::Service {
   std::map<std::string, std::string, std::less<>> peers_ ABSL_GUARDED_BY(peers_mu_);
 };
 
-// Starts the tcp data plane of `service` on `host` (a TcpDataServer serving
+// Starts the tcp data plane of `service` on `host` (a transport::TcpDataServer serving
 // PsService::ServeData; the kernel picks the port) and sets it as the service's. `name`
 // ("ps:0") labels its logs and errors. Unavailable when it cannot listen there.
-absl::StatusOr<std::unique_ptr<TcpDataServer>> StartDataPlane(PsService* service,
-                                                              const std::string& name,
-                                                              const std::string& host);
+absl::StatusOr<std::unique_ptr<transport::TcpDataServer>> StartDataPlane(PsService* service,
+                                                                         const std::string& name,
+                                                                         const std::string& host);
 
 // Starts a gRPC server for `service` on `address` ("host:port"; port 0 picks a free one,
 // returned in *port) through runtime::StartGrpcServer. Unavailable naming the task and

@@ -15,12 +15,12 @@
 #include "base/status_macros.h"
 #include "ops/initializer.h"
 #include "ps/request_checks.h"
-#include "runtime/limits.h"
 #include "runtime/proto_convert.h"
 #include "runtime/shard_defs.h"
 #include "runtime/tensor_coding.h"
 #include "runtime/wire_frame.h"
 #include "spdlog/spdlog.h"
+#include "transport/limits.h"
 
 namespace fulcrum::ps {
 namespace {

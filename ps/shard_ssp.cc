@@ -12,10 +12,10 @@
 #include "base/status_macros.h"
 #include "ps/request_checks.h"
 #include "ps/shard.h"
-#include "runtime/limits.h"
 #include "runtime/tensor_coding.h"
 #include "runtime/wire_frame.h"
 #include "spdlog/spdlog.h"
+#include "transport/limits.h"
 
 namespace fulcrum::ps {
 

@@ -161,7 +161,7 @@ struct ClusterOptions {
   // fp16 halve the bytes and round each value).
   pb::WireDtype wire_dtype = pb::WIRE_F32;
   // --data_plane=tcp (and auto without TLS): Pull, Push and PushPull go over a plain TCP
-  // connection per worker and ps (runtime/tcp_wire.h) instead of gRPC; a ps then serves that
+  // connection per worker and ps (transport/tcp_wire.h) instead of gRPC; a ps then serves that
   // plane. Never with TLS.
   bool tcp_data_plane = false;
   // --overlap: a worker's transfers overlap its backward and forward passes

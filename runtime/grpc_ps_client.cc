@@ -4,11 +4,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/net.h"
 #include "base/status_macros.h"
 #include "grpcpp/support/client_callback.h"
-#include "runtime/grpc_frames.h"
 #include "runtime/grpc_util.h"
 #include "spdlog/spdlog.h"
+#include "transport/grpc_channel.h"
+#include "transport/grpc_slices.h"
+#include "transport/tcp_channel.h"
 
 namespace fulcrum::runtime {
 namespace {
@@ -55,32 +58,21 @@ void StartCall(const char* method, const GrpcPsClient* client, absl::Duration ti
   });
 }
 
-// One zero-copy call: its context, until it completes. A reply the sink refused (a wrong
-// payload length, an unknown dtype) fails the call with that reason, named by the client.
-struct FrameCall {
-  grpc::ClientContext context;
+// One data call, from its start to its end: registered with the client's CallTracker, its
+// bytes reported to the observer, its error named by the client. A reply the sink refused (a
+// wrong payload length, an unknown dtype) fails the call with that reason.
+struct DataCall {
   PsClient::Done done;
   const GrpcPsClient* client;
-  int64_t begin_unix_us;
+  const char* method;
+  size_t sent;
+  int64_t begin_unix_us = NowUnixMicros();
   int64_t tracked = 0;  // the client's CallTracker token
 
-  // A call of `method` on `client`, registered with its CallTracker until Finish.
-  static FrameCall* Start(const char* method, PsClient::Done done, const GrpcPsClient* client) {
-    auto* call = new FrameCall{{}, std::move(done), client, NowUnixMicros()};
-    if (CallTracker* t = client->call_tracker(); t != nullptr) {
-      call->tracked = t->Begin(method, client->name());
-    }
-    return call;
-  }
-
-  void Finish(const char* method, const grpc::Status& status, const absl::Status& parse) {
-    Finish(method,
-           absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message()),
-           parse);
-  }
-  // The same for a call's end as an absl::Status (the tcp data plane's).
-  void Finish(const char* method, const absl::Status& status, const absl::Status& parse) {
+  void Finish(const absl::Status& status, const absl::Status& parse, size_t received) {
     if (CallTracker* t = client->call_tracker(); t != nullptr) t->End(tracked);
+    profiler::ReportRpcBytes(client->observer(), client->peer(), method, begin_unix_us, sent,
+                             received);
     PsClient::Done d = std::move(done);
     absl::Status s;
     // The parse's reason first: it names the chunk (the call's status may only say INTERNAL).
@@ -96,15 +88,6 @@ struct FrameCall {
   }
 };
 
-// Parses a data-plane reply into a zero-copy frame (its error is the frame's `error`).
-template <typename Frame>
-TcpDataChannel::ParseReply ParseFrameInto(Frame* response) {
-  return [response](const Pieces& reply) {
-    (void)response->Parse(reply);
-    return absl::OkStatus();
-  };
-}
-
 }  // namespace
 
 GrpcPsClient::GrpcPsClient(std::string name, const std::string& address,
@@ -114,17 +97,14 @@ GrpcPsClient::GrpcPsClient(std::string name, const std::string& address,
       target_(address),
       channel_(MakeChannel(address, security, name_)),
       stub_(pb::ParameterServer::NewStub(channel_)),
-      pull_method_("/fulcrum.pb.ParameterServer/Pull", grpc::internal::RpcMethod::NORMAL_RPC,
-                   channel_),
-      push_method_("/fulcrum.pb.ParameterServer/Push", grpc::internal::RpcMethod::NORMAL_RPC,
-                   channel_),
-      push_pull_method_("/fulcrum.pb.ParameterServer/PushPull",
-                        grpc::internal::RpcMethod::NORMAL_RPC, channel_) {}
+      grpc_data_(std::make_shared<transport::GrpcDataChannel>(
+          channel_, "/fulcrum.pb.ParameterServer", absl::StrCat(name_, " (", target_, ")"))) {}
 
-absl::StatusOr<std::shared_ptr<TcpDataChannel>> GrpcPsClient::DataChannel(const std::string& task,
-                                                                          absl::Duration timeout) {
+absl::StatusOr<std::shared_ptr<transport::DataChannel>> GrpcPsClient::DataChannelFor(
+    const std::string& task, absl::Duration timeout) {
+  if (!tcp_data_plane_) return grpc_data_;
   MutexLock lock(&data_mu_);
-  std::shared_ptr<TcpDataChannel>& data = data_[task];
+  std::shared_ptr<transport::DataChannel>& data = tcp_[task];
   if (data != nullptr && data->healthy()) return data;
   if (data != nullptr) retired_.push_back(std::move(data));
   const absl::Time deadline = absl::Now() + timeout;
@@ -139,78 +119,58 @@ absl::StatusOr<std::shared_ptr<TcpDataChannel>> GrpcPsClient::DataChannel(const 
   if (!status.ok()) {
     return FromGrpc(status, absl::StrCat("OpenDataPlane on ", name_, " (", target_, ")"));
   }
+  const std::string host = HostOf(target_);
   FULCRUM_ASSIGN_OR_RETURN(
-      data, TcpDataChannel::Connect(
-                HostOf(target_), response.port(), response.ticket(), deadline,
-                absl::StrCat(name_, " data plane (", HostOf(target_), ":", response.port(), ")")));
+      data, transport::TcpDataChannel::Connect(
+                host, response.port(), response.ticket(), deadline,
+                absl::StrCat(name_, " data plane (", host, ":", response.port(), ")")));
   return data;
 }
 
-void GrpcPsClient::OverTcp(DataMethod method, const std::string& task, std::vector<Slice> body,
-                           absl::Duration timeout, TcpDataChannel::ParseReply parse, Done finish) {
-  absl::StatusOr<std::shared_ptr<TcpDataChannel>> channel = DataChannel(task, timeout);
-  if (!channel.ok()) return finish(channel.status());
-  (*channel)->Call(method, std::move(body), timeout, std::move(parse), std::move(finish));
+template <typename Reply>
+void GrpcPsClient::SendData(transport::DataMethod method, const std::string& task,
+                            std::vector<Slice> body, Reply* response, absl::Duration timeout,
+                            Done done) {
+  response->error = absl::OkStatus();
+  response->bytes = 0;
+  size_t sent = 0;
+  for (const Slice& s : body) sent += s.size();
+  auto* call = new DataCall{std::move(done), this, transport::DataMethodName(method), sent};
+  if (CallTracker* t = tracker_; t != nullptr) call->tracked = t->Begin(call->method, name_);
+  absl::StatusOr<std::shared_ptr<transport::DataChannel>> channel = DataChannelFor(task, timeout);
+  if (!channel.ok()) return call->Finish(channel.status(), absl::OkStatus(), 0);
+  (*channel)->Call(
+      method, std::move(body), timeout,
+      [response](const Pieces& reply) {
+        (void)response->Parse(reply);  // its error is the frame's, reported by Finish
+        return absl::OkStatus();
+      },
+      [call, response](absl::Status status) {
+        call->Finish(status, response->error, response->bytes);
+      });
 }
 
 void GrpcPsClient::PullAsync(const pb::PullRequest* request, PullReply* response,
                              absl::Duration timeout, Done done) {
-  response->error = absl::OkStatus();
-  response->bytes = 0;
-  auto* call = FrameCall::Start("Pull", std::move(done), this);
-  // The call's end on either transport (a grpc::Status or an absl::Status).
-  auto end = [call, request, response](const auto& status) {
-    profiler::ReportRpcBytes(call->client->observer(), call->client->peer(), "Pull",
-                             call->begin_unix_us, request->ByteSizeLong(), response->bytes);
-    call->Finish("Pull", status, response->error);
-  };
-  if (tcp_data_plane_) {
-    std::vector<Slice> body = {Slice::Own(request->SerializeAsString())};
-    return OverTcp(DataMethod::kPull, request->task(), std::move(body), timeout,
-                   ParseFrameInto(response), std::move(end));
-  }
-  call->context.set_deadline(DeadlineIn(timeout));
-  grpc::internal::CallbackUnaryCall<pb::PullRequest, PullReply>(
-      channel_.get(), pull_method_, &call->context, request, response, std::move(end));
+  SendData(transport::DataMethod::kPull, request->task(),
+           {Slice::Own(request->SerializeAsString())}, response, timeout, std::move(done));
 }
 
 void GrpcPsClient::PushAsync(const PushFrame* request, PushReply* response, absl::Duration timeout,
                              Done done) {
-  SendPush(DataMethod::kPush, push_method_, request, response, timeout, std::move(done));
+  // Payloads at 4-byte offsets: the ps applies float32 gradients where they arrived.
+  std::vector<Slice> body;
+  SerializeFrame(*request, &body, /*align_payloads=*/true);
+  SendData(transport::DataMethod::kPush, request->header.task(), std::move(body), response, timeout,
+           std::move(done));
 }
 
 void GrpcPsClient::PushPullAsync(const PushFrame* request, PushReply* response,
                                  absl::Duration timeout, Done done) {
-  SendPush(DataMethod::kPushPull, push_pull_method_, request, response, timeout, std::move(done));
-}
-
-void GrpcPsClient::SendPush(DataMethod method, const grpc::internal::RpcMethod& rpc,
-                            const PushFrame* request, PushReply* response, absl::Duration timeout,
-                            Done done) {
-  const char* name = method == DataMethod::kPush ? "Push" : "PushPull";
-  response->error = absl::OkStatus();
-  response->bytes = 0;
-  auto* call = FrameCall::Start(name, std::move(done), this);
   std::vector<Slice> body;
-  size_t sent = request->ByteSize();
-  // On the tcp data plane, payloads at 4-byte offsets: the ps applies the gradients in place.
-  if (tcp_data_plane_) {
-    SerializeFrame(*request, &body, /*align_payloads=*/true);
-    sent = 0;
-    for (const Slice& s : body) sent += s.size();  // with any pads
-  }
-  auto end = [call, name, sent, response](const auto& status) {
-    profiler::ReportRpcBytes(call->client->observer(), call->client->peer(), name,
-                             call->begin_unix_us, sent, response->bytes);
-    call->Finish(name, status, response->error);
-  };
-  if (tcp_data_plane_) {
-    return OverTcp(method, request->header.task(), std::move(body), timeout,
-                   ParseFrameInto(response), std::move(end));
-  }
-  call->context.set_deadline(DeadlineIn(timeout));
-  grpc::internal::CallbackUnaryCall<PushFrame, PushReply>(channel_.get(), rpc, &call->context,
-                                                          request, response, std::move(end));
+  SerializeFrame(*request, &body, /*align_payloads=*/true);
+  SendData(transport::DataMethod::kPushPull, request->header.task(), std::move(body), response,
+           timeout, std::move(done));
 }
 
 void GrpcPsClient::ReplicateAsync(const pb::ReplicateRequest* request,

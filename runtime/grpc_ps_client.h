@@ -11,13 +11,12 @@
 #include <vector>
 
 #include "base/mutex.h"
-#include "grpcpp/impl/rpc_method.h"
 #include "profiler/rpc_observer.h"
 #include "proto/ps.grpc.pb.h"
 #include "runtime/call_tracker.h"
 #include "runtime/ps_client.h"
 #include "runtime/security.h"
-#include "runtime/tcp_data_channel.h"
+#include "transport/data_channel.h"
 
 namespace fulcrum::runtime {
 
@@ -41,7 +40,8 @@ class GrpcPsClient final : public PsClient {
   // The channel (its own connection): other stubs on it share that connection.
   const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
 
-  // The data calls: frames serialized from borrowed memory and parsed into the reply's sink.
+  // The data calls: frames serialized from borrowed memory, sent on a transport::DataChannel
+  // (gRPC on this channel, or the tcp data plane), and parsed into the reply's sink.
   void PullAsync(const pb::PullRequest* request, PullReply* response, absl::Duration timeout,
                  Done done) override;
   void PushAsync(const PushFrame* request, PushReply* response, absl::Duration timeout,
@@ -67,7 +67,7 @@ class GrpcPsClient final : public PsClient {
                               absl::Duration timeout) override;
 
   // --data_plane=tcp: the data calls (Pull, Push, PushPull) go
-  // over a tcp data-plane connection (runtime/tcp_data_channel.h) instead of this channel. It is
+  // over a tcp data-plane connection (transport/tcp_channel.h) instead of this channel. It is
   // opened through OpenDataPlane on the first such call and again on the first call after it failed
   // (a ps restarted); that call waits for it, within its own timeout. Set before the first call.
   void set_tcp_data_plane(bool on) { tcp_data_plane_ = on; }
@@ -76,7 +76,7 @@ class GrpcPsClient final : public PsClient {
   // the plane is found at once): FailedPrecondition when the ps serves none, Unavailable when
   // it cannot be reached.
   absl::Status OpenDataPlane(const std::string& task, absl::Duration timeout) {
-    return DataChannel(task, timeout).status();
+    return DataChannelFor(task, timeout).status();
   }
 
   // --replicate_shards: the shard this client's control requests (Stats, SaveShard,
@@ -108,28 +108,24 @@ class GrpcPsClient final : public PsClient {
   CallTracker* tracker_ = nullptr;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<pb::ParameterServer::Stub> stub_;
-  grpc::internal::RpcMethod pull_method_;
-  grpc::internal::RpcMethod push_method_;
-  grpc::internal::RpcMethod push_pull_method_;
+  std::shared_ptr<transport::DataChannel> grpc_data_;  // the data calls on channel_
   bool tcp_data_plane_ = false;
   std::optional<int> shard_;
 
-  // Sends `body` on the tcp data plane of `task`: `parse` reads the reply's body, then
-  // `finish` ends the call (at once, with the reason, when no connection can be opened).
-  void OverTcp(DataMethod method, const std::string& task, std::vector<Slice> body,
-               absl::Duration timeout, TcpDataChannel::ParseReply parse, Done finish);
-  // Push or PushPull: over this channel's `rpc`, or the tcp data plane's `method`.
-  void SendPush(DataMethod method, const grpc::internal::RpcMethod& rpc, const PushFrame* request,
-                PushReply* response, absl::Duration timeout, Done done);
-  // The live data-plane connection of `task` (a connection serves the task its ticket was
-  // issued to), opened (again) when there is none or it failed.
-  absl::StatusOr<std::shared_ptr<TcpDataChannel>> DataChannel(const std::string& task,
-                                                              absl::Duration timeout);
+  // The channel a data call of `task` goes on: grpc_data_, or with the tcp data plane the
+  // live connection of `task` (a connection serves the task its ticket was issued to), opened
+  // (again) when there is none or it failed.
+  absl::StatusOr<std::shared_ptr<transport::DataChannel>> DataChannelFor(const std::string& task,
+                                                                         absl::Duration timeout);
+  // One data call of `task`: `body` on its channel, the reply parsed into *response.
+  template <typename Reply>
+  void SendData(transport::DataMethod method, const std::string& task, std::vector<Slice> body,
+                Reply* response, absl::Duration timeout, Done done);
   Mutex data_mu_;
-  std::map<std::string, std::shared_ptr<TcpDataChannel>> data_ ABSL_GUARDED_BY(data_mu_);
+  std::map<std::string, std::shared_ptr<transport::DataChannel>> tcp_ ABSL_GUARDED_BY(data_mu_);
   // Failed connections, kept until this client goes: one may still be completing a call on
   // its own thread when it is replaced.
-  std::vector<std::shared_ptr<TcpDataChannel>> retired_ ABSL_GUARDED_BY(data_mu_);
+  std::vector<std::shared_ptr<transport::DataChannel>> retired_ ABSL_GUARDED_BY(data_mu_);
 };
 
 }  // namespace fulcrum::runtime

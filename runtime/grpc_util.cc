@@ -25,8 +25,8 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
                                            const TransportSecurity& security,
                                            const std::string& peer_task) {
   grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
-  args.SetMaxSendMessageSize(kMaxMessageBytes);
+  args.SetMaxReceiveMessageSize(transport::kMaxMessageBytes);
+  args.SetMaxSendMessageSize(transport::kMaxMessageBytes);
   // Each channel gets its own connection, even to an address another channel of this
   // process already uses (gRPC shares one by default): clients stay independent.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
@@ -50,10 +50,10 @@ void ConfigureServerBuilder(grpc::ServerBuilder* builder) {
   // A bound on the memory gRPC holds for requests being received (the ps's stated bound):
   // requests beyond it are refused RESOURCE_EXHAUSTED before they are read whole.
   grpc::ResourceQuota quota("fulcrum-server");
-  quota.Resize(static_cast<size_t>(kServerMemoryQuota));
+  quota.Resize(static_cast<size_t>(transport::kServerMemoryQuota));
   builder->SetResourceQuota(quota);
-  builder->SetMaxReceiveMessageSize(kMaxMessageBytes);
-  builder->SetMaxSendMessageSize(kMaxMessageBytes);
+  builder->SetMaxReceiveMessageSize(transport::kMaxMessageBytes);
+  builder->SetMaxSendMessageSize(transport::kMaxMessageBytes);
   builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder->AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
   builder->AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
@@ -70,17 +70,6 @@ absl::Status FromGrpc(const grpc::Status& status, absl::string_view what) {
 absl::Status RemoteFailure(absl::Status status) {
   if (status.ok() || ExitCodeForStatus(status) != kExitBadInput) return status;
   return absl::InternalError(status.message());
-}
-
-absl::Time CallDeadline(const grpc::ServerContext& context) {
-  const auto deadline = context.deadline();
-  if (deadline == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();
-  return absl::FromChrono(deadline);
-}
-
-grpc::Status ToGrpc(const absl::Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
 std::chrono::system_clock::time_point DeadlineIn(absl::Duration timeout) {

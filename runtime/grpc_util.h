@@ -10,8 +10,9 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
-#include "runtime/limits.h"  // kMaxMessageBytes
 #include "runtime/security.h"
+#include "transport/grpc_slices.h"
+#include "transport/limits.h"  // kMaxMessageBytes
 
 namespace fulcrum::runtime {
 
@@ -36,12 +37,9 @@ absl::Status FromGrpc(const grpc::Status& status, absl::string_view what);
 // would mean bad input in this process (e.g. FailedPrecondition, "ps:0 has no variables
 // yet"): such codes become Internal, keeping the message. Others pass through.
 absl::Status RemoteFailure(absl::Status status);
-// absl::Status -> gRPC status (same code and message).
-grpc::Status ToGrpc(const absl::Status& status);
-
-// The deadline of the call a server handler serves (InfiniteFuture when the client set
-// none), so that a wait inside the handler never outlives the call.
-absl::Time CallDeadline(const grpc::ServerContext& context);
+// absl::Status -> gRPC status, and a handler's deadline: the transport's.
+using transport::CallDeadline;
+using transport::ToGrpc;
 
 // Deadline `timeout` from now, for a ClientContext.
 std::chrono::system_clock::time_point DeadlineIn(absl::Duration timeout);

@@ -16,10 +16,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
+#include "base/constant_time.h"
 #include "base/net.h"
 #include "base/status_macros.h"
 #include "grpcpp/support/client_interceptor.h"
-#include "runtime/tcp_wire.h"
 #include "spdlog/spdlog.h"
 
 namespace fulcrum::runtime {
@@ -174,15 +174,6 @@ class TokenInterceptorFactory final : public grpc::experimental::ClientIntercept
 };
 
 }  // namespace
-
-bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  }
-  return diff == 0;
-}
 
 absl::StatusOr<TransportSecurity> TransportSecurity::Load(const SecurityFlags& flags,
                                                           const std::string& task_name,

@@ -127,7 +127,4 @@ class CallGuard {
 // "unix:/path", "inproc") names a peer on this machine's loopback or a local socket.
 bool IsLocalPeer(absl::string_view grpc_peer);
 
-// True when `a` equals `b`; the time taken depends only on their lengths.
-bool ConstantTimeEquals(absl::string_view a, absl::string_view b);
-
 }  // namespace fulcrum::runtime

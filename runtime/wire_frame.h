@@ -3,7 +3,7 @@
 // client or server using the generated classes talks to this path unchanged; what differs is
 // where the chunk payloads (ChunkData.data) live:
 //   - sending: an OutFrame holds the message without its chunk list plus, per chunk, its meta
-//     (chunk, step, wire_dtype) and its payload as grpc::Slice's. A worker's float32 gradients
+//     (chunk, step, wire_dtype) and its payload as transport::Slices. A worker's float32 gradients
 //     are static slices over the tensor memory itself (no copy; the memory must stay unchanged
 //     until the call completes); the ps copies a chunk's values once, under the chunk's lock,
 //     into one owned slice (16-bit encodings are narrowed in that same pass).
@@ -11,9 +11,8 @@
 //     through protobuf, each chunk's payload handed as the pieces of those buffers it lies in
 //     to a sink that writes it into its destination (a worker: the model's tensors; the ps:
 //     one pooled float buffer per chunk, 16-bit payloads widened on the way).
-// Frames know no transport: they serialize to Slices and parse from Pieces. The gRPC
-// transport's adapters are in runtime/grpc_frames.h; the tcp data plane sends the Slices as
-// they are.
+// Frames know no transport: they serialize to Slices and parse from Pieces, the buffer types
+// of transport/ (data_channel.h), which carries them without looking inside.
 //
 // Bad input: a truncated or malformed frame, a payload whose byte length does not fit its
 // dtype or destination, an unknown wire dtype: a clear InvalidArgument naming the chunk; the
@@ -36,9 +35,13 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "proto/ps.pb.h"
-#include "runtime/slice.h"
+#include "transport/slice.h"
 
 namespace fulcrum::runtime {
+
+// The frames' buffers are the transport's.
+using transport::Pieces;
+using transport::Slice;
 
 // Bytes per element of a wire dtype; 0 for a value this build does not know.
 int WireElementBytes(pb::WireDtype dtype);

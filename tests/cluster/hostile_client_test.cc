@@ -31,13 +31,13 @@
 #include "nlohmann/json.hpp"
 #include "proto/ps.grpc.pb.h"
 #include "proto/ps.pb.h"
-#include "ps/tcp_data_server.h"
 #include "runtime/grpc_ps_client.h"
-#include "runtime/tcp_wire.h"
 #include "runtime/tensor_coding.h"
 #include "tests/testing/cluster.h"
 #include "tests/testing/frame_calls.h"
 #include "tests/testing/subprocess.h"
+#include "transport/tcp_server.h"
+#include "transport/tcp_wire.h"
 
 namespace fulcrum {
 namespace {
@@ -311,7 +311,7 @@ TEST_F(HostileClientTest, EveryMaliciousRequestIsRefusedAndTheStateIsUnchanged) 
 
   // Sixteen 200 MiB requests at once (once 4.5 GB of peak RSS; four of them once left the ps
   // at 1.9 GB after they were answered): gRPC's memory quota of the server
-  // (runtime::kServerMemoryQuota) refuses what does not fit (RESOURCE_EXHAUSTED), so the peak
+  // (transport::kServerMemoryQuota) refuses what does not fit (RESOURCE_EXHAUSTED), so the peak
   // stays within a bound whatever the count; the freed memory goes back to the kernel within
   // a few seconds, all but the allocator's slack (128 MiB, ps_task.cc's kFreeSlack). The
   // request is serialised once and its bytes shared by the 16 calls.
@@ -488,7 +488,7 @@ TEST_F(HostileClientTest, AConnectionFloodOnTheDataPortLeavesThePsBoundedAndServ
   int connected = 0;
   const absl::Time flood_start = absl::Now();
   for (int i = 0; i < kConnections; ++i) {
-    absl::StatusOr<int> fd = runtime::ConnectTcp("127.0.0.1", port, absl::Now() + kTimeout);
+    absl::StatusOr<int> fd = transport::ConnectTcp("127.0.0.1", port, absl::Now() + kTimeout);
     if (!fd.ok()) continue;
     ++connected;
     const linger reset{1, 0};  // close sends RST, as a scanner's reset does
@@ -504,8 +504,8 @@ TEST_F(HostileClientTest, AConnectionFloodOnTheDataPortLeavesThePsBoundedAndServ
       connected, static_cast<long long>(maps_growth), static_cast<long long>(threads_before),
       static_cast<long long>(threads_after));
   // At most kMaxHelloReaders ended-but-unjoined readers (a stack and its guard each) remain.
-  EXPECT_LT(maps_growth, 2 * ps::TcpDataServer::kMaxHelloReaders + 64);
-  EXPECT_LT(threads_after - threads_before, ps::TcpDataServer::kMaxHelloReaders + 16);
+  EXPECT_LT(maps_growth, 2 * transport::TcpDataServer::kMaxHelloReaders + 64);
+  EXPECT_LT(threads_after - threads_before, transport::TcpDataServer::kMaxHelloReaders + 16);
   EXPECT_EQ(::kill(pid(), 0), 0) << "the ps died:\n" << cluster_->Logs();
   // A worker still gets its data-plane connection and pushes over it, once the flood's last
   // hello readers ended (until then new connections are closed at once, as a worker's next
@@ -531,7 +531,8 @@ TEST_F(HostileClientTest, AConnectionFloodOnTheDataPortLeavesThePsBoundedAndServ
        ++at) {
     ++lines;
   }
-  EXPECT_LE(lines, ps::TcpDataServer::kRefusalLinesPerSecond * (static_cast<int64_t>(seconds) + 2))
+  EXPECT_LE(lines,
+            transport::TcpDataServer::kRefusalLinesPerSecond * (static_cast<int64_t>(seconds) + 2))
       << "refusal lines in the ps's log over " << seconds << " s";
   EXPECT_LT(lines, connected / 2) << "refusal lines in the ps's log";
 }

@@ -20,11 +20,11 @@
 #include "runtime/coordinator_client.h"
 #include "runtime/grpc_ps_client.h"
 #include "runtime/security.h"
-#include "runtime/tcp_wire.h"
 #include "runtime/tensor_coding.h"
 #include "tests/testing/cluster.h"
 #include "tests/testing/frame_calls.h"
 #include "tests/testing/subprocess.h"
+#include "transport/tcp_wire.h"
 
 namespace fulcrum {
 namespace {
@@ -343,7 +343,7 @@ TEST_F(SecurityClusterTest, TheHostileSuitesAttacksAreRefusedUnderMutualTls) {
   const std::string host = address.substr(0, address.rfind(':'));
   const int port = std::stoi(address.substr(address.rfind(':') + 1));
   for (int i = 0; i < 2000; ++i) {
-    absl::StatusOr<int> fd = runtime::ConnectTcp(host, port, absl::Now() + kTimeout);
+    absl::StatusOr<int> fd = transport::ConnectTcp(host, port, absl::Now() + kTimeout);
     if (!fd.ok()) continue;
     const linger reset{1, 0};  // close sends RST, as a scanner's reset does
     setsockopt(*fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));

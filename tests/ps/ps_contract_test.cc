@@ -34,14 +34,14 @@
 #include "ps/in_process_client.h"
 #include "ps/service.h"
 #include "ps/shard.h"
-#include "ps/tcp_data_server.h"
 #include "runtime/chunk_plan.h"
 #include "runtime/grpc_ps_client.h"
-#include "runtime/limits.h"
 #include "runtime/proto_convert.h"
-#include "runtime/tcp_wire.h"
 #include "runtime/tensor_coding.h"
 #include "tests/testing/frame_calls.h"
+#include "transport/limits.h"
+#include "transport/tcp_server.h"
+#include "transport/tcp_wire.h"
 
 namespace fulcrum::ps {
 namespace {
@@ -300,7 +300,7 @@ class PsContractTest : public ::testing::TestWithParam<Transport> {
   std::unique_ptr<Shard> shard_;
   std::unique_ptr<PsService> service_;
   std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<TcpDataServer> data_plane_;
+  std::unique_ptr<transport::TcpDataServer> data_plane_;
   std::unique_ptr<runtime::PsClient> client_;
 };
 
@@ -1617,7 +1617,7 @@ Values FramePushPull(runtime::PsClient& client, const pb::CreateVariablesRequest
   }
   Values returned = ZerosLike(def);
   runtime::PsClient::PushReply reply;
-  reply.sink = [&](const pb::ChunkData& meta, const runtime::Pieces& pieces) {
+  reply.sink = [&](const pb::ChunkData& meta, const transport::Pieces& pieces) {
     const auto parts = ChunkParts<float>(plan, static_cast<size_t>(meta.chunk()), returned);
     return runtime::DecodePayload(pieces, meta.wire_dtype(), parts, "reply");
   };
@@ -1638,7 +1638,7 @@ Values OnTheWire(Values values, pb::WireDtype dtype) {
     const std::span<const float> in[] = {v};
     runtime::EncodePayload(in, dtype, bytes.data());
     const std::span<float> out[] = {v};
-    const runtime::Pieces pieces = {std::span<const char>(bytes)};
+    const transport::Pieces pieces = {std::span<const char>(bytes)};
     EXPECT_TRUE(runtime::DecodePayload(pieces, dtype, out, "round trip").ok());
   }
   return values;
@@ -1850,57 +1850,57 @@ class TcpDataPlaneTest : public ::testing::Test {
   // A raw connection to the data plane that sent `hello` (the whole kHelloBytes).
   int Connect(const char* hello) {
     absl::StatusOr<int> fd =
-        runtime::ConnectTcp("127.0.0.1", data_plane_->port(), absl::Now() + kTimeout);
+        transport::ConnectTcp("127.0.0.1", data_plane_->port(), absl::Now() + kTimeout);
     EXPECT_TRUE(fd.ok()) << fd.status();
     if (!fd.ok()) return -1;
-    iovec iov{const_cast<char*>(hello), runtime::kHelloBytes};
-    EXPECT_TRUE(runtime::WriteFull(*fd, std::span<iovec>(&iov, 1), absl::Now() + kTimeout).ok());
+    iovec iov{const_cast<char*>(hello), transport::kHelloBytes};
+    EXPECT_TRUE(transport::WriteFull(*fd, std::span<iovec>(&iov, 1), absl::Now() + kTimeout).ok());
     fds_.push_back(*fd);
     return *fd;
   }
   // The server's answer to a hello: true when accepted.
   bool Accepted(int fd) {
-    char answer[runtime::kHelloAnswerBytes];
-    const absl::Status s = runtime::ReadFull(fd, answer, absl::Now() + kTimeout);
+    char answer[transport::kHelloAnswerBytes];
+    const absl::Status s = transport::ReadFull(fd, answer, absl::Now() + kTimeout);
     return s.ok() && answer[8] == 0;
   }
   int ConnectWithTicket(const std::string& task) {
-    char hello[runtime::kHelloBytes];
-    runtime::EncodeHello(Ticket(task), hello);
+    char hello[transport::kHelloBytes];
+    transport::EncodeHello(Ticket(task), hello);
     const int fd = Connect(hello);
     EXPECT_TRUE(Accepted(fd));
     return fd;
   }
   // Sends a request of `method` with `body`.
-  void Send(int fd, runtime::DataMethod method, uint64_t id, const std::string& body,
+  void Send(int fd, transport::DataMethod method, uint64_t id, const std::string& body,
             uint64_t claimed_length) {
-    runtime::RequestHeader h;
+    transport::RequestHeader h;
     h.method = static_cast<uint32_t>(method);
     h.id = id;
     h.length = claimed_length;
     h.timeout_us = absl::ToInt64Microseconds(kTimeout);
-    char header[runtime::kRequestHeaderBytes];
-    runtime::EncodeRequestHeader(h, header);
+    char header[transport::kRequestHeaderBytes];
+    transport::EncodeRequestHeader(h, header);
     iovec iov[2] = {{header, sizeof(header)}, {const_cast<char*>(body.data()), body.size()}};
-    ASSERT_TRUE(runtime::WriteFull(fd, iov, absl::Now() + kTimeout).ok());
+    ASSERT_TRUE(transport::WriteFull(fd, iov, absl::Now() + kTimeout).ok());
   }
   // Reads one reply: its status (the body is dropped).
   absl::Status Reply(int fd, uint64_t want_id) {
-    char header[runtime::kReplyHeaderBytes];
-    if (absl::Status s = runtime::ReadFull(fd, header, absl::Now() + kTimeout); !s.ok()) return s;
-    absl::StatusOr<runtime::ReplyHeader> h =
-        runtime::DecodeReplyHeader(header, runtime::kMaxMessageBytes);
+    char header[transport::kReplyHeaderBytes];
+    if (absl::Status s = transport::ReadFull(fd, header, absl::Now() + kTimeout); !s.ok()) return s;
+    absl::StatusOr<transport::ReplyHeader> h =
+        transport::DecodeReplyHeader(header, transport::kMaxMessageBytes);
     if (!h.ok()) return h.status();
     EXPECT_EQ(h->id, want_id);
     std::string rest(h->message_length + h->length, '\0');
-    if (absl::Status s = runtime::ReadFull(fd, rest, absl::Now() + kTimeout); !s.ok()) return s;
+    if (absl::Status s = transport::ReadFull(fd, rest, absl::Now() + kTimeout); !s.ok()) return s;
     return absl::Status(static_cast<absl::StatusCode>(h->code), rest.substr(0, h->message_length));
   }
   // True when the server closed `fd` (a read sees the end).
   static bool Closed(int fd) {
     char byte;
     return absl::IsUnavailable(
-        runtime::ReadFull(fd, std::span<char>(&byte, 1), absl::Now() + kTimeout));
+        transport::ReadFull(fd, std::span<char>(&byte, 1), absl::Now() + kTimeout));
   }
 
   pb::StatsResponse Stats(runtime::PsClient& client) {
@@ -1915,8 +1915,8 @@ class TcpDataPlaneTest : public ::testing::Test {
 
   std::unique_ptr<Shard> shard_;
   std::unique_ptr<PsService> service_;
-  std::unique_ptr<TcpDataServer> data_plane_;
-  std::vector<std::unique_ptr<TcpDataServer>> retired_;
+  std::unique_ptr<transport::TcpDataServer> data_plane_;
+  std::vector<std::unique_ptr<transport::TcpDataServer>> retired_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<runtime::GrpcPsClient> client_;
   std::unique_ptr<pb::ParameterServer::Stub> stub_;
@@ -1928,8 +1928,8 @@ TEST_F(TcpDataPlaneTest, ConnectionsWithoutALiveTicketAreRefused) {
   pb::CreateVariablesResponse created;
   ASSERT_TRUE(client_->CreateVariables(def, &created, kTimeout).ok());
 
-  char hello[runtime::kHelloBytes];
-  runtime::EncodeHello(std::string(runtime::kTicketBytes, 'x'), hello);  // made up
+  char hello[transport::kHelloBytes];
+  transport::EncodeHello(std::string(transport::kTicketBytes, 'x'), hello);  // made up
   int fd = Connect(hello);
   EXPECT_FALSE(Accepted(fd));
   EXPECT_TRUE(Closed(fd));
@@ -1938,7 +1938,7 @@ TEST_F(TcpDataPlaneTest, ConnectionsWithoutALiveTicketAreRefused) {
   EXPECT_TRUE(Closed(Connect(hello)));
 
   const std::string ticket = Ticket("worker:0");
-  runtime::EncodeHello(ticket, hello);
+  transport::EncodeHello(ticket, hello);
   EXPECT_TRUE(Accepted(Connect(hello)));
   fd = Connect(hello);  // the same ticket again: used up
   EXPECT_FALSE(Accepted(fd));
@@ -1965,35 +1965,35 @@ TEST_F(TcpDataPlaneTest, BadFramesAreRefusedNamingWhyAndApplyNothing) {
 
   // A truncated body (the header's length is honest): refused, the connection stays.
   int fd = ConnectWithTicket("worker:0");
-  Send(fd, runtime::DataMethod::kPushPull, 1, push.substr(0, push.size() - 3), push.size() - 3);
+  Send(fd, transport::DataMethod::kPushPull, 1, push.substr(0, push.size() - 3), push.size() - 3);
   absl::Status s = Reply(fd, 1);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_THAT(s.message(), HasSubstr("PushPull request"));
   // A request in another task's name: refused.
-  Send(fd, runtime::DataMethod::kPushPull, 2,
+  Send(fd, transport::DataMethod::kPushPull, 2,
        PushOf(def, Filled(def, 1.0f), "worker:1", 2).SerializeAsString(), push.size());
   s = Reply(fd, 2);
   EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
   EXPECT_THAT(s.message(), HasSubstr("opened for worker:0"));
   // An unknown method: refused by name.
-  Send(fd, static_cast<runtime::DataMethod>(9), 3, push, push.size());
+  Send(fd, static_cast<transport::DataMethod>(9), 3, push, push.size());
   s = Reply(fd, 3);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_THAT(s.message(), HasSubstr("unknown data-plane method 9"));
 
   // A frame cut off by the peer closing: nothing of it is applied.
-  Send(fd, runtime::DataMethod::kPushPull, 4, push.substr(0, 10), push.size());
+  Send(fd, transport::DataMethod::kPushPull, 4, push.substr(0, 10), push.size());
   close(fd);
   fds_.pop_back();
   // A body over the message limit: the connection is closed.
   fd = ConnectWithTicket("worker:0");
-  Send(fd, runtime::DataMethod::kPushPull, 5, "", uint64_t{1} << 40);
+  Send(fd, transport::DataMethod::kPushPull, 5, "", uint64_t{1} << 40);
   EXPECT_TRUE(Closed(fd));
   // Not a request header at all: closed.
   fd = ConnectWithTicket("worker:0");
-  const std::string junk(runtime::kRequestHeaderBytes, 'J');
+  const std::string junk(transport::kRequestHeaderBytes, 'J');
   iovec iov{const_cast<char*>(junk.data()), junk.size()};
-  ASSERT_TRUE(runtime::WriteFull(fd, std::span<iovec>(&iov, 1), absl::Now() + kTimeout).ok());
+  ASSERT_TRUE(transport::WriteFull(fd, std::span<iovec>(&iov, 1), absl::Now() + kTimeout).ok());
   EXPECT_TRUE(Closed(fd));
 
   // Nothing was applied; a well-formed push on a new connection still is.
@@ -2001,7 +2001,7 @@ TEST_F(TcpDataPlaneTest, BadFramesAreRefusedNamingWhyAndApplyNothing) {
   EXPECT_EQ(stats.pushes_received(), 0);
   EXPECT_EQ(stats.global_step(), 0);
   fd = ConnectWithTicket("worker:0");
-  Send(fd, runtime::DataMethod::kPushPull, 6, push, push.size());
+  Send(fd, transport::DataMethod::kPushPull, 6, push, push.size());
   EXPECT_TRUE(Reply(fd, 6).ok());
   EXPECT_EQ(Stats(*client_).pushes_received(), static_cast<int64_t>(Plan(def).size()));
 }

@@ -14,7 +14,7 @@
 #include "gmock/gmock.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "gtest/gtest.h"
-#include "runtime/grpc_frames.h"
+#include "transport/grpc_slices.h"
 
 namespace fulcrum::runtime {
 namespace {
@@ -265,29 +265,6 @@ TEST(WireFrameTest, WrongLengthsAndUnknownDtypesNameTheChunk) {
   EXPECT_EQ(dest, std::vector<float>(4, 9.0f));
 }
 
-TEST(SliceTest, BorrowedBytesAreTheCallersAndSharedOnesLiveAsLongAsASliceHoldsThem) {
-  const std::vector<float> tensor = Ramp(8, 1.0f);
-  const Slice borrowed = Slice::Borrow(tensor.data(), tensor.size() * 4);
-  EXPECT_EQ(borrowed.data(), reinterpret_cast<const char*>(tensor.data()));  // no copy
-  EXPECT_EQ(borrowed.owner(), nullptr);
-  Slice shared;
-  {
-    std::string header(100, 'h');  // longer than any small-string buffer
-    shared = Slice::Own(std::move(header));
-    header.assign(100, 'x');  // the moved-from string is not what the slice holds
-  }
-  ASSERT_EQ(shared.size(), 100u);
-  EXPECT_EQ(std::string(shared.data(), shared.size()), std::string(100, 'h'));
-  const Slice small = Slice::Own("ab");  // held inside the string object itself
-  EXPECT_EQ(std::string(small.data(), small.size()), "ab");
-  char* fill = nullptr;
-  const Slice block = Slice::Allocate(4, &fill);
-  std::memcpy(fill, "wxyz", 4);
-  const Slice copy = block;  // the reference, not the bytes
-  EXPECT_EQ(copy.data(), block.data());
-  EXPECT_EQ(std::string(copy.data(), copy.size()), "wxyz");
-}
-
 // On gRPC a frame's slices are referenced, not copied, and a shared block outlives the Slice
 // that made it for as long as the ByteBuffer holds it.
 TEST(GrpcFramesTest, SlicesBecomeAByteBufferWithoutACopyAndParseBackInPlace) {
@@ -296,10 +273,10 @@ TEST(GrpcFramesTest, SlicesBecomeAByteBufferWithoutACopyAndParseBackInPlace) {
   {
     std::vector<Slice> slices;
     SerializeFrame(PushFrameOf(chunks, pb::WIRE_F32), &slices);
-    buffer = ToByteBuffer(slices);
+    buffer = transport::ToByteBuffer(slices);
   }  // the header's shared blocks now live in the ByteBuffer only
   std::vector<grpc::Slice> keep;
-  const Pieces pieces = PiecesOf(&buffer, &keep);
+  const Pieces pieces = transport::PiecesOf(buffer, &keep);
   bool borrowed_from_tensor = false;
   for (const auto& p : pieces) {
     borrowed_from_tensor |= p.data() == reinterpret_cast<const char*>(chunks[0].data());

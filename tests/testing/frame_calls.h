@@ -24,7 +24,7 @@ inline runtime::PsClient::PushFrame FrameOf(const pb::PushRequest& message) {
     runtime::OutChunk& c = frame.chunks.emplace_back();
     c.meta = g;
     c.meta.clear_data();
-    if (!g.data().empty()) c.slices.push_back(runtime::Slice::Own(g.data()));
+    if (!g.data().empty()) c.slices.push_back(transport::Slice::Own(g.data()));
     c.bytes = g.data().size();
   }
   return frame;
@@ -34,7 +34,7 @@ inline runtime::PsClient::PushFrame FrameOf(const pb::PushRequest& message) {
 template <typename Header>
 void CollectPayloads(runtime::InFrame<Header>* reply,
                      google::protobuf::RepeatedPtrField<pb::ChunkData>* chunks) {
-  reply->sink = [chunks](const pb::ChunkData& meta, const runtime::Pieces& pieces) {
+  reply->sink = [chunks](const pb::ChunkData& meta, const transport::Pieces& pieces) {
     pb::ChunkData* c = chunks->Add();
     *c = meta;
     for (const auto& p : pieces) c->mutable_data()->append(p.data(), p.size());

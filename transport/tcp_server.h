@@ -1,9 +1,9 @@
-// ps: the server end of the tcp data plane (runtime/tcp_wire.h). It listens on the ps's own
-// host at a port the kernel picks; a worker learns the port, and a one-use ticket bound to
-// its task name, from the OpenDataPlane RPC on the ps's gRPC service, which checks the
-// caller as every data RPC is checked (token; with mTLS its certificate's name). A connection
-// that does not present a live ticket within kHelloTimeout is answered "refused" and closed;
-// every request on an accepted connection is served as the ticket's task.
+// transport: the server end of the tcp data plane (transport/tcp_wire.h). It listens on the ps's
+// own host at a port the kernel picks; a worker learns the port, and a one-use ticket bound to its
+// task name, from the OpenDataPlane RPC on the ps's gRPC service, which checks the caller as every
+// data RPC is checked (token; with mTLS its certificate's name). A connection that does not present
+// a live ticket within kHelloTimeout is answered "refused" and closed; every request on an accepted
+// connection is served as the ticket's task.
 //
 // A connection's hello is read on a thread of its own (at most kMaxHelloReaders at once; more
 // connections are closed at once, and the threads that ended are joined as new ones start, so
@@ -30,19 +30,14 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "base/mutex.h"
-#include "runtime/slice.h"
-#include "runtime/tcp_wire.h"
+#include "transport/data_channel.h"
+#include "transport/slice.h"
+#include "transport/tcp_wire.h"
 
-namespace fulcrum::ps {
+namespace fulcrum::transport {
 
 class TcpDataServer {
  public:
-  // Serves one request of `task` (the connection's ticket's): parses `body` (valid only during
-  // the call), runs it, and leaves the reply's body in *reply. May block until `deadline`.
-  using Handler = std::function<absl::Status(runtime::DataMethod method, const std::string& task,
-                                             const runtime::Pieces& body, absl::Time deadline,
-                                             std::vector<runtime::Slice>* reply)>;
-
   static constexpr absl::Duration kHelloTimeout = absl::Seconds(5);
   static constexpr absl::Duration kTicketLifetime = absl::Seconds(60);
   // Connections whose hello is still being read at once; more are closed at once (a worker
@@ -51,9 +46,11 @@ class TcpDataServer {
   static constexpr int kRefusalLinesPerSecond = 10;
 
   // Listens on `host` (port picked by the kernel). `name` ("ps:0") labels logs and errors.
+  // Every request goes to `handler`, which may block until the request's deadline; its
+  // `authorize` admits only the task of the connection's ticket.
   static absl::StatusOr<std::unique_ptr<TcpDataServer>> Start(std::string name,
                                                               const std::string& host,
-                                                              Handler handler);
+                                                              DataHandler handler);
   ~TcpDataServer();
   TcpDataServer(const TcpDataServer&) = delete;
   TcpDataServer& operator=(const TcpDataServer&) = delete;
@@ -73,7 +70,7 @@ class TcpDataServer {
   struct Connection;
   class Pool;
 
-  TcpDataServer(std::string name, int listen_fd, int port, Handler handler);
+  TcpDataServer(std::string name, int listen_fd, int port, DataHandler handler);
   void AcceptLoop();
   // Joins the hello readers that ended; returns whether another may start (fewer than
   // kMaxHelloReaders still running).
@@ -86,17 +83,17 @@ class TcpDataServer {
   // Reads one request, hands the reading of the next to the pool and serves this one; closes
   // the connection on a malformed frame or when the peer goes.
   void ReadNext(std::shared_ptr<Connection> conn);
-  void Handle(const std::shared_ptr<Connection>& conn, const runtime::RequestHeader& h,
+  void Handle(const std::shared_ptr<Connection>& conn, const RequestHeader& h,
               std::span<char> body);
   // The task of a live ticket, which is used up; nullopt when none matches.
   std::optional<std::string> RedeemTicket(const std::string& ticket);
   void Respond(const std::shared_ptr<Connection>& conn, uint64_t id, const absl::Status& status,
-               std::vector<runtime::Slice> body);
+               std::vector<Slice> body);
 
   const std::string name_;
   const int listen_fd_;
   const int port_;
-  const Handler handler_;
+  const DataHandler handler_;
   std::unique_ptr<Pool> pool_;
   mutable Mutex mu_;
   struct Ticket {
@@ -124,4 +121,4 @@ class TcpDataServer {
   std::thread acceptor_;
 };
 
-}  // namespace fulcrum::ps
+}  // namespace fulcrum::transport

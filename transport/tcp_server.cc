@@ -1,4 +1,4 @@
-#include "ps/tcp_data_server.h"
+#include "transport/tcp_server.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -15,12 +15,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/constant_time.h"
 #include "base/thread_name.h"
-#include "runtime/limits.h"
-#include "runtime/security.h"
 #include "spdlog/spdlog.h"
+#include "transport/limits.h"
 
-namespace fulcrum::ps {
+namespace fulcrum::transport {
 namespace {
 
 // How long the rest of a request may take once its first byte arrived, and how long a reply
@@ -112,9 +112,9 @@ class TcpDataServer::Pool {
 
 absl::StatusOr<std::unique_ptr<TcpDataServer>> TcpDataServer::Start(std::string name,
                                                                     const std::string& host,
-                                                                    Handler handler) {
+                                                                    DataHandler handler) {
   int port = 0;
-  absl::StatusOr<int> fd = runtime::ListenTcp(host, &port);
+  absl::StatusOr<int> fd = ListenTcp(host, &port);
   if (!fd.ok()) {
     return absl::UnavailableError(absl::StrCat(name, " data plane: ", fd.status().message()));
   }
@@ -122,7 +122,7 @@ absl::StatusOr<std::unique_ptr<TcpDataServer>> TcpDataServer::Start(std::string 
       new TcpDataServer(std::move(name), *fd, port, std::move(handler)));
 }
 
-TcpDataServer::TcpDataServer(std::string name, int listen_fd, int port, Handler handler)
+TcpDataServer::TcpDataServer(std::string name, int listen_fd, int port, DataHandler handler)
     : name_(std::move(name)),
       listen_fd_(listen_fd),
       port_(port),
@@ -166,7 +166,7 @@ void TcpDataServer::Shutdown() {
 }
 
 std::string TcpDataServer::IssueTicket(const std::string& task) {
-  std::string secret(runtime::kTicketBytes, '\0');
+  std::string secret(kTicketBytes, '\0');
   size_t got = 0;
   while (got < secret.size()) {
     const ssize_t n = getrandom(secret.data() + got, secret.size() - got, 0);
@@ -186,7 +186,7 @@ std::optional<std::string> TcpDataServer::RedeemTicket(const std::string& ticket
   // Every live ticket is compared, in constant time each, whichever matches.
   auto match = tickets_.end();
   for (auto it = tickets_.begin(); it != tickets_.end(); ++it) {
-    if (runtime::ConstantTimeEquals(it->secret, ticket) && it->expires > now) match = it;
+    if (ConstantTimeEquals(it->secret, ticket) && it->expires > now) match = it;
   }
   if (match != tickets_.end()) {
     task = match->task;
@@ -213,7 +213,7 @@ void TcpDataServer::AcceptLoop() {
     socklen_t peer_len = sizeof(peer);
     const int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &peer_len, SOCK_CLOEXEC);
     if (fd < 0) continue;
-    if (!runtime::PrepareSocket(fd).ok()) {
+    if (!PrepareSocket(fd).ok()) {
       close(fd);
       continue;
     }
@@ -273,10 +273,9 @@ void TcpDataServer::CountRefused(const std::string& peer, const std::string& why
 void TcpDataServer::Serve(std::shared_ptr<Connection> conn) {
   const auto refuse = [&](const std::string& why) { CountRefused(conn->peer, why); };
   // The hello: a live ticket within kHelloTimeout, or the connection is closed.
-  char hello[runtime::kHelloBytes];
-  absl::Status s = runtime::ReadFull(conn->fd, hello, absl::Now() + kHelloTimeout);
-  absl::StatusOr<std::string> ticket =
-      s.ok() ? runtime::DecodeHello(hello) : absl::StatusOr<std::string>(s);
+  char hello[kHelloBytes];
+  absl::Status s = ReadFull(conn->fd, hello, absl::Now() + kHelloTimeout);
+  absl::StatusOr<std::string> ticket = s.ok() ? DecodeHello(hello) : absl::StatusOr<std::string>(s);
   std::optional<std::string> task;
   if (ticket.ok()) task = RedeemTicket(*ticket);
   if (task) conn->task = *task;
@@ -286,12 +285,12 @@ void TcpDataServer::Serve(std::shared_ptr<Connection> conn) {
                        : absl::StrCat("hello: ", ticket.status().message()));
   }
   {
-    char answer[runtime::kHelloAnswerBytes] = {};
-    std::memcpy(answer, runtime::kHelloMagic, 8);
+    char answer[kHelloAnswerBytes] = {};
+    std::memcpy(answer, kHelloMagic, 8);
     answer[8] = task ? 0 : 1;
     iovec iov{answer, sizeof(answer)};
     if (ticket.ok()) {
-      (void)runtime::WriteFull(conn->fd, std::span<iovec>(&iov, 1), absl::Now() + kHelloTimeout);
+      (void)WriteFull(conn->fd, std::span<iovec>(&iov, 1), absl::Now() + kHelloTimeout);
     }
   }
   if (!task) {
@@ -310,16 +309,15 @@ void TcpDataServer::ReadNext(std::shared_ptr<Connection> conn) {
       MutexLock lock(&mu_);
       if (stopping_) break;
     }
-    if (!runtime::WaitReadable(conn->fd, absl::Now() + absl::Seconds(1))) continue;
-    char header[runtime::kRequestHeaderBytes];
+    if (!WaitReadable(conn->fd, absl::Now() + absl::Seconds(1))) continue;
+    char header[kRequestHeaderBytes];
     const absl::Time deadline = absl::Now() + kFrameTime;
-    if (absl::Status s = runtime::ReadFull(conn->fd, header, deadline); !s.ok()) {
+    if (absl::Status s = ReadFull(conn->fd, header, deadline); !s.ok()) {
       // The worker closed its end (it finished, or died): not an error of the peer.
       if (!absl::IsUnavailable(s)) refuse(absl::StrCat("reading a request: ", s.message()));
       break;
     }
-    absl::StatusOr<runtime::RequestHeader> h =
-        runtime::DecodeRequestHeader(header, runtime::kMaxMessageBytes);
+    absl::StatusOr<RequestHeader> h = DecodeRequestHeader(header, kMaxMessageBytes);
     if (!h.ok()) {
       refuse(std::string(h.status().message()));
       break;
@@ -327,8 +325,7 @@ void TcpDataServer::ReadNext(std::shared_ptr<Connection> conn) {
     // Not zero-filled: every byte is read into it.
     std::unique_ptr<char[]> storage(new char[std::max<uint64_t>(h->length, 1)]);
     const std::span<char> body(storage.get(), h->length);
-    if (absl::Status s =
-            runtime::ReadFull(conn->fd, body, deadline + absl::Seconds(h->length >> 20));
+    if (absl::Status s = ReadFull(conn->fd, body, deadline + absl::Seconds(h->length >> 20));
         !s.ok()) {
       refuse(absl::StrCat("request ", h->id, ": ", s.message()));
       break;
@@ -344,49 +341,54 @@ void TcpDataServer::ReadNext(std::shared_ptr<Connection> conn) {
   std::erase(connections_, conn);
 }
 
-void TcpDataServer::Handle(const std::shared_ptr<Connection>& conn, const runtime::RequestHeader& h,
+void TcpDataServer::Handle(const std::shared_ptr<Connection>& conn, const RequestHeader& h,
                            std::span<char> body) {
   absl::Status status;
-  std::vector<runtime::Slice> reply;
-  const auto method = static_cast<runtime::DataMethod>(h.method);
-  if (method != runtime::DataMethod::kPull && method != runtime::DataMethod::kPush &&
-      method != runtime::DataMethod::kPushPull) {
+  std::vector<Slice> reply;
+  const auto method = static_cast<DataMethod>(h.method);
+  if (method != DataMethod::kPull && method != DataMethod::kPush &&
+      method != DataMethod::kPushPull) {
     status = absl::InvalidArgumentError(absl::StrCat("unknown data-plane method ", h.method));
   } else if (h.timeout_us <= 0) {
-    status = absl::DeadlineExceededError(
-        absl::StrCat(runtime::DataMethodName(h.method), ": no time left"));
+    status = absl::DeadlineExceededError(absl::StrCat(DataMethodName(h.method), ": no time left"));
   } else {
-    runtime::Pieces pieces;
+    Pieces pieces;
     if (!body.empty()) pieces.emplace_back(body.data(), body.size());
-    status = handler_(method, conn->task, pieces, absl::Now() + absl::Microseconds(h.timeout_us),
-                      &reply);
+    DataRequest request{method, &pieces, absl::Now() + absl::Microseconds(h.timeout_us),
+                        [&](const std::string& claimed) {
+                          if (claimed == conn->task) return absl::OkStatus();
+                          return absl::PermissionDeniedError(
+                              absl::StrCat(DataMethodName(method), " as \"", claimed,
+                                           "\" on a data connection opened for ", conn->task));
+                        }};
+    status = handler_(request, &reply);
   }
   if (!status.ok()) reply.clear();
   Respond(conn, h.id, status, std::move(reply));
 }
 
 void TcpDataServer::Respond(const std::shared_ptr<Connection>& conn, uint64_t id,
-                            const absl::Status& status, std::vector<runtime::Slice> body) {
-  runtime::ReplyHeader h;
+                            const absl::Status& status, std::vector<Slice> body) {
+  ReplyHeader h;
   h.code = static_cast<uint32_t>(status.code());
   h.id = id;
-  for (const runtime::Slice& s : body) h.length += s.size();
+  for (const Slice& s : body) h.length += s.size();
   const std::string message(status.message().substr(
-      0, std::min<size_t>(status.message().size(), runtime::kMaxStatusMessageBytes)));
+      0, std::min<size_t>(status.message().size(), kMaxStatusMessageBytes)));
   h.message_length = static_cast<uint32_t>(message.size());
-  char header[runtime::kReplyHeaderBytes];
-  runtime::EncodeReplyHeader(h, header);
+  char header[kReplyHeaderBytes];
+  EncodeReplyHeader(h, header);
   std::vector<iovec> iov;
   iov.reserve(body.size() + 2);
   iov.push_back({header, sizeof(header)});
   iov.push_back({const_cast<char*>(message.data()), message.size()});
-  for (const runtime::Slice& s : body) iov.push_back({const_cast<char*>(s.data()), s.size()});
+  for (const Slice& s : body) iov.push_back({const_cast<char*>(s.data()), s.size()});
   MutexLock lock(&conn->write_mu);
-  if (absl::Status s = runtime::WriteFull(conn->fd, iov, absl::Now() + kFrameTime); !s.ok()) {
+  if (absl::Status s = WriteFull(conn->fd, iov, absl::Now() + kFrameTime); !s.ok()) {
     spdlog::warn("{} data plane: reply to {} failed: {}; closing the connection", name_, conn->peer,
                  std::string(s.message()));
     shutdown(conn->fd, SHUT_RDWR);
   }
 }
 
-}  // namespace fulcrum::ps
+}  // namespace fulcrum::transport

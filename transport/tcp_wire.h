@@ -1,4 +1,4 @@
-// runtime: the wire of the tcp data plane (--data_plane=tcp): Pull, Push and PushPull as
+// transport: the wire of the tcp data plane (--data_plane=tcp): Pull, Push and PushPull as
 // length-prefixed frames on one plain TCP connection per worker and ps, beside the task's
 // gRPC channel, which keeps every control RPC and hands out the connection's ticket
 // (ParameterServer.OpenDataPlane). The bodies are exactly the protobuf bytes the gRPC methods
@@ -27,8 +27,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "transport/data_channel.h"
 
-namespace fulcrum::runtime {
+namespace fulcrum::transport {
 
 inline constexpr uint32_t kTcpRequestMagic = 0x51524446;  // "FDRQ"
 inline constexpr uint32_t kTcpReplyMagic = 0x53524446;    // "FDRS"
@@ -42,11 +43,6 @@ inline constexpr size_t kRequestHeaderBytes = 32;
 inline constexpr size_t kReplyHeaderBytes = 32;
 // The longest status message a reply may carry.
 inline constexpr uint32_t kMaxStatusMessageBytes = 64 << 10;
-
-// The data methods (a request's `method`).
-enum class DataMethod : uint32_t { kPull = 1, kPush = 2, kPushPull = 3 };
-// "Pull", "Push", "PushPull"; "method <n>" for another value.
-std::string DataMethodName(uint32_t method);
 
 struct RequestHeader {
   uint32_t method = 0;
@@ -90,10 +86,8 @@ absl::Status WriteFull(int fd, std::span<iovec> iov, absl::Time deadline);
 absl::StatusOr<size_t> WriteNow(int fd, std::span<iovec> iov);
 // Advances `iov` past its first `n` bytes.
 void SkipBytes(std::span<iovec> iov, size_t n);
-// Waits until `fd` is readable or `deadline` passes (false then, or on a poll error).
-bool WaitReadable(int fd, absl::Time deadline);
+// Waits until `fd` is readable or `deadline` passes (false then, or on a poll error). With a
+// `wake_fd` (an eventfd), also returns false as soon as it is signalled, draining it.
+bool WaitReadable(int fd, absl::Time deadline, int wake_fd = -1);
 
-// "host" of "host:port" / "[v6]:port" (brackets kept off); the whole string when no port.
-std::string HostOf(const std::string& address);
-
-}  // namespace fulcrum::runtime
+}  // namespace fulcrum::transport

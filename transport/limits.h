@@ -1,9 +1,9 @@
-// runtime: size limits shared by the PS logic and the gRPC transport, with no gRPC include
+// transport: size limits shared by the PS logic and the transports, with no gRPC include
 // (ps::Shard checks against them without linking the transport's headers).
 // Thread-safety: constants only.
 #pragma once
 
-namespace fulcrum::runtime {
+namespace fulcrum::transport {
 
 // gRPC's 4 MiB default receive limit is too small for a big pull reply; Fulcrum's messages
 // are bounded by the chunk size, this is the hard ceiling on both sides.
@@ -16,4 +16,4 @@ inline constexpr int kMaxMessageBytes = 256 << 20;
 // requests of 200 MiB at once: tests/cluster/hostile_client_test.cc).
 inline constexpr long long kServerMemoryQuota = 512LL << 20;
 
-}  // namespace fulcrum::runtime
+}  // namespace fulcrum::transport

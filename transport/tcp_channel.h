@@ -1,4 +1,4 @@
-// runtime: the client end of one tcp data-plane connection (runtime/tcp_wire.h) to a ps:
+// transport: the client end of one tcp data-plane connection (transport/tcp_wire.h) to a ps:
 // a request's slices are written straight from the memory they reference (writev, no copy in
 // user space): by the caller as far as the socket takes them at once, the rest by a writer
 // thread (so a call never blocks its caller on a slow link); a reader thread parses each
@@ -8,7 +8,7 @@
 // Every call ends exactly once: with its reply, at its deadline (DeadlineExceeded; a reply
 // that comes later is read and dropped), or with Unavailable naming the connection when it
 // fails (the peer closed it, a write or read failed). A failed channel stays failed: the
-// owner opens a new one (GrpcPsClient does, through OpenDataPlane).
+// owner opens a new one (runtime::GrpcPsClient does, through OpenDataPlane).
 // Thread-safety: Call and healthy may be called from many threads at once.
 #pragma once
 
@@ -28,17 +28,14 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "base/mutex.h"
-#include "runtime/slice.h"
-#include "runtime/tcp_wire.h"
+#include "transport/data_channel.h"
+#include "transport/slice.h"
+#include "transport/tcp_wire.h"
 
-namespace fulcrum::runtime {
+namespace fulcrum::transport {
 
-class TcpDataChannel {
+class TcpDataChannel final : public DataChannel {
  public:
-  using Done = std::function<void(absl::Status)>;
-  // Parses a reply's body; its pieces are valid only during the call.
-  using ParseReply = std::function<absl::Status(const Pieces& body)>;
-
   // Connects to host:port before `deadline` and presents `ticket`. `label` names the peer in
   // errors ("ps:0 data plane (127.0.0.1:40123)"). Unavailable when it cannot connect or the
   // server refuses the ticket; DeadlineExceeded when the server does not answer in time.
@@ -47,18 +44,17 @@ class TcpDataChannel {
                                                                  absl::Time deadline,
                                                                  std::string label);
   // Closes the connection; calls still pending end with Cancelled.
-  ~TcpDataChannel();
+  ~TcpDataChannel() override;
   TcpDataChannel(const TcpDataChannel&) = delete;
   TcpDataChannel& operator=(const TcpDataChannel&) = delete;
 
-  // Sends `body` (its slices are referenced until `done` runs) as a request of `method`;
-  // `parse` runs on the reader thread with the reply's body, then `done` with the call's end.
+  // `parse` and `done` run on the reader thread (or at once on the caller's, when the
+  // connection failed before).
   void Call(DataMethod method, std::vector<Slice> body, absl::Duration timeout, ParseReply parse,
-            Done done);
-
+            Done done) override;
   // False once the connection failed.
-  bool healthy() const;
-  const std::string& label() const { return label_; }
+  bool healthy() const override;
+  const std::string& label() const override { return label_; }
 
  private:
   struct Pending {
@@ -89,6 +85,8 @@ class TcpDataChannel {
   void Fail(const absl::Status& why);
 
   const int fd_;
+  const int
+      wake_fd_;  // an eventfd: wakes the reader when a call's deadline is earlier than its wait
   const std::string label_;
   mutable Mutex mu_;
   CondVar write_cv_;  // signalled when a request is queued or the channel closes
@@ -96,6 +94,8 @@ class TcpDataChannel {
   std::map<uint64_t, Pending> pending_ ABSL_GUARDED_BY(mu_);
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   bool failed_ ABSL_GUARDED_BY(mu_) = false;
+  // When the reader wakes next (at the earliest pending deadline, or an idle poll).
+  absl::Time reader_wake_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   // A thread is writing to the socket (the caller of Call, or the writer thread).
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
@@ -105,4 +105,4 @@ class TcpDataChannel {
   std::thread writer_;
 };
 
-}  // namespace fulcrum::runtime
+}  // namespace fulcrum::transport

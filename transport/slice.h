@@ -1,4 +1,4 @@
-// runtime: Slice, the buffer type of the data path's frames (runtime/wire_frame.h) and of its
+// transport: Slice, the buffer type of the data path's frames (runtime/wire_frame.h) and of its
 // transports: a run of bytes that is either borrowed (the caller's memory, kept alive and
 // unchanged by the caller until the call that sends it ends: a worker's gradient tensors) or
 // shared (a block that lives as long as a slice references it). Copying a Slice copies the
@@ -16,7 +16,7 @@
 
 #include "absl/container/inlined_vector.h"
 
-namespace fulcrum::runtime {
+namespace fulcrum::transport {
 
 class Slice {
  public:
@@ -57,4 +57,4 @@ class Slice {
 // A received body: the pieces of the transport's buffers it lies in, in order.
 using Pieces = absl::InlinedVector<std::span<const char>, 8>;
 
-}  // namespace fulcrum::runtime
+}  // namespace fulcrum::transport

@@ -1,4 +1,4 @@
-#include "runtime/tcp_wire.h"
+#include "transport/tcp_wire.h"
 
 #include <fcntl.h>
 #include <netdb.h>
@@ -14,8 +14,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/net.h"
 
-namespace fulcrum::runtime {
+namespace fulcrum::transport {
 namespace {
 
 void Put32(char* p, uint32_t v) {
@@ -57,18 +58,6 @@ absl::Status WaitFor(int fd, short events, absl::Time deadline) {
 }
 
 }  // namespace
-
-std::string DataMethodName(uint32_t method) {
-  switch (static_cast<DataMethod>(method)) {
-    case DataMethod::kPull:
-      return "Pull";
-    case DataMethod::kPush:
-      return "Push";
-    case DataMethod::kPushPull:
-      return "PushPull";
-  }
-  return absl::StrCat("method ", method);
-}
 
 void EncodeRequestHeader(const RequestHeader& h, char out[kRequestHeaderBytes]) {
   Put32(out, kTcpRequestMagic);
@@ -150,17 +139,6 @@ absl::Status PrepareSocket(int fd) {
   const int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));  // not a TCP socket: harmless
   return absl::OkStatus();
-}
-
-std::string HostOf(const std::string& address) {
-  std::string host = address;
-  if (!host.empty() && host.front() == '[') {
-    const size_t close = host.find(']');
-    return close == std::string::npos ? host.substr(1) : host.substr(1, close - 1);
-  }
-  const size_t colon = host.rfind(':');
-  if (colon != std::string::npos && host.find(':') == colon) host.resize(colon);
-  return host;
 }
 
 absl::StatusOr<int> ConnectTcp(const std::string& host_in, int port, absl::Time deadline) {
@@ -314,6 +292,19 @@ absl::Status WriteFull(int fd, std::span<iovec> iov, absl::Time deadline) {
   }
 }
 
-bool WaitReadable(int fd, absl::Time deadline) { return WaitFor(fd, POLLIN, deadline).ok(); }
+bool WaitReadable(int fd, absl::Time deadline, int wake_fd) {
+  if (wake_fd < 0) return WaitFor(fd, POLLIN, deadline).ok();
+  for (;;) {
+    pollfd p[2] = {{fd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
+    const int rc = poll(p, 2, PollMillis(deadline));
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc <= 0) return false;
+    if (p[1].revents != 0) {
+      uint64_t count;
+      (void)!read(wake_fd, &count, sizeof(count));  // drained: the next wake counts anew
+    }
+    return p[0].revents != 0;
+  }
+}
 
-}  // namespace fulcrum::runtime
+}  // namespace fulcrum::transport

@@ -1,5 +1,6 @@
-#include "runtime/tcp_data_channel.h"
+#include "transport/tcp_channel.h"
 
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -11,9 +12,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/thread_name.h"
-#include "runtime/limits.h"
+#include "transport/limits.h"
 
-namespace fulcrum::runtime {
+namespace fulcrum::transport {
 namespace {
 
 // How long the rest of a reply may take once its first byte arrived.
@@ -47,7 +48,8 @@ absl::StatusOr<std::unique_ptr<TcpDataChannel>> TcpDataChannel::Connect(const st
   return std::unique_ptr<TcpDataChannel>(new TcpDataChannel(*fd, std::move(label)));
 }
 
-TcpDataChannel::TcpDataChannel(int fd, std::string label) : fd_(fd), label_(std::move(label)) {
+TcpDataChannel::TcpDataChannel(int fd, std::string label)
+    : fd_(fd), wake_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)), label_(std::move(label)) {
   reader_ = std::thread([this] {
     SetCurrentThreadName("tcp-data-read");
     ReadLoop();
@@ -68,6 +70,7 @@ TcpDataChannel::~TcpDataChannel() {
   reader_.join();
   writer_.join();
   close(fd_);
+  if (wake_fd_ >= 0) close(wake_fd_);
 }
 
 bool TcpDataChannel::healthy() const {
@@ -101,6 +104,11 @@ void TcpDataChannel::Call(DataMethod method, std::vector<Slice> body, absl::Dura
       out.id = h.id = next_id_++;
       EncodeRequestHeader(h, out.header.data());
       pending_.emplace(out.id, Pending{std::move(parse), std::move(done), deadline});
+      if (deadline < reader_wake_ && wake_fd_ >= 0) {  // the reader must wake for it earlier
+        reader_wake_ = deadline;
+        const uint64_t one = 1;
+        (void)!write(wake_fd_, &one, sizeof(one));
+      }
       if (writing_ || !queue_.empty()) {  // behind others: the writer thread sends it
         queue_.push_back(std::move(out));
         write_cv_.Signal();
@@ -172,8 +180,9 @@ void TcpDataChannel::ReadLoop() {
       MutexLock lock(&mu_);
       if (closing_ || failed_) return;
       for (const auto& [id, p] : pending_) wake = std::min(wake, p.deadline);
+      reader_wake_ = wake;
     }
-    if (!WaitReadable(fd_, wake)) {
+    if (!WaitReadable(fd_, wake, wake_fd_)) {
       ExpireCalls();
       continue;
     }
@@ -230,7 +239,10 @@ absl::Status TcpDataChannel::ReadReply() {
   }
   if (!call) return absl::OkStatus();  // its caller gave up on it (deadline)
   absl::Status result;
-  if (h->code != 0) {
+  if (absl::Now() > call->deadline) {  // came after the deadline the caller set: dropped
+    result =
+        absl::DeadlineExceededError(absl::StrCat(label_, ": deadline passed before the reply"));
+  } else if (h->code != 0) {
     result = absl::Status(static_cast<absl::StatusCode>(h->code), message);
   } else {
     Pieces body;
@@ -262,4 +274,4 @@ void TcpDataChannel::Fail(const absl::Status& why) {
   for (Done& d : pending) d(status);
 }
 
-}  // namespace fulcrum::runtime
+}  // namespace fulcrum::transport

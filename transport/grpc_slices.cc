@@ -1,9 +1,10 @@
-#include "runtime/grpc_frames.h"
+#include "transport/grpc_slices.h"
 
+#include <chrono>
 #include <memory>
 #include <string>
 
-namespace fulcrum::runtime {
+namespace fulcrum::transport {
 namespace {
 
 // gRPC's destroy callback of a shared slice: lets go of the block.
@@ -25,19 +26,30 @@ grpc::ByteBuffer ToByteBuffer(const std::vector<Slice>& slices) {
   return grpc::ByteBuffer(out.data(), out.size());
 }
 
-Pieces PiecesOf(grpc::ByteBuffer* buffer, std::vector<grpc::Slice>* keep) {
+Pieces PiecesOf(const grpc::ByteBuffer& buffer, std::vector<grpc::Slice>* keep) {
   keep->clear();
   Pieces pieces;
-  if (!buffer->Dump(keep).ok()) return pieces;
+  if (!buffer.Dump(keep).ok()) return pieces;
   for (const grpc::Slice& s : *keep) {
     if (s.size() > 0) pieces.emplace_back(reinterpret_cast<const char*>(s.begin()), s.size());
   }
   return pieces;
 }
 
-grpc::Status FrameStatus(const absl::Status& s) {
+grpc::Status ToGrpc(const absl::Status& s) {
   if (s.ok()) return grpc::Status::OK;
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
 }
 
-}  // namespace fulcrum::runtime
+absl::Status FromGrpcStatus(const grpc::Status& s) {
+  if (s.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+}
+
+absl::Time CallDeadline(const grpc::ServerContext& context) {
+  const auto deadline = context.deadline();
+  if (deadline == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();
+  return absl::FromChrono(deadline);
+}
+
+}  // namespace fulcrum::transport
