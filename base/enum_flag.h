@@ -40,13 +40,25 @@ bool ParseEnum(absl::string_view text, const EnumName<E> (&names)[N], E* out, st
   return false;
 }
 
-// The spelling of `value` ("" for a value outside the table).
+// The spelling of `value` ("unknown" for a value outside the table).
 template <typename E, size_t N>
-std::string UnparseEnum(E value, const EnumName<E> (&names)[N]) {
+const char* EnumNameOf(E value, const EnumName<E> (&names)[N]) {
   for (const auto& [v, name] : names) {
     if (v == value) return name;
   }
-  return "";
+  return "unknown";
 }
+template <typename E, size_t N>
+std::string UnparseEnum(E value, const EnumName<E> (&names)[N]) {
+  return EnumNameOf(value, names);
+}
+
+// A switch spelled on or off (--profile, --tf32).
+enum class OnOff { kOff, kOn };
+inline constexpr EnumName<OnOff> kOnOffNames[] = {{OnOff::kOn, "on"}, {OnOff::kOff, "off"}};
+inline bool AbslParseFlag(absl::string_view text, OnOff* out, std::string* error) {
+  return ParseEnum(text, kOnOffNames, out, error);
+}
+inline std::string AbslUnparseFlag(OnOff value) { return UnparseEnum(value, kOnOffNames); }
 
 }  // namespace fulcrum

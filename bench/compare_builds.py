@@ -12,7 +12,7 @@ of each side and the median (min-max) of the pairwise ratios B/A, and /proc/load
 and after.
 
   bench/compare_builds.py --base=/path/to/old/build/bin [--new=build/bin] [--pairs=3]
-      [--workloads=logreg,mlp,cluster_mlp] [--out=build/compare_builds.md]
+      [--workloads=logreg,mlp,cluster_mlp,cluster_mlp_grpc] [--out=build/compare_builds.md]
 Exit code 2 for bad arguments; 1 when a run fails (its log is kept under --work).
 """
 import argparse
@@ -33,6 +33,10 @@ WORKLOADS = {
                        "--train_steps=1500"]),
     "cluster_mlp": ("cluster", ["--model=mlp", "--batch_size=128", "--learning_rate=0.05",
                                 "--train_steps=3000", "--mode=async", "--eval_every=0"]),
+    # The same on the gRPC data plane (the default is the tcp plane without TLS).
+    "cluster_mlp_grpc": ("cluster", ["--model=mlp", "--batch_size=128", "--learning_rate=0.05",
+                                     "--train_steps=3000", "--mode=async", "--eval_every=0",
+                                     "--data_plane=grpc"]),
 }
 
 

@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/grpc_util.h"
+#include "runtime/grpc/grpc_util.h"
 
 namespace fulcrum::bench {
 namespace {

@@ -21,7 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "runtime/chunk_plan.h"
+#include "runtime/cluster/chunk_plan.h"
 
 ABSL_FLAG(std::string, role, "driver",
           "driver (runs the benchmarks); server and client are the child processes it starts");

@@ -18,7 +18,7 @@
 #include "nlohmann/json.hpp"
 #include "ps/service.h"
 #include "ps/shard.h"
-#include "runtime/grpc_server.h"
+#include "runtime/grpc/grpc_server.h"
 #include "spdlog/spdlog.h"
 #include "transport/tcp_server.h"
 

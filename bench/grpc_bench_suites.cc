@@ -15,8 +15,8 @@
 #include "bench/ps_bench_model.h"
 #include "nlohmann/json.hpp"
 #include "ops/tensor.h"
-#include "runtime/grpc_ps_client.h"
-#include "runtime/sharded_variables.h"
+#include "runtime/client/grpc_ps_client.h"
+#include "runtime/client/sharded_variables.h"
 
 namespace fulcrum::bench {
 namespace {

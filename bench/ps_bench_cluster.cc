@@ -22,11 +22,11 @@
 #include "proto/ps.grpc.pb.h"
 #include "ps/service.h"
 #include "ps/shard.h"
-#include "runtime/chunk_plan.h"
-#include "runtime/grpc_server.h"
-#include "runtime/grpc_util.h"
-#include "runtime/sharded_variables.h"
-#include "runtime/tensor_coding.h"
+#include "runtime/client/sharded_variables.h"
+#include "runtime/cluster/chunk_plan.h"
+#include "runtime/frames/tensor_coding.h"
+#include "runtime/grpc/grpc_server.h"
+#include "runtime/grpc/grpc_util.h"
 
 namespace fulcrum::bench {
 namespace {

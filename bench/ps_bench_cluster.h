@@ -21,8 +21,8 @@
 #include "bench/ps_bench_options.h"
 #include "bench/ps_bench_process.h"
 #include "ops/optimizer.h"
-#include "runtime/grpc_ps_client.h"
-#include "runtime/placement.h"
+#include "runtime/client/grpc_ps_client.h"
+#include "runtime/cluster/placement.h"
 
 namespace fulcrum::bench {
 

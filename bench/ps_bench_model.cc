@@ -5,13 +5,13 @@
 #include "absl/strings/str_cat.h"
 #include "models/registry.h"
 #include "ops/initializer.h"
-#include "runtime/shard_defs.h"
+#include "runtime/cluster/shard_defs.h"
 
 namespace fulcrum::bench {
 namespace {
 
 constexpr uint64_t kSeed = 42;
-constexpr int64_t kPartitionMinBytes = 256 << 10;  // runtime/flags.h default
+constexpr int64_t kPartitionMinBytes = 256 << 10;  // runtime/config/flags.h default
 
 }  // namespace
 

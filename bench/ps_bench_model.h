@@ -10,7 +10,7 @@
 #include "absl/status/statusor.h"
 #include "ops/optimizer.h"
 #include "proto/ps.pb.h"
-#include "runtime/placement.h"
+#include "runtime/cluster/placement.h"
 
 namespace fulcrum::bench {
 
@@ -24,7 +24,7 @@ struct BenchModel {
 // [N*32, 1024], N MiB in all) or "skew16" (one [3072, 1024] variable + 8 of [128, 1024]).
 absl::StatusOr<BenchModel> MakeModel(const std::string& name);
 
-// The model over `num_ps` PS tasks, partitioning at runtime/flags.h's default threshold.
+// The model over `num_ps` PS tasks, partitioning at runtime/config/flags.h's default threshold.
 absl::StatusOr<runtime::Placement> Place(const BenchModel& model, int num_ps,
                                          runtime::PlacementStrategy strategy);
 

@@ -9,7 +9,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "runtime/chunk_plan.h"
+#include "runtime/cluster/chunk_plan.h"
 
 #ifndef FULCRUM_PS_BINARY
 #define FULCRUM_PS_BINARY "bin/ps"

@@ -35,11 +35,11 @@
 #include "bench/pslite/pushpull_common.h"
 #include "ops/optimizer.h"
 #include "ops/tensor.h"
-#include "runtime/cluster_spec.h"
-#include "runtime/flags.h"
-#include "runtime/grpc_ps_client.h"
-#include "runtime/placement.h"
-#include "runtime/sharded_variables.h"
+#include "runtime/client/grpc_ps_client.h"
+#include "runtime/client/sharded_variables.h"
+#include "runtime/cluster/cluster_spec.h"
+#include "runtime/cluster/placement.h"
+#include "runtime/config/flags.h"
 #include "spdlog/spdlog.h"
 
 ABSL_DECLARE_FLAG(std::string, cluster_spec);

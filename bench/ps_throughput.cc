@@ -77,7 +77,7 @@
 #include "bench/ps_bench_rounds.h"
 #include "benchmark/benchmark.h"
 #include "ops/optimizer.h"
-#include "runtime/placement.h"
+#include "runtime/cluster/placement.h"
 #include "spdlog/spdlog.h"
 
 namespace fulcrum::bench {

@@ -34,8 +34,8 @@
 #include "ops/tensor.h"
 #include "profiler/profiler.h"
 #include "proto/ps.pb.h"
-#include "runtime/flags.h"
-#include "runtime/placement.h"
+#include "runtime/cluster/placement.h"
+#include "runtime/config/flags.h"
 
 namespace fulcrum::chief {
 

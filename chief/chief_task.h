@@ -9,7 +9,7 @@
 #include <functional>
 
 #include "absl/status/status.h"
-#include "runtime/flags.h"
+#include "runtime/config/flags.h"
 
 namespace fulcrum::chief {
 

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "runtime/flags.h"
+#include "runtime/config/flags.h"
 #include "spdlog/spdlog.h"
 
 namespace fulcrum::chief {

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "runtime/grpc_util.h"
+#include "runtime/grpc/grpc_util.h"
 
 namespace fulcrum::chief {
 namespace {

@@ -3,13 +3,13 @@
 // to a grpc::Status with runtime::ToGrpc; the long poll is bounded by the caller's deadline.
 // Every call first passes the runtime::CallGuard: the token and, with mTLS, a request's task
 // id must be the caller's own (its certificate's name).
-// Start the server with runtime::StartGrpcServer (runtime/grpc_server.h).
+// Start the server with runtime::StartGrpcServer (runtime/grpc/grpc_server.h).
 // Thread-safety: gRPC calls the handlers from many threads at once; the logic is thread-safe.
 #pragma once
 
 #include "chief/coordinator.h"
 #include "proto/coordinator.grpc.pb.h"
-#include "runtime/security.h"
+#include "runtime/grpc/security.h"
 
 namespace fulcrum::chief {
 

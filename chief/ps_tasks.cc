@@ -8,7 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "base/status_macros.h"
-#include "runtime/grpc_util.h"
+#include "runtime/grpc/grpc_util.h"
 #include "spdlog/spdlog.h"
 
 namespace fulcrum::chief {

@@ -17,12 +17,12 @@
 #include "ops/tensor.h"
 #include "profiler/rpc_observer.h"
 #include "proto/ps.pb.h"
-#include "runtime/call_tracker.h"
-#include "runtime/cluster_spec.h"
-#include "runtime/failover_ps_client.h"
-#include "runtime/grpc_ps_client.h"
-#include "runtime/placement.h"
-#include "runtime/sharded_variables.h"
+#include "runtime/client/call_tracker.h"
+#include "runtime/client/failover_ps_client.h"
+#include "runtime/client/grpc_ps_client.h"
+#include "runtime/client/sharded_variables.h"
+#include "runtime/cluster/cluster_spec.h"
+#include "runtime/cluster/placement.h"
 
 namespace fulcrum::chief {
 

@@ -14,7 +14,7 @@
 #include "chief/coordinator.h"
 #include "nlohmann/json.hpp"
 #include "profiler/stall_watch.h"
-#include "runtime/call_tracker.h"
+#include "runtime/client/call_tracker.h"
 
 namespace fulcrum::chief {
 

@@ -9,10 +9,10 @@
 #include "base/exit_code.h"
 #include "base/signals.h"
 #include "profiler/monitor.h"
-#include "runtime/flags.h"
+#include "runtime/config/flags.h"
 #include "spdlog/spdlog.h"
 
-// --run_dir is the runtime's (runtime/flags.cc): the same flag names the run folder here.
+// --run_dir is the runtime's (runtime/config/flags.cc): the same flag names the run folder here.
 ABSL_DECLARE_FLAG(std::string, run_dir);
 ABSL_FLAG(std::string, watch_pids, "", "Comma-separated ids of the processes to profile.");
 ABSL_FLAG(int64_t, interval_ms, 500, "Sampling interval in milliseconds.");

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "base/enum_flag.h"
 #include "ops/cpu/thread_pool.h"
 
 namespace fulcrum::ops {
@@ -66,33 +67,28 @@ absl::Status CheckOperands(const OptimizerConfig& config, int64_t step, const Te
   return absl::OkStatus();
 }
 
+constexpr EnumName<OptimizerKind> kOptimizerNames[] = {{OptimizerKind::kSgd, "sgd"},
+                                                       {OptimizerKind::kMomentum, "momentum"},
+                                                       {OptimizerKind::kAdam, "adam"},
+                                                       {OptimizerKind::kAdagrad, "adagrad"},
+                                                       {OptimizerKind::kRmsProp, "rmsprop"}};
+
 }  // namespace
 
 absl::StatusOr<OptimizerKind> ParseOptimizerKind(absl::string_view name) {
-  if (name == "sgd") return OptimizerKind::kSgd;
-  if (name == "momentum") return OptimizerKind::kMomentum;
-  if (name == "adam") return OptimizerKind::kAdam;
-  if (name == "adagrad") return OptimizerKind::kAdagrad;
-  if (name == "rmsprop") return OptimizerKind::kRmsProp;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown optimizer '", name, "': expected one of sgd, momentum, adam, adagrad, rmsprop"));
+  OptimizerKind kind;
+  std::string error;
+  if (AbslParseFlag(name, &kind, &error)) return kind;
+  return absl::InvalidArgumentError(absl::StrCat("unknown optimizer '", name, "': ", error));
 }
 
-const char* OptimizerName(OptimizerKind kind) {
-  switch (kind) {
-    case OptimizerKind::kSgd:
-      return "sgd";
-    case OptimizerKind::kMomentum:
-      return "momentum";
-    case OptimizerKind::kAdam:
-      return "adam";
-    case OptimizerKind::kAdagrad:
-      return "adagrad";
-    case OptimizerKind::kRmsProp:
-      return "rmsprop";
-  }
-  return "unknown";
+const char* OptimizerName(OptimizerKind kind) { return EnumNameOf(kind, kOptimizerNames); }
+
+bool AbslParseFlag(absl::string_view text, OptimizerKind* kind, std::string* error) {
+  return ParseEnum(text, kOptimizerNames, kind, error);
 }
+
+std::string AbslUnparseFlag(OptimizerKind kind) { return UnparseEnum(kind, kOptimizerNames); }
 
 std::vector<std::string> SlotNames(OptimizerKind kind) {
   switch (kind) {

@@ -43,10 +43,13 @@ struct OptimizerConfig {
   bool lr_decay_staircase = false;
 };
 
-// "sgd", "momentum", "adam", "adagrad" or "rmsprop"; anything else is InvalidArgument listing the
-// choices.
+// "sgd", "momentum", "adam", "adagrad" or "rmsprop" (an OptimizerDef's kind); anything else is
+// InvalidArgument listing the choices.
 absl::StatusOr<OptimizerKind> ParseOptimizerKind(absl::string_view name);
 const char* OptimizerName(OptimizerKind kind);
+// --optimizer, parsed by Abseil (base/enum_flag.h).
+bool AbslParseFlag(absl::string_view text, OptimizerKind* kind, std::string* error);
+std::string AbslUnparseFlag(OptimizerKind kind);
 
 // Names of the slot variables each optimizer keeps per variable, in ApplyGradient's order.
 std::vector<std::string> SlotNames(OptimizerKind kind);

@@ -1,4 +1,4 @@
-// profiler: what a task's profiler is told at start-up (runtime/flags.cc fills it from
+// profiler: what a task's profiler is told at start-up (runtime/config/flags.cc fills it from
 // --profile, --profile_interval_ms and --metrics_port). Kept apart from profiler.h so the flag
 // code needs no sampler, sink or Prometheus header.
 // Thread-safety: a plain struct.

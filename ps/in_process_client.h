@@ -10,7 +10,7 @@
 #include <string>
 
 #include "ps/shard.h"
-#include "runtime/ps_client.h"
+#include "runtime/client/ps_client.h"
 
 namespace fulcrum::ps {
 

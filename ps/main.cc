@@ -5,7 +5,7 @@
 #include "base/malloc.h"
 #include "base/signals.h"
 #include "ps/ps_task.h"
-#include "runtime/flags.h"
+#include "runtime/config/flags.h"
 #include "spdlog/spdlog.h"
 
 int main(int argc, char** argv) {

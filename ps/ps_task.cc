@@ -17,8 +17,8 @@
 #include "profiler/profiler.h"
 #include "ps/service.h"
 #include "ps/shard.h"
-#include "runtime/grpc_server.h"
-#include "runtime/shard_defs.h"
+#include "runtime/cluster/shard_defs.h"
+#include "runtime/grpc/grpc_server.h"
 #include "spdlog/spdlog.h"
 #include "transport/tcp_server.h"
 

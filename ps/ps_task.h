@@ -6,7 +6,7 @@
 #pragma once
 
 #include "absl/status/status.h"
-#include "runtime/flags.h"
+#include "runtime/config/flags.h"
 
 namespace fulcrum::ps {
 

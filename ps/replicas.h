@@ -24,7 +24,7 @@
 #include "base/mutex.h"
 #include "proto/ps.pb.h"
 #include "ps/shard.h"
-#include "runtime/grpc_ps_client.h"
+#include "runtime/client/grpc_ps_client.h"
 
 namespace fulcrum::ps {
 

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/malloc.h"
-#include "runtime/chunk_plan.h"
+#include "runtime/cluster/chunk_plan.h"
 
 namespace fulcrum::ps {
 

@@ -7,8 +7,8 @@
 #include "base/status_macros.h"
 #include "grpcpp/impl/rpc_service_method.h"
 #include "grpcpp/support/method_handler.h"
-#include "runtime/grpc_server.h"
-#include "runtime/grpc_util.h"
+#include "runtime/grpc/grpc_server.h"
+#include "runtime/grpc/grpc_util.h"
 #include "transport/tcp_server.h"
 
 namespace fulcrum::ps {
@@ -91,13 +91,6 @@ void PsService::Observe(const char* method, const std::string& task, uint64_t se
   profiler::ReportRpcBytes(observer_, *peer, method, begin_unix_us, sent, received);
 }
 
-grpc::Status PsService::CheckData(grpc::ServerContext* context, const char* method,
-                                  const std::string& task) const {
-  if (grpc::Status s = guard_.AuthorizeAs(*context, method, task); !s.ok()) return s;
-  // A stranger is refused before anything records it (no per-peer entry).
-  return runtime::ToGrpc(shard_->CheckTask(task, method));
-}
-
 grpc::Status PsService::CreateVariables(grpc::ServerContext* context,
                                         const pb::CreateVariablesRequest* request,
                                         pb::CreateVariablesResponse* response) {
@@ -105,43 +98,16 @@ grpc::Status PsService::CreateVariables(grpc::ServerContext* context,
   return runtime::ToGrpc(replicas_->CreateVariables(*request, response));
 }
 
-absl::Status PsService::DoPull(const pb::PullRequest& request, PullReply* response,
-                               absl::Time deadline) {
-  const int64_t begin = profiler::NowUnixMicros();
-  FrameSink sink(&response->chunks);
-  absl::StatusOr<Shard*> shard = Route(request.has_shard(), request.shard(), "Pull");
-  absl::Status s =
-      shard.ok() ? (*shard)->Pull(request, sink, &response->header, deadline) : shard.status();
-  Observe("Pull", request.task(), response->ByteSize(), request.ByteSizeLong(), begin);
-  return s;
-}
-
-absl::Status PsService::DoPush(const PushFrame& request, pb::PushResponse* response) {
-  const int64_t begin = profiler::NowUnixMicros();
-  const pb::PushRequest& header = request.header;
-  absl::StatusOr<Shard*> shard = Route(header.has_shard(), header.shard(), "Push");
-  absl::Status s = shard.ok() ? (*shard)->Push(header, request.values, response) : shard.status();
-  Observe("Push", request.header.task(), response->ByteSizeLong(), request.bytes, begin);
-  return s;
-}
-
-absl::Status PsService::DoPushPull(const PushFrame& request, PushReply* response,
-                                   absl::Time deadline) {
-  const int64_t begin = profiler::NowUnixMicros();
-  FrameSink sink(&response->chunks);
-  const pb::PushRequest& header = request.header;
-  absl::StatusOr<Shard*> shard = Route(header.has_shard(), header.shard(), "PushPull");
-  absl::Status s =
-      shard.ok() ? (*shard)->PushPull(header, request.values, sink, &response->header, deadline)
-                 : shard.status();
-  Observe("PushPull", request.header.task(), response->ByteSize(), request.bytes, begin);
-  return s;
-}
-
 grpc::Status PsService::OpenDataPlane(grpc::ServerContext* context,
                                       const pb::OpenDataPlaneRequest* request,
                                       pb::OpenDataPlaneResponse* response) {
-  if (grpc::Status s = CheckData(context, "OpenDataPlane", request->task()); !s.ok()) return s;
+  // Checked as a data request of that task is.
+  if (grpc::Status s = guard_.AuthorizeAs(*context, "OpenDataPlane", request->task()); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = shard_->CheckTask(request->task(), "OpenDataPlane"); !s.ok()) {
+    return runtime::ToGrpc(s);
+  }
   if (data_plane_ == nullptr) {
     return grpc::Status(
         grpc::StatusCode::FAILED_PRECONDITION,
@@ -154,42 +120,61 @@ grpc::Status PsService::OpenDataPlane(grpc::ServerContext* context,
 
 absl::Status PsService::ServeData(const transport::DataRequest& call,
                                   std::vector<transport::Slice>* reply) {
+  if (call.method == transport::DataMethod::kPull) return ServePull(call, reply);
+  const int64_t begin = profiler::NowUnixMicros();
   const char* name = transport::DataMethodName(call.method);
-  // The one check of the caller: may it act as the task it names, and is that a task here?
-  const auto check = [&](const std::string& task) -> absl::Status {
-    FULCRUM_RETURN_IF_ERROR(call.authorize(task));
-    return shard_->CheckTask(task, name);
-  };
-  if (call.method == transport::DataMethod::kPull) {
-    std::string bytes;
-    for (const auto& p : *call.body) bytes.append(p.data(), p.size());
-    pb::PullRequest request;
-    if (!request.ParseFromString(bytes)) {
-      return absl::InvalidArgumentError("Pull request does not parse as protobuf");
-    }
-    FULCRUM_RETURN_IF_ERROR(check(request.task()));
-    PullReply response;
-    FULCRUM_RETURN_IF_ERROR(DoPull(request, &response, call.deadline));
-    runtime::SerializeFrame(response, reply);
-    return absl::OkStatus();
-  }
   PushFrame request;
   // The body outlives the request here: aligned float32 gradients are applied in place.
   request.borrow_aligned_f32 = true;
   if (absl::Status s = request.Parse(*call.body); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat(name, " request: ", s.message()));
   }
-  FULCRUM_RETURN_IF_ERROR(check(request.header.task()));
+  const pb::PushRequest& header = request.header;
+  FULCRUM_RETURN_IF_ERROR(Check(call, header.task()));
+  absl::StatusOr<Shard*> shard = Route(header.has_shard(), header.shard(), name);
+  absl::Status s = shard.status();
+  size_t sent = 0;
   if (call.method == transport::DataMethod::kPush) {
     pb::PushResponse response;
-    FULCRUM_RETURN_IF_ERROR(DoPush(request, &response));
-    reply->push_back(transport::Slice::Own(response.SerializeAsString()));
-    return absl::OkStatus();
+    if (s.ok()) s = (*shard)->Push(header, request.values, &response);
+    if (s.ok()) reply->push_back(transport::Slice::Own(response.SerializeAsString()));
+    sent = response.ByteSizeLong();
+  } else {
+    PushReply response;
+    FrameSink sink(&response.chunks);
+    if (s.ok())
+      s = (*shard)->PushPull(header, request.values, sink, &response.header, call.deadline);
+    if (s.ok()) runtime::SerializeFrame(response, reply);
+    sent = response.ByteSize();
   }
-  PushReply response;
-  FULCRUM_RETURN_IF_ERROR(DoPushPull(request, &response, call.deadline));
-  runtime::SerializeFrame(response, reply);
-  return absl::OkStatus();
+  Observe(name, header.task(), sent, request.bytes, begin);
+  return s;
+}
+
+absl::Status PsService::ServePull(const transport::DataRequest& call,
+                                  std::vector<transport::Slice>* reply) {
+  const int64_t begin = profiler::NowUnixMicros();
+  std::string bytes;
+  for (const auto& p : *call.body) bytes.append(p.data(), p.size());
+  pb::PullRequest request;
+  if (!request.ParseFromString(bytes)) {
+    return absl::InvalidArgumentError("Pull request does not parse as protobuf");
+  }
+  FULCRUM_RETURN_IF_ERROR(Check(call, request.task()));
+  absl::StatusOr<Shard*> shard = Route(request.has_shard(), request.shard(), "Pull");
+  PullReply response;
+  FrameSink sink(&response.chunks);
+  const absl::Status s =
+      shard.ok() ? (*shard)->Pull(request, sink, &response.header, call.deadline) : shard.status();
+  if (s.ok()) runtime::SerializeFrame(response, reply);
+  Observe("Pull", request.task(), response.ByteSize(), request.ByteSizeLong(), begin);
+  return s;
+}
+
+absl::Status PsService::Check(const transport::DataRequest& call, const std::string& task) const {
+  FULCRUM_RETURN_IF_ERROR(call.authorize(task));
+  // A stranger is refused before anything records it (no per-peer entry).
+  return shard_->CheckTask(task, transport::DataMethodName(call.method));
 }
 
 grpc::Status PsService::SaveShard(grpc::ServerContext* context, const pb::SaveShardRequest* request,

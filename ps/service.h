@@ -8,7 +8,7 @@
 // Shutdown only from chief:0), so a refused call changes nothing.
 // The data RPCs (Pull, Push, PushPull) are the transport's (transport::GrpcDataService, and
 // the tcp data plane's transport::TcpDataServer): both hand each request to ServeData, which
-// parses the zero-copy frames of runtime/wire_frame.h straight into pooled gradient buffers
+// parses the zero-copy frames of runtime/frames/wire_frame.h straight into pooled gradient buffers
 // (or applies aligned float32 gradients where they arrived) and copies the values once into
 // the reply's slices.
 // Thread-safety: gRPC calls the handlers from many threads at once; all methods are safe.
@@ -28,8 +28,8 @@
 #include "proto/ps.grpc.pb.h"
 #include "ps/replicas.h"
 #include "ps/shard.h"
-#include "runtime/security.h"
-#include "runtime/wire_frame.h"
+#include "runtime/frames/wire_frame.h"
+#include "runtime/grpc/security.h"
 #include "transport/grpc_channel.h"
 #include "transport/tcp_server.h"
 
@@ -102,13 +102,11 @@ class PsService final : public transport::GrpcDataService {
   // Reports a data RPC of `task` (bytes this process sent and received) to the observer.
   void Observe(const char* method, const std::string& task, uint64_t sent, uint64_t received,
                int64_t begin_unix_us);
-  // Checks the caller may open the data plane as `task` (the guard, then the cluster's tasks).
-  grpc::Status CheckData(grpc::ServerContext* context, const char* method,
-                         const std::string& task) const;
-  // The data RPCs once the caller was checked.
-  absl::Status DoPull(const pb::PullRequest& request, PullReply* response, absl::Time deadline);
-  absl::Status DoPush(const PushFrame& request, pb::PushResponse* response);
-  absl::Status DoPushPull(const PushFrame& request, PushReply* response, absl::Time deadline);
+  // ServeData's Pull.
+  absl::Status ServePull(const transport::DataRequest& call, std::vector<transport::Slice>* reply);
+  // The one check of a data request's caller: the transport's `authorize` for the task the
+  // request names, then that the task is one of the cluster's.
+  absl::Status Check(const transport::DataRequest& call, const std::string& task) const;
 
   // The shard a request addresses (ReplicaSet::Route).
   absl::StatusOr<Shard*> Route(bool has_shard, int shard, const char* method);

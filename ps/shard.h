@@ -1,6 +1,6 @@
 // ps: Shard, the parameter-server core. It holds one PS task's variables (whole model
 // variables or first-axis slices of them), their optimizer slots and the chunk plan
-// (runtime/chunk_plan.h), and implements the proto/ps.proto contract on proto messages:
+// (runtime/cluster/chunk_plan.h), and implements the proto/ps.proto contract on proto messages:
 // create, pull (optionally waiting for a global step), push (async: apply on arrival; sync:
 // SyncReplicasOptimizer-style aggregation of replicas_to_aggregate gradients per step,
 // stale gradients dropped; ssp: apply on arrival, a worker held while it is more than
@@ -39,8 +39,8 @@
 #include "proto/ps.pb.h"
 #include "ps/request_checks.h"
 #include "ps/staleness.h"
-#include "runtime/chunk_plan.h"
-#include "runtime/wire_frame.h"
+#include "runtime/cluster/chunk_plan.h"
+#include "runtime/frames/wire_frame.h"
 
 namespace fulcrum::ps {
 

@@ -15,7 +15,7 @@
 #include "base/files.h"
 #include "base/status_macros.h"
 #include "ps/shard.h"
-#include "runtime/tensor_coding.h"
+#include "runtime/frames/tensor_coding.h"
 #include "spdlog/spdlog.h"
 
 namespace fulcrum::ps {

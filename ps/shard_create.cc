@@ -12,8 +12,8 @@
 #include "ops/initializer.h"
 #include "ps/request_checks.h"
 #include "ps/shard.h"
-#include "runtime/proto_convert.h"
-#include "runtime/shard_defs.h"
+#include "runtime/cluster/shard_defs.h"
+#include "runtime/frames/proto_convert.h"
 #include "spdlog/spdlog.h"
 
 namespace fulcrum::ps {

@@ -13,8 +13,8 @@
 #include "base/status_macros.h"
 #include "ps/request_checks.h"
 #include "ps/shard.h"
-#include "runtime/tensor_coding.h"
-#include "runtime/wire_frame.h"
+#include "runtime/frames/tensor_coding.h"
+#include "runtime/frames/wire_frame.h"
 #include "spdlog/spdlog.h"
 #include "transport/limits.h"
 

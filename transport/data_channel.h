@@ -6,7 +6,7 @@
 //     gRPC byte buffers made of the same slices;
 //   tcp (transport/tcp_channel.h, transport/tcp_server.h): length-prefixed frames on a plain
 //     TCP connection opened with a ticket (--data_plane=tcp).
-// The bodies are the frames of runtime/wire_frame.h; the transports never look inside them.
+// The bodies are the frames of runtime/frames/wire_frame.h; the transports never look inside them.
 // A third transport (shared memory, RDMA) is a third pair of these, nothing else.
 // Thread-safety: a DataChannel's Call may be made from many threads at once.
 #pragma once

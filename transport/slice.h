@@ -1,5 +1,5 @@
-// transport: Slice, the buffer type of the data path's frames (runtime/wire_frame.h) and of its
-// transports: a run of bytes that is either borrowed (the caller's memory, kept alive and
+// transport: Slice, the buffer type of the data path's frames (runtime/frames/wire_frame.h) and of
+// its transports: a run of bytes that is either borrowed (the caller's memory, kept alive and
 // unchanged by the caller until the call that sends it ends: a worker's gradient tensors) or
 // shared (a block that lives as long as a slice references it). Copying a Slice copies the
 // reference, never the bytes. A received body is handed on as Pieces: the spans of the

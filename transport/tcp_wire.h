@@ -2,7 +2,7 @@
 // length-prefixed frames on one plain TCP connection per worker and ps, beside the task's
 // gRPC channel, which keeps every control RPC and hands out the connection's ticket
 // (ParameterServer.OpenDataPlane). The bodies are exactly the protobuf bytes the gRPC methods
-// carry (runtime/wire_frame.h), so both sides parse and build them with the same code; what
+// carry (runtime/frames/wire_frame.h), so both sides parse and build them with the same code; what
 // the plane removes is HTTP/2 (its framing, flow control and per-frame bookkeeping, the limit
 // of the gRPC path on one connection: docs/transport.md).
 //

@@ -8,7 +8,7 @@
 #pragma once
 
 #include "absl/status/status.h"
-#include "runtime/flags.h"
+#include "runtime/config/flags.h"
 
 namespace fulcrum::worker {
 

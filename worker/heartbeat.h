@@ -13,8 +13,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
 #include "base/mutex.h"
-#include "runtime/call_tracker.h"
-#include "runtime/coordinator_client.h"
+#include "runtime/client/call_tracker.h"
+#include "runtime/client/coordinator_client.h"
 
 namespace fulcrum::worker {
 

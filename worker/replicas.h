@@ -25,7 +25,7 @@
 #include "ops/cpu/thread_pool.h"
 #include "ops/device.h"
 #include "ops/tensor.h"
-#include "runtime/flags.h"
+#include "runtime/config/flags.h"
 
 namespace fulcrum::worker {
 

@@ -16,7 +16,7 @@
 #include "nlohmann/json.hpp"
 #include "ops/cpu/thread_pool.h"
 #include "profiler/profiler.h"
-#include "runtime/flags.h"
+#include "runtime/config/flags.h"
 #include "worker/run_stats.h"
 
 namespace fulcrum::worker {

@@ -6,7 +6,7 @@
 #include "absl/time/clock.h"
 #include "base/signals.h"
 #include "base/status_macros.h"
-#include "runtime/grpc_util.h"
+#include "runtime/grpc/grpc_util.h"
 #include "spdlog/spdlog.h"
 
 namespace fulcrum::worker {

@@ -26,9 +26,9 @@
 #include "absl/time/time.h"
 #include "ops/backend.h"
 #include "ops/tensor.h"
-#include "runtime/chunk_exchange.h"
-#include "runtime/flags.h"
-#include "runtime/sharded_variables.h"
+#include "runtime/client/chunk_exchange.h"
+#include "runtime/client/sharded_variables.h"
+#include "runtime/config/flags.h"
 #include "worker/variable_store.h"
 
 namespace fulcrum::worker {

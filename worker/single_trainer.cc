@@ -21,7 +21,7 @@
 #include "ops/optimizer.h"
 #include "profiler/profiler.h"
 #include "profiler/stall_watch.h"
-#include "runtime/run_dir.h"
+#include "runtime/config/run_dir.h"
 #include "spdlog/spdlog.h"
 #include "worker/device_variable_store.h"
 #include "worker/local_variable_store.h"

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "runtime/flags.h"
+#include "runtime/config/flags.h"
 
 namespace fulcrum::worker {
 

@@ -8,7 +8,7 @@
 //    zero and grows on a key's first push); a pull copies the key's values into a new reply (as
 //    Fulcrum's PS encodes a new reply), so a reply never aliases values a later push changes.
 //  - worker: the parameter set is --model_bytes of float32 cut into keys of at most
-//    --chunk_bytes (Fulcrum's chunking: runtime/chunk_plan.h, --rpc_chunk_bytes, 2 MiB by
+//    --chunk_bytes (Fulcrum's chunking: runtime/cluster/chunk_plan.h, --rpc_chunk_bytes, 2 MiB by
 //    default), spread over the servers round-robin. One round = every key pushed and its new
 //    values pulled back: --mode=chunked (default) sends one ZPushPull per key, all in flight,
 //    then waits for all (Fulcrum's PushPullAll: one PushPull RPC per chunk, all in flight);

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "base/enum_flag.h"
 #include "base/mutex.h"
 #include "base/status_macros.h"
 
@@ -69,27 +70,18 @@ absl::Status TimeBoth(absl::FunctionRef<absl::Status()> own,
   return absl::OkStatus();
 }
 
+constexpr EnumName<ConvAlgo> kConvAlgoNames[] = {
+    {ConvAlgo::kAuto, "auto"}, {ConvAlgo::kIm2col, "im2col"}, {ConvAlgo::kOneDnn, "onednn"}};
+
 }  // namespace
 
-absl::StatusOr<ConvAlgo> ParseConvAlgo(absl::string_view text) {
-  if (text == "auto") return ConvAlgo::kAuto;
-  if (text == "im2col") return ConvAlgo::kIm2col;
-  if (text == "onednn") return ConvAlgo::kOneDnn;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--conv_algo=", text, " is not a convolution algorithm: use auto, im2col or onednn"));
+const char* ConvAlgoName(ConvAlgo algo) { return EnumNameOf(algo, kConvAlgoNames); }
+
+bool AbslParseFlag(absl::string_view text, ConvAlgo* algo, std::string* error) {
+  return ParseEnum(text, kConvAlgoNames, algo, error);
 }
 
-const char* ConvAlgoName(ConvAlgo algo) {
-  switch (algo) {
-    case ConvAlgo::kAuto:
-      return "auto";
-    case ConvAlgo::kIm2col:
-      return "im2col";
-    case ConvAlgo::kOneDnn:
-      return "onednn";
-  }
-  return "?";
-}
+std::string AbslUnparseFlag(ConvAlgo algo) { return UnparseEnum(algo, kConvAlgoNames); }
 
 absl::Status RunChosen(ConvAlgo mode, bool dnn_available, const std::string& key,
                        const char* own_name, ChoiceState* state, KernelChoice::Direction* rec,

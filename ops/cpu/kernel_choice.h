@@ -23,9 +23,10 @@ namespace fulcrum::ops {
 // --conv_algo (it decides pooling and LRN too): auto (measure per shape), im2col (the
 // project's own kernels only), onednn (oneDNN wherever it builds a primitive).
 enum class ConvAlgo { kAuto, kIm2col, kOneDnn };
-// InvalidArgument naming --conv_algo and the choices for anything else.
-absl::StatusOr<ConvAlgo> ParseConvAlgo(absl::string_view text);
 const char* ConvAlgoName(ConvAlgo algo);
+// --conv_algo's spellings (ConvAlgoName's), parsed by Abseil (base/enum_flag.h).
+bool AbslParseFlag(absl::string_view text, ConvAlgo* algo, std::string* error);
+std::string AbslUnparseFlag(ConvAlgo algo);
 
 // What one op shape runs, for the report.
 struct KernelChoice {

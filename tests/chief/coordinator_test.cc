@@ -1,6 +1,6 @@
 // Tests of the coordinator: its logic on proto messages (no gRPC), then the same logic
 // behind its gRPC adapter on 127.0.0.1:0 with a real client stub, and the server start-up
-// helper (runtime/grpc_server.h) refusing a port in use with one line naming the address.
+// helper (runtime/grpc/grpc_server.h) refusing a port in use with one line naming the address.
 #include "chief/coordinator.h"
 
 #include <map>
@@ -20,10 +20,10 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/coordinator.grpc.pb.h"
-#include "runtime/call_tracker.h"
-#include "runtime/flags.h"
-#include "runtime/grpc_server.h"
-#include "runtime/grpc_util.h"
+#include "runtime/client/call_tracker.h"
+#include "runtime/config/flags.h"
+#include "runtime/grpc/grpc_server.h"
+#include "runtime/grpc/grpc_util.h"
 
 namespace fulcrum::chief {
 namespace {

@@ -328,14 +328,18 @@ TEST(ConvPlannerTest, BadShapesAreRefusedOnTheOneDnnPath) {
       absl::StatusCode::kInvalidArgument);
 }
 
-TEST(ConvAlgoTest, ParsesTheChoicesAndNamesTheFlagOtherwise) {
-  EXPECT_EQ(ParseConvAlgo("auto").value(), ConvAlgo::kAuto);
-  EXPECT_EQ(ParseConvAlgo("im2col").value(), ConvAlgo::kIm2col);
-  EXPECT_EQ(ParseConvAlgo("onednn").value(), ConvAlgo::kOneDnn);
-  const absl::Status s = ParseConvAlgo("winograd").status();
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(s.message(),
-            "--conv_algo=winograd is not a convolution algorithm: use auto, im2col or onednn");
+TEST(ConvAlgoTest, TheFlagTakesExactlyItsNames) {
+  for (ConvAlgo a : {ConvAlgo::kAuto, ConvAlgo::kIm2col, ConvAlgo::kOneDnn}) {
+    ConvAlgo parsed = ConvAlgo::kAuto;
+    std::string error;
+    ASSERT_TRUE(AbslParseFlag(ConvAlgoName(a), &parsed, &error)) << error;
+    EXPECT_EQ(parsed, a);
+    EXPECT_EQ(AbslUnparseFlag(a), ConvAlgoName(a));
+  }
+  ConvAlgo parsed = ConvAlgo::kAuto;
+  std::string error;
+  EXPECT_FALSE(AbslParseFlag("winograd", &parsed, &error));
+  EXPECT_EQ(error, "expected auto, im2col or onednn");
 }
 
 }  // namespace

@@ -24,10 +24,10 @@
 #include "profiler/sampler.h"
 #include "ps/service.h"
 #include "ps/shard.h"
-#include "runtime/grpc_ps_client.h"
-#include "runtime/placement.h"
-#include "runtime/proto_convert.h"
-#include "runtime/sharded_variables.h"
+#include "runtime/client/grpc_ps_client.h"
+#include "runtime/client/sharded_variables.h"
+#include "runtime/cluster/placement.h"
+#include "runtime/frames/proto_convert.h"
 
 namespace fulcrum {
 namespace {

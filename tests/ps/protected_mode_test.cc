@@ -16,8 +16,8 @@
 #include "gtest/gtest.h"
 #include "ps/service.h"
 #include "ps/shard.h"
-#include "runtime/grpc_ps_client.h"
-#include "runtime/security.h"
+#include "runtime/client/grpc_ps_client.h"
+#include "runtime/grpc/security.h"
 
 namespace fulcrum::ps {
 namespace {

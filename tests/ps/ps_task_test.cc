@@ -16,8 +16,8 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "proto/ps.pb.h"
-#include "runtime/grpc_ps_client.h"
-#include "runtime/tensor_coding.h"
+#include "runtime/client/grpc_ps_client.h"
+#include "runtime/frames/tensor_coding.h"
 #include "tests/testing/frame_calls.h"
 #include "tests/testing/subprocess.h"
 

@@ -18,9 +18,9 @@
 #include "ps/replicas.h"
 #include "ps/service.h"
 #include "ps/shard.h"
-#include "runtime/grpc_ps_client.h"
-#include "runtime/proto_convert.h"
-#include "runtime/tensor_coding.h"
+#include "runtime/client/grpc_ps_client.h"
+#include "runtime/frames/proto_convert.h"
+#include "runtime/frames/tensor_coding.h"
 #include "tests/testing/frame_calls.h"
 
 namespace fulcrum::ps {

@@ -1,5 +1,5 @@
 // runtime/chunk_plan: cutting a PS shard's variables into chunks of at most chunk_bytes.
-#include "runtime/chunk_plan.h"
+#include "runtime/cluster/chunk_plan.h"
 
 #include <algorithm>
 #include <cstdint>

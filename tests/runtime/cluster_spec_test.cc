@@ -1,6 +1,6 @@
 // runtime/cluster_spec: parsing and validating ClusterSpec JSON, TF_CONFIG, and resolving this
 // process's task from flags; plus every spec shipped in cluster_specs/.
-#include "runtime/cluster_spec.h"
+#include "runtime/cluster/cluster_spec.h"
 
 #include <unistd.h>
 

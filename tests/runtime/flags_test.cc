@@ -1,6 +1,6 @@
 // runtime/flags: the validated options the flags describe, read in-process (the command
 // line itself is tested through the real binaries in flags_binary_test.cc).
-#include "runtime/flags.h"
+#include "runtime/config/flags.h"
 
 #include <unistd.h>
 

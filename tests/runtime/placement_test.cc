@@ -1,11 +1,11 @@
 // runtime/placement: round robin, greedy and partitioned placement of variables over PS tasks.
-#include "runtime/placement.h"
+#include "runtime/cluster/placement.h"
 
 #include <algorithm>
 #include <cstdint>
-#include <utility>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -127,9 +127,11 @@ std::string Describe(const Placement& p) {
 TEST(PlacementStrategyTest, ParseAndName) {
   for (PlacementStrategy s :
        {PlacementStrategy::kRoundRobin, PlacementStrategy::kGreedy, PlacementStrategy::kPartition}) {
-    auto parsed = ParsePlacementStrategy(PlacementName(s));
-    ASSERT_TRUE(parsed.ok()) << parsed.status();
-    EXPECT_EQ(*parsed, s);
+    PlacementStrategy parsed = PlacementStrategy::kRoundRobin;
+    std::string error;
+    ASSERT_TRUE(AbslParseFlag(PlacementName(s), &parsed, &error)) << error;
+    EXPECT_EQ(parsed, s);
+    EXPECT_EQ(AbslUnparseFlag(s), PlacementName(s));
   }
   EXPECT_STREQ(PlacementName(PlacementStrategy::kRoundRobin), "round_robin");
   EXPECT_STREQ(PlacementName(PlacementStrategy::kGreedy), "greedy");
@@ -138,11 +140,10 @@ TEST(PlacementStrategyTest, ParseAndName) {
 
 TEST(PlacementStrategyTest, UnknownListsTheChoices) {
   for (const char* name : {"random", "", "Greedy", "round-robin"}) {
-    auto parsed = ParsePlacementStrategy(name);
-    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument) << name;
-    EXPECT_THAT(std::string(parsed.status().message()),
-                AllOf(HasSubstr(absl::StrCat("--placement=", name, ":")),
-                      HasSubstr("round_robin"), HasSubstr("greedy"), HasSubstr("partition")));
+    PlacementStrategy parsed = PlacementStrategy::kRoundRobin;
+    std::string error;
+    EXPECT_FALSE(AbslParseFlag(name, &parsed, &error)) << name;
+    EXPECT_EQ(error, "expected round_robin, greedy or partition");
   }
 }
 

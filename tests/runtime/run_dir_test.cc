@@ -1,6 +1,6 @@
 // runtime/run_dir: which --run_dir folders hold a finished run's records (issue 13: a reused
 // --run_dir was silently overwritten). On real folders in the test's scratch space.
-#include "runtime/run_dir.h"
+#include "runtime/config/run_dir.h"
 
 #include <unistd.h>
 

@@ -15,9 +15,9 @@
 #include "ops/tensor.h"
 #include "ps/in_process_client.h"
 #include "ps/shard.h"
-#include "runtime/placement.h"
-#include "runtime/shard_defs.h"
-#include "runtime/sharded_variables.h"
+#include "runtime/client/sharded_variables.h"
+#include "runtime/cluster/placement.h"
+#include "runtime/cluster/shard_defs.h"
 #include "tests/testing/faulty_ps_client.h"
 
 namespace fulcrum::runtime {

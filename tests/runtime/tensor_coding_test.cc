@@ -1,5 +1,5 @@
 // runtime/tensor_coding: float32 payloads as raw little-endian bytes.
-#include "runtime/tensor_coding.h"
+#include "runtime/frames/tensor_coding.h"
 
 #include <cstdint>
 #include <cstring>

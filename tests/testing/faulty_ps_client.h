@@ -19,7 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "base/mutex.h"
-#include "runtime/ps_client.h"
+#include "runtime/client/ps_client.h"
 #include "tests/testing/forwarding_ps_client.h"
 
 namespace fulcrum::testing {

@@ -7,7 +7,7 @@
 #include <string>
 #include <utility>
 
-#include "runtime/ps_client.h"
+#include "runtime/client/ps_client.h"
 
 namespace fulcrum::testing {
 

@@ -1,5 +1,5 @@
 // tests: blocking data calls of the PS contract, which speaks frames only
-// (runtime/wire_frame.h), written from generated messages whose chunk payloads sit in
+// (runtime/frames/wire_frame.h), written from generated messages whose chunk payloads sit in
 // ChunkData.data, as the tests build their requests (malformed ones included): each payload's
 // bytes are sent as they are, and each reply chunk's payload comes back in its data field.
 #pragma once
@@ -10,8 +10,8 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "proto/ps.pb.h"
-#include "runtime/ps_client.h"
-#include "runtime/wire_frame.h"
+#include "runtime/client/ps_client.h"
+#include "runtime/frames/wire_frame.h"
 
 namespace fulcrum::testing {
 

@@ -4,7 +4,7 @@
 // outcomes, every call reported to the observer. Heartbeat over a fake client: the chief's
 // stop request and a silent chief. Waits that must succeed have generous deadlines; no
 // timing assertions.
-#include "runtime/coordinator_client.h"
+#include "runtime/client/coordinator_client.h"
 
 #include <atomic>
 #include <chrono>

@@ -14,7 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ops/initializer.h"
-#include "runtime/flags.h"
+#include "runtime/config/flags.h"
 #include "worker/setup.h"
 
 namespace fulcrum::worker {
