@@ -8,7 +8,7 @@
 #      --cluster_spec / --ps_hosts ... / TF_CONFIG given by you).
 #   2. TF_CONFIG:   set (Kubeflow's TFJob sets it in every pod): the binary named by its
 #      task.type ("master" is the chief). The binaries read TF_CONFIG themselves (cluster and
-#      task; runtime/cluster_spec.cc), so no spec flag is passed.
+#      task; runtime/cluster/cluster_spec.cc), so no spec flag is passed.
 #   3. StatefulSet: the job and index come from the pod's hostname, NAME-JOB-INDEX
 #      (`fulcrum-worker-1`: job worker, index 1, StatefulSet NAME-JOB behind the headless
 #      Service NAME-JOB), and the cluster from the replica counts:
