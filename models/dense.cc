@@ -7,20 +7,6 @@
 
 namespace fulcrum::models {
 
-const char* ActivationName(Activation activation) {
-  switch (activation) {
-    case Activation::kNone:
-      return "linear";
-    case Activation::kRelu:
-      return "relu";
-    case Activation::kSigmoid:
-      return "sigmoid";
-    case Activation::kTanh:
-      return "tanh";
-  }
-  return "unknown";
-}
-
 std::string ImageShape::ToString() const { return absl::StrCat(height, "x", width, "x", channels); }
 
 namespace {

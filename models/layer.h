@@ -34,7 +34,6 @@ struct VariableSpec {
 };
 
 enum class Activation { kNone, kRelu, kSigmoid, kTanh };
-const char* ActivationName(Activation activation);
 
 // What one Forward or Backward call computes with, besides its tensors.
 struct LayerContext {

@@ -385,7 +385,15 @@ TEST_F(HostileClientTest, EveryMaliciousRequestIsRefusedAndTheStateIsUnchanged) 
           ++waiting_refused;
       });
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    // Every pull answered: refused at once, or waiting on the ps (its Stats gauge).
+    int64_t waiting = 0;
+    for (const absl::Time until = absl::Now() + absl::Seconds(30);
+         waiting_refused + waiting < 200 && absl::Now() < until;) {
+      pb::StatsResponse stats;
+      if (client_->Stats(&stats, kTimeout).ok()) waiting = stats.requests_waiting();
+      if (waiting_refused + waiting < 200) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    EXPECT_EQ(waiting_refused + waiting, 200);
     const int64_t threads_during = ProcStatus(pid(), "Threads");
     EXPECT_LT(threads_during - threads_before, 32)
         << threads_before << " threads before, " << threads_during << " with 200 pulls waiting";
