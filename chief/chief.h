@@ -1,5 +1,6 @@
 // chief: the chief task's parts, internal to this library (its interface is RunChief,
-// chief/chief_task.h). One Chief object runs the job; its methods live in three files:
+// chief/chief_task.h). One Chief object runs the job (its evaluations are an Evaluator's,
+// chief/evaluator.h); its methods live in three files:
 // chief_task.cc (preparing, starting, training and ending the run), chief_monitor.cc (watching
 // it: progress, evaluations, failed, lost and leaving tasks, ps recovery) and chief_report.cc
 // (report.json, report.html, run_trace.json).
@@ -19,10 +20,10 @@
 #include "absl/status/statusor.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "chief/accuracy_guard.h"
 #include "chief/checkpoints.h"
 #include "chief/chief_task.h"
 #include "chief/coordinator.h"
+#include "chief/evaluator.h"
 #include "chief/grpc_coordinator_service.h"
 #include "chief/ps_tasks.h"
 #include "chief/watchdog.h"
@@ -48,13 +49,6 @@ inline constexpr absl::Duration kMonitorPoll = absl::Milliseconds(20);
 inline constexpr absl::Duration kEndSilence = absl::Seconds(5);
 // How often the wait for registrations is logged.
 inline constexpr absl::Duration kLogEvery = absl::Seconds(5);
-
-struct Eval {
-  int64_t global_step = 0;
-  double seconds = 0.0;  // since the start of training
-  std::optional<double> accuracy;
-  double loss = 0.0;
-};
 
 // "worker:0, worker:2" for indices {0, 2} of `job`.
 std::string Join(const std::vector<int>& indices, const char* job);
@@ -122,6 +116,7 @@ class Chief {
   // Worker `w` left the run (`why`): training goes on without it where the mode allows (async,
   // ssp, sync with enough backup workers); else the run ends at once, naming it.
   absl::Status OnWorkerLeft(int w, const std::string& why, int64_t step);
+  // Pulls every variable (a lost ps replaced by its replica first) and evaluates them.
   absl::StatusOr<Eval> Evaluate(const char* when);
   // After Train with the ps tasks reached: stops every task, evaluates once more, gathers
   // the summaries, shuts the ps tasks down and writes the report (when `status` is OK).
@@ -155,9 +150,8 @@ class Chief {
   absl::Time process_start_ = absl::Now();
   absl::Time train_start_;
   absl::Time train_end_;
-  data::Dataset test_;
   int64_t train_steps_ = 0;
-  std::unique_ptr<models::Model> model_;
+  std::unique_ptr<Evaluator> evaluator_;                // the test set, the model, every evaluation
   std::vector<runtime::VariableInfo> variable_infos_;   // model order, as placed
   std::vector<pb::CreateVariablesRequest> shard_defs_;  // by ps index
   std::unique_ptr<Checkpointer> checkpointer_;
@@ -185,10 +179,6 @@ class Chief {
   std::unique_ptr<PsTasks> ps_;
   std::unique_ptr<Watchdog> watchdog_;  // while training runs (after ps_: it reads ps_'s calls)
   nlohmann::json watchdog_report_;      // its report, kept when it stops (null: never ran)
-  std::vector<ops::Tensor> values_;
-  std::vector<Eval> evals_;
-  std::vector<AccuracyPoint> accuracy_history_;  // evals_ with an accuracy (the guard's input)
-  std::optional<double> time_to_target_;
   bool ps_reached_ = false;
   std::string stop_reason_;
 };

@@ -49,7 +49,7 @@ absl::Status Chief::Monitor() {
     if (step >= next_eval && step < train_steps_) {
       FULCRUM_ASSIGN_OR_RETURN(Eval e, Evaluate("eval at"));
       next_eval = (e.global_step / c_.eval_every + 1) * c_.eval_every;
-      if (time_to_target_) {
+      if (evaluator_->time_to_target()) {
         stop_reason_ = absl::StrCat("reached target accuracy ", c_.target_accuracy);
         return absl::OkStatus();
       }

@@ -60,16 +60,18 @@ void Chief::AddResultJson(nlohmann::json* out) const {
   // A failed run has no final evaluation (and maybe none at all).
   j["failed"] = failed_;
   // Its evaluations so far stay in `evals`; none of them is the final one.
-  const Eval last = evals_.empty() ? Eval{} : evals_.back();
-  const bool final_eval = !evals_.empty() && !failed_;
+  const std::vector<Eval>& done = evaluator_->evals();
+  const Eval last = done.empty() ? Eval{} : done.back();
+  const bool final_eval = !done.empty() && !failed_;
   j["global_step"] = final_eval ? nlohmann::json(last.global_step) : nlohmann::json(nullptr);
   j["final_test_accuracy"] =
       final_eval && last.accuracy ? nlohmann::json(*last.accuracy) : nlohmann::json(nullptr);
   j["final_test_loss"] = final_eval ? nlohmann::json(last.loss) : nlohmann::json(nullptr);
   j["target_accuracy"] =
       c_.target_accuracy > 0 ? nlohmann::json(c_.target_accuracy) : nlohmann::json(nullptr);
-  j["time_to_target_accuracy_seconds"] =
-      time_to_target_ ? nlohmann::json(*time_to_target_) : nlohmann::json(nullptr);
+  j["time_to_target_accuracy_seconds"] = evaluator_->time_to_target()
+                                             ? nlohmann::json(*evaluator_->time_to_target())
+                                             : nlohmann::json(nullptr);
   const double train_seconds = absl::ToDoubleSeconds(train_end_ - train_start_);
   j["train_seconds"] = train_seconds;
   j["wall_seconds"] = absl::ToDoubleSeconds(absl::Now() - process_start_);
@@ -81,7 +83,7 @@ void Chief::AddResultJson(nlohmann::json* out) const {
           ? static_cast<double>((last.global_step - start_step_) * per_step) / train_seconds
           : 0.0;
   nlohmann::json evals = nlohmann::json::array();
-  for (const Eval& e : evals_) {
+  for (const Eval& e : done) {
     evals.push_back(
         {{"global_step", e.global_step},
          {"seconds", e.seconds},
@@ -118,7 +120,7 @@ nlohmann::json Chief::RunJson(const std::string& stop_reason) const {
   j["optimizer"] = ops::OptimizerName(t_.optimizer.kind);
   j["learning_rate"] = runtime::ExactDecimal(t_.optimizer.learning_rate);
   runtime::AddTrainingSettings(t_, &j);
-  j["num_parameters"] = model_->num_parameters();
+  j["num_parameters"] = evaluator_->model().num_parameters();
   j["batch_size"] = t_.batch_size;
   j["seed"] = t_.seed;
   j["placement"] = runtime::PlacementName(c_.placement);

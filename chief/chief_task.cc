@@ -7,18 +7,15 @@
 #include <optional>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "base/files.h"
 #include "base/signals.h"
 #include "base/status_macros.h"
-#include "chief/accuracy_guard.h"
 #include "chief/checkpoints.h"
 #include "chief/chief.h"
 #include "chief/coordinator.h"
@@ -26,9 +23,6 @@
 #include "chief/ps_tasks.h"
 #include "chief/report.h"
 #include "data/load.h"
-#include "data/pipeline.h"
-#include "models/evaluate.h"
-#include "models/registry.h"
 #include "nlohmann/json.hpp"
 #include "ops/cpu/thread_pool.h"
 #include "ops/optimizer.h"
@@ -51,32 +45,16 @@ std::string Join(const std::vector<int>& indices, const char* job) {
 }
 
 absl::Status Chief::Prepare() {
-  const data::SourceOptions source = runtime::DataSource(t_);
-  FULCRUM_ASSIGN_OR_RETURN(test_, data::LoadSplit(source, data::Split::kTest));
-  // The model and evaluation see the test set through the pipeline's evaluation transform
-  // (the workers' models are built for the same example shape: worker/setup.cc).
-  data::PipelineOptions pipeline;
-  pipeline.kind = t_.input_pipeline;
-  pipeline.crop_size = t_.crop_size;
-  FULCRUM_RETURN_IF_ERROR(data::ApplyEvalPipeline(pipeline, &test_));
+  FULCRUM_ASSIGN_OR_RETURN(evaluator_, Evaluator::Create(t_, c_.target_accuracy, &pool_));
   int64_t train_examples = 0;
   if (t_.train_steps == 0) {  // --epochs: the step count depends on the training set's size
-    FULCRUM_ASSIGN_OR_RETURN(data::Dataset train, data::LoadSplit(source, data::Split::kTrain));
+    FULCRUM_ASSIGN_OR_RETURN(data::Dataset train,
+                             data::LoadSplit(runtime::DataSource(t_), data::Split::kTrain));
     train_examples = train.size();
   }
   train_steps_ = runtime::GlobalTrainSteps(t_, c_, train_examples);
-
-  const auto& dims = test_.images.shape().dims();
-  FULCRUM_ASSIGN_OR_RETURN(model_, models::CreateBuiltinModel(t_.model,
-                                                              {.input_size = test_.example_size(),
-                                                               .num_classes = test_.num_classes,
-                                                               .width = t_.model_width,
-                                                               .input_shape = std::vector<int64_t>(
-                                                                   dims.begin() + 1, dims.end())},
-                                                              &pool_));
-  for (const auto& v : model_->variables()) {
+  for (const auto& v : evaluator_->model().variables()) {
     variable_infos_.push_back({v.name, v.shape, v.initializer});
-    values_.push_back(ops::Tensor::Zeros(v.shape));
   }
   FULCRUM_ASSIGN_OR_RETURN(
       placement_,
@@ -205,60 +183,23 @@ absl::Status Chief::SaveCheckpoint(int64_t step, bool stopped) {
 }
 
 absl::StatusOr<Eval> Chief::Evaluate(const char* when) {
+  std::vector<ops::Tensor>& values = evaluator_->values();
   runtime::TransferResult pulled;
-  absl::Status pull = ps_->PullAll(c_.step_timeout, values_, &pulled);
+  absl::Status pull = ps_->PullAll(c_.step_timeout, values, &pulled);
   if (absl::IsUnavailable(pull) && ps_->replicates()) {
     // --replicate_shards: a ps lost under the pull is replaced by its replica, then read.
     const absl::StatusOr<int64_t> polled = ps_->GlobalStep(c_.step_timeout);
     if (!polled.ok() && PromoteLost(polled.status(), ps_->lost())) {
-      pull = ps_->PullAll(c_.step_timeout, values_, &pulled);
+      pull = ps_->PullAll(c_.step_timeout, values, &pulled);
     }
   }
   FULCRUM_RETURN_IF_ERROR(pull);
-  // The evaluation runs on a thread of its own while this one keeps calling the ps tasks
-  // (ps_ has one caller at a time): an evaluation longer than --heartbeat_timeout (a large
-  // test set, a slow or CPU-capped host) must not make them take the chief for dead.
-  absl::StatusOr<models::EvalResult> evaluated = absl::UnknownError("evaluation did not run");
-  absl::Notification evaluated_done;
-  std::thread evaluation([&] {
-    evaluated = models::EvaluateDataset(*model_, test_, values_, t_.eval_batch_size);
-    evaluated_done.Notify();
-  });
+  // The ps tasks keep hearing from the chief while the model runs (ps_ has one caller at a time).
   const absl::Duration ping = std::max(absl::Milliseconds(250), c_.heartbeat_timeout / 4);
-  while (!evaluated_done.WaitForNotificationWithTimeout(ping)) {
-    ps_->GlobalStep(std::min(ping, absl::Seconds(5))).status().IgnoreError();
-  }
-  evaluation.join();
-  FULCRUM_ASSIGN_OR_RETURN(models::EvalResult r, std::move(evaluated));
-  Eval e;
-  e.global_step = pulled.global_step;
-  e.seconds = absl::ToDoubleSeconds(absl::Now() - train_start_);
-  e.loss = r.loss_sum / static_cast<double>(std::max<int64_t>(1, r.examples));
-  if (model_->has_accuracy()) {
-    e.accuracy =
-        static_cast<double>(r.correct) / static_cast<double>(std::max<int64_t>(1, r.examples));
-    spdlog::info("{} global step {}/{}: test accuracy {:.4f}, test loss {:.4f} ({:.1f} s)", when,
-                 e.global_step, train_steps_, *e.accuracy, e.loss, e.seconds);
-  } else {
-    spdlog::info("{} global step {}/{}: test loss {:.5f} ({:.1f} s)", when, e.global_step,
-                 train_steps_, e.loss, e.seconds);
-  }
-  evals_.push_back(e);
-  profiler::EvalRecord record;
-  record.unix_us = profiler::NowUnixMicros();
-  record.global_step = e.global_step;
-  record.accuracy = e.accuracy ? *e.accuracy : -1.0;
-  record.loss = e.loss;
-  prof_->RecordEval(record);
-  if (c_.target_accuracy > 0 && e.accuracy && *e.accuracy >= c_.target_accuracy &&
-      !time_to_target_) {
-    time_to_target_ = e.seconds;
-  }
-  if (e.accuracy) {  // recorded first: the report shows the evaluation that failed the run
-    accuracy_history_.push_back({e.global_step, *e.accuracy});
-    FULCRUM_RETURN_IF_ERROR(CheckAccuracyHeld(accuracy_history_, test_.num_classes));
-  }
-  return e;
+  return evaluator_->Evaluate(
+      when, pulled.global_step, absl::ToDoubleSeconds(absl::Now() - train_start_), train_steps_,
+      ping, [&] { ps_->GlobalStep(std::min(ping, absl::Seconds(5))).status().IgnoreError(); },
+      prof_.get());
 }
 
 absl::Status Chief::StartCoordinator() {
