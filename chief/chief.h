@@ -1,6 +1,7 @@
 // chief: the chief task's parts, internal to this library (its interface is RunChief,
 // chief/chief_task.h). One Chief object runs the job (its evaluations are an Evaluator's,
-// chief/evaluator.h); its methods live in three files:
+// chief/evaluator.h; its workers a WorkerRoster's, chief/worker_roster.h); its methods live in
+// three files:
 // chief_task.cc (preparing, starting, training and ending the run), chief_monitor.cc (watching
 // it: progress, evaluations, failed, lost and leaving tasks, ps recovery) and chief_report.cc
 // (report.json, report.html, run_trace.json).
@@ -27,6 +28,7 @@
 #include "chief/grpc_coordinator_service.h"
 #include "chief/ps_tasks.h"
 #include "chief/watchdog.h"
+#include "chief/worker_roster.h"
 #include "data/dataset_types.h"
 #include "grpcpp/server.h"
 #include "models/model.h"
@@ -86,10 +88,6 @@ class Chief {
   // The error of a failed worker in this process (ChiefHooks), as the chief's; OK otherwise.
   absl::Status LocalWorkerStatus() const;
   absl::Status Monitor();
-  // ssp mode: tells the ps tasks not to wait any more for the workers that reported their
-  // summary (finished or failed) or were lost, once each (again after a ps recovery). A ps
-  // that does not answer is retried at the next poll. True when a worker was released now.
-  bool ReleaseGoneWorkers(const std::map<int, std::string>& summaries);
   // A ps stopped answering (`cause`): waits up to --recovery_timeout for every ps to answer,
   // recreates the variables of a restarted one (held until restored) and restores every ps
   // from the newest checkpoint. OK once training can go on; the error otherwise.
@@ -107,15 +105,6 @@ class Chief {
   // leaves after it, and RecoverPs restores it once it is back); without, the run ends here
   // as failed, naming it. OK too when this chief was signalled itself (Ctrl-C on the cluster).
   absl::Status OnPsLeaving(int64_t step);
-  // Workers silent past --heartbeat_timeout: the run goes on without them where the mode
-  // allows (counted in lost_workers_), else the error naming them.
-  absl::Status CheckSilentWorkers();
-  // Reads the workers' summaries not read yet: a worker that failed on its own ends the run;
-  // one stopped by a signal (not the cluster's Ctrl-C) left it (OnWorkerLeft).
-  absl::Status ReadSummaries(const std::map<int, std::string>& summaries, int64_t step);
-  // Worker `w` left the run (`why`): training goes on without it where the mode allows (async,
-  // ssp, sync with enough backup workers); else the run ends at once, naming it.
-  absl::Status OnWorkerLeft(int w, const std::string& why, int64_t step);
   // Pulls every variable (a lost ps replaced by its replica first) and evaluates them.
   absl::StatusOr<Eval> Evaluate(const char* when);
   // After Train with the ps tasks reached: stops every task, evaluates once more, gathers
@@ -144,8 +133,7 @@ class Chief {
   ops::ThreadPool pool_;
   std::unique_ptr<profiler::Profiler> prof_;
   std::vector<std::string> ps_summaries_;  // by ps index; "" when a ps gave none
-  std::set<int> lost_workers_;             // silent workers the run went on without
-  std::set<int> released_workers_;         // ssp: workers every ps was told not to wait for
+  WorkerRoster roster_{c_};                // which workers are still in the run
   bool failed_ = false;                    // the run ended in an error (the report says which)
   absl::Time process_start_ = absl::Now();
   absl::Time train_start_;
@@ -166,8 +154,6 @@ class Chief {
   std::vector<std::string> checkpoint_errors_;
   nlohmann::json recoveries_ = nlohmann::json::array();  // each ps recovery, for the report
   nlohmann::json promotions_ = nlohmann::json::array();  // each replica promoted, for the report
-  std::set<int> summaries_read_;   // workers whose summary Monitor has looked at
-  std::string waited_failure_;     // the first worker that failed waiting for another task
   std::string saved_for_leaving_;  // the leaving ps a checkpoint was saved for
   runtime::Placement placement_;
   std::filesystem::path run_dir_;

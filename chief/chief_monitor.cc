@@ -1,12 +1,11 @@
-// chief: watching a run (chief/chief.h): the global step, evaluations, the workers' summaries
-// (failed and leaving workers), silent workers, leaving and lost ps tasks and their recovery
-// from the newest checkpoint.
+// chief: watching a run (chief/chief.h): the global step, evaluations, the workers (through the
+// roster, chief/worker_roster.h), leaving and lost ps tasks and their recovery from the newest
+// checkpoint.
 #include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/signals.h"
 #include "base/status_macros.h"
@@ -24,7 +23,8 @@ absl::Status Chief::Monitor() {
     if (const int signal = StopSignal(); signal != 0) {
       // A worker that failed on its own before the signal came failed the run: a launcher
       // stops every task once one fails, and the signal is its consequence, not the cause.
-      FULCRUM_RETURN_IF_ERROR(ReadSummaries(coordinator_->summaries(), last_step));
+      FULCRUM_RETURN_IF_ERROR(
+          roster_.ReadSummaries(coordinator_->summaries(), last_step, train_steps_));
       // Ends the run as at train_steps: workers stop, the final evaluation, every task's
       // summary and the report are written.
       stop_reason_ = absl::StrCat("interrupted by ", SignalName(signal));
@@ -63,15 +63,17 @@ absl::Status Chief::Monitor() {
       last_progress = absl::Now();  // the save's wait is not a stall of the workers
     }
     const std::map<int, std::string> summaries = coordinator_->summaries();
-    FULCRUM_RETURN_IF_ERROR(ReadSummaries(summaries, step));
+    FULCRUM_RETURN_IF_ERROR(roster_.ReadSummaries(summaries, step, train_steps_));
     if (summaries.size() == static_cast<size_t>(c_.task.cluster.num_tasks(runtime::kWorkerJob))) {
-      if (!waited_failure_.empty()) return absl::InternalError(waited_failure_);
+      if (!roster_.waited_failure().empty()) {
+        return absl::InternalError(roster_.waited_failure());
+      }
       stop_reason_ = "every worker finished";
       return absl::OkStatus();
     }
-    FULCRUM_RETURN_IF_ERROR(CheckSilentWorkers());
+    FULCRUM_RETURN_IF_ERROR(roster_.OnSilent(coordinator_->SilentWorkers(c_.heartbeat_timeout)));
     // The others were held for a released worker: the stall so far is not theirs.
-    if (ReleaseGoneWorkers(summaries)) last_progress = absl::Now();
+    if (roster_.ReleaseGone(summaries, *ps_)) last_progress = absl::Now();
     if (now - last_progress > c_.heartbeat_timeout) {
       // A worker that died just after its last heartbeat is not "silent" yet when the step
       // stalls: name the one heard from least recently, the likely cause.
@@ -86,31 +88,6 @@ absl::Status Chief::Monitor() {
                        ": global step stuck at ", last_step, " of ", train_steps_, stalest));
     }
   }
-}
-
-absl::Status Chief::CheckSilentWorkers() {
-  const std::vector<int> silent = coordinator_->SilentWorkers(c_.heartbeat_timeout);
-  if (silent.empty()) return absl::OkStatus();
-  // Async training, and sync training with backup workers while enough workers remain, goes
-  // on without a dead worker; sync training that needs every worker cannot.
-  const int workers = c_.task.cluster.num_tasks(runtime::kWorkerJob);
-  const int alive = workers - static_cast<int>(silent.size());
-  const bool can_go_on =
-      alive > 0 && (c_.mode != runtime::SyncMode::kSync || alive >= c_.replicas_to_aggregate);
-  if (!can_go_on) {
-    return absl::UnavailableError(absl::StrCat("chief: ", Join(silent, "worker"), " silent for ",
-                                               absl::FormatDuration(c_.heartbeat_timeout),
-                                               " (--heartbeat_timeout)"));
-  }
-  for (const int w : silent) {
-    if (lost_workers_.insert(w).second) {
-      spdlog::warn(
-          "chief: worker:{} silent for {} (--heartbeat_timeout): training goes on with the {} "
-          "other worker(s)",
-          w, absl::FormatDuration(c_.heartbeat_timeout), alive);
-    }
-  }
-  return absl::OkStatus();
 }
 
 absl::Status Chief::OnPsLeaving(int64_t step) {
@@ -137,78 +114,6 @@ absl::Status Chief::OnPsLeaving(int64_t step) {
   return absl::OkStatus();
 }
 
-absl::Status Chief::ReadSummaries(const std::map<int, std::string>& summaries, int64_t step) {
-  for (const auto& [w, text] : summaries) {
-    if (!summaries_read_.insert(w).second) continue;  // each summary is parsed once
-    const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (!j.is_object()) continue;
-    if (!j.value("failed", false)) {
-      const std::string why = j.value("stop_reason", std::string());
-      // A worker stopped by a signal while this chief was not (not a Ctrl-C on the cluster).
-      if (absl::StartsWith(why, "interrupted by") && StopSignal() == 0 && step < train_steps_) {
-        FULCRUM_RETURN_IF_ERROR(OnWorkerLeft(w, why, step));
-      }
-      continue;
-    }
-    const std::string failure =
-        absl::StrCat("chief: worker:", w, " failed: ", j.value("error", std::string("?")));
-    // A worker that failed on its own (its loss stopped being finite: the model diverged)
-    // ends the run at once. One that timed out waiting for a step or a ps is a symptom:
-    // the dead or stalled task behind it is named by the checks below.
-    const std::string code = j.value("code", std::string());
-    if (code != "DEADLINE_EXCEEDED" && code != "UNAVAILABLE") {
-      return absl::InternalError(failure);
-    }
-    if (waited_failure_.empty()) waited_failure_ = failure;
-  }
-  return absl::OkStatus();
-}
-
-absl::Status Chief::OnWorkerLeft(int w, const std::string& why, int64_t step) {
-  lost_workers_.insert(w);
-  const int workers = c_.task.cluster.num_tasks(runtime::kWorkerJob);
-  const int alive = workers - static_cast<int>(lost_workers_.size());
-  const bool sync = c_.mode == runtime::SyncMode::kSync;
-  if (alive <= 0 || (sync && alive < c_.replicas_to_aggregate)) {
-    return absl::UnavailableError(absl::StrCat(
-        "chief: worker:", w, " left the run (", why, ") at global step ", step, " and ",
-        alive <= 0
-            ? "no worker is left"
-            : absl::StrCat("sync training needs ", c_.replicas_to_aggregate,
-                           " workers a step (--replicas_to_aggregate), ", alive, " are left"),
-        ": the run ends here", c_.recovers() ? " with a final checkpoint" : ""));
-  }
-  spdlog::warn(
-      "chief: worker:{} left the run ({}) at global step {}: training goes on with the {} "
-      "other worker(s)",
-      w, why, step, alive);
-  return absl::OkStatus();
-}
-
-bool Chief::ReleaseGoneWorkers(const std::map<int, std::string>& summaries) {
-  if (c_.mode != runtime::SyncMode::kSsp) return false;
-  bool released = false;
-  std::map<int, std::string> gone;  // worker -> why
-  for (const int w : lost_workers_) {
-    gone[w] = absl::StrCat("silent past --heartbeat_timeout=",
-                           absl::FormatDuration(c_.heartbeat_timeout));
-  }
-  for (const auto& [w, text] : summaries) gone.emplace(w, "it reported its summary (done)");
-  for (const auto& [w, why] : gone) {
-    if (released_workers_.contains(w)) continue;
-    const std::string reason = absl::StrCat("worker:", w, ": ", why);
-    if (absl::Status s = ps_->ReleaseWorkers({w}, reason); !s.ok()) {
-      spdlog::warn("chief: the ps tasks were not told to stop waiting for {} (retried): {}", reason,
-                   s.ToString());
-      return released;
-    }
-    released_workers_.insert(w);
-    released = true;
-    spdlog::info("chief: ssp: the ps tasks no longer wait for {}", reason);
-  }
-  return released;
-}
-
 absl::StatusOr<bool> Chief::OnPsLost(const absl::Status& cause) {
   if (PromoteLost(cause, ps_->lost())) return false;
   if (!c_.recovers()) {
@@ -219,7 +124,7 @@ absl::StatusOr<bool> Chief::OnPsLost(const absl::Status& cause) {
   }
   FULCRUM_RETURN_IF_ERROR(RecoverPs(cause));
   saved_for_leaving_.clear();
-  released_workers_.clear();  // a restarted ps knows nothing of them: tell every ps again
+  roster_.ForgetReleased();  // a restarted ps knows nothing of them: tell every ps again
   return true;
 }
 

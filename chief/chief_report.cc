@@ -134,13 +134,13 @@ nlohmann::json Chief::RunJson(const std::string& stop_reason) const {
   // ssp: workers the ps tasks were told not to wait for any more (done, failed or lost).
   j["ssp_released_workers"] =
       c_.mode == runtime::SyncMode::kSsp
-          ? nlohmann::json(std::vector<int>(released_workers_.begin(), released_workers_.end()))
+          ? nlohmann::json(std::vector<int>(roster_.released().begin(), roster_.released().end()))
           : nlohmann::json(nullptr);
   j["train_steps"] = train_steps_;
   j["stop_reason"] = stop_reason;
   // Workers that went silent past --heartbeat_timeout while the run went on without them.
   j["watchdog"] = watchdog_report_;
-  j["workers_lost"] = std::vector<int>(lost_workers_.begin(), lost_workers_.end());
+  j["workers_lost"] = std::vector<int>(roster_.lost().begin(), roster_.lost().end());
   // Each time ps tasks restarted and every ps went back to a checkpoint.
   j["ps_recoveries"] = recoveries_;
   // --replicate_shards: where each shard's replica lives and each promotion (a ps lost).

@@ -312,7 +312,7 @@ void Chief::WaitForSummaries(bool ok) {
   }
   if (!missing.empty()) {
     spdlog::warn("no summary from {}", Join(missing, "worker"));
-    for (const int w : coordinator_->SilentWorkers(gone_after)) lost_workers_.insert(w);
+    for (const int w : coordinator_->SilentWorkers(gone_after)) roster_.MarkLost(w);
   }
 }
 
