@@ -1,7 +1,7 @@
 // chief: the chief task's parts, internal to this library (its interface is RunChief,
 // chief/chief_task.h). One Chief object runs the job (its evaluations are an Evaluator's,
-// chief/evaluator.h; its workers a WorkerRoster's, chief/worker_roster.h); its methods live in
-// three files:
+// chief/evaluator.h; its workers a WorkerRoster's, chief/worker_roster.h; a lost ps's recovery
+// a PsRecovery's, chief/ps_recovery.h); its methods live in three files:
 // chief_task.cc (preparing, starting, training and ending the run), chief_monitor.cc (watching
 // it: progress, evaluations, failed, lost and leaving tasks, ps recovery) and chief_report.cc
 // (report.json, report.html, run_trace.json).
@@ -26,6 +26,7 @@
 #include "chief/coordinator.h"
 #include "chief/evaluator.h"
 #include "chief/grpc_coordinator_service.h"
+#include "chief/ps_recovery.h"
 #include "chief/ps_tasks.h"
 #include "chief/watchdog.h"
 #include "chief/worker_roster.h"
@@ -88,22 +89,13 @@ class Chief {
   // The error of a failed worker in this process (ChiefHooks), as the chief's; OK otherwise.
   absl::Status LocalWorkerStatus() const;
   absl::Status Monitor();
-  // A ps stopped answering (`cause`): waits up to --recovery_timeout for every ps to answer,
-  // recreates the variables of a restarted one (held until restored) and restores every ps
-  // from the newest checkpoint. OK once training can go on; the error otherwise.
-  absl::Status RecoverPs(const absl::Status& cause);
-  // --replicate_shards: ps p, lost (`cause`: dead, or leaving), is replaced by its replica,
-  // promoted in its place. True when it was (training goes on with no step lost); false when
-  // it cannot be (no replication, the backup is gone too, or already promoted): RecoverPs or
-  // the failure then.
-  bool PromoteLost(const absl::Status& cause, int p);
   // The last poll lost a ps (`cause`): its replica is promoted (false), or every ps is
   // restored from the newest checkpoint (true: the global step went back), or the error
   // that ends the run (no checkpoints, or the recovery failed).
   absl::StatusOr<bool> OnPsLost(const absl::Status& cause);
   // A ps said it is leaving (a signal): with checkpoints, one is saved at once for it (it
-  // leaves after it, and RecoverPs restores it once it is back); without, the run ends here
-  // as failed, naming it. OK too when this chief was signalled itself (Ctrl-C on the cluster).
+  // leaves after it, and PsRecovery::Restore restores it once it is back); without, the run ends
+  // here as failed, naming it. OK too when this chief was signalled itself (Ctrl-C on the cluster).
   absl::Status OnPsLeaving(int64_t step);
   // Pulls every variable (a lost ps replaced by its replica first) and evaluates them.
   absl::StatusOr<Eval> Evaluate(const char* when);
@@ -152,8 +144,6 @@ class Chief {
   std::optional<Adopted> adopted_;  // the running job a restarted chief took over
   int64_t start_step_ = 0;          // the global step training started at
   std::vector<std::string> checkpoint_errors_;
-  nlohmann::json recoveries_ = nlohmann::json::array();  // each ps recovery, for the report
-  nlohmann::json promotions_ = nlohmann::json::array();  // each replica promoted, for the report
   std::string saved_for_leaving_;  // the leaving ps a checkpoint was saved for
   runtime::Placement placement_;
   std::filesystem::path run_dir_;
@@ -163,6 +153,7 @@ class Chief {
   std::unique_ptr<GrpcCoordinatorService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<PsTasks> ps_;
+  std::unique_ptr<PsRecovery> recovery_;  // made with ps_
   std::unique_ptr<Watchdog> watchdog_;  // while training runs (after ps_: it reads ps_'s calls)
   nlohmann::json watchdog_report_;      // its report, kept when it stops (null: never ran)
   bool ps_reached_ = false;

@@ -51,7 +51,8 @@ nlohmann::json Chief::ReplicationJson() const {
                         {"backup", absl::StrCat("ps:", (p + 1) % placement_.num_ps())},
                         {"promoted", ps_ != nullptr && ps_->promoted(p)}});
   }
-  return {{"replicas", std::move(replicas)}, {"promotions", promotions_}};
+  return {{"replicas", std::move(replicas)},
+          {"promotions", recovery_ != nullptr ? recovery_->promotions() : nlohmann::json::array()}};
 }
 
 void Chief::AddResultJson(nlohmann::json* out) const {
@@ -142,7 +143,7 @@ nlohmann::json Chief::RunJson(const std::string& stop_reason) const {
   j["watchdog"] = watchdog_report_;
   j["workers_lost"] = std::vector<int>(roster_.lost().begin(), roster_.lost().end());
   // Each time ps tasks restarted and every ps went back to a checkpoint.
-  j["ps_recoveries"] = recoveries_;
+  j["ps_recoveries"] = recovery_ != nullptr ? recovery_->recoveries() : nlohmann::json::array();
   // --replicate_shards: where each shard's replica lives and each promotion (a ps lost).
   j["replication"] = ReplicationJson();
   // A chief restarted during the run took it over at this step.

@@ -189,7 +189,7 @@ absl::StatusOr<Eval> Chief::Evaluate(const char* when) {
   if (absl::IsUnavailable(pull) && ps_->replicates()) {
     // --replicate_shards: a ps lost under the pull is replaced by its replica, then read.
     const absl::StatusOr<int64_t> polled = ps_->GlobalStep(c_.step_timeout);
-    if (!polled.ok() && PromoteLost(polled.status(), ps_->lost())) {
+    if (!polled.ok() && recovery_->PromoteLost(polled.status(), ps_->lost())) {
       pull = ps_->PullAll(c_.step_timeout, values, &pulled);
     }
   }
@@ -397,6 +397,7 @@ absl::Status Chief::Run() {
   ps_ = std::make_unique<PsTasks>(c_.task.cluster, placement_, c_.chunk_bytes, c_.task.task_name(),
                                   prof_.get(), c_.security, c_.replicate_shards);
   ps_->set_control_timeout(std::max(absl::Seconds(30), c_.step_timeout));
+  recovery_ = std::make_unique<PsRecovery>(c_, *ps_, shard_defs_);
   absl::Status status = Train();
   train_end_ = absl::Now();
   if (!ps_reached_) {
