@@ -16,16 +16,9 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 threads=2 out="${ROOT}/build/accuracy_mnist_cnn" against=cluster runs=3
-for arg in "$@"; do
-  case "$arg" in
-    --threads=*) threads="${arg#*=}" ;;
-    --out=*) out="${arg#*=}" ;;
-    --against=*) against="${arg#*=}" ;;
-    --runs=*) runs="${arg#*=}" ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "accuracy_mnist_cnn: unknown argument '$arg'" >&2; exit 2 ;;
-  esac
-done
+BENCH_NAME=accuracy_mnist_cnn
+source "${ROOT}/bench/lib/options.sh"
+parse_options "threads out against runs" "$@"
 [[ "$against" =~ ^(cluster|torch)$ ]] ||
   { echo "accuracy_mnist_cnn: --against must be cluster or torch, not '$against'" >&2; exit 2; }
 for v in threads runs; do

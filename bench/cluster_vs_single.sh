@@ -17,22 +17,9 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BIN_DIR="${BIN_DIR:-${ROOT}/build/bin}"
 model=mlp batch=256 optimizer=adam lr=0.001 steps=6000 workers=2 pairs=3 planes=grpc,tcp
 timeout_s=600
-die() { echo "cluster_vs_single: $*" >&2; exit 2; }
-for arg in "$@"; do
-  case "$arg" in
-    --model=*) model="${arg#*=}" ;;
-    --batch_size=*) batch="${arg#*=}" ;;
-    --optimizer=*) optimizer="${arg#*=}" ;;
-    --learning_rate=*) lr="${arg#*=}" ;;
-    --train_steps=*) steps="${arg#*=}" ;;
-    --workers=*) workers="${arg#*=}" ;;
-    --pairs=*) pairs="${arg#*=}" ;;
-    --data_planes=*) planes="${arg#*=}" ;;
-    --timeout=*) timeout_s="${arg#*=}" ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) die "unknown flag ${arg%%=*}" ;;
-  esac
-done
+BENCH_NAME=cluster_vs_single
+source "${ROOT}/bench/lib/options.sh"
+parse_options "model batch_size=batch optimizer learning_rate=lr train_steps=steps workers pairs data_planes=planes timeout=timeout_s" "$@"
 [[ "$workers" =~ ^[1-9][0-9]*$ ]] || die "--workers: a positive integer, not '$workers'"
 [[ "$pairs" =~ ^[1-9][0-9]*$ ]] || die "--pairs: a positive integer, not '$pairs'"
 [[ "$steps" =~ ^[1-9][0-9]*$ ]] || die "--train_steps: a positive integer, not '$steps'"

@@ -59,24 +59,9 @@ MALLOC_ENV=(MALLOC_MMAP_THRESHOLD_=2000000000 MALLOC_TRIM_THRESHOLD_=4000000000)
 models=mnist_cnn,cifar10_cnn batches=1,10,100,400 threads_list=2 pairs=3 steps=40
 peers=torch,tf optimizer=momentum dropout=1 torch_format=auto
 out="${ROOT}/build/compare_cnn.md"
-die() { echo "compare_cnn: error: $*" >&2; exit 2; }
-usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
-for arg in "$@"; do
-  case "$arg" in
-    --models=*) models="${arg#*=}" ;;
-    --batches=*) batches="${arg#*=}" ;;
-    --threads=*) threads_list="${arg#*=}" ;;
-    --pairs=*) pairs="${arg#*=}" ;;
-    --steps=*) steps="${arg#*=}" ;;
-    --peers=*) peers="${arg#*=}" ;;
-    --optimizer=*) optimizer="${arg#*=}" ;;
-    --dropout=*) dropout="${arg#*=}" ;;
-    --torch_format=*) torch_format="${arg#*=}" ;;
-    --out=*) out="${arg#*=}" ;;
-    -h|--help) usage; exit 0 ;;
-    *) usage >&2; die "unknown argument '$arg'" ;;
-  esac
-done
+BENCH_NAME=compare_cnn
+source "${ROOT}/bench/lib/options.sh"
+parse_options "models batches threads=threads_list pairs steps peers optimizer dropout torch_format out" "$@"
 
 shape_of() {
   case "$1" in

@@ -48,26 +48,9 @@ PSLITE_BUILD="${PSLITE_BUILD:-${ROOT}/bench/pslite/build}"
 models=logreg,syn1mb,syn4mb,syn16mb,syn64mb workers_list=1,2 servers=1 pairs=3
 warmup_s=1 seconds=3 chunk_bytes=2097152 pslite_mode=chunked timeout_s=120 data_plane=tcp
 out="${ROOT}/build/compare_pslite.md" keep=0
-die() { echo "compare_pslite: $*" >&2; exit 2; }
-usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
-for arg in "$@"; do
-  case "$arg" in
-    --models=*) models="${arg#*=}" ;;
-    --workers=*) workers_list="${arg#*=}" ;;
-    --servers=*) servers="${arg#*=}" ;;
-    --pairs=*) pairs="${arg#*=}" ;;
-    --warmup_s=*) warmup_s="${arg#*=}" ;;
-    --seconds=*) seconds="${arg#*=}" ;;
-    --chunk_bytes=*) chunk_bytes="${arg#*=}" ;;
-    --pslite_mode=*) pslite_mode="${arg#*=}" ;;
-    --timeout=*) timeout_s="${arg#*=}" ;;
-    --data_plane=*) data_plane="${arg#*=}" ;;
-    --out=*) out="${arg#*=}" ;;
-    --keep) keep=1 ;;
-    -h|--help) usage; exit 0 ;;
-    *) die "unknown flag ${arg%%=*}" ;;
-  esac
-done
+BENCH_NAME=compare_pslite
+source "${ROOT}/bench/lib/options.sh"
+parse_options "models workers=workers_list servers pairs warmup_s seconds chunk_bytes pslite_mode timeout=timeout_s data_plane out keep!" "$@"
 [[ "$models" =~ ^[a-z0-9]+(,[a-z0-9]+)*$ ]] || die "--models: comma-separated names, not '$models'"
 [[ "$workers_list" =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] ||
   die "--workers: comma-separated positive integers, not '$workers_list'"

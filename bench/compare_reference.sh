@@ -30,25 +30,9 @@ OPENBLAS_OMP_DIR=/usr/lib/x86_64-linux-gnu/openblas-openmp
 
 models="" batches="" threads_list="1,2" pairs="" seconds="" out="" quick=0 keep=0
 optimizer=sgd learning_rate=0.01
-die() { echo "compare_reference: error: $*" >&2; exit 2; }
-usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
-for arg in "$@"; do
-  case "$arg" in
-    --models=*) models="${arg#*=}" ;;
-    --batches=*) batches="${arg#*=}" ;;
-    --threads=*) threads_list="${arg#*=}" ;;
-    --pairs=*) pairs="${arg#*=}" ;;
-    --seconds=*) seconds="${arg#*=}" ;;
-    --optimizer=*) optimizer="${arg#*=}" ;;
-    --learning_rate=*) learning_rate="${arg#*=}" ;;
-    --out=*) out="${arg#*=}" ;;
-    --worker=*) WORKER="${arg#*=}" ;;
-    --quick) quick=1 ;;
-    --keep) keep=1 ;;
-    -h|--help) usage; exit 0 ;;
-    *) usage >&2; die "unknown argument: $arg" ;;
-  esac
-done
+BENCH_NAME=compare_reference
+source "${ROOT}/bench/lib/options.sh"
+parse_options "models batches threads=threads_list pairs seconds optimizer learning_rate out worker=WORKER quick! keep!" "$@"
 if (( quick )); then
   : "${batches:=128}" "${seconds:=1.0}" "${pairs:=3}"
 fi

@@ -60,29 +60,9 @@ DATA_DIR=/usr/share/datasets/fashion-mnist
 models=logreg modes=sync,async threads_list=1,2 pairs=3 workers=2 batch=256
 logreg_steps=2000 mlp_steps=1000 cnn_steps=100 feed=feed_dict out="${ROOT}/build/compare_tf_ps.md"
 keep=0 setup_only=0 busy=0 fulcrum_flags=""
-die() { echo "compare_tf_ps: error: $*" >&2; exit 2; }
-usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
-for arg in "$@"; do
-  case "$arg" in
-    --models=*) models="${arg#*=}" ;;
-    --modes=*) modes="${arg#*=}" ;;
-    --threads=*) threads_list="${arg#*=}" ;;
-    --pairs=*) pairs="${arg#*=}" ;;
-    --workers=*) workers="${arg#*=}" ;;
-    --batch_size=*) batch="${arg#*=}" ;;
-    --logreg_steps=*) logreg_steps="${arg#*=}" ;;
-    --mlp_steps=*) mlp_steps="${arg#*=}" ;;
-    --cnn_steps=*) cnn_steps="${arg#*=}" ;;
-    --feed=*) feed="${arg#*=}" ;;
-    --out=*) out="${arg#*=}" ;;
-    --keep) keep=1 ;;
-    --busy) busy=1 ;;
-    --fulcrum_flags=*) fulcrum_flags="${arg#*=}" ;;
-    --setup_only) setup_only=1 ;;
-    -h|--help) usage; exit 0 ;;
-    *) usage >&2; die "unknown argument: $arg" ;;
-  esac
-done
+BENCH_NAME=compare_tf_ps
+source "${ROOT}/bench/lib/options.sh"
+parse_options "models modes threads=threads_list pairs workers batch_size=batch logreg_steps mlp_steps cnn_steps feed out keep! busy! fulcrum_flags setup_only!" "$@"
 for m in ${models//,/ }; do
   [[ "$m" =~ ^(logreg|mlp|mnist_cnn|cifar10_cnn)$ ]] ||
     die "--models: unknown model '$m' (logreg, mlp, mnist_cnn, cifar10_cnn)"

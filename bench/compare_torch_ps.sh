@@ -73,30 +73,9 @@ DATA_DIR=/usr/share/datasets/fashion-mnist
 models=logreg,mlp modes=sync,async threads_list=1 pairs=3 workers=2 batch=128
 logreg_steps=2000 mlp_steps=0 cnn_steps=150 exchange=auto fulcrum_flags="" torch_flags="" seed=1
 out="${ROOT}/build/compare_torch_ps.md" keep=0 setup_only=0
-die() { echo "compare_torch_ps: error: $*" >&2; exit 2; }
-usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
-for arg in "$@"; do
-  case "$arg" in
-    --models=*) models="${arg#*=}" ;;
-    --modes=*) modes="${arg#*=}" ;;
-    --threads=*) threads_list="${arg#*=}" ;;
-    --pairs=*) pairs="${arg#*=}" ;;
-    --workers=*) workers="${arg#*=}" ;;
-    --batch_size=*) batch="${arg#*=}" ;;
-    --logreg_steps=*) logreg_steps="${arg#*=}" ;;
-    --mlp_steps=*) mlp_steps="${arg#*=}" ;;
-    --cnn_steps=*) cnn_steps="${arg#*=}" ;;
-    --exchange=*) exchange="${arg#*=}" ;;
-    --fulcrum_flags=*) fulcrum_flags="${arg#*=}" ;;
-    --torch_flags=*) torch_flags="${arg#*=}" ;;
-    --seed=*) seed="${arg#*=}" ;;
-    --out=*) out="${arg#*=}" ;;
-    --keep) keep=1 ;;
-    --setup_only) setup_only=1 ;;
-    -h|--help) usage; exit 0 ;;
-    *) usage >&2; die "unknown argument: $arg" ;;
-  esac
-done
+BENCH_NAME=compare_torch_ps
+source "${ROOT}/bench/lib/options.sh"
+parse_options "models modes threads=threads_list pairs workers batch_size=batch logreg_steps mlp_steps cnn_steps exchange fulcrum_flags torch_flags seed out keep! setup_only!" "$@"
 for m in ${models//,/ }; do
   [[ "$m" =~ ^(logreg|mlp|mnist_cnn|cifar10_cnn)$ ]] ||
     die "unknown model '$m' (logreg, mlp, mnist_cnn, cifar10_cnn)"

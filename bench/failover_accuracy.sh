@@ -19,19 +19,9 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BIN_DIR="${BIN_DIR:-$ROOT/build/bin}"
 RUN_TIMEOUT="${RUN_TIMEOUT:-300}"
 recovery=failover seeds=10 model=mlp steps=3000 dataset=synthetic out="$ROOT/build/failover_accuracy.md"
-die() { echo "failover_accuracy: error: $*" >&2; exit 2; }
-for arg in "$@"; do
-  case "$arg" in
-    --recovery=*) recovery="${arg#*=}" ;;
-    --seeds=*) seeds="${arg#*=}" ;;
-    --model=*) model="${arg#*=}" ;;
-    --steps=*) steps="${arg#*=}" ;;
-    --dataset=*) dataset="${arg#*=}" ;;
-    --out=*) out="${arg#*=}" ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) die "unknown argument: $arg (see --help)" ;;
-  esac
-done
+BENCH_NAME=failover_accuracy
+source "${ROOT}/bench/lib/options.sh"
+parse_options "recovery seeds model steps dataset out" "$@"
 for v in $seeds $steps; do [[ "$v" =~ ^[1-9][0-9]*$ ]] || die "expected a positive integer, got '$v'"; done
 [[ "$recovery" =~ ^(failover|restore)$ ]] || die "--recovery must be failover or restore"
 (( steps > 1000 )) || die "--steps must be over 1000 (the kill comes after the evaluation at 500)"

@@ -12,15 +12,9 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${ROOT}/build" out="${ROOT}/gpu_bundle"
-die() { echo "gpu_bundle: error: $*" >&2; exit 2; }
-for arg in "$@"; do
-  case "$arg" in
-    --build=*) build="${arg#*=}" ;;
-    --out=*) out="${arg#*=}" ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) die "unknown argument '$arg' (see --help)" ;;
-  esac
-done
+BENCH_NAME=gpu_bundle
+source "${ROOT}/bench/lib/options.sh"
+parse_options "build out" "$@"
 bins=(fulcrum_ops_cuda_test fulcrum_backend_conformance_test ops_bench worker ps chief libfulcrum_cuda.so)
 for b in "${bins[@]}"; do
   [[ -f "$build/bin/$b" ]] || die "$build/bin/$b is missing: configure with the CUDA toolkit and build it"

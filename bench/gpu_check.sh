@@ -34,19 +34,11 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bundle="${ROOT}/gpu_bundle/bundle.tar.xz" out="${OUT:-${ROOT}/build/gpu_check}" steps=120
 models=cifar10_cnn,alexnet,mnist_cnn,vgg16 sections=tests,bench,step,copies,diag,cluster,accuracy
 epochs=3
-die() { echo "gpu_check: error: $*" >&2; exit 2; }
-for arg in "$@"; do
-  case "$arg" in
-    --bundle=*) bundle="${arg#*=}" ;;
-    --out=*) out="${arg#*=}" ;;
-    --steps=*) steps="${arg#*=}" ;;
-    --models=*) models="${arg#*=}" ;;
-    --sections=*) sections="${arg#*=}" ;;
-    --quick) steps=40 epochs=1 sections=tests,step,copies,cluster,accuracy ;;
-    -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) die "unknown argument '$arg' (see --help)" ;;
-  esac
-done
+quick=0
+BENCH_NAME=gpu_check
+source "${ROOT}/bench/lib/options.sh"
+parse_options "bundle out steps models sections quick!" "$@"
+if ((quick)); then steps=40 epochs=1 sections=tests,step,copies,cluster,accuracy; fi
 [[ -f "$bundle" ]] || die "$bundle is missing (make it with bench/gpu_bundle.sh)"
 [[ "$steps" =~ ^[0-9]+$ && "$steps" -ge 40 ]] || die "--steps=$steps: a whole number, at least 40"
 mkdir -p "$out"

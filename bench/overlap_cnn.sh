@@ -20,20 +20,9 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BIN="${ROOT}/build/bin"
 batch=32 chunks=262144,2097152 pairs=3 steps=50 rate=1gbit prefix=ovb
 out="${ROOT}/build/overlap_cnn"
-die() { echo "overlap_cnn: error: $*" >&2; exit 2; }
-for arg in "$@"; do
-  case "$arg" in
-    --batch=*) batch="${arg#*=}" ;;
-    --chunks=*) chunks="${arg#*=}" ;;
-    --pairs=*) pairs="${arg#*=}" ;;
-    --steps=*) steps="${arg#*=}" ;;
-    --rate=*) rate="${arg#*=}" ;;
-    --prefix=*) prefix="${arg#*=}" ;;
-    --out=*) out="${arg#*=}" ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) die "unknown argument '$arg' (see --help)" ;;
-  esac
-done
+BENCH_NAME=overlap_cnn
+source "${ROOT}/bench/lib/options.sh"
+parse_options "batch chunks pairs steps rate prefix out" "$@"
 for b in worker ps chief; do [[ -x "$BIN/$b" ]] || die "$BIN/$b is missing: build first"; done
 ((EUID == 0)) || die "needs root (network namespaces)"
 [[ "$steps" -ge 25 ]] || die "--steps=$steps: at least 25 (20 warm-up steps are dropped)"

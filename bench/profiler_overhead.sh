@@ -29,26 +29,9 @@ RUN_TIMEOUT="${RUN_TIMEOUT:-300}"
 pairs=5 model=logreg num_ps=1 workers=2 mode=async batch=256 steps=3000 interval=500 extra=""
 feature=profile ckpt_secs=30 rate=""
 out="$ROOT/build/profiler_overhead.md"
-die() { echo "profiler_overhead: error: $*" >&2; exit 2; }
-for arg in "$@"; do
-  case "$arg" in
-    --feature=*) feature="${arg#*=}" ;;
-    --checkpoint_secs=*) ckpt_secs="${arg#*=}" ;;
-    --rate=*) rate="${arg#*=}" ;;
-    --pairs=*) pairs="${arg#*=}" ;;
-    --model=*) model="${arg#*=}" ;;
-    --ps=*) num_ps="${arg#*=}" ;;
-    --workers=*) workers="${arg#*=}" ;;
-    --mode=*) mode="${arg#*=}" ;;
-    --batch_size=*) batch="${arg#*=}" ;;
-    --steps=*) steps="${arg#*=}" ;;
-    --interval_ms=*) interval="${arg#*=}" ;;
-    --extra=*) extra="${arg#*=}" ;;
-    --out=*) out="${arg#*=}" ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) die "unknown argument: $arg (see --help)" ;;
-  esac
-done
+BENCH_NAME=profiler_overhead
+source "${ROOT}/bench/lib/options.sh"
+parse_options "feature checkpoint_secs=ckpt_secs rate pairs model ps=num_ps workers mode batch_size=batch steps interval_ms=interval extra out" "$@"
 [[ "$feature" =~ ^(profile|checkpoint|replication|prefetch)$ ]] ||
   die "--feature must be profile, checkpoint, replication or prefetch"
 [[ -z "$rate" || "$rate" =~ ^(1gbit|10gbit)$ ]] || die "--rate must be 1gbit or 10gbit"

@@ -28,27 +28,9 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cpus=0.4 scale=4 rates=1gbit,10gbit model=cifar10_cnn batch=32 steps=120 pairs=3 prefix=se
 period_us=10000 workers=2 scales="" extra="--dataset=synthetic --synthetic_shape=24,24,3"
 out="${ROOT}/build/scaled_emulation.md"
-die() { echo "scaled_emulation: error: $*" >&2; exit 2; }
-usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
-for arg in "$@"; do
-  case "$arg" in
-    --cpus=*) cpus="${arg#*=}" ;;
-    --scale=*) scale="${arg#*=}" ;;
-    --rates=*) rates="${arg#*=}" ;;
-    --model=*) model="${arg#*=}" ;;
-    --batch_size=*) batch="${arg#*=}" ;;
-    --steps=*) steps="${arg#*=}" ;;
-    --pairs=*) pairs="${arg#*=}" ;;
-    --prefix=*) prefix="${arg#*=}" ;;
-    --cpu_period_us=*) period_us="${arg#*=}" ;;
-    --workers=*) workers="${arg#*=}" ;;
-    --scales=*) scales="${arg#*=}" ;;
-    --extra=*) extra="${arg#*=}" ;;
-    --out=*) out="${arg#*=}" ;;
-    -h|--help) usage; exit 0 ;;
-    *) usage >&2; die "unknown argument: $arg" ;;
-  esac
-done
+BENCH_NAME=scaled_emulation
+source "${ROOT}/bench/lib/options.sh"
+parse_options "cpus scale rates model batch_size=batch steps pairs prefix cpu_period_us=period_us workers scales extra out" "$@"
 for v in $batch $steps $pairs $workers; do
   [[ "$v" =~ ^[1-9][0-9]*$ ]] || die "expected a positive integer, got '$v'"
 done
