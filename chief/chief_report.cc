@@ -117,7 +117,7 @@ nlohmann::json Chief::RunJson(const std::string& stop_reason) const {
   j["async_pull"] = runtime::AsyncPullName(c_);
   j["staleness_aware_lr"] = c_.staleness_aware_lr;
   j["model"] = t_.model;
-  j["dataset"] = t_.dataset;
+  j["dataset"] = data::DatasetName(t_.dataset);
   j["optimizer"] = ops::OptimizerName(t_.optimizer.kind);
   j["learning_rate"] = runtime::ExactDecimal(t_.optimizer.learning_rate);
   runtime::AddTrainingSettings(t_, &j);

@@ -113,7 +113,7 @@ void Batcher::StartEpoch(int64_t epoch) {
 void Batcher::Gather(int64_t index, int64_t draw, float* out) const {
   const int64_t row = dataset_->example_size();
   const float* src = dataset_->images.data() + index * row;
-  if (options_.pipeline.kind == kPlainPipeline) {
+  if (options_.pipeline.kind == PipelineKind::kPlain) {
     std::memcpy(out, src, static_cast<size_t>(row) * sizeof(float));
     return;
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "base/enum_flag.h"
 #include "base/status_macros.h"
 #include "data/cifar10.h"
 #include "data/mnist.h"
@@ -10,20 +11,38 @@
 
 namespace fulcrum::data {
 
+namespace {
+
+constexpr EnumName<DatasetKind> kDatasetNames[] = {{DatasetKind::kMnist, "mnist"},
+                                                   {DatasetKind::kCifar10, "cifar10"},
+                                                   {DatasetKind::kSynthetic, "synthetic"}};
+
+}  // namespace
+
+const char* DatasetName(DatasetKind kind) { return EnumNameOf(kind, kDatasetNames); }
+
+bool AbslParseFlag(absl::string_view text, DatasetKind* kind, std::string* error) {
+  return ParseEnum(text, kDatasetNames, kind, error);
+}
+
+std::string AbslUnparseFlag(DatasetKind kind) { return UnparseEnum(kind, kDatasetNames); }
+
 absl::StatusOr<Dataset> LoadSplit(const SourceOptions& o, Split split) {
-  if (o.kind == "mnist") return LoadMnistFormat(o.dir, split);
-  if (o.kind == "cifar10") return LoadCifar10(o.dir, split);
-  if (o.kind == "synthetic") {
-    SyntheticOptions s;
-    s.example_shape = ops::Shape(o.synthetic_shape);
-    s.num_classes = o.synthetic_classes;
-    s.num_examples = split == Split::kTrain ? o.synthetic_examples
-                                            : std::max<int64_t>(1, o.synthetic_examples / 6);
-    s.seed = o.seed;
-    return MakeSynthetic(s, split);
+  switch (o.kind) {
+    case DatasetKind::kMnist:
+      return LoadMnistFormat(o.dir, split);
+    case DatasetKind::kCifar10:
+      return LoadCifar10(o.dir, split);
+    case DatasetKind::kSynthetic:
+      break;
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("dataset '", o.kind, "': expected one of mnist, cifar10, synthetic"));
+  SyntheticOptions s;
+  s.example_shape = ops::Shape(o.synthetic_shape);
+  s.num_classes = o.synthetic_classes;
+  s.num_examples = split == Split::kTrain ? o.synthetic_examples
+                                          : std::max<int64_t>(1, o.synthetic_examples / 6);
+  s.seed = o.seed;
+  return MakeSynthetic(s, split);
 }
 
 absl::StatusOr<TrainTest> LoadTrainTest(const SourceOptions& o) {

@@ -9,12 +9,20 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "data/dataset_types.h"
 
 namespace fulcrum::data {
 
+// --dataset: mnist (any MNIST-format set), cifar10 or synthetic, parsed by Abseil
+// (base/enum_flag.h).
+enum class DatasetKind { kMnist, kCifar10, kSynthetic };
+const char* DatasetName(DatasetKind kind);
+bool AbslParseFlag(absl::string_view text, DatasetKind* kind, std::string* error);
+std::string AbslUnparseFlag(DatasetKind kind);
+
 struct SourceOptions {
-  std::string kind = "mnist";  // mnist (any MNIST-format set), cifar10, synthetic
+  DatasetKind kind = DatasetKind::kMnist;
   std::string dir;             // files of mnist/cifar10
   int64_t synthetic_examples = 60000;
   std::vector<int64_t> synthetic_shape = {28, 28, 1};  // H, W, C

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/enum_flag.h"
 #include "base/random.h"
 #include "base/status_macros.h"
 
@@ -37,17 +38,24 @@ void AdjustContrast(float* out, int64_t pixels, int64_t channels, float factor) 
   }
 }
 
+constexpr EnumName<PipelineKind> kPipelineNames[] = {{PipelineKind::kPlain, "plain"},
+                                                     {PipelineKind::kCifar10, "cifar10"}};
+
 }  // namespace
+
+const char* PipelineName(PipelineKind kind) { return EnumNameOf(kind, kPipelineNames); }
+
+bool AbslParseFlag(absl::string_view text, PipelineKind* kind, std::string* error) {
+  return ParseEnum(text, kPipelineNames, kind, error);
+}
+
+std::string AbslUnparseFlag(PipelineKind kind) { return UnparseEnum(kind, kPipelineNames); }
 
 absl::StatusOr<std::vector<int64_t>> PipelineExampleShape(const Dataset& dataset,
                                                           const PipelineOptions& options) {
   const ops::Shape::Dims& dims = dataset.images.shape().dims();
   std::vector<int64_t> example(dims.begin() + std::min<size_t>(1, dims.size()), dims.end());
-  if (options.kind == kPlainPipeline) return example;
-  if (options.kind != kCifar10Pipeline) {
-    return absl::InvalidArgumentError(absl::StrCat("--input_pipeline=", options.kind, ": expected ",
-                                                   kPlainPipeline, " or ", kCifar10Pipeline));
-  }
+  if (options.kind == PipelineKind::kPlain) return example;
   if (example.size() != 3) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--input_pipeline=cifar10 needs images [height, width, channels]; the examples of ",
@@ -123,7 +131,7 @@ void PerImageStandardize(std::span<float> values) {
 
 absl::Status ApplyEvalPipeline(const PipelineOptions& options, Dataset* dataset) {
   FULCRUM_ASSIGN_OR_RETURN(std::vector<int64_t> example, PipelineExampleShape(*dataset, options));
-  if (options.kind == kPlainPipeline) return absl::OkStatus();
+  if (options.kind == PipelineKind::kPlain) return absl::OkStatus();
   const ops::Shape& in = dataset->images.shape();
   const ImageDims dims{in.dim(1), in.dim(2), in.dim(3)};
   const int64_t n = dataset->images.rows();

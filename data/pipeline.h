@@ -16,15 +16,19 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "data/dataset_types.h"
 
 namespace fulcrum::data {
 
-inline constexpr char kPlainPipeline[] = "plain";
-inline constexpr char kCifar10Pipeline[] = "cifar10";
+// --input_pipeline: plain or cifar10, parsed by Abseil (base/enum_flag.h).
+enum class PipelineKind { kPlain, kCifar10 };
+const char* PipelineName(PipelineKind kind);
+bool AbslParseFlag(absl::string_view text, PipelineKind* kind, std::string* error);
+std::string AbslUnparseFlag(PipelineKind kind);
 
 struct PipelineOptions {
-  std::string kind = kPlainPipeline;  // plain or cifar10 (--input_pipeline)
+  PipelineKind kind = PipelineKind::kPlain;  // --input_pipeline
   int crop_size = 24;                 // cifar10: crop height and width (--crop_size)
   // cifar10 training: the tutorial's random brightness and contrast (on by default, as in
   // distorted_inputs). Per-image standardisation removes a uniform brightness shift, so
@@ -33,9 +37,8 @@ struct PipelineOptions {
 };
 
 // The shape of one example after the pipeline: plain, the dataset's example shape; cifar10,
-// [crop_size, crop_size, C]. InvalidArgument naming the flag and the sizes for an unknown
-// kind, a crop_size < 1 or larger than the images' height or width, or (cifar10) examples
-// that are not images [H, W, C].
+// [crop_size, crop_size, C]. InvalidArgument naming the flag and the sizes for a crop_size < 1 or
+// larger than the images' height or width, or (cifar10) examples that are not images [H, W, C].
 absl::StatusOr<std::vector<int64_t>> PipelineExampleShape(const Dataset& dataset,
                                                           const PipelineOptions& options);
 

@@ -81,7 +81,7 @@ nlohmann::json SummaryJson(const runtime::TrainingOptions& o, const SingleRunRes
   j["model"] = r.model;
   j["model_width"] = o.model_width;
   j["num_parameters"] = num_parameters;
-  j["dataset"] = o.dataset;
+  j["dataset"] = data::DatasetName(o.dataset);
   j["batch_size"] = r.batch_size;
   j["steps"] = r.steps;
   j["stop_reason"] = r.stop_reason;
@@ -167,7 +167,7 @@ absl::StatusOr<SingleRunResult> RunSingle(const runtime::TrainingOptions& o,
   models::Model* const model = &replicas->model();
   // Evaluation reads the test set as the pipeline's evaluation transform leaves it.
   FULCRUM_RETURN_IF_ERROR(data::ApplyEvalPipeline(PipelineFor(o), &data.test));
-  if (o.input_pipeline == data::kCifar10Pipeline) {
+  if (o.input_pipeline == data::PipelineKind::kCifar10) {
     spdlog::info(
         "input pipeline cifar10: training on random {0}x{0} crops (flipped, brightness, "
         "contrast, standardised), testing on centre crops",

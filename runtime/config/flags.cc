@@ -51,14 +51,14 @@ ABSL_FLAG(std::string, weight_decay, "model",
           "L2 weight decay: 'model' (each variable's own, as the model declares it: the "
           "CIFAR-10 tutorial's 0.004 on its fully connected kernels) or a number applied to "
           "every kernel (0 = none).");
-ABSL_FLAG(std::string, input_pipeline, "plain",
+ABSL_FLAG(fulcrum::data::PipelineKind, input_pipeline, fulcrum::data::PipelineKind::kPlain,
           "Input pipeline: plain, or cifar10 (the CIFAR-10 tutorial's: random --crop_size crop, "
           "horizontal flip, random brightness and contrast, and per-image standardisation in "
           "training; centre crop and standardisation at evaluation).");
 ABSL_FLAG(int32_t, crop_size, 24, "Crop height and width of --input_pipeline=cifar10.");
 ABSL_FLAG(int64_t, train_steps, 0, "Training steps to run (give this or --epochs).");
 ABSL_FLAG(double, epochs, 0, "Passes over the training shard (give this or --train_steps).");
-ABSL_FLAG(std::string, dataset, "mnist",
+ABSL_FLAG(fulcrum::data::DatasetKind, dataset, fulcrum::data::DatasetKind::kMnist,
           "Dataset format: mnist (IDX files, e.g. Fashion-MNIST), cifar10 (binary), synthetic.");
 ABSL_FLAG(std::string, data_dir, "",
           "Folder of the dataset files (mnist default: /usr/share/datasets/fashion-mnist).");
@@ -362,10 +362,6 @@ absl::Status ReadModelExtras(TrainingOptions* o) {
     o->weight_decay = value;
   }
   o->input_pipeline = absl::GetFlag(FLAGS_input_pipeline);
-  if (o->input_pipeline != "plain" && o->input_pipeline != "cifar10") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--input_pipeline=", o->input_pipeline, ": expected plain or cifar10"));
-  }
   o->crop_size = absl::GetFlag(FLAGS_crop_size);
   if (o->crop_size < 1 || o->crop_size > 4096) {
     return absl::InvalidArgumentError(
@@ -408,13 +404,11 @@ absl::StatusOr<TrainingOptions> ReadTrainingOptions(bool trains) {
   FULCRUM_RETURN_IF_ERROR(ReadOptimizerExtras(&o.optimizer));
   FULCRUM_RETURN_IF_ERROR(ReadTrainLength(trains, &o));
   o.dataset = absl::GetFlag(FLAGS_dataset);
-  if (o.dataset != "mnist" && o.dataset != "cifar10" && o.dataset != "synthetic") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--dataset=", o.dataset, ": expected one of mnist, cifar10, synthetic"));
-  }
   o.data_dir = absl::GetFlag(FLAGS_data_dir);
-  if (o.data_dir.empty() && o.dataset == "mnist") o.data_dir = data::kDefaultMnistDir;
-  if (o.data_dir.empty() && o.dataset == "cifar10") {
+  if (o.data_dir.empty() && o.dataset == data::DatasetKind::kMnist) {
+    o.data_dir = data::kDefaultMnistDir;
+  }
+  if (o.data_dir.empty() && o.dataset == data::DatasetKind::kCifar10) {
     return absl::InvalidArgumentError(
         "--dataset=cifar10 needs --data_dir (the folder of "
         "data_batch_*.bin and test_batch.bin)");
@@ -499,9 +493,9 @@ void AddTrainingSettings(const TrainingOptions& o, nlohmann::json* j) {
                        {"epsilon", ExactDecimal(c.rmsprop_epsilon)}};
   }
   (*j)["weight_decay"] = o.weight_decay ? nlohmann::json(*o.weight_decay) : nlohmann::json("model");
-  (*j)["input_pipeline"] = o.input_pipeline;
-  (*j)["crop_size"] =
-      o.input_pipeline == "plain" ? nlohmann::json(nullptr) : nlohmann::json(o.crop_size);
+  (*j)["input_pipeline"] = data::PipelineName(o.input_pipeline);
+  (*j)["crop_size"] = o.input_pipeline == data::PipelineKind::kPlain ? nlohmann::json(nullptr)
+                                                                     : nlohmann::json(o.crop_size);
 }
 
 }  // namespace fulcrum::runtime

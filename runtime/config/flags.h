@@ -13,6 +13,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "data/load.h"
+#include "data/pipeline.h"
 #include "nlohmann/json_fwd.hpp"
 #include "ops/cpu/conv_planner.h"
 #include "ops/device.h"
@@ -46,7 +47,7 @@ struct TrainingOptions {
   ops::OptimizerConfig optimizer;
   int64_t train_steps = 0;  // exactly one of train_steps and epochs is > 0
   double epochs = 0.0;
-  std::string dataset = "mnist";  // mnist (any MNIST-format set), cifar10, synthetic
+  data::DatasetKind dataset = data::DatasetKind::kMnist;
   std::string data_dir;
   std::string run_dir;
   // --overwrite: a --run_dir holding a finished run's records may be reused (they are
@@ -68,7 +69,7 @@ struct TrainingOptions {
   // L2 weight decay: unset = each variable's own (as the model declares it); set = this
   // coefficient on every kernel and none on biases (--weight_decay).
   std::optional<double> weight_decay;
-  std::string input_pipeline = "plain";  // plain or cifar10
+  data::PipelineKind input_pipeline = data::PipelineKind::kPlain;
   int crop_size = 24;                    // input_pipeline cifar10
   ops::DeviceId device;                  // --device
   std::vector<ops::DeviceId> devices;    // --devices; empty = {device}

@@ -25,7 +25,7 @@ constexpr ImageDims kCifar{32, 32, 3};
 
 PipelineOptions Cifar10(int crop_size = 24, bool distort_colors = true) {
   PipelineOptions options;
-  options.kind = kCifar10Pipeline;
+  options.kind = PipelineKind::kCifar10;
   options.crop_size = crop_size;
   options.distort_colors = distort_colors;
   return options;
@@ -108,10 +108,13 @@ TEST(PipelineExampleShapeTest, BadInputNamesTheFlagAndTheSizes) {
   EXPECT_THAT(rank.message(), AllOf(HasSubstr("--input_pipeline=cifar10"), HasSubstr("[784]"),
                                     HasSubstr("rank 1"), HasSubstr(flat.name)));
 
-  PipelineOptions unknown;
-  unknown.kind = "imagenet";
-  EXPECT_THAT(PipelineExampleShape(cifar, unknown).status().message(),
-              HasSubstr("--input_pipeline=imagenet"));
+  PipelineKind kind = PipelineKind::kPlain;
+  std::string error;
+  EXPECT_FALSE(AbslParseFlag("imagenet", &kind, &error));
+  EXPECT_EQ(error, "expected plain or cifar10");
+  ASSERT_TRUE(AbslParseFlag("cifar10", &kind, &error));
+  EXPECT_EQ(kind, PipelineKind::kCifar10);
+  EXPECT_EQ(AbslUnparseFlag(kind), "cifar10");
 }
 
 TEST(TrainingTransformTest, OffsetsCoverTheRangeAndRepeatForASeed) {

@@ -34,7 +34,7 @@ constexpr int64_t kBatch = 16;
 runtime::TrainingOptions Options(const std::string& model, ops::OptimizerKind kind) {
   runtime::TrainingOptions t;
   t.model = model;
-  t.dataset = "synthetic";
+  t.dataset = data::DatasetKind::kSynthetic;
   t.synthetic_examples = 512;
   t.synthetic_shape =
       model == "cifar10_cnn" ? std::vector<int64_t>{24, 24, 3} : std::vector<int64_t>{28, 28, 1};

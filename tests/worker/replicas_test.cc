@@ -27,7 +27,7 @@ runtime::TrainingOptions Options(const std::string& model, std::vector<int64_t> 
   runtime::TrainingOptions t;
   t.model = model;
   t.model_width = 0.125;
-  t.dataset = "synthetic";
+  t.dataset = data::DatasetKind::kSynthetic;
   t.synthetic_examples = 64;
   t.synthetic_shape = std::move(shape);
   t.synthetic_classes = 5;

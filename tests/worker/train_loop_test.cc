@@ -48,7 +48,7 @@ constexpr int64_t kChunkBytes = 256;  // small: every variable spans several chu
 runtime::TrainingOptions Options() {
   runtime::TrainingOptions t;
   t.model = "logreg";
-  t.dataset = "synthetic";
+  t.dataset = data::DatasetKind::kSynthetic;
   t.synthetic_examples = 4096;
   t.synthetic_shape = {32};
   t.synthetic_classes = 4;
@@ -240,7 +240,7 @@ TEST_F(TrainLoopTest, PrefetchedBatchesAreTheBatchersOwnBitForBit) {
   t_.synthetic_classes = 10;
   t_.synthetic_examples = 256;
   t_.batch_size = 16;
-  t_.input_pipeline = "cifar10";
+  t_.input_pipeline = data::PipelineKind::kCifar10;
   Rebuild();
   ops::ThreadPool pool(2);
   std::vector<float> values[2];
