@@ -62,9 +62,9 @@ struct DataRequest {
   std::function<absl::Status(const std::string& task)> authorize;
 };
 
-// Serves one request: leaves the reply's body in *reply (shared slices, or slices borrowed
-// from memory that outlives the reply's sending) and returns the call's status. May block
-// until the request's deadline.
+// Serves one request: leaves the reply's body in *reply and returns the call's status. The
+// reply's slices must be shared ones (Slice::Own, Slice::Allocate): a transport may send them
+// after the handler returned. May block until the request's deadline.
 using DataHandler =
     std::function<absl::Status(const DataRequest& request, std::vector<Slice>* reply)>;
 
