@@ -184,17 +184,15 @@ int WireElementBytes(pb::WireDtype dtype) {
   }
 }
 
+// The wire dtypes' spellings (--wire_dtype, WireDtypeName).
+constexpr EnumName<pb::WireDtype> kWireDtypeNames[] = {
+    {pb::WIRE_F32, "f32"}, {pb::WIRE_BF16, "bf16"}, {pb::WIRE_F16, "fp16"}};
+
 std::string WireDtypeName(pb::WireDtype dtype) {
-  switch (dtype) {
-    case pb::WIRE_F32:
-      return "f32";
-    case pb::WIRE_BF16:
-      return "bf16";
-    case pb::WIRE_F16:
-      return "fp16";
-    default:
-      return absl::StrCat("unknown(", static_cast<int>(dtype), ")");
+  for (const auto& [value, name] : kWireDtypeNames) {
+    if (value == dtype) return name;
   }
+  return absl::StrCat("unknown(", static_cast<int>(dtype), ")");
 }
 
 size_t NumElements(std::span<const std::span<const float>> parts) {
@@ -490,17 +488,13 @@ absl::Status ParseChunkFrame(
 }  // namespace fulcrum::runtime
 
 namespace fulcrum::pb {
-namespace {
-
-constexpr EnumName<WireDtype> kWireDtypeNames[] = {
-    {WIRE_F32, "f32"}, {WIRE_BF16, "bf16"}, {WIRE_F16, "fp16"}};
-
-}  // namespace
 
 bool AbslParseFlag(absl::string_view text, WireDtype* dtype, std::string* error) {
-  return ParseEnum(text, kWireDtypeNames, dtype, error);
+  return ParseEnum(text, runtime::kWireDtypeNames, dtype, error);
 }
 
-std::string AbslUnparseFlag(WireDtype dtype) { return UnparseEnum(dtype, kWireDtypeNames); }
+std::string AbslUnparseFlag(WireDtype dtype) {
+  return UnparseEnum(dtype, runtime::kWireDtypeNames);
+}
 
 }  // namespace fulcrum::pb
