@@ -142,8 +142,9 @@ absl::Status PsService::ServeData(const transport::DataRequest& call,
   } else {
     PushReply response;
     FrameSink sink(&response.chunks);
-    if (s.ok())
+    if (s.ok()) {
       s = (*shard)->PushPull(header, request.values, sink, &response.header, call.deadline);
+    }
     if (s.ok()) runtime::SerializeFrame(response, reply);
     sent = response.ByteSize();
   }

@@ -10,7 +10,6 @@
 #include "runtime/grpc/grpc_util.h"
 #include "spdlog/spdlog.h"
 #include "transport/grpc_channel.h"
-#include "transport/grpc_slices.h"
 #include "transport/tcp_channel.h"
 
 namespace fulcrum::runtime {
@@ -74,19 +73,26 @@ struct DataCall {
     profiler::ReportRpcBytes(client->observer(), client->peer(), method, begin_unix_us, sent,
                              received);
     PsClient::Done d = std::move(done);
-    absl::Status s;
     // The parse's reason first: it names the chunk (the call's status may only say INTERNAL).
-    if (!parse.ok()) {
-      s = absl::Status(parse.code(), absl::StrCat(method, " on ", client->name(), " (",
-                                                  client->target(), "): reply: ", parse.message()));
-    } else if (!status.ok()) {
-      s = absl::Status(status.code(), absl::StrCat(method, " on ", client->name(), " (",
-                                                   client->target(), "): ", status.message()));
+    const absl::Status& why = parse.ok() ? status : parse;
+    absl::Status s;
+    if (!why.ok()) {
+      s = absl::Status(why.code(),
+                       absl::StrCat(method, " on ", client->name(), " (", client->target(),
+                                    "): ", parse.ok() ? "" : "reply: ", why.message()));
     }
     delete this;
     d(std::move(s));
   }
 };
+
+// A push's body: payloads at 4-byte offsets, so the ps applies float32 gradients where they
+// arrived.
+std::vector<Slice> AlignedBody(const PsClient::PushFrame& request) {
+  std::vector<Slice> body;
+  SerializeFrame(request, &body, /*align_payloads=*/true);
+  return body;
+}
 
 }  // namespace
 
@@ -158,19 +164,14 @@ void GrpcPsClient::PullAsync(const pb::PullRequest* request, PullReply* response
 
 void GrpcPsClient::PushAsync(const PushFrame* request, PushReply* response, absl::Duration timeout,
                              Done done) {
-  // Payloads at 4-byte offsets: the ps applies float32 gradients where they arrived.
-  std::vector<Slice> body;
-  SerializeFrame(*request, &body, /*align_payloads=*/true);
-  SendData(transport::DataMethod::kPush, request->header.task(), std::move(body), response, timeout,
-           std::move(done));
+  SendData(transport::DataMethod::kPush, request->header.task(), AlignedBody(*request), response,
+           timeout, std::move(done));
 }
 
 void GrpcPsClient::PushPullAsync(const PushFrame* request, PushReply* response,
                                  absl::Duration timeout, Done done) {
-  std::vector<Slice> body;
-  SerializeFrame(*request, &body, /*align_payloads=*/true);
-  SendData(transport::DataMethod::kPushPull, request->header.task(), std::move(body), response,
-           timeout, std::move(done));
+  SendData(transport::DataMethod::kPushPull, request->header.task(), AlignedBody(*request),
+           response, timeout, std::move(done));
 }
 
 void GrpcPsClient::ReplicateAsync(const pb::ReplicateRequest* request,
