@@ -32,6 +32,11 @@ using ::fulcrum::testing::WriteLocalSpec;
 
 // mlp on synthetic data, with the chief's checkpoints only when asked (and then none on a
 // schedule: only the one saved for a leaving ps).
+// A worker's first progress line ("step 100 (global 100/...)"): training has taken steps. (Its
+// "starting at global step 0" line comes before any; a signal then, under load, ended a run at
+// step 0.)
+constexpr char kStepsTaken[] = "(global ";
+
 std::vector<std::string> Flags(const fs::path& dir, const std::string& spec,
                                const std::string& mode, int64_t train_steps, bool checkpoints) {
   std::vector<std::string> flags = {absl::StrCat("--cluster_spec=", spec),
@@ -59,7 +64,7 @@ TEST(GracefulStopTest, ASignalledPsIsSavedForThenRestoredAndTheRunFinishes) {
   const std::vector<std::string> flags = Flags(dir, spec, "sync", train_steps, true);
   LocalCluster cluster(dir);
   cluster.StartAll(2, 2, flags);
-  ASSERT_TRUE(cluster.WaitForLog("worker", 0, "global step", std::chrono::seconds(90)))
+  ASSERT_TRUE(cluster.WaitForLog("worker", 0, kStepsTaken, std::chrono::seconds(90)))
       << cluster.Logs();
   cluster.Signal("ps", 1, SIGTERM);
   ASSERT_TRUE(cluster.WaitForLog("ps", 1, "left the run", std::chrono::seconds(30)))
@@ -106,7 +111,7 @@ TEST(GracefulStopTest, WithoutCheckpointsASignalledPsEndsTheRunFailedAndNoWorker
   const std::string spec = WriteLocalSpec(dir / "spec.json", 1, 2);
   LocalCluster cluster(dir);
   cluster.StartAll(1, 2, Flags(dir, spec, "async", 1000000, false));
-  ASSERT_TRUE(cluster.WaitForLog("worker", 0, "global step", std::chrono::seconds(90)))
+  ASSERT_TRUE(cluster.WaitForLog("worker", 0, kStepsTaken, std::chrono::seconds(90)))
       << cluster.Logs();
   cluster.Signal("ps", 0, SIGTERM);
   cluster.WaitAll(std::chrono::seconds(60));
@@ -137,7 +142,7 @@ TEST(GracefulStopTest, ASignalledSyncWorkerEndsTheRunAtOnceWithAFinalCheckpoint)
   flags.push_back("--heartbeat_timeout=120");
   LocalCluster cluster(dir);
   cluster.StartAll(1, 2, flags);
-  ASSERT_TRUE(cluster.WaitForLog("worker", 1, "global step", std::chrono::seconds(90)))
+  ASSERT_TRUE(cluster.WaitForLog("worker", 1, kStepsTaken, std::chrono::seconds(90)))
       << cluster.Logs();
   cluster.Signal("worker", 1, SIGTERM);
   cluster.WaitAll(std::chrono::seconds(60));  // well inside the 120 s heartbeat timeout
@@ -165,7 +170,7 @@ TEST(GracefulStopTest, AsyncWorkersThatLeaveOrDieNeverDelayTheEnd) {
   flags.push_back("--heartbeat_timeout=120");
   LocalCluster cluster(dir);
   cluster.StartAll(1, 3, flags);
-  ASSERT_TRUE(cluster.WaitForLog("worker", 1, "global step", std::chrono::seconds(90)))
+  ASSERT_TRUE(cluster.WaitForLog("worker", 1, kStepsTaken, std::chrono::seconds(90)))
       << cluster.Logs();
   cluster.Signal("worker", 1, SIGTERM);
   cluster.Kill("worker", 2);
