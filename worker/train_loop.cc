@@ -53,8 +53,6 @@ absl::StatusOr<TrainLoopResult> TrainLoop::Run() {
     ~StopLoader() { p->reset(); }
   } stop_loader{&prefetcher_};
   copies_seen_ = Copies();
-  // The first step's values come from this pull; later ones come with each Apply.
-  double pending_pull_ms = absl::ToDoubleMilliseconds(first_pull);
   if (options_.log_global_step) {
     spdlog::info("starting at global step {} of {}", store_->global_step(),
                  options_.target_global_steps);
@@ -62,27 +60,38 @@ absl::StatusOr<TrainLoopResult> TrainLoop::Run() {
   window_start_ = Clock::now();
   window_steps_ = 0;
   StepExchange* const exchange = options_.overlap ? store_->exchange() : nullptr;
-  if (exchange != nullptr) {
-    FULCRUM_RETURN_IF_ERROR(RunOverlapped(exchange, pending_pull_ms, &result));
-  }
-  while (exchange == nullptr && !Done()) {
-    const auto local_steps = static_cast<int64_t>(result.steps.size());
-    FULCRUM_ASSIGN_OR_RETURN(const bool stop, StopRequested(local_steps, &result));
-    if (stop) break;
-    if (local_steps > 0) {  // the first step's values came with Start
-      FULCRUM_ASSIGN_OR_RETURN(const absl::Duration refreshed, store_->Refresh());
-      pending_pull_ms = absl::ToDoubleMilliseconds(refreshed);
-      // A refresh can learn that training ended (the ps stopped, or a recovery was told to).
-      if (!store_->StopReason().empty()) break;
-    }
-    FULCRUM_ASSIGN_OR_RETURN(profiler::StepRecord r, Step(local_steps + 1, pending_pull_ms));
-    pending_pull_ms = 0.0;
-    FULCRUM_RETURN_IF_ERROR(Record(std::move(r), &result));
-  }
+  // The first step's values come from Start's pull; later ones come with each push-pull.
+  FULCRUM_RETURN_IF_ERROR(RunSteps(exchange, absl::ToDoubleMilliseconds(first_pull), &result));
   if (const std::string reason = store_->StopReason(); !reason.empty()) result.stop_reason = reason;
   result.wall_seconds = Seconds(Clock::now() - start).count();
   result.global_step = store_->global_step();
   return result;
+}
+
+absl::Status TrainLoop::RunSteps(StepExchange* exchange, double pull_ms, TrainLoopResult* result) {
+  while (true) {
+    // A push-pull that will reach the target anyway (every chunk's step grows by at least
+    // this push) is waited for here rather than under a step that would be dropped.
+    if (pending_.has_value() && store_->global_step() + 1 >= options_.target_global_steps) {
+      FULCRUM_RETURN_IF_ERROR(FinishPending(exchange, result).status());
+    }
+    if (!pending_.has_value() && Done()) break;
+    const auto local_steps = static_cast<int64_t>(result->steps.size() + (pending_ ? 1 : 0));
+    FULCRUM_ASSIGN_OR_RETURN(const bool stop, StopRequested(local_steps, result));
+    if (stop) break;
+    if (exchange == nullptr && local_steps > 0) {  // the first step's values came with Start
+      FULCRUM_ASSIGN_OR_RETURN(const absl::Duration refreshed, store_->Refresh());
+      pull_ms = absl::ToDoubleMilliseconds(refreshed);
+      // A refresh can learn that training ended (the ps stopped, or a recovery was told to).
+      if (!store_->StopReason().empty()) break;
+    }
+    FULCRUM_ASSIGN_OR_RETURN(const Outcome outcome,
+                             Step(exchange, local_steps + 1, pull_ms, result));
+    pull_ms = 0.0;
+    if (outcome == Outcome::kStop) break;
+  }
+  // A step whose push-pull is still in flight is finished and recorded.
+  return FinishPending(exchange, result).status();
 }
 
 absl::Status TrainLoop::NextBatch() {
@@ -143,28 +152,6 @@ absl::Status TrainLoop::Record(profiler::StepRecord r, TrainLoopResult* result) 
   return absl::OkStatus();
 }
 
-absl::Status TrainLoop::RunOverlapped(StepExchange* exchange, double first_pull_ms,
-                                      TrainLoopResult* result) {
-  double pull_ms = first_pull_ms;
-  while (true) {
-    // A push-pull that will reach the target anyway (every chunk's step grows by at least
-    // this push) is waited for here rather than under a step that would be dropped.
-    if (pending_.has_value() && store_->global_step() + 1 >= options_.target_global_steps) {
-      FULCRUM_RETURN_IF_ERROR(FinishPending(exchange, result).status());
-    }
-    if (!pending_.has_value() && Done()) break;
-    const auto local_steps = static_cast<int64_t>(result->steps.size() + (pending_ ? 1 : 0));
-    FULCRUM_ASSIGN_OR_RETURN(const bool stop, StopRequested(local_steps, result));
-    if (stop) break;
-    FULCRUM_ASSIGN_OR_RETURN(const Outcome outcome,
-                             OverlappedStep(exchange, local_steps + 1, pull_ms, result));
-    pull_ms = 0.0;
-    if (outcome == Outcome::kStop) break;
-  }
-  // A step whose push-pull is still in flight is finished and recorded.
-  return FinishPending(exchange, result).status();
-}
-
 absl::StatusOr<TrainLoop::Outcome> TrainLoop::FinishPending(StepExchange* exchange,
                                                             TrainLoopResult* result) {
   if (!pending_.has_value()) return Done() ? Outcome::kStop : Outcome::kTaken;
@@ -183,103 +170,110 @@ absl::StatusOr<TrainLoop::Outcome> TrainLoop::FinishPending(StepExchange* exchan
   return Done() ? Outcome::kStop : Outcome::kTaken;
 }
 
-absl::StatusOr<TrainLoop::Outcome> TrainLoop::OverlappedStep(StepExchange* exchange, int64_t step,
-                                                             double pull_ms,
-                                                             TrainLoopResult* result) {
+// The step in progress, as the overlapped schedule's hooks see it.
+struct TrainLoop::StepState {
+  profiler::StepRecord r;
+  double pull_ms = 0.0;  // spent reading the step's values before it began
+  int64_t global_before = 0;
+  Clock::time_point t0;
+  double waits_ms = 0.0;   // waiting for values under the forward pass
+  double finish_ms = 0.0;  // ending the previous step's push-pull
+  bool wait_failed = false;
+  Outcome outcome = Outcome::kTaken;  // what ending the previous push-pull said
+};
+
+models::LayerHooks TrainLoop::OverlapHooks(StepExchange* exchange, StepState* s,
+                                           TrainLoopResult* result) {
   // Waits shorter than this are not drawn (the values were in: the call's own cost).
   constexpr double kDrawnWaitMs = 0.005;
-  profiler::StepRecord r;
-  r.step = step;
-  r.examples = batcher_.batch_size();
-  r.overlap = true;
-  r.begin_unix_us = profiler::NowUnixMicros();
-  const int64_t global_before = store_->global_step();
-  const auto t0 = Clock::now();
-  FULCRUM_RETURN_IF_ERROR(NextBatch());
-  const auto t_data = Clock::now();
-  double waits_ms = 0.0, finish_ms = 0.0;
-  bool wait_failed = false;
-  Outcome outcome = Outcome::kTaken;
   models::LayerHooks hooks;
-  hooks.values_needed = [&](size_t first, size_t count) {
+  hooks.values_needed = [exchange, s](size_t first, size_t count) {
     const auto w0 = Clock::now();
-    absl::Status s = exchange->WaitForValues(first, count);
+    absl::Status status = exchange->WaitForValues(first, count);
     const double ms = Ms(Clock::now() - w0).count();
-    waits_ms += ms;
-    if (ms >= kDrawnWaitMs) r.value_waits.push_back({pull_ms + Ms(w0 - t0).count(), ms});
-    wait_failed = wait_failed || !s.ok();
-    return s;
+    s->waits_ms += ms;
+    if (ms >= kDrawnWaitMs) s->r.value_waits.push_back({s->pull_ms + Ms(w0 - s->t0).count(), ms});
+    s->wait_failed = s->wait_failed || !status.ok();
+    return status;
   };
-  hooks.forward_done = [&](float forward_loss) -> absl::Status {
+  hooks.forward_done = [this, exchange, s, result](float forward_loss) -> absl::Status {
     // Nothing of a diverged step is sent (its gradients go out during the backward pass).
-    FULCRUM_RETURN_IF_ERROR(CheckFinite(forward_loss, step, global_before));
+    FULCRUM_RETURN_IF_ERROR(CheckFinite(forward_loss, s->r.step, s->global_before));
     const auto f0 = Clock::now();
-    FULCRUM_ASSIGN_OR_RETURN(outcome, FinishPending(exchange, result));
-    finish_ms = Ms(Clock::now() - f0).count();
-    if (outcome != Outcome::kTaken) return absl::CancelledError("the step is dropped");
+    FULCRUM_ASSIGN_OR_RETURN(s->outcome, FinishPending(exchange, result));
+    s->finish_ms = Ms(Clock::now() - f0).count();
+    if (s->outcome != Outcome::kTaken) return absl::CancelledError("the step is dropped");
     return absl::OkStatus();
   };
   hooks.gradients_ready = [exchange](size_t first, size_t count) {
     exchange->GradientsReady(first, count);
   };
+  return hooks;
+}
+
+absl::StatusOr<TrainLoop::Outcome> TrainLoop::Step(StepExchange* exchange, int64_t step,
+                                                   double pull_ms, TrainLoopResult* result) {
+  StepState s;
+  profiler::StepRecord& r = s.r;
+  r.step = step;
+  r.examples = batcher_.batch_size();
+  r.overlap = exchange != nullptr;
+  r.begin_unix_us = profiler::NowUnixMicros();
+  s.pull_ms = pull_ms;
+  s.global_before = store_->global_step();
+  s.t0 = Clock::now();
+  FULCRUM_RETURN_IF_ERROR(NextBatch());
+  const auto t_data = Clock::now();
+  // Sequential: the values are all in and every gradient goes with the Apply at the end.
+  models::LayerHooks hooks;
+  if (exchange != nullptr) hooks = OverlapHooks(exchange, &s, result);
+  const models::LayerHooks* const step_hooks = exchange != nullptr ? &hooks : nullptr;
   double forward_ms = 0.0;
   absl::StatusOr<float> loss =
       replicas_ != nullptr ? replicas_->ComputeGradients(inputs_, batch_labels_, store_->values(),
-                                                         store_->grads(), &forward_ms, &hooks)
+                                                         store_->grads(), &forward_ms, step_hooks)
                            : model_->ComputeGradients(inputs_, batch_labels_, store_->values(),
-                                                      store_->grads(), &forward_ms, &hooks);
-  if (!loss.ok()) {
-    if (outcome != Outcome::kTaken) return outcome;  // dropped after its forward pass
-    if (wait_failed) {
-      // The previous push-pull failed: its end says whether the run goes on (a recovery, and
-      // this step, computed on values that were not all in, is dropped).
-      FULCRUM_ASSIGN_OR_RETURN(const Outcome after, FinishPending(exchange, result));
-      return after == Outcome::kTaken ? Outcome::kRetry : after;
-    }
-    return loss.status();
-  }
-  FULCRUM_RETURN_IF_ERROR(CheckFinite(*loss, step, global_before));
-  exchange->SendRest();
-  const auto t1 = Clock::now();
+                                                      store_->grads(), &forward_ms, step_hooks);
+  if (!loss.ok()) return Unfinished(exchange, s, loss.status(), result);
+  FULCRUM_RETURN_IF_ERROR(CheckFinite(*loss, step, s.global_before));
+  if (exchange != nullptr) exchange->SendRest();
+  const auto t_grad = Clock::now();
   r.loss = *loss;
-  r.data_ms = Ms(t_data - t0).count();
-  r.pull_ms = pull_ms + waits_ms;
-  r.forward_ms = std::max(0.0, forward_ms - waits_ms);
-  r.push_ms = finish_ms;
-  r.backward_ms = std::max(0.0, Ms(t1 - t_data).count() - forward_ms - finish_ms);
-  r.comm_wait_ms = r.pull_ms + r.push_ms;
-  r.wall_ms = Ms(t1 - t0).count() + pull_ms;
+  r.data_ms = Ms(t_data - s.t0).count();
+  r.pull_ms = pull_ms + s.waits_ms;
+  r.forward_ms = std::max(0.0, forward_ms - s.waits_ms);
+  r.backward_ms = std::max(0.0, Ms(t_grad - t_data).count() - forward_ms - s.finish_ms);
+  // A step that carries a pull began before t0.
   if (pull_ms > 0) r.begin_unix_us -= std::llround(pull_ms * 1000.0);
-  pending_ = std::move(r);
-  return Outcome::kTaken;
+  if (exchange != nullptr) {  // its push-pull ends under the next step's forward pass
+    r.push_ms = s.finish_ms;
+    r.comm_wait_ms = r.pull_ms + r.push_ms;
+    r.wall_ms = Ms(t_grad - s.t0).count() + pull_ms;
+    pending_ = std::move(r);
+    return Outcome::kTaken;
+  }
+  FULCRUM_RETURN_IF_ERROR(ApplySequential(s, t_grad));
+  FULCRUM_RETURN_IF_ERROR(Record(std::move(r), result));
+  return Done() ? Outcome::kStop : Outcome::kTaken;
 }
 
-absl::StatusOr<profiler::StepRecord> TrainLoop::Step(int64_t step, double pull_ms) {
-  profiler::StepRecord r;
-  r.step = step;
-  r.examples = batcher_.batch_size();
-  r.begin_unix_us = profiler::NowUnixMicros();
-  const int64_t global_before = store_->global_step();
-  const auto t0 = Clock::now();
-  FULCRUM_RETURN_IF_ERROR(NextBatch());
-  const auto t_data = Clock::now();
-  double forward_ms = 0.0;
-  FULCRUM_ASSIGN_OR_RETURN(const float loss,
-                           replicas_ != nullptr
-                               ? replicas_->ComputeGradients(inputs_, batch_labels_, store_->values(),
-                                                             store_->grads(), &forward_ms)
-                               : model_->ComputeGradients(inputs_, batch_labels_, store_->values(),
-                                                          store_->grads(), &forward_ms));
-  const auto t_grad = Clock::now();
-  FULCRUM_RETURN_IF_ERROR(CheckFinite(loss, step, global_before));
+absl::StatusOr<TrainLoop::Outcome> TrainLoop::Unfinished(StepExchange* exchange, const StepState& s,
+                                                         absl::Status error,
+                                                         TrainLoopResult* result) {
+  if (exchange == nullptr) return error;
+  if (s.outcome != Outcome::kTaken) return s.outcome;  // dropped after its forward pass
+  if (!s.wait_failed) return error;
+  // The previous push-pull failed: its end says whether the run goes on (a recovery, and
+  // this step, computed on values that were not all in, is dropped).
+  FULCRUM_ASSIGN_OR_RETURN(const Outcome after, FinishPending(exchange, result));
+  return after == Outcome::kTaken ? Outcome::kRetry : after;
+}
+
+absl::Status TrainLoop::ApplySequential(StepState& s, Clock::time_point t_grad) {
   FULCRUM_ASSIGN_OR_RETURN(const ApplyResult applied, store_->Apply());
   const auto t1 = Clock::now();
+  profiler::StepRecord& r = s.r;
   r.global_step = store_->global_step();
-  r.loss = loss;
-  r.data_ms = Ms(t_data - t0).count();
-  r.pull_ms = pull_ms;
-  r.forward_ms = forward_ms;
-  r.backward_ms = std::max(0.0, Ms(t_grad - t_data).count() - forward_ms);
   // The store's part of the step: the push RPCs (or the local optimizer), less the PS's wait
   // for the step's aggregation.
   const double apply_ms = Ms(t1 - t_grad).count();
@@ -287,13 +281,11 @@ absl::StatusOr<profiler::StepRecord> TrainLoop::Step(int64_t step, double pull_m
   r.push_ms = apply_ms - r.sync_wait_ms;
   if (store_->exchange() != nullptr) {  // a store that moves variables: all of it waited for
     r.comm_wait_ms = r.pull_ms + r.push_ms + r.sync_wait_ms;
-    r.inflight_begin_ms = pull_ms + Ms(t_grad - t0).count();
+    r.inflight_begin_ms = s.pull_ms + Ms(t_grad - s.t0).count();
     r.inflight_ms = apply_ms;
   }
-  // A step that carries a pull began before t0.
-  r.wall_ms = Ms(t1 - t0).count() + pull_ms;
-  if (pull_ms > 0) r.begin_unix_us -= std::llround(pull_ms * 1000.0);
-  return r;
+  r.wall_ms = Ms(t1 - s.t0).count() + s.pull_ms;
+  return absl::OkStatus();
 }
 
 void TrainLoop::LogProgress(const profiler::StepRecord& r, double window_seconds,

@@ -84,25 +84,36 @@ class TrainLoop {
   absl::StatusOr<TrainLoopResult> Run();
 
  private:
-  // What became of an overlapped step.
+  // What became of a step.
   enum class Outcome { kTaken, kStop, kRetry };
 
-  // One step, local step `step`; `pull_ms` is time spent reading its values before it began.
-  absl::StatusOr<profiler::StepRecord> Step(int64_t step, double pull_ms);
-  // Both schedules, before each step: a signal or the stop check (the reason then goes to
+  // Both schedules' loop, from the first step (`pull_ms`: the time Start read its values).
+  absl::Status RunSteps(StepExchange* exchange, double pull_ms, TrainLoopResult* result);
+  // Before each step: a signal or the stop check (the reason then goes to
   // result->stop_reason); true when the run ends here.
   absl::StatusOr<bool> StopRequested(int64_t local_steps, TrainLoopResult* result);
   // InternalError naming the step when its loss is not finite (the learning rate, probably).
   static absl::Status CheckFinite(float loss, int64_t step, int64_t global_before);
-  // The overlapped schedule's loop and step (kTaken: in flight as pending_).
-  absl::Status RunOverlapped(StepExchange* exchange, double first_pull_ms, TrainLoopResult* result);
-  absl::StatusOr<Outcome> OverlappedStep(StepExchange* exchange, int64_t step, double pull_ms,
-                                         TrainLoopResult* result);
+  // The one step function, local step `step`; `pull_ms` is time spent reading its values
+  // before it began. Sequential (exchange null): every gradient goes in the store's Apply at
+  // the end, and the step is recorded (kStop once training ends). Overlapped: the same step
+  // with its values waited for layer by layer, its gradients sent as they are final and the
+  // previous step's push-pull ended after the forward pass; kTaken: in flight as pending_.
+  struct StepState;
+  absl::StatusOr<Outcome> Step(StepExchange* exchange, int64_t step, double pull_ms,
+                               TrainLoopResult* result);
+  // The overlapped step's hooks, updating `s`.
+  models::LayerHooks OverlapHooks(StepExchange* exchange, StepState* s, TrainLoopResult* result);
+  // A step whose gradients failed with `error`: dropped (an outcome) or the run's error.
+  absl::StatusOr<Outcome> Unfinished(StepExchange* exchange, const StepState& s, absl::Status error,
+                                     TrainLoopResult* result);
+  // The sequential step's Apply and its share of the record.
+  absl::Status ApplySequential(StepState& s, std::chrono::steady_clock::time_point t_grad);
   // Ends the pending step's push-pull and records the step: kStop when training ends there,
   // kRetry when the store recovered (the step in progress must be dropped), else kTaken.
   absl::StatusOr<Outcome> FinishPending(StepExchange* exchange, TrainLoopResult* result);
-  // Keeps a finished step's record: the result, the sink, the progress line.
-  // Keeps a finished step's record; an error when its loss shows the model diverged.
+  // Keeps a finished step's record (the result, the sink, the progress line); an error when
+  // its loss shows the model diverged.
   absl::Status Record(profiler::StepRecord r, TrainLoopResult* result);
   bool Done() const;
   // The step's batch into inputs_ and batch_labels_.
