@@ -7,14 +7,14 @@
 //              [--netns=PREFIX] ...        (--help lists every flag)
 //
 // This process is the driver: it starts server processes (this binary, --role=server: raw
-// TCP, gRPC serialized + bytebuffer services and a ps::Shard + ps::PsService on ports of its
-// own) and, for ps_throughput, client processes (--role=client); it measures latency,
-// bandwidth and the PS path itself. Modes alternate round by round (BENCHMARKING.md); figures
-// are medians/percentiles of the reported rounds, ratios per round. With --netns=P the
-// servers run in emulated host P-h1 and this driver and the clients in P-h2 (root; made by
-// scripts/netns_hosts.sh up 2 --prefix P). Files: grpc_bench_options (flags), _payload
-// (sizes and schemes), _tcp, _grpc, _ops (the transports), _process (children), _roles
-// (server and client), _stats (rounds), _suites (the benchmarks), _report (outputs).
+// TCP and gRPC serialized + bytebuffer services on ports of its own, and a child process of
+// the product's ps binary, --ps_binary, with its tcp data plane) and, for ps_throughput, client
+// processes (--role=client); it measures latency, bandwidth and the PS path itself. Modes alternate
+// round by round (BENCHMARKING.md); figures are medians/percentiles of the reported rounds, ratios
+// per round. With --netns=P the servers run in emulated host P-h1 and this driver and the clients
+// in P-h2 (root; made by scripts/netns_hosts.sh up 2 --prefix P). Files: grpc_bench_options
+// (flags), _payload (sizes and schemes), _tcp, _grpc, _ops (the transports), _process (children),
+// _roles (server and client), _stats (rounds), _suites (the benchmarks), _report (outputs).
 //
 // Exit codes: 0 done (or --netns skipped without root), 2 bad flags, 1 a failure (the
 // children's logs are kept and named), 128 + signal after SIGINT/SIGTERM. Every wait has a

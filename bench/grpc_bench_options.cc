@@ -23,6 +23,10 @@
 #include "absl/strings/str_split.h"
 #include "runtime/cluster/chunk_plan.h"
 
+#ifndef FULCRUM_PS_BINARY
+#define FULCRUM_PS_BINARY "bin/ps"
+#endif
+
 ABSL_FLAG(std::string, role, "driver",
           "driver (runs the benchmarks); server and client are the child processes it starts");
 ABSL_FLAG(std::string, benchmarks, "latency,bandwidth,ps_throughput,ps_path",
@@ -67,6 +71,8 @@ ABSL_FLAG(std::string, netns, "",
           "clients and this driver in P-h2; needs root");
 ABSL_FLAG(bool, inside_netns, false, "(internal) this driver already runs in the client host");
 ABSL_FLAG(std::string, bind_host, "127.0.0.1", "server role: the address to listen on");
+ABSL_FLAG(std::string, ps_binary, FULCRUM_PS_BINARY,
+          "server role: the ps binary whose process serves ps_path");
 ABSL_FLAG(double, lifetime_s, 7200, "server and client roles: exit after this many seconds");
 ABSL_FLAG(std::string, servers, "",
           "client role: HOST:TCP_PORT:GRPC_PORT of each server, comma-separated");
@@ -319,6 +325,7 @@ void ReadRoles(GrpcBenchOptions* o) {
   }
   o->inside_netns = absl::GetFlag(FLAGS_inside_netns);
   o->bind_host = absl::GetFlag(FLAGS_bind_host);
+  o->ps_binary = absl::GetFlag(FLAGS_ps_binary);
   o->servers = List(absl::GetFlag(FLAGS_servers));
   for (const std::string& s : o->servers) {
     const std::vector<std::string> p = absl::StrSplit(s, ':');
@@ -396,7 +403,8 @@ std::vector<std::string> ChildFlags(const GrpcBenchOptions& o) {
           absl::StrCat("--scheme_buffers=", o.payload.scheme_buffers),
           absl::StrCat("--payload_seed=", o.payload.seed),
           absl::StrCat("--rpc_timeout_s=", absl::ToDoubleSeconds(o.rpc_timeout)),
-          absl::StrCat("--lifetime_s=", absl::ToDoubleSeconds(o.lifetime))};
+          absl::StrCat("--lifetime_s=", absl::ToDoubleSeconds(o.lifetime)),
+          absl::StrCat("--ps_binary=", o.ps_binary)};
 }
 
 GrpcBenchOptions ParseGrpcBenchOptions(int argc, char** argv) {

@@ -54,9 +54,10 @@ struct GrpcBenchOptions {
   std::string json, csv;
   std::string netns;          // prefix of the emulated hosts; "" = loopback
   bool inside_netns = false;  // this driver already runs in the client host
-  // Server role: the address to listen on, and the longest it lives.
+  // Server role: the address to listen on, the longest it lives, and its ps.
   std::string bind_host = "127.0.0.1";
   absl::Duration lifetime = absl::Hours(2);
+  std::string ps_binary;  // the product's ps binary, run by the server role for ps_path
   // Client role: "host:tcp_port:grpc_port" per server, and the parameter-set scheme.
   std::vector<std::string> servers;
   std::string client_scheme;

@@ -1,7 +1,11 @@
 #include "bench/grpc_bench_roles.h"
 
+#include <stdlib.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <sstream>
@@ -10,17 +14,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/net.h"
+#include "base/status_macros.h"
 #include "bench/grpc_bench_grpc.h"
 #include "bench/grpc_bench_ops.h"
 #include "bench/grpc_bench_payload.h"
 #include "bench/grpc_bench_process.h"
 #include "bench/grpc_bench_tcp.h"
+#include "bench/ps_bench_process.h"
 #include "nlohmann/json.hpp"
-#include "ps/service.h"
-#include "ps/shard.h"
-#include "runtime/grpc/grpc_server.h"
-#include "spdlog/spdlog.h"
-#include "transport/tcp_server.h"
+#include "runtime/client/grpc_ps_client.h"
 
 namespace fulcrum::bench {
 namespace {
@@ -66,10 +69,55 @@ nlohmann::json RunFor(EchoStep& step, int ms) {
           {"us", kept}};
 }
 
+// The PS of ps_path: a process of the product's ps binary in this server's host, with its
+// tcp data plane, alive as long as this server (the driver creates its variables).
+struct PsChild {
+  std::string dir;  // its cluster spec and log
+  PsProcess proc;
+  std::unique_ptr<runtime::GrpcPsClient> client;
+  PsChild() = default;
+  PsChild(const PsChild&) = delete;
+  PsChild& operator=(const PsChild&) = delete;
+  // Asks the ps to shut down and removes its folder first: the driver gives this server 2 s
+  // to exit before it kills it, and a ps told to shut down exits by itself.
+  ~PsChild() {
+    if (proc.pid > 0 && client != nullptr) {
+      (void)client->Shutdown("grpc_bench done", absl::Seconds(1));
+    }
+    std::error_code ec;
+    if (!dir.empty()) std::filesystem::remove_all(dir, ec);
+    if (proc.pid > 0) ReapOrKill(proc.pid);
+  }
+};
+
+absl::StatusOr<std::unique_ptr<PsChild>> StartPsChild(const GrpcBenchOptions& o) {
+  auto child = std::make_unique<PsChild>();
+  char dir[] = "/tmp/grpc_bench_ps.XXXXXX";
+  if (mkdtemp(dir) == nullptr) return absl::InternalError("mkdtemp failed");
+  child->dir = dir;
+  std::vector<int> ports;  // the ps, then the spec's chief and worker (never run)
+  for (int i = 0; i < 3; ++i) {
+    FULCRUM_ASSIGN_OR_RETURN(const int port, PickFreePort());
+    ports.push_back(port);
+  }
+  const std::string spec = child->dir + "/cluster.json";
+  FULCRUM_RETURN_IF_ERROR(WritePsSpec(spec, o.bind_host, ports, 1));
+  // Left alone (this server killed, or a suite that never creates its variables) it exits by
+  // itself after 15 minutes without a call.
+  const std::string life =
+      absl::StrCat(absl::ToDoubleSeconds(std::min(o.lifetime, absl::Minutes(15))));
+  FULCRUM_ASSIGN_OR_RETURN(
+      child->proc,
+      StartPs(o.ps_binary, spec, 0, ports[0], -1, child->dir + "/ps.log",
+              {"--data_plane=tcp", "--heartbeat_timeout=" + life, "--startup_timeout=" + life}));
+  child->client = std::make_unique<runtime::GrpcPsClient>("ps:0", HostPort(o.bind_host, ports[0]));
+  FULCRUM_RETURN_IF_ERROR(AwaitPs(child->proc, *child->client, absl::Seconds(30)));
+  return child;
+}
+
 }  // namespace
 
 int RunServerRole(const GrpcBenchOptions& o) {
-  spdlog::set_level(spdlog::level::warn);  // the shard's "ps:0 holds ..." lines
   StartLifetimeWatchdog(o.lifetime);
   auto tcp = TcpServer::Start(o.bind_host, o.rpc_timeout);
   if (!tcp.ok()) return Fail(tcp.status());
@@ -78,22 +126,16 @@ int RunServerRole(const GrpcBenchOptions& o) {
   int grpc_port = 0;
   auto bench = StartBenchServer(o.bind_host, &serialized, &bytebuffer, &grpc_port);
   if (!bench.ok()) return Fail(bench.status());
-  ps::Shard shard(0);
-  ps::PsService service(&shard);
-  auto data_plane = ps::StartDataPlane(&service, "ps:0", o.bind_host);
-  if (!data_plane.ok()) return Fail(data_plane.status());
-  auto ps = runtime::StartGrpcServer("ps:0", HostPort(o.bind_host, 0), {&service});
+  auto ps = StartPsChild(o);
   if (!ps.ok()) return Fail(ps.status());
-  std::printf("READY %d %d %d\n", (*tcp)->port(), grpc_port, ps->port);
+  std::printf("READY %d %d %d\n", (*tcp)->port(), grpc_port, (*ps)->proc.port);
   std::fflush(stdout);
   std::string line;
   while (std::getline(std::cin, line) && line != "quit") {
   }
   const auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(2);
   (*bench)->Shutdown(deadline);
-  ps->server->Shutdown(deadline);
-  (*data_plane)->Shutdown();
-  return 0;
+  return 0;  // *ps shuts its process down
 }
 
 int RunClientRole(const GrpcBenchOptions& o) {

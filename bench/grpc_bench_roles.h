@@ -2,8 +2,8 @@
 //
 // server  listens on --bind_host with three servers on ports the kernel picks: the raw TCP
 //         echo server, a gRPC server with both bench services (serialized and bytebuffer),
-//         and a Fulcrum PS task (ps::Shard + ps::PsService, started by runtime::StartGrpcServer
-//         as the ps binary starts it, variables created by the driver's CreateVariables).
+//         and a Fulcrum PS task (a child process of the product's ps binary, --ps_binary,
+//         with its tcp data plane; variables created by the driver's CreateVariables).
 //         Prints "READY <tcp port> <grpc port> <ps port>", then serves until its stdin closes
 //         (or "quit"), --lifetime_s passes or its parent dies.
 // client  one of the N clients of ps_throughput: connects to every server of --servers, warms

@@ -285,7 +285,7 @@ absl::Status RunPsThroughput(DriverContext& ctx, std::vector<Row>* rows) {
 
 namespace {
 
-// The PS side of ps_path: one worker's view of a model held by the server's ps::Shard.
+// The PS side of ps_path: one worker's view of a model held by the server's ps process.
 struct PsSide {
   BenchModel model;
   runtime::Placement placement;

@@ -7,7 +7,7 @@
 //                  payload-scheme parameter set split over the servers, one RPC (or TCP frame)
 //                  per buffer, all in flight; aggregate MB/s and calls/s.
 //   ps_path        a model of S bytes through runtime::ShardedVariables::PushPullAll over
-//                  runtime::GrpcPsClient to a ps::Shard + ps::PsService in a server process,
+//                  runtime::GrpcPsClient to the ps process of a server (the ps binary),
 //                  beside raw TCP and raw gRPC (both modes) echoes of the same S bytes to the
 //                  same process; the PS/TCP and PS/gRPC ratios are the targets.
 // Thread-safety: run from main()'s thread (the children's parent-death signal follows it).

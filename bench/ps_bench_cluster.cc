@@ -1,12 +1,9 @@
 #include "bench/ps_bench_cluster.h"
 
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
-#include <fstream>
 #include <set>
 #include <span>
 #include <sstream>
@@ -20,12 +17,9 @@
 #include "base/status_macros.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/ps.grpc.pb.h"
-#include "ps/service.h"
-#include "ps/shard.h"
 #include "runtime/client/sharded_variables.h"
 #include "runtime/cluster/chunk_plan.h"
 #include "runtime/frames/tensor_coding.h"
-#include "runtime/grpc/grpc_server.h"
 #include "runtime/grpc/grpc_util.h"
 
 namespace fulcrum::bench {
@@ -46,13 +40,6 @@ struct PingSlot {
 
 }  // namespace
 
-struct Cluster::PsTask {
-  std::unique_ptr<ps::Shard> shard;
-  std::unique_ptr<ps::PsService> service;
-  std::unique_ptr<grpc::Server> server;
-  std::vector<int> ports;  // one per worker with separate connections, else one
-};
-
 struct Cluster::Worker {
   std::vector<std::unique_ptr<runtime::GrpcPsClient>> clients;    // per PS
   std::vector<std::unique_ptr<pb::ParameterServer::Stub>> stubs;  // per PS, same target
@@ -63,50 +50,11 @@ struct Cluster::Worker {
   int64_t step = 0;
 };
 
-namespace {
-
-// Starts a PS task with `num_ports` listening ports on 127.0.0.1 (one connection per port).
-absl::Status StartPs(int index, int num_ports, std::unique_ptr<ps::Shard>* shard,
-                     std::unique_ptr<ps::PsService>* service, std::unique_ptr<grpc::Server>* server,
-                     std::vector<int>* ports) {
-  *shard = std::make_unique<ps::Shard>(index);
-  *service = std::make_unique<ps::PsService>(shard->get());
-  FULCRUM_ASSIGN_OR_RETURN(
-      runtime::StartedServer started,
-      runtime::StartGrpcServer(
-          absl::StrCat("ps:", index),
-          std::vector<std::string>(static_cast<size_t>(num_ports), "127.0.0.1:0"),
-          {service->get()}));
-  *server = std::move(started.server);
-  *ports = std::move(started.ports);
-  return absl::OkStatus();
-}
-
-// Writes a cluster spec: the first num_ps addresses are the ps, then a chief and a worker.
-absl::Status WriteSpec(const std::string& path, const std::vector<int>& ports, int num_ps) {
-  std::vector<std::string> addresses;
-  for (int port : ports) addresses.push_back(absl::StrCat("\"127.0.0.1:", port, "\""));
-  std::ofstream spec(path);
-  spec << "{\"chief\": [" << addresses[static_cast<size_t>(num_ps)] << "], \"ps\": ["
-       << absl::StrJoin(addresses.begin(), addresses.begin() + num_ps, ", ") << "], \"worker\": ["
-       << addresses[static_cast<size_t>(num_ps) + 1] << "]}\n";
-  if (!spec) return absl::InternalError(absl::StrCat("cannot write ", path));
-  return absl::OkStatus();
-}
-
-}  // namespace
-
 Cluster::Cluster(const PsBenchOptions& options) : options_(options) {}
 
 Cluster::~Cluster() {
   StopHeartbeat();
   workers_.clear();
-  for (auto& t : tasks_) {
-    if (t->server != nullptr) {
-      t->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-      t->server->Wait();
-    }
-  }
   ShutdownProcesses();
 }
 
@@ -116,37 +64,19 @@ absl::Status Cluster::Start(const BenchModel& model, int num_ps,
   auto placement = Place(model, num_ps, strategy);
   if (!placement.ok()) return placement.status();
   placement_ = std::move(*placement);
-  std::vector<std::vector<int>> ports(static_cast<size_t>(num_ps));  // per PS: worker w's
-  absl::Status s =
-      config.pinned ? StartProcesses(model, num_ps, config, &ports)
-                    : StartTasks(num_ps, options_.separate_connections ? num_workers : 1, &ports);
-  for (int w = 0; s.ok() && w < num_workers; ++w) s = AddWorker(model, w, config, ports);
-  return s;
-}
-
-absl::Status Cluster::StartTasks(int num_ps, int num_ports, std::vector<std::vector<int>>* ports) {
-  for (int p = 0; p < num_ps; ++p) {
-    auto task = std::make_unique<PsTask>();
-    if (absl::Status s =
-            StartPs(p, num_ports, &task->shard, &task->service, &task->server, &task->ports);
-        !s.ok()) {
-      return s;
-    }
-    (*ports)[static_cast<size_t>(p)] = task->ports;
-    tasks_.push_back(std::move(task));
-  }
+  FULCRUM_RETURN_IF_ERROR(StartProcesses(model, num_ps, num_workers, config));
+  for (int w = 0; w < num_workers; ++w) FULCRUM_RETURN_IF_ERROR(AddWorker(model, w));
   return absl::OkStatus();
 }
 
-absl::Status Cluster::AddWorker(const BenchModel& model, int w, const ClusterConfig& config,
-                                const std::vector<std::vector<int>>& ports) {
+absl::Status Cluster::AddWorker(const BenchModel& model, int w) {
   auto worker = std::make_unique<Worker>();
   std::vector<runtime::PsClient*> clients;
   const int num_ps = placement_.num_ps();
   for (int p = 0; p < num_ps; ++p) {
-    const auto& ports_p = ports[static_cast<size_t>(p)];
-    const std::string address =
-        absl::StrCat("127.0.0.1:", ports_p[static_cast<size_t>(w) % ports_p.size()]);
+    // Each client's channel is a connection of its own (runtime::MakeChannel), as a
+    // separate worker process's would be.
+    const std::string address = absl::StrCat("127.0.0.1:", processes_[static_cast<size_t>(p)].port);
     worker->clients.push_back(
         std::make_unique<runtime::GrpcPsClient>(absl::StrCat("ps:", p), address));
     // The plain Pings ride the PS client's own connection.
@@ -154,17 +84,6 @@ absl::Status Cluster::AddWorker(const BenchModel& model, int w, const ClusterCon
     clients.push_back(worker->clients.back().get());
     if (!worker->clients.back()->WaitUntilReady(absl::Seconds(30))) {
       return absl::UnavailableError(absl::StrCat("ps:", p, " at ", address, " not ready"));
-    }
-  }
-  if (w == 0 && !config.pinned) {  // create the shards through gRPC, like the chief
-    for (int p = 0; p < num_ps; ++p) {
-      pb::CreateVariablesResponse response;
-      if (absl::Status s = worker->clients[static_cast<size_t>(p)]->CreateVariables(
-              Definition(model, placement_, p, config.optimizer, options_.chunk_bytes), &response,
-              kCallTimeout);
-          !s.ok()) {
-        return s;
-      }
     }
   }
   worker->vars = std::make_unique<runtime::ShardedVariables>(placement_, options_.chunk_bytes,
@@ -251,7 +170,6 @@ absl::Status Cluster::PlainStep(int w, int64_t* bytes) {
 
 int Cluster::Connections() const {
   std::set<int> ports;
-  for (const auto& t : tasks_) ports.insert(t->ports.begin(), t->ports.end());
   for (const auto& proc : processes_) ports.insert(proc.port);
   int n = 0;
   for (const char* file : {"/proc/net/tcp", "/proc/net/tcp6"}) {
@@ -284,24 +202,20 @@ std::string Cluster::AllowedCpuLists() const {
   return absl::StrJoin(lists, " / ");
 }
 
-// ---- pinned ps processes -----------------------------------------------------------------
+// ---- the ps processes ----------------------------------------------------------------------
 
-absl::Status Cluster::StartProcesses(const BenchModel& model, int num_ps,
-                                     const ClusterConfig& config,
-                                     std::vector<std::vector<int>>* ports) {
-  std::set<int> picked;
-  while (picked.size() < static_cast<size_t>(num_ps + 2)) {  // the ps, a chief, a worker
-    absl::StatusOr<int> port = PickFreePort();
-    if (!port.ok()) return port.status();
-    picked.insert(*port);
+absl::Status Cluster::StartProcesses(const BenchModel& model, int num_ps, int num_workers,
+                                     const ClusterConfig& config) {
+  std::vector<int> spec_ports;  // the ps, the chief, the workers (PickFreePort: all distinct)
+  while (spec_ports.size() < static_cast<size_t>(num_ps + 1 + num_workers)) {
+    FULCRUM_ASSIGN_OR_RETURN(const int port, PickFreePort());
+    spec_ports.push_back(port);
   }
-  const std::vector<int> spec_ports(picked.begin(), picked.end());
   const std::string spec_path = absl::StrCat(config.dir, "/cluster", config.id, ".json");
-  if (absl::Status s = WriteSpec(spec_path, spec_ports, num_ps); !s.ok()) return s;
-  if (absl::Status s = SpawnProcesses(spec_ports, num_ps, spec_path, config); !s.ok()) return s;
+  FULCRUM_RETURN_IF_ERROR(WritePsSpec(spec_path, "127.0.0.1", spec_ports, num_ps));
+  FULCRUM_RETURN_IF_ERROR(SpawnProcesses(spec_ports, num_ps, spec_path, config));
   for (int p = 0; p < num_ps; ++p) {
-    if (absl::Status s = AwaitProcess(p); !s.ok()) return s;
-    (*ports)[static_cast<size_t>(p)] = {processes_[static_cast<size_t>(p)].port};
+    FULCRUM_RETURN_IF_ERROR(AwaitProcess(p));
     pb::CreateVariablesResponse response;
     if (absl::Status s = chief_[static_cast<size_t>(p)]->CreateVariables(
             Definition(model, placement_, p, config.optimizer, options_.chunk_bytes), &response,
@@ -317,24 +231,16 @@ absl::Status Cluster::StartProcesses(const BenchModel& model, int num_ps,
 absl::Status Cluster::SpawnProcesses(const std::vector<int>& ports, int num_ps,
                                      const std::string& spec_path, const ClusterConfig& config) {
   for (int p = 0; p < num_ps; ++p) {
-    PsProcess proc;
-    proc.port = ports[static_cast<size_t>(p)];
-    proc.core = p;
-    proc.log = absl::StrCat(config.dir, "/cluster", config.id, "-ps", p, ".log");
-    auto pid = SpawnPinned(
-        {options_.ps_binary, "--cluster_spec=" + spec_path, absl::StrCat("--task_index=", p),
-         "--heartbeat_timeout=30", "--startup_timeout=60"},
-        proc.core, proc.log);
-    if (!pid.ok()) return pid.status();
-    proc.pid = *pid;
+    FULCRUM_ASSIGN_OR_RETURN(
+        PsProcess proc, StartPs(options_.ps_binary, spec_path, p, ports[static_cast<size_t>(p)],
+                                config.pinned ? p : -1,
+                                absl::StrCat(config.dir, "/cluster", config.id, "-ps", p, ".log"),
+                                {"--heartbeat_timeout=30", "--startup_timeout=60"}));
     processes_.push_back(proc);
     if (options_.ps_cpu_quota > 0) {
-      if (absl::Status s =
-              LimitCpu(proc.pid, absl::StrCat("ps_throughput.", getpid(), ".", config.id, ".", p),
-                       options_.ps_cpu_quota, &processes_.back().cgroup);
-          !s.ok()) {
-        return s;
-      }
+      FULCRUM_RETURN_IF_ERROR(
+          LimitCpu(proc.pid, absl::StrCat("ps_throughput.", getpid(), ".", config.id, ".", p),
+                   options_.ps_cpu_quota, &processes_.back().cgroup));
     }
   }
   return absl::OkStatus();
@@ -344,19 +250,7 @@ absl::Status Cluster::AwaitProcess(int p) {
   PsProcess& proc = processes_[static_cast<size_t>(p)];
   chief_.push_back(std::make_unique<runtime::GrpcPsClient>(absl::StrCat("ps:", p),
                                                            absl::StrCat("127.0.0.1:", proc.port)));
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (!chief_.back()->WaitUntilReady(absl::Milliseconds(500))) {
-    int status = 0;
-    const bool exited = waitpid(proc.pid, &status, WNOHANG) == proc.pid;
-    if (exited || absl::Now() > deadline) {
-      if (exited) proc.pid = -1;
-      return absl::UnavailableError(absl::StrCat("ps:", p, " (", options_.ps_binary, ") ",
-                                                 exited ? "exited" : "not ready", "; its log ",
-                                                 proc.log, ":\n", ReadTextOrEmpty(proc.log)));
-    }
-  }
-  proc.allowed_cpus = AllowedCpus(proc.pid);
-  return absl::OkStatus();
+  return AwaitPs(proc, *chief_.back(), absl::Seconds(30));
 }
 
 // Like the chief at the end of a run: Shutdown every ps, then reap it (killed if it lingers).

@@ -1,7 +1,7 @@
 // bench/ps_throughput: a benchmark cluster: N PS tasks holding one model under one
-// placement (in this process: ps::Shard + ps::PsService on gRPC servers on 127.0.0.1; or,
-// pinned, real `ps` processes one core each, created and kept alive by a chief client in this
-// process) and W workers on them, each with its own GrpcPsClient per PS and its own
+// placement (real `ps` processes from the product's ps binary on 127.0.0.1, pinned one core
+// each or not, created and kept alive by a chief client in this process) and W workers on
+// them, each with its own GrpcPsClient per PS and its own
 // runtime::ShardedVariables. PsStep is one worker's PushPullAll; PlainStep moves exactly the
 // same bytes, cut into the same chunks, as Ping RPCs on the same connections.
 // Thread-safety: Start and the destructor from one thread; PsStep/PlainStep of different
@@ -28,12 +28,12 @@ namespace fulcrum::bench {
 
 // How a Cluster runs its PS tasks.
 struct ClusterConfig {
-  // false: in-process tasks (ps::Shard + PsService here). true: real `ps` processes
-  // (options.ps_binary), ps:p pinned to core p, created and kept alive by a chief client.
+  // The ps processes (options.ps_binary) are created and kept alive by a chief client in
+  // this process; true: ps:p pinned to core p.
   bool pinned = false;
   ops::OptimizerKind optimizer = ops::OptimizerKind::kSgd;
-  std::string dir;  // pinned: where the cluster specs and the ps logs go
-  int id = 0;       // pinned: names the spec and log files of this cluster in `dir`
+  std::string dir;  // where the cluster specs and the ps logs go
+  int id = 0;       // names the spec and log files of this cluster in `dir`
 };
 
 class Cluster {
@@ -60,28 +60,24 @@ class Cluster {
 
   // Server-side TCP connections in ESTABLISHED state on this cluster's ports.
   int Connections() const;
-  // Pinned: CPU seconds so far of each ps process (task order), then of this process.
+  // CPU seconds so far of each ps process (task order), then of this process.
   std::vector<double> Cpu() const;
-  // Pinned: each ps process's Cpus_allowed_list, e.g. "0 / 1".
+  // Each ps process's Cpus_allowed_list, e.g. "0 / 1".
   std::string AllowedCpuLists() const;
 
  private:
-  struct PsTask;
   struct Worker;
 
-  // In-process tasks with `num_ports` listening ports each; (*ports)[p] lists ps p's.
-  absl::Status StartTasks(int num_ps, int num_ports, std::vector<std::vector<int>>* ports);
-  // Pinned: ps processes from the ps binary, created through the chief clients.
-  absl::Status StartProcesses(const BenchModel& model, int num_ps, const ClusterConfig& config,
-                              std::vector<std::vector<int>>* ports);
+  // The ps processes from the ps binary, their variables created through the chief clients.
+  absl::Status StartProcesses(const BenchModel& model, int num_ps, int num_workers,
+                              const ClusterConfig& config);
   // Spawns ps:0..num_ps-1 on `ports` with the spec at `spec_path`.
   absl::Status SpawnProcesses(const std::vector<int>& ports, int num_ps,
                               const std::string& spec_path, const ClusterConfig& config);
   // Waits until ps process p answers its chief client.
   absl::Status AwaitProcess(int p);
-  // Worker w with clients on `ports`; worker 0 of an in-process cluster creates the shards.
-  absl::Status AddWorker(const BenchModel& model, int w, const ClusterConfig& config,
-                         const std::vector<std::vector<int>>& ports);
+  // Worker w with a client (its own connection) to every ps process.
+  absl::Status AddWorker(const BenchModel& model, int w);
   // The Ping slots of a worker: the same chunks as its PS path, over the same spans.
   void BuildPingSlots(Worker& worker) const;
   void StartHeartbeat();
@@ -90,7 +86,6 @@ class Cluster {
 
   const PsBenchOptions& options_;
   runtime::Placement placement_;
-  std::vector<std::unique_ptr<PsTask>> tasks_;
   std::vector<PsProcess> processes_;
   std::vector<std::unique_ptr<runtime::GrpcPsClient>> chief_;  // per ps process
   std::vector<std::unique_ptr<Worker>> workers_;

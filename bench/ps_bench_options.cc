@@ -21,11 +21,9 @@ ABSL_FLAG(int, pairs, 3, "reported cycles of rounds (env PS_THROUGHPUT_PAIRS set
 ABSL_FLAG(int, placement_workers, 4, "worker threads of the placement/ and pinned/ families");
 ABSL_FLAG(int64_t, chunk_bytes, fulcrum::runtime::kDefaultChunkBytes,
           "largest piece of a variable in one RPC, bytes");
-ABSL_FLAG(bool, separate_connections, true,
-          "each worker its own listening port of each server (false: one port for all)");
 ABSL_FLAG(bool, pinned_ps, false,
           "register the pinned/ family: real ps processes, each pinned to one core");
-ABSL_FLAG(std::string, ps_binary, FULCRUM_PS_BINARY, "the ps binary of the pinned/ family");
+ABSL_FLAG(std::string, ps_binary, FULCRUM_PS_BINARY, "the ps binary the clusters run");
 ABSL_FLAG(std::string, pinned_optimizer, "adam", "optimizer of the pinned/ family");
 ABSL_FLAG(double, ps_cpu_quota, 0,
           "> 0: each pinned ps may use only this fraction of its core (cgroup-v1; needs root)");
@@ -56,7 +54,6 @@ PsBenchOptions ParsePsBenchOptions(int argc, char** argv) {
   o.pairs = std::max(1, absl::GetFlag(FLAGS_pairs));
   o.placement_workers = std::max(1, absl::GetFlag(FLAGS_placement_workers));
   o.chunk_bytes = std::max<int64_t>(4, absl::GetFlag(FLAGS_chunk_bytes));
-  o.separate_connections = absl::GetFlag(FLAGS_separate_connections);
   o.verbose = EnvInt("PS_THROUGHPUT_VERBOSE", 0) != 0;
   o.pinned_ps = absl::GetFlag(FLAGS_pinned_ps);
   o.ps_binary = absl::GetFlag(FLAGS_ps_binary);

@@ -13,9 +13,8 @@ struct PsBenchOptions {
   int pairs = 3;
   int placement_workers = 4;
   int64_t chunk_bytes = 0;  // runtime::kDefaultChunkBytes unless set
-  bool separate_connections = true;
   bool verbose = false;    // env PS_THROUGHPUT_VERBOSE=1: every round's figures on stderr
-  bool pinned_ps = false;  // register the pinned/ family (real ps processes, one core each)
+  bool pinned_ps = false;  // register the pinned/ family (the ps processes one core each)
   std::string ps_binary;
   std::string pinned_optimizer = "adam";
   // > 0: each pinned ps process may use only this fraction of its core (a cgroup-v1 CFS

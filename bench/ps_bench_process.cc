@@ -21,6 +21,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "base/files.h"
 
 namespace fulcrum::bench {
@@ -39,17 +40,19 @@ absl::Status WriteText(const std::string& path, const std::string& text) {
 
 }  // namespace
 
-absl::StatusOr<pid_t> SpawnPinned(const std::vector<std::string>& argv, int core,
-                                  const std::string& log) {
+absl::StatusOr<pid_t> Spawn(const std::vector<std::string>& argv, int core,
+                            const std::string& log) {
   pid_t pid = -1;
   int error = 0;
   std::thread spawner([&] {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(core, &set);
-    if (sched_setaffinity(0, sizeof(set), &set) != 0) {
-      error = errno;
-      return;
+    if (core >= 0) {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(core, &set);
+      if (sched_setaffinity(0, sizeof(set), &set) != 0) {
+        error = errno;
+        return;
+      }
     }
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
@@ -64,10 +67,59 @@ absl::StatusOr<pid_t> SpawnPinned(const std::vector<std::string>& argv, int core
   });
   spawner.join();
   if (error != 0) {
-    return absl::InternalError(
-        absl::StrCat("cannot start ", argv[0], " on core ", core, ": ", std::strerror(error)));
+    return absl::InternalError(absl::StrCat("cannot start ", argv[0],
+                                            core >= 0 ? absl::StrCat(" on core ", core) : "", ": ",
+                                            std::strerror(error)));
   }
   return pid;
+}
+
+absl::Status WritePsSpec(const std::string& path, const std::string& host,
+                         const std::vector<int>& ports, int num_ps) {
+  if (ports.size() < static_cast<size_t>(num_ps) + 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a spec of ", num_ps, " ps needs at least ", num_ps + 2, " ports"));
+  }
+  const std::string h = host.find(':') != std::string::npos ? absl::StrCat("[", host, "]") : host;
+  std::vector<std::string> addresses;
+  for (int port : ports) addresses.push_back(absl::StrCat("\"", h, ":", port, "\""));
+  const auto ps_end = addresses.begin() + num_ps;
+  const std::string spec = absl::StrCat(
+      "{\"ps\": [", absl::StrJoin(addresses.begin(), ps_end, ", "), "], \"chief\": [", *ps_end,
+      "], \"worker\": [", absl::StrJoin(ps_end + 1, addresses.end(), ", "), "]}\n");
+  return WriteText(path, spec);
+}
+
+absl::StatusOr<PsProcess> StartPs(const std::string& ps_binary, const std::string& spec_path,
+                                  int index, int port, int core, const std::string& log,
+                                  const std::vector<std::string>& flags) {
+  PsProcess proc;
+  proc.port = port;
+  proc.core = core;
+  proc.log = log;
+  std::vector<std::string> argv = {ps_binary, "--cluster_spec=" + spec_path,
+                                   absl::StrCat("--task_index=", index)};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  absl::StatusOr<pid_t> pid = Spawn(argv, core, log);
+  if (!pid.ok()) return pid.status();
+  proc.pid = *pid;
+  return proc;
+}
+
+absl::Status AwaitPs(PsProcess& proc, runtime::GrpcPsClient& client, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!client.WaitUntilReady(absl::Milliseconds(500))) {
+    int status = 0;
+    const bool exited = waitpid(proc.pid, &status, WNOHANG) == proc.pid;
+    if (exited || absl::Now() > deadline) {
+      if (exited) proc.pid = -1;
+      return absl::UnavailableError(absl::StrCat("ps on port ", proc.port, " ",
+                                                 exited ? "exited" : "not ready", "; its log ",
+                                                 proc.log, ":\n", ReadTextOrEmpty(proc.log)));
+    }
+  }
+  proc.allowed_cpus = AllowedCpus(proc.pid);
+  return absl::OkStatus();
 }
 
 void ReapOrKill(pid_t pid) {

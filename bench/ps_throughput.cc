@@ -1,20 +1,21 @@
 // ps_throughput: how fast real gRPC parameter servers move a whole model, against plain gRPC
 // moving the same bytes on the same path in the same run (BENCHMARKING.md).
 //
-// Every point starts N PS tasks inside this process — ps::Shard + ps::PsService on a gRPC
-// server on 127.0.0.1, created the way the chief does it (one CreateVariablesRequest per shard
-// from the placement, async mode, SGD with a tiny learning rate) — and W worker threads. Each
-// worker has its own GrpcPsClient per PS and its own runtime::ShardedVariables, and loops
-// PushPullAll (push every gradient chunk, read every value chunk back, one RPC per chunk, all
-// in flight). The baseline ("plain") is the same W threads doing Ping RPCs over the same
-// connections that carry exactly the same bytes each way, cut into the same chunks, all in
-// flight, with the same client-side encode/decode: the only difference is the PS logic
-// (validation, dedup, chunk locks, SGD apply, encode of the values).
+// Every point starts N PS tasks as real `ps` processes (the product's ps binary, --ps_binary)
+// on 127.0.0.1, created the way the chief does it (one CreateVariablesRequest per shard from
+// the placement, async mode, SGD with a tiny learning rate; this process acts as the chief:
+// CreateVariables, Stats every 500 ms as a heartbeat, Shutdown at the end), and W worker
+// threads. Each worker has its own GrpcPsClient per PS and its own
+// runtime::ShardedVariables, and loops PushPullAll (push every gradient chunk, read every
+// value chunk back, one RPC per chunk, all in flight). The baseline ("plain") is the same W
+// threads doing Ping RPCs over the same connections that carry exactly the same bytes each
+// way, cut into the same chunks, all in flight, with the same client-side encode/decode: the
+// only difference is the PS logic (validation, dedup, chunk locks, SGD apply, encode of the
+// values).
 //
 // Every worker has its own TCP/HTTP-2 connection per PS, as separate worker processes would
-// (runtime::MakeChannel gives each channel its own connection), and by default also its own
-// listening port of each server; --separate_connections=0 points every worker at one port.
-// The plain Pings use a stub on the PS client's channel, so they share its connection.
+// (runtime::MakeChannel gives each channel its own connection). The plain Pings use a stub
+// on the PS client's channel, so they share its connection.
 //
 // Rounds alternate PS and plain (A B A B ..., --pairs pairs, after an unreported warm-up
 // pair of 2x-long rounds); each round runs every worker for --round_ms (at least one step
@@ -31,16 +32,13 @@
 //                                      of 0.5 MiB): rounds cycle 1 PS, 2 PS under <strategy>,
 //                                      plain gRPC on the 2-PS chunks; --placement_workers.
 //   pinned/<model>/<strategy>          only with --pinned_ps=1: the placement experiment with
-//                                      the PS tasks as real `ps` processes (the ps binary,
-//                                      --ps_binary), each pinned to one core with
+//                                      each ps process pinned to one core with
 //                                      sched_setaffinity: ps:0 on core 0, ps:1 on core 1 (the
 //                                      1-PS cluster: ps:0 alone on core 0), emulating PS hosts
 //                                      of one core each; the worker threads stay in this
-//                                      process, unpinned. This process acts as the chief:
-//                                      CreateVariables (optimizer --pinned_optimizer, default
-//                                      adam, so that the apply costs the PS more), Stats every
-//                                      500 ms as a heartbeat, Shutdown at the end. Also
-//                                      reported: each process's CPU use (cores busy, from
+//                                      process, unpinned. Optimizer --pinned_optimizer
+//                                      (default adam, so that the apply costs the PS more).
+//                                      Also reported: each process's CPU use (cores busy, from
 //                                      /proc/<pid>/stat) during the rounds. With
 //                                      --ps_cpu_quota=F each ps gets at most F of its core
 //                                      (its own cgroup-v1 cpu cgroup, CFS quota F*10 ms per
@@ -48,16 +46,16 @@
 //                                      worker side, so that the PS and not the shared cores
 //                                      bounds the step.
 // A summary (tables, bytes per PS and imbalance per placement, /proc/loadavg before and
-// after) is printed at the end.
+// after) is printed at the end. The ps logs of a failed point stay in /tmp/ps_throughput.*.
 //
 // Own flags (before Google Benchmark's): --round_ms=250 --pairs=3 --placement_workers=4
-// --chunk_bytes=2097152 --separate_connections=1 --pinned_ps=0 --ps_binary=<build>/bin/ps
-// --pinned_optimizer=adam --ps_cpu_quota=0; env PS_THROUGHPUT_ROUND_MS and PS_THROUGHPUT_PAIRS
-// override the defaults (PS_THROUGHPUT_ROUND_MS=100: a ~1 min run). The pinned experiment alone:
+// --chunk_bytes=2097152 --pinned_ps=0 --ps_binary=<build>/bin/ps --pinned_optimizer=adam
+// --ps_cpu_quota=0; env PS_THROUGHPUT_ROUND_MS and PS_THROUGHPUT_PAIRS override the defaults
+// (PS_THROUGHPUT_ROUND_MS=100: a ~1 min run). The pinned experiment alone:
 //   ps_throughput --pinned_ps=1 --benchmark_filter=pinned/
 //
 // Files: ps_bench_options (flags), ps_bench_model (models, placement, PS definitions),
-// ps_bench_cluster (the PS tasks and workers), ps_bench_process (pinned ps processes),
+// ps_bench_cluster (the PS processes and workers), ps_bench_process (spawning ps processes),
 // ps_bench_rounds (timed rounds, medians, ratios); this file: the benchmarks and the summary.
 #include <algorithm>
 #include <cstdio>
@@ -78,7 +76,6 @@
 #include "benchmark/benchmark.h"
 #include "ops/optimizer.h"
 #include "runtime/cluster/placement.h"
-#include "spdlog/spdlog.h"
 
 namespace fulcrum::bench {
 namespace {
@@ -114,8 +111,37 @@ struct BenchRun {
   std::vector<MatrixResult> matrix;
   std::vector<PlacementResult> placement;
   std::vector<PinnedResult> pinned;
-  int next_cluster_id = 0;  // names the pinned clusters' files
+  int next_cluster_id = 0;  // names the clusters' files
 };
+
+// A folder of /tmp for one benchmark's cluster specs and ps logs: removed at the end unless
+// kept (a failed benchmark keeps its ps logs for the reader).
+class ScratchDir {
+ public:
+  ScratchDir() {
+    char path[] = "/tmp/ps_throughput.XXXXXX";
+    if (mkdtemp(path) != nullptr) path_ = path;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    if (!path_.empty() && !keep_) std::filesystem::remove_all(path_, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  bool ok() const { return !path_.empty(); }
+  const std::string& path() const { return path_; }
+  void Keep() { keep_ = true; }
+
+ private:
+  std::string path_;
+  bool keep_ = false;
+};
+
+// Skips the benchmark with `status`, keeping `dir`'s ps logs.
+void Skip(benchmark::State& state, const absl::Status& status, ScratchDir& dir) {
+  dir.Keep();
+  state.SkipWithError(absl::StrCat(status.ToString(), " (ps logs in ", dir.path(), ")").c_str());
+}
 
 // The 1-PS vs 2-PS comparison of a placement, from the three series (1 PS, 2 PS, plain).
 PlacementResult Compare(const std::string& model, runtime::PlacementStrategy strategy, int workers,
@@ -158,22 +184,21 @@ void BM_Matrix(benchmark::State& state, BenchRun& run, const std::string& model_
     state.SkipWithError(std::string(model.status().message()).c_str());
     return;
   }
+  ScratchDir dir;
+  if (!dir.ok()) return state.SkipWithError("mkdtemp failed");
   MatrixResult result;
   for (auto _ : state) {
     Cluster cluster(run.options);
+    const ClusterConfig config{.dir = dir.path(), .id = run.next_cluster_id++};
     if (absl::Status s =
-            cluster.Start(*model, num_ps, runtime::PlacementStrategy::kRoundRobin, workers);
+            cluster.Start(*model, num_ps, runtime::PlacementStrategy::kRoundRobin, workers, config);
         !s.ok()) {
-      state.SkipWithError(s.ToString().c_str());
-      return;
+      return Skip(state, s, dir);
     }
     auto series = Alternate(run.options, workers,
                             {[&](int w, int64_t* b) { return cluster.PsStep(w, b); },
                              [&](int w, int64_t* b) { return cluster.PlainStep(w, b); }});
-    if (!series.ok()) {
-      state.SkipWithError(series.status().ToString().c_str());
-      return;
-    }
+    if (!series.ok()) return Skip(state, series.status(), dir);
     result.model = model_name;
     result.workers = workers;
     result.num_ps = num_ps;
@@ -204,20 +229,19 @@ void BM_Placement(benchmark::State& state, BenchRun& run, const std::string& mod
     state.SkipWithError(std::string(model.status().message()).c_str());
     return;
   }
+  ScratchDir dir;
+  if (!dir.ok()) return state.SkipWithError("mkdtemp failed");
   PlacementResult result;
   for (auto _ : state) {
     Cluster one(run.options), two(run.options);
-    absl::Status s = one.Start(*model, 1, strategy, workers);
-    if (s.ok()) s = two.Start(*model, 2, strategy, workers);
-    if (!s.ok()) {
-      state.SkipWithError(s.ToString().c_str());
-      return;
+    absl::Status s =
+        one.Start(*model, 1, strategy, workers, {.dir = dir.path(), .id = run.next_cluster_id++});
+    if (s.ok()) {
+      s = two.Start(*model, 2, strategy, workers, {.dir = dir.path(), .id = run.next_cluster_id++});
     }
+    if (!s.ok()) return Skip(state, s, dir);
     auto series = Alternate(run.options, workers, PlacementModes(one, two));
-    if (!series.ok()) {
-      state.SkipWithError(series.status().ToString().c_str());
-      return;
-    }
+    if (!series.ok()) return Skip(state, series.status(), dir);
     result = Compare(model_name, strategy, workers, two, *series);
   }
   SetPlacementCounters(state, result);
@@ -265,21 +289,15 @@ void BM_Pinned(benchmark::State& state, BenchRun& run, const std::string& model_
     state.SkipWithError(std::string(optimizer.status().message()).c_str());
     return;
   }
-  char dir_template[] = "/tmp/ps_throughput.XXXXXX";
-  if (mkdtemp(dir_template) == nullptr) {
-    state.SkipWithError("mkdtemp failed");
-    return;
-  }
+  ScratchDir dir;
+  if (!dir.ok()) return state.SkipWithError("mkdtemp failed");
   PinnedResult result;
   for (auto _ : state) {
-    if (absl::Status s = RunPinned(run, *model, strategy, *optimizer, dir_template, &result);
+    if (absl::Status s = RunPinned(run, *model, strategy, *optimizer, dir.path(), &result);
         !s.ok()) {
-      state.SkipWithError(s.ToString().c_str());  // the ps logs stay in dir_template
-      return;
+      return Skip(state, s, dir);
     }
   }
-  std::error_code ec;
-  std::filesystem::remove_all(dir_template, ec);
   SetPlacementCounters(state, result.placement);
   run.pinned.push_back(result);
 }
@@ -404,9 +422,8 @@ void PrintSummary(const BenchRun& run, const std::string& load_before) {
   const PsBenchOptions& o = run.options;
   std::printf(
       "\nps_throughput: %d reported pair(s) of %d ms rounds after a warm-up pair; chunk "
-      "%lld bytes; %s connections\n",
-      o.pairs, o.round_ms, static_cast<long long>(o.chunk_bytes),
-      o.separate_connections ? "per-worker" : "shared");
+      "%lld bytes; a connection per worker and ps\n",
+      o.pairs, o.round_ms, static_cast<long long>(o.chunk_bytes));
   std::printf("loadavg before: %s\nloadavg after:  %s\n", load_before.c_str(),
               ReadLoadavg().c_str());
   PrintMatrix(run.matrix);
@@ -424,7 +441,6 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   fulcrum::bench::BenchRun run;
   run.options = fulcrum::bench::ParsePsBenchOptions(argc, argv);
-  spdlog::set_level(spdlog::level::warn);  // the shards' "ps:0 holds ..." lines
   const std::string load_before = fulcrum::bench::ReadLoadavg();
   fulcrum::bench::RegisterAll(run);
   benchmark::RunSpecifiedBenchmarks();
