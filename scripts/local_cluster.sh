@@ -2,7 +2,9 @@
 # Starts every task of a ClusterSpec on this machine: its ps tasks, workers and chief, each
 # with the same flags (as a TensorFlow launch script does), each log line prefixed with the
 # task's name. Waits for all of them; if one fails, stops the rest and exits with its code.
-# Ctrl-C stops them all.
+# Ctrl-C stops them all cleanly: each task runs in a process group of its own, so the
+# terminal's SIGINT reaches only this script, which passes it on once to every task (the
+# chief then ends the run and writes its report; a second Ctrl-C ends the tasks at once).
 #
 #   scripts/local_cluster.sh [--hosts HOSTS.json] [--restart N] SPEC [flags for every task...]
 #   scripts/local_cluster.sh cluster_specs/local_1ps_2w.json --model=logreg --train_steps=1000
@@ -123,18 +125,34 @@ fi
 
 declare -A name_of=()
 declare -A live=()
-stop_all() {
-  for pid in "${!live[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+# Every task (with its log filter and any netns wrapper) in a process group of its own.
+set -m
+stop_all() {  # [signal]: to every task's process group, once per call
+  for pid in "${!live[@]}"; do kill -"${1:-TERM}" -- "-$pid" 2>/dev/null || true; done
 }
-trap 'echo "local_cluster: interrupted, stopping every task" >&2; stop_all; wait; exit 130' INT TERM
+# A signal to this script is passed on to the tasks; they end their run (the chief writes the
+# report) within their own deadlines, and are killed if they are not gone after 5 minutes.
+interrupted() {  # signal exit-code
+  echo "local_cluster: interrupted ($1), stopping every task" >&2
+  stop_all "$1"
+  (sleep 300; stop_all KILL) &
+  local killer=$!
+  wait "${!live[@]}" 2>/dev/null || true
+  kill -- "-$killer" 2>/dev/null || true
+  exit "$2"
+}
+trap 'interrupted INT 130' INT
+trap 'interrupted TERM 143' TERM
 
 start_task() {  # job index flags...
   local job=$1 index=$2 in_host=()
   shift 2
   # The host's network namespace, and its CPU cgroup when it has one (netns_hosts.sh --cpus).
   [[ -n "$hosts_file" ]] && in_host=("$SCRIPTS_DIR/netns_hosts.sh" exec "${host_of[$job:$index]}" --)
+  # The log filter ignores the signals: it ends when its task closes the pipe, so no late
+  # line of a stopping task is lost.
   "${in_host[@]}" "$BIN_DIR/$job" --cluster_spec="$spec" --job_name="$job" --task_index="$index" "$@" \
-    > >(sed -u "s/^/[$job:$index] /") 2>&1 &
+    </dev/null > >(trap '' INT TERM; exec sed -u "s/^/[$job:$index] /") 2>&1 &
   live[$!]=1
   name_of[$!]="$job:$index"
 }

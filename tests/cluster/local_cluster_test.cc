@@ -1,6 +1,7 @@
 // scripts/local_cluster.sh as a user runs it: it starts every task of a spec with the same
 // flags, prefixes each task's log lines with its name, returns 0 when all exit 0, and on
-// Ctrl-C (SIGINT) stops every task it started.
+// Ctrl-C in a terminal (SIGINT to its whole process group) or a launcher's SIGTERM stops
+// every task it started cleanly, with every record written.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -31,10 +32,12 @@ using ::fulcrum::testing::WriteLocalSpec;
 
 constexpr char kFashionMnist[] = "/usr/share/datasets/fashion-mnist";
 
-// Starts the script with its output in `log`; returns its pid.
+// Starts the script with its output in `log`, as a terminal starts a command: the leader of a
+// process group of its own (the group Ctrl-C signals). Returns its pid (= its group's id).
 pid_t StartScript(const std::vector<std::string>& args, const fs::path& log) {
   const pid_t pid = ::fork();
   if (pid == 0) {
+    ::setpgid(0, 0);
     const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     ::dup2(fd, 1);
     ::dup2(fd, 2);
@@ -77,6 +80,14 @@ void WaitUntilTraining(const fs::path& log) {
   }
 }
 
+// A TensorFlow 1.x spec of 1 ps and 2 workers, no chief job (worker 0 is also the chief).
+fs::path WriteTf1Spec(const fs::path& spec) {
+  std::ofstream(spec) << absl::StrCat(R"({"ps": ["127.0.0.1:)", testing::FreePort(),
+                                      R"("], "worker": ["127.0.0.1:)", testing::FreePort(),
+                                      R"(", "127.0.0.1:)", testing::FreePort(), R"("]})");
+  return spec;
+}
+
 class LocalClusterScriptTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -103,32 +114,65 @@ TEST_F(LocalClusterScriptTest, RunsEveryTaskWithPrefixedLogsAndExitsZero) {
   EXPECT_EQ(ProcessesMentioning(spec), 0);
 }
 
-TEST_F(LocalClusterScriptTest, CtrlCStopsEveryTask) {
-  const fs::path dir = FreshDir("local_cluster_sigint");
-  const std::string spec = WriteLocalSpec(dir / "spec.json", 1, 2);
+// Interrupts a run of `spec` (training, profiled) with `signal` sent to `target` (the script's
+// pid, or minus it: its whole process group, as a terminal's Ctrl-C), and checks that the run
+// ended cleanly: the script's exit code 128 + signal, the report, the merged trace and every
+// task's final summary written with the signal as the stop reason, and no task left.
+void InterruptAndCheck(const fs::path& dir, const std::string& spec, bool group, int signal,
+                       const std::vector<std::string>& tasks) {
   const fs::path log = dir / "out.log";
   const pid_t pid = StartScript({spec, "--train_steps=100000000", "--threads=1", "--eval_every=0",
                                  absl::StrCat("--run_dir=", (dir / "run").string())},
                                 log);
-  // Wait until the workers train, then press Ctrl-C.
   WaitUntilTraining(log);
-  if (HasFatalFailure()) return;
-  ::kill(pid, SIGINT);
-  EXPECT_EQ(WaitFor(pid, std::chrono::seconds(60)), 130) << ReadFile(log);
+  if (::testing::Test::HasFatalFailure()) return;
+  ::kill(group ? -pid : pid, signal);
+  EXPECT_EQ(WaitFor(pid, std::chrono::seconds(120)), 128 + signal) << ReadFile(log);
   EXPECT_NE(ReadFile(log).find("stopping every task"), std::string::npos) << ReadFile(log);
-  // Every task stopped cleanly on the script's SIGTERM: the chief ended the run and wrote the
-  // report, with the ps's summary (the ps waited for the chief's Shutdown) and the workers'.
-  const std::string report = ReadFile(dir / "run" / "report.json");
-  EXPECT_NE(report.find("\"stop_reason\": \"interrupted by SIGTERM\""), std::string::npos)
-      << report << ReadFile(log);
-  for (const char* task : {"ps-0", "worker-0", "worker-1", "chief-0"}) {
-    EXPECT_TRUE(fs::exists(dir / "run" / task / "summary.json")) << task << "\n" << ReadFile(log);
+  // The chief (or worker 0 as the chief) ended the run on the signal and wrote the report,
+  // with the ps's summary (the ps waited for the chief's Shutdown) and the workers'.
+  const nlohmann::json report = nlohmann::json::parse(ReadFile(dir / "run" / "report.json"),
+                                                      nullptr, /*allow_exceptions=*/false);
+  ASSERT_TRUE(report.is_object()) << ReadFile(log);
+  EXPECT_EQ(report.value("stop_reason", ""),
+            absl::StrCat("interrupted by ", signal == SIGINT ? "SIGINT" : "SIGTERM"))
+      << ReadFile(log);
+  EXPECT_EQ(report.value("failed", true), false) << ReadFile(log);
+  EXPECT_TRUE(report["vanished_tasks"].empty()) << report["vanished_tasks"].dump();
+  EXPECT_TRUE(fs::exists(dir / "run" / "run_trace.json")) << ReadFile(log);
+  for (const std::string& task : tasks) {
+    const nlohmann::json summary =
+        nlohmann::json::parse(ReadFile(dir / "run" / task / "summary.json"), nullptr, false);
+    ASSERT_TRUE(summary.is_object()) << task << "\n" << ReadFile(log);
+    EXPECT_FALSE(summary.contains("partial")) << task << "\n" << summary.dump(2);
   }
   // Every task is gone (give the kernel a moment to reap the last ones).
   for (int i = 0; i < 50 && ProcessesMentioning(spec) > 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   EXPECT_EQ(ProcessesMentioning(spec), 0);
+}
+
+TEST_F(LocalClusterScriptTest, CtrlCToTheProcessGroupStopsEveryTaskCleanly) {
+  const fs::path dir = FreshDir("local_cluster_sigint");
+  const std::string spec = WriteLocalSpec(dir / "spec.json", 1, 2);
+  InterruptAndCheck(dir, spec, /*group=*/true, SIGINT, {"ps-0", "worker-0", "worker-1", "chief-0"});
+}
+
+// The TensorFlow 1.x layout (no chief job: worker 0 is also the chief), Ctrl-C'd likewise.
+TEST_F(LocalClusterScriptTest, CtrlCStopsATf1LayoutCleanly) {
+  const fs::path dir = FreshDir("local_cluster_sigint_tf1");
+  const fs::path spec = WriteTf1Spec(dir / "spec.json");
+  InterruptAndCheck(dir, spec.string(), /*group=*/true, SIGINT,
+                    {"ps-0", "worker-0", "worker-1", "chief-0"});
+}
+
+// A launcher's SIGTERM to the script alone (Slurm, a supervisor): passed on once to every task.
+TEST_F(LocalClusterScriptTest, SigtermToTheScriptStopsEveryTaskCleanly) {
+  const fs::path dir = FreshDir("local_cluster_sigterm");
+  const std::string spec = WriteLocalSpec(dir / "spec.json", 1, 2);
+  InterruptAndCheck(dir, spec, /*group=*/false, SIGTERM,
+                    {"ps-0", "worker-0", "worker-1", "chief-0"});
 }
 
 // The pid of the task (not the script) whose command line mentions every one of `needles`,
@@ -224,10 +268,7 @@ TEST_F(LocalClusterScriptTest, ATf1SpecWithAMasterJobRuns) {
 // and writes the report.
 TEST_F(LocalClusterScriptTest, ATf1SpecWithoutAChiefRuns) {
   const fs::path dir = FreshDir("local_cluster_no_chief");
-  const fs::path spec = dir / "spec.json";
-  std::ofstream(spec) << absl::StrCat(R"({"ps": ["127.0.0.1:)", testing::FreePort(),
-                                      R"("], "worker": ["127.0.0.1:)", testing::FreePort(),
-                                      R"(", "127.0.0.1:)", testing::FreePort(), R"("]})");
+  const fs::path spec = WriteTf1Spec(dir / "spec.json");
   const fs::path log = dir / "out.log";
   const pid_t pid = StartScript(
       {spec.string(), "--model=logreg", "--train_steps=100", "--threads=1", "--eval_every=0",
