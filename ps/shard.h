@@ -6,8 +6,8 @@
 // stale gradients dropped; ssp: apply on arrival, a worker held while it is more than
 // `staleness` steps ahead of the slowest, ps/staleness.h), deduplication of retried pushes,
 // stop, stats and checkpoint shard I/O (in shard_checkpoint.cc). The gRPC service
-// (ps/service.h) and the in-process client (ps/in_process_client.h) both forward to it. Every
-// error message names the task ("ps:0").
+// (ps/service.h) and the tests' in-process client (tests/testing/in_process_ps_client.h) both
+// forward to it. Every error message names the task ("ps:0").
 //
 // Thread-safety: every method may be called from many threads at once. Each chunk has its
 // own lock, so pushes and pulls of different chunks contend only for the brief insert into
@@ -73,7 +73,7 @@ class ValueSink {
 };
 
 // Copies each pulled chunk once, under its lock, into one slice of an outgoing frame (the
-// reply of every transport: ps/service.cc, ps/in_process_client.cc).
+// reply of every transport: ps/service.cc, tests/testing/in_process_ps_client.h).
 class FrameSink final : public ValueSink {
  public:
   explicit FrameSink(std::vector<runtime::OutChunk>* out) : out_(out) {}
@@ -157,7 +157,8 @@ class Shard {
 
   // The data methods take the request's header as the transport parsed it (its chunk
   // payloads decoded or still to be written) and trust its task: each transport front checks
-  // that once per request with CheckTask (ps/service.cc, ps/in_process_client.cc).
+  // that once per request with CheckTask (ps/service.cc; in the tests,
+  // tests/testing/in_process_ps_client.h).
   //
   // Reads the requested chunks (empty = all) into `sink` (in request.reply_dtype());
   // *response gets the other fields. With min_step > 0, first waits until each chunk's step

@@ -1,8 +1,8 @@
 // runtime: the client side of the PS contract (proto/ps.proto), one interface with two
 // implementations: GrpcPsClient (runtime/client/grpc_ps_client.h) talks to a ps process over gRPC
-// (its data calls over gRPC or the tcp data plane); the in-process client
-// (ps/in_process_client.h) hands the same frames to a shard in the same process. The same
-// contract tests run over all three.
+// (its data calls over gRPC or the tcp data plane); the tests' in-process client
+// (tests/testing/in_process_ps_client.h) hands the same frames to a shard in the same process.
+// The same contract tests run over all three.
 // Thread-safety: every method may be called from many threads at once.
 #pragma once
 

@@ -31,7 +31,6 @@
 #include "ops/initializer.h"
 #include "ops/optimizer.h"
 #include "ops/tensor.h"
-#include "ps/in_process_client.h"
 #include "ps/service.h"
 #include "ps/shard.h"
 #include "runtime/client/grpc_ps_client.h"
@@ -39,6 +38,7 @@
 #include "runtime/frames/proto_convert.h"
 #include "runtime/frames/tensor_coding.h"
 #include "tests/testing/frame_calls.h"
+#include "tests/testing/in_process_ps_client.h"
 #include "transport/limits.h"
 #include "transport/tcp_server.h"
 #include "transport/tcp_wire.h"
@@ -214,7 +214,7 @@ class PsContractTest : public ::testing::TestWithParam<Transport> {
   void SetUp() override {
     shard_ = std::make_unique<Shard>(0);
     if (GetParam() == Transport::kInProcess) {
-      client_ = std::make_unique<InProcessPsClient>(shard_.get());
+      client_ = std::make_unique<fulcrum::testing::InProcessPsClient>(shard_.get());
       return;
     }
     service_ = std::make_unique<PsService>(shard_.get());
@@ -1474,7 +1474,7 @@ TEST_P(PsContractTest, ARestoreEndsWaitingPullsAndAHeldShardServesOnlyOnceRestor
   held_def.set_hold_for_restore(true);
   pb::CreateVariablesResponse created;
   ASSERT_TRUE(restarted.CreateVariables(held_def, &created).ok());
-  InProcessPsClient restarted_client(&restarted);
+  fulcrum::testing::InProcessPsClient restarted_client(&restarted);
   pb::PullRequest pull;
   pull.set_task("worker:0");
   pb::PullResponse pulled;

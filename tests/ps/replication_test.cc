@@ -14,7 +14,6 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "ops/optimizer.h"
-#include "ps/in_process_client.h"
 #include "ps/replicas.h"
 #include "ps/service.h"
 #include "ps/shard.h"
@@ -22,6 +21,7 @@
 #include "runtime/frames/proto_convert.h"
 #include "runtime/frames/tensor_coding.h"
 #include "tests/testing/frame_calls.h"
+#include "tests/testing/in_process_ps_client.h"
 
 namespace fulcrum::ps {
 namespace {
@@ -58,7 +58,7 @@ pb::CreateVariablesRequest Definition(ops::OptimizerKind kind, pb::Mode mode) {
 // One ps: its shard, its replicas, its service on a real gRPC server.
 // A push straight to a shard in this process (as a worker's would arrive).
 absl::Status PushLocally(Shard& shard, const pb::PushRequest& request, pb::PushResponse* response) {
-  InProcessPsClient client(&shard);
+  fulcrum::testing::InProcessPsClient client(&shard);
   return testing::CallPush(client, request, response, absl::Seconds(30));
 }
 

@@ -13,12 +13,12 @@
 #include "ops/initializer.h"
 #include "ops/optimizer.h"
 #include "ops/tensor.h"
-#include "ps/in_process_client.h"
 #include "ps/shard.h"
 #include "runtime/client/sharded_variables.h"
 #include "runtime/cluster/placement.h"
 #include "runtime/cluster/shard_defs.h"
 #include "tests/testing/faulty_ps_client.h"
+#include "tests/testing/in_process_ps_client.h"
 
 namespace fulcrum::runtime {
 namespace {
@@ -110,7 +110,7 @@ class ShardedVariablesFaultTest : public ::testing::TestWithParam<Case> {
   const std::vector<VariableInfo> variables_ = Variables();
   Placement placement_;
   ps::Shard shard_{0};
-  ps::InProcessPsClient inner_{&shard_};
+  fulcrum::testing::InProcessPsClient inner_{&shard_};
   FaultyPsClient faulty_{&inner_};
   std::unique_ptr<ShardedVariables> vars_;
   std::vector<ops::Tensor> initial_, values_, grads_;

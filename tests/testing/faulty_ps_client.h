@@ -1,6 +1,6 @@
 // tests: FaultyPsClient, a runtime::PsClient decorator that injects the transport faults a
 // real network has into the data path (Pull, Push, PushPull) of the client it wraps (the
-// in-process client, ps/in_process_client.h, in the tests), so that retry and
+// in-process client, tests/testing/in_process_ps_client.h), so that retry and
 // deduplication can be tested deterministically:
 //   kDropReply       the call reaches the PS and is applied; the caller sees Unavailable
 //                    and no reply (a reply lost on the way back);

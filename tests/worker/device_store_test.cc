@@ -14,12 +14,12 @@
 #include "models/model.h"
 #include "ops/arena_backend.h"
 #include "ops/tensor.h"
-#include "ps/in_process_client.h"
 #include "ps/shard.h"
 #include "runtime/client/sharded_variables.h"
 #include "runtime/cluster/placement.h"
 #include "runtime/cluster/shard_defs.h"
 #include "runtime/config/flags.h"
+#include "tests/testing/in_process_ps_client.h"
 #include "worker/device_variable_store.h"
 #include "worker/local_variable_store.h"
 #include "worker/setup.h"
@@ -209,7 +209,7 @@ TEST(DeviceStoreClusterTest, TheClusterPathCopiesEachValueInAndEachGradientOutOn
   pb::CreateVariablesResponse created;
   ASSERT_TRUE(
       shard.CreateVariables(runtime::ShardDefinition(*placement, infos, 0, def), &created).ok());
-  ps::InProcessPsClient client(&shard);
+  fulcrum::testing::InProcessPsClient client(&shard);
   std::vector<runtime::PsClient*> clients = {&client};
   runtime::ShardedVariables sharded(*placement, 1 << 20, clients, "worker:0");
   ShardedVariableStore store(&sharded, shapes, runtime::SyncMode::kAsync, absl::Seconds(60));

@@ -26,13 +26,13 @@
 #include "models/model.h"
 #include "ops/cpu/thread_pool.h"
 #include "ops/tensor.h"
-#include "ps/in_process_client.h"
 #include "ps/shard.h"
 #include "runtime/client/sharded_variables.h"
 #include "runtime/cluster/placement.h"
 #include "runtime/cluster/shard_defs.h"
 #include "runtime/config/flags.h"
 #include "tests/testing/forwarding_ps_client.h"
+#include "tests/testing/in_process_ps_client.h"
 #include "worker/local_variable_store.h"
 #include "worker/setup.h"
 #include "worker/sharded_variable_store.h"
@@ -121,7 +121,8 @@ class TrainLoopTest : public ::testing::Test {
           shards_.back()
               ->CreateVariables(runtime::ShardDefinition(placement_, infos, p, def), &response)
               .ok());
-      clients_.push_back(std::make_unique<ps::InProcessPsClient>(shards_.back().get()));
+      clients_.push_back(
+          std::make_unique<fulcrum::testing::InProcessPsClient>(shards_.back().get()));
     }
   }
 
@@ -194,7 +195,7 @@ class TrainLoopTest : public ::testing::Test {
   std::unique_ptr<models::Model> model_;
   runtime::Placement placement_;
   std::vector<std::unique_ptr<ps::Shard>> shards_;
-  std::vector<std::unique_ptr<ps::InProcessPsClient>> clients_;
+  std::vector<std::unique_ptr<fulcrum::testing::InProcessPsClient>> clients_;
 };
 
 double MeanLoss(const std::vector<profiler::StepRecord>& steps, size_t begin, size_t end) {
