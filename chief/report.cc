@@ -91,6 +91,7 @@ nlohmann::json TaskRow(const nlohmann::json& s, const std::string& job) {
   row["job"] = job;
   row["index"] = index;
   row["host"] = Str(s, "host", "unknown");
+  row["pid"] = Num(s, "pid");  // 0: not recorded
   row["profile"] = Str(s, "profile", "off");
   const bool vanished = s.is_object() && s.value("vanished", false);
   row["status"] = vanished ? "vanished" : "reported";
@@ -187,6 +188,27 @@ nlohmann::json HostRow(const std::string& host) {
 
 void Add(nlohmann::json* h, const char* key, double x) { (*h)[key] = (*h)[key].get<double>() + x; }
 
+// The cluster's totals over the task rows: a process's CPU and memory once (a row that shares
+// its process with an earlier one adds none), each role's application bytes and examples/s.
+nlohmann::json ClusterTotals(const nlohmann::json& tasks) {
+  nlohmann::json cluster;
+  cluster["tasks"] = tasks.size();
+  for (const char* k :
+       {"cpu_seconds", "cpu_percent_mean", "peak_rss_bytes", "app_bytes_sent", "app_bytes_received",
+        "app_bytes_sent_warmup", "app_bytes_received_warmup"}) {
+    cluster[k] = 0.0;
+    const bool per_process = !absl::StartsWith(k, "app_");
+    for (const nlohmann::json& t : tasks) {
+      if (!(per_process && t.contains("same_process_as"))) Add(&cluster, k, t[k].get<double>());
+    }
+  }
+  cluster["examples_per_sec"] = 0.0;
+  for (const nlohmann::json& t : tasks) {
+    if (t.contains("examples_per_sec")) Add(&cluster, "examples_per_sec", t["examples_per_sec"]);
+  }
+  return cluster;
+}
+
 }  // namespace
 
 void AddClusterTables(nlohmann::json* report) {
@@ -209,16 +231,26 @@ void AddClusterTables(nlohmann::json* report) {
   }
   std::map<std::string, nlohmann::json> hosts;  // by host name
   std::vector<std::string> host_order;
+  std::map<std::string, std::string> process_of;  // "host/pid" -> the first task it runs
   for (size_t i = 0; i < summaries.size(); ++i) {
     const nlohmann::json& s = *summaries[i].second;
-    const nlohmann::json& row = tasks[i];
+    nlohmann::json& row = tasks[i];
     const std::string host = row["host"];
     auto [it, inserted] = hosts.try_emplace(host, HostRow(host));
     if (inserted) host_order.push_back(host);
     nlohmann::json& h = it->second;
     h["tasks"].push_back(row["task"]);
-    for (const char* k : {"cpu_percent_mean", "cpu_seconds", "peak_rss_bytes"}) {
-      Add(&h, k, row[k].get<double>());  // processes add up
+    // A process is counted once, whatever roles it plays (worker 0 as the chief): its CPU and
+    // memory are the process's, read alike by each role's profiler.
+    const auto pid = static_cast<int64_t>(row["pid"].get<double>());
+    const std::string process =
+        pid > 0 ? absl::StrCat(host, "/", pid) : row["task"].get<std::string>();
+    if (auto [first, fresh] = process_of.try_emplace(process, row["task"]); !fresh) {
+      row["same_process_as"] = first->second;
+    } else {
+      for (const char* k : {"cpu_percent_mean", "cpu_seconds", "peak_rss_bytes"}) {
+        Add(&h, k, row[k].get<double>());  // processes add up
+      }
     }
     AddPayload(s, host, host_of, &h);
     // Interface counters are the namespace's, read alike by each of its tasks: the task that
@@ -231,19 +263,9 @@ void AddClusterTables(nlohmann::json* report) {
       h["interfaces_from"] = row["task"];
     }
   }
-  nlohmann::json cluster;
-  cluster["tasks"] = tasks.size();
+  nlohmann::json cluster = ClusterTotals(tasks);
   cluster["hosts"] = host_order.size();
-  for (const char* k :
-       {"cpu_seconds", "cpu_percent_mean", "peak_rss_bytes", "app_bytes_sent", "app_bytes_received",
-        "app_bytes_sent_warmup", "app_bytes_received_warmup"}) {
-    cluster[k] = 0.0;
-    for (const nlohmann::json& t : tasks) Add(&cluster, k, t[k].get<double>());
-  }
-  cluster["examples_per_sec"] = 0.0;
-  for (const nlohmann::json& t : tasks) {
-    if (t.contains("examples_per_sec")) Add(&cluster, "examples_per_sec", t["examples_per_sec"]);
-  }
+  cluster["processes"] = process_of.size();
   nlohmann::json host_rows = nlohmann::json::array();
   for (const auto& [key, from] : kNetKeys) cluster[key] = 0.0;
   for (const std::string& name : host_order) {

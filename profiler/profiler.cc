@@ -1,5 +1,7 @@
 #include "profiler/profiler.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <utility>
@@ -241,11 +243,9 @@ void Profiler::FlushRecords() {
     return;  // Finish is on
   }
   records.samples = Samples();
-  nlohmann::json partial = {{"job", options_.job},
-                            {"task_index", options_.task_index},
-                            {"partial", true},
-                            {"profile", "on"},
-                            {"host", HostName()}};
+  nlohmann::json partial = {{"job", options_.job}, {"task_index", options_.task_index},
+                            {"partial", true},     {"profile", "on"},
+                            {"host", HostName()},  {"pid", static_cast<int64_t>(getpid())}};
   partial.update(ProfileKeys(records, rpc_spans_dropped));
   const std::filesystem::path dir(task_dir_);
   absl::Status s = WriteCsvFiles(task_dir_, records.job, records.samples, records.steps,
@@ -360,7 +360,10 @@ absl::Status Profiler::Finish(nlohmann::json* summary) {
     if (finished_) return absl::FailedPreconditionError("Profiler::Finish called twice");
     finished_ = true;
   }
-  nlohmann::json keys = {{"profile", options_.enabled ? "on" : "off"}, {"host", HostName()}};
+  // The host and process id tell a reader which tasks share a process (worker 0 as the chief).
+  nlohmann::json keys = {{"profile", options_.enabled ? "on" : "off"},
+                         {"host", HostName()},
+                         {"pid", static_cast<int64_t>(getpid())}};
   std::string task_dir;
   TraceInput records;
   if (options_.enabled) {

@@ -69,21 +69,34 @@ void AddPhaseSpans(const StepRecord& r, int64_t begin, int64_t end, ChromeTrace*
 
 // The overlapped schedule's phases inside [begin, end), in the order they run: the first
 // step's pull, data, forward (the forward pass with its waits for values, drawn as "pull"
-// slices inside it at their measured moments), push (the previous push-pull's end) and
-// backward. Boundaries as in AddPhaseSpans.
+// slices inside it at their measured moments), push (the previous push-pull's end, with the
+// part of the sync wait not already spent waiting for values drawn at its end) and backward.
+// The step's sync wait is taken from its waits for values first (see TrainLoop). Boundaries
+// as in AddPhaseSpans.
 void AddOverlappedPhaseSpans(const StepRecord& r, int64_t begin, int64_t end, ChromeTrace* trace) {
   double waits_ms = 0.0;
   for (const StepRecord::Span& w : r.value_waits) waits_ms += std::max(w.ms, 0.0);
-  const double first_pull_ms = std::max(r.pull_ms - waits_ms, 0.0);
+  const double sync_in_waits_ms = std::min(waits_ms, r.sync_wait_ms);
+  const double first_pull_ms = std::max(r.pull_ms + sync_in_waits_ms - waits_ms, 0.0);
+  const double sync_in_push_ms = r.sync_wait_ms - sync_in_waits_ms;
   const std::pair<const char*, double> phases[] = {{"pull", first_pull_ms},
                                                    {"data", r.data_ms},
                                                    {"forward", r.forward_ms + waits_ms},
-                                                   {"push", r.push_ms},
+                                                   {"push", r.push_ms + sync_in_push_ms},
                                                    {"backward", r.backward_ms}};
   ForEachPhase(phases, begin, end, [&](const char* name, int64_t t, int64_t phase_end) {
-    if (std::string_view(name) == "forward") {
+    if (std::string_view(name) == "push") {
       trace->Span(name, "phase", kTrainTid, t, phase_end - t,
-                  {{"forward_ms", r.forward_ms}, {"pull_ms", waits_ms}});
+                  {{"push_ms", r.push_ms}, {"sync_wait_ms", sync_in_push_ms}});
+      const int64_t wait_begin = std::max(t, phase_end - RoundUs(sync_in_push_ms));
+      if (wait_begin < phase_end) {
+        trace->Span("sync_wait", "phase", kTrainTid, wait_begin, phase_end - wait_begin);
+      }
+    } else if (std::string_view(name) == "forward") {
+      trace->Span(name, "phase", kTrainTid, t, phase_end - t,
+                  {{"forward_ms", r.forward_ms},
+                   {"pull_ms", waits_ms - sync_in_waits_ms},
+                   {"sync_wait_ms", sync_in_waits_ms}});
       // Each wait where it was measured, clamped into the forward slice and after the last.
       int64_t floor = t;
       for (const StepRecord::Span& w : r.value_waits) {

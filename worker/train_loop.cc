@@ -153,9 +153,11 @@ absl::Status TrainLoop::Record(profiler::StepRecord r, TrainLoopResult* result) 
 }
 
 absl::StatusOr<TrainLoop::Outcome> TrainLoop::FinishPending(StepExchange* exchange,
-                                                            TrainLoopResult* result) {
+                                                            TrainLoopResult* result,
+                                                            double* sync_wait_ms) {
   if (!pending_.has_value()) return Done() ? Outcome::kStop : Outcome::kTaken;
   FULCRUM_ASSIGN_OR_RETURN(const ExchangeResult x, exchange->FinishExchange());
+  if (sync_wait_ms != nullptr) *sync_wait_ms = absl::ToDoubleMilliseconds(x.applied.sync_wait);
   profiler::StepRecord r = std::move(*pending_);
   pending_.reset();
   r.global_step = store_->global_step();
@@ -178,6 +180,9 @@ struct TrainLoop::StepState {
   Clock::time_point t0;
   double waits_ms = 0.0;   // waiting for values under the forward pass
   double finish_ms = 0.0;  // ending the previous step's push-pull
+  // The ps's wait for the other workers' gradients of the previous step (sync), as its
+  // replies said: the part of the step's blocked time that was waiting for them.
+  double sync_wait_ms = 0.0;
   bool wait_failed = false;
   Outcome outcome = Outcome::kTaken;  // what ending the previous push-pull said
 };
@@ -200,7 +205,7 @@ models::LayerHooks TrainLoop::OverlapHooks(StepExchange* exchange, StepState* s,
     // Nothing of a diverged step is sent (its gradients go out during the backward pass).
     FULCRUM_RETURN_IF_ERROR(CheckFinite(forward_loss, s->r.step, s->global_before));
     const auto f0 = Clock::now();
-    FULCRUM_ASSIGN_OR_RETURN(s->outcome, FinishPending(exchange, result));
+    FULCRUM_ASSIGN_OR_RETURN(s->outcome, FinishPending(exchange, result, &s->sync_wait_ms));
     s->finish_ms = Ms(Clock::now() - f0).count();
     if (s->outcome != Outcome::kTaken) return absl::CancelledError("the step is dropped");
     return absl::OkStatus();
@@ -246,8 +251,13 @@ absl::StatusOr<TrainLoop::Outcome> TrainLoop::Step(StepExchange* exchange, int64
   // A step that carries a pull began before t0.
   if (pull_ms > 0) r.begin_unix_us -= std::llround(pull_ms * 1000.0);
   if (exchange != nullptr) {  // its push-pull ends under the next step's forward pass
-    r.push_ms = s.finish_ms;
-    r.comm_wait_ms = r.pull_ms + r.push_ms;
+    // Of the time the step was blocked on the previous push-pull (its values, its end), up
+    // to the ps's wait for the other workers is that wait; the rest is the transfer's.
+    r.sync_wait_ms = std::min(s.waits_ms + s.finish_ms, s.sync_wait_ms);
+    const double from_values = std::min(s.waits_ms, r.sync_wait_ms);
+    r.pull_ms = pull_ms + s.waits_ms - from_values;
+    r.push_ms = s.finish_ms - (r.sync_wait_ms - from_values);
+    r.comm_wait_ms = r.pull_ms + r.push_ms + r.sync_wait_ms;
     r.wall_ms = Ms(t_grad - s.t0).count() + pull_ms;
     pending_ = std::move(r);
     return Outcome::kTaken;

@@ -10,7 +10,10 @@
 //   next batch -> forward, each layer once its values are in -> the previous step's
 //   push-pull ends -> backward, each layer's gradients handed over as they are final
 // so the store's transfers run under the computation; a step's record is taken once its
-// push-pull ended (during the next step), so the step sink hears of it one step late. A
+// push-pull ended (during the next step), so the step sink hears of it one step late. The
+// time a step is blocked on the previous push-pull (waiting for values, ending it) is its
+// sync wait up to the ps's wait for the other workers' gradients (sync), its pull and push
+// for the rest. A
 // step begun when the previous step's push-pull turns out to end training (a ps stopped, or
 // recovered from a failure) is dropped after its forward pass, nothing of it sent.
 // Thread-safety: Run is called once, from one thread; the callbacks run on that thread.
@@ -111,7 +114,9 @@ class TrainLoop {
   absl::Status ApplySequential(StepState& s, std::chrono::steady_clock::time_point t_grad);
   // Ends the pending step's push-pull and records the step: kStop when training ends there,
   // kRetry when the store recovered (the step in progress must be dropped), else kTaken.
-  absl::StatusOr<Outcome> FinishPending(StepExchange* exchange, TrainLoopResult* result);
+  // *sync_wait_ms (when given): the ps's wait for the other workers in that push-pull.
+  absl::StatusOr<Outcome> FinishPending(StepExchange* exchange, TrainLoopResult* result,
+                                        double* sync_wait_ms = nullptr);
   // Keeps a finished step's record (the result, the sink, the progress line); an error when
   // its loss shows the model diverged.
   absl::Status Record(profiler::StepRecord r, TrainLoopResult* result);

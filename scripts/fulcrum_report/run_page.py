@@ -254,6 +254,9 @@ def _task_table(report):
         status = v.string(t, "status", "reported")
         if status == "vanished":
             status = "vanished (%s records left)" % v.string(t, "records", "no")
+        shared = v.string(t, "same_process_as", "")
+        if shared:
+            status += " (in %s's process: CPU and memory counted there)" % shared
         rows.append((v.string(t, "task"), status, v.string(t, "host"),
                      v.fmt_seconds(n("cpu_seconds")),
                      v.fmt_pct(n("cpu_percent_mean")), v.fmt_pct(n("cpu_percent_max")),
@@ -261,8 +264,10 @@ def _task_table(report):
                      v.fmt_bytes(n("app_bytes_received")),
                      v.fmt_bytes(n("app_bytes_sent_warmup") + n("app_bytes_received_warmup")),
                      v.fmt_count(n("rpcs")), "" if rate is None else v.fmt_count(rate)))
-    return ("<h2>Tasks</h2><p>Per process. Network interfaces are shared by the tasks of a "
-            "host: their counters are in the hosts table.</p>" + table(
+    return ("<h2>Tasks</h2><p>Per process: a task run in another's process (worker 0 as "
+            "the chief) shows the same CPU and memory, counted once in the sums. Network "
+            "interfaces are shared by the tasks of a host: their counters are in the hosts "
+            "table.</p>" + table(
                 ("task", "status", "host", "CPU time", "CPU mean", "CPU max", "peak RSS",
                  "app sent", "app received", "of which warm-up", "RPCs", "examples/s"), rows))
 
@@ -317,14 +322,16 @@ def _cluster_table(report):
 
     def n(key):
         return v.num(c, key, 0.0)
-    row = (v.fmt_count(n("tasks")), v.fmt_count(n("hosts")), v.fmt_seconds(n("cpu_seconds")),
+    row = (v.fmt_count(n("tasks")), v.fmt_count(v.num(c, "processes", n("tasks"))),
+           v.fmt_count(n("hosts")), v.fmt_seconds(n("cpu_seconds")),
            v.fmt_pct(n("cpu_percent_mean")), v.fmt_bytes(n("peak_rss_bytes")),
            v.fmt_bytes(n("net_bytes_sent")), v.fmt_bytes(n("net_bytes_received")),
            v.fmt_bytes(n("external_bytes_sent")), v.fmt_bytes(n("external_bytes_received")),
            v.fmt_bytes(n("app_bytes_sent")), v.fmt_bytes(n("app_bytes_received")),
            v.fmt_count(n("examples_per_sec")))
     return "<h2>Cluster</h2>" + table(
-        ("tasks", "hosts", "CPU time", "CPU (sum of means)", "peak RSS (sum)", "network sent",
+        ("tasks", "processes", "hosts", "CPU time", "CPU (sum of means)", "peak RSS (sum)",
+         "network sent",
          "network received", "external sent", "external received", "app sent", "app received",
          "examples/s (workers)"), [row])
 

@@ -71,6 +71,42 @@ TEST(ClusterTablesTest, TasksHostsAndTotals) {
   EXPECT_DOUBLE_EQ(c["examples_per_sec"].get<double>(), 2000.0);
 }
 
+// Issue 30: with worker 0 as the chief (TensorFlow 1.x's layout) the chief's and worker 0's
+// summaries come from one process (same host and pid): its CPU and memory count once on its
+// host and in the cluster, each role's application bytes and examples/s still count.
+TEST(ClusterTablesTest, AProcessPlayingTwoRolesCountsOnce) {
+  nlohmann::json chief = Summary("chief", 0, "h1", 90, 200e6, 4800, 3800);
+  nlohmann::json w0 = Summary("worker", 0, "h1", 90, 200e6, 4800, 3800);
+  nlohmann::json ps = Summary("ps", 0, "h1", 40, 30e6, 5000, 4000);
+  nlohmann::json w1 = Summary("worker", 1, "h1", 80, 210e6, 3000, 100);
+  chief["pid"] = 101;
+  w0["pid"] = 101;
+  ps["pid"] = 102;
+  w1["pid"] = 103;
+  nlohmann::json r;
+  r["chief"] = chief;
+  r["ps"] = {ps};
+  r["workers"] = {w0, w1};
+  AddClusterTables(&r);
+
+  ASSERT_EQ(r["tasks"].size(), 4u);
+  EXPECT_EQ(r["tasks"][2]["task"], "worker-0");
+  EXPECT_EQ(r["tasks"][2]["same_process_as"], "chief-0");
+  EXPECT_FALSE(r["tasks"][0].contains("same_process_as"));
+  EXPECT_FALSE(r["tasks"][3].contains("same_process_as"));
+  const nlohmann::json& h1 = r["hosts"][0];
+  EXPECT_DOUBLE_EQ(h1["cpu_percent_mean"].get<double>(), 90.0 + 40.0 + 80.0);
+  EXPECT_DOUBLE_EQ(h1["peak_rss_bytes"].get<double>(), 200e6 + 30e6 + 210e6);
+  const nlohmann::json& c = r["cluster"];
+  EXPECT_EQ(c["tasks"], 4);
+  EXPECT_EQ(c["processes"], 3);
+  EXPECT_DOUBLE_EQ(c["cpu_percent_mean"].get<double>(), 210.0);
+  EXPECT_DOUBLE_EQ(c["cpu_seconds"].get<double>(), 2.1);
+  EXPECT_DOUBLE_EQ(c["peak_rss_bytes"].get<double>(), 440e6);
+  EXPECT_DOUBLE_EQ(c["app_bytes_sent"].get<double>(), 40.0);  // every role's own RPCs
+  EXPECT_DOUBLE_EQ(c["examples_per_sec"].get<double>(), 2000.0);
+}
+
 // Issue 13: a task row holds its process's figures only (it repeated the host's lo counter);
 // the host row splits each interface class into Fulcrum's payload (bytes to peers on the same
 // host went over lo, the rest over external interfaces) and the rest; the warm-up's bytes are

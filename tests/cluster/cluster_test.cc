@@ -450,6 +450,12 @@ TEST(ClusterTf1LayoutTest, WorkerZeroIsTheChiefAndTrainsLikeTheChiefLayout) {
   }
   // The in-process chief's trace is merged first, as a chief process's is.
   ExpectRunTrace(tf_dir / "run", {"chief-0", "ps-0", "worker-0", "worker-1"});
+  // Worker 0 and its chief are one process: the report counts its CPU and memory once.
+  EXPECT_EQ(report["cluster"]["tasks"], 4) << report["cluster"].dump();
+  EXPECT_EQ(report["cluster"]["processes"], 3) << report["cluster"].dump();
+  for (const nlohmann::json& t : report["tasks"]) {
+    EXPECT_EQ(t.value("same_process_as", ""), t["task"] == "worker-0" ? "chief-0" : "") << t.dump();
+  }
   EXPECT_NE(ReadFile(tf1.task("worker", 0).log).find("worker:0 is also the chief"),
             std::string::npos)
       << tf1.Logs();

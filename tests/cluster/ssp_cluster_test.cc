@@ -41,21 +41,13 @@ bool Running(pid_t pid) {
 
 std::vector<std::string> SspFlags(const std::string& spec, const fs::path& run_dir, int staleness,
                                   int train_steps) {
-  return {absl::StrCat("--cluster_spec=", spec),
-          "--model=logreg",
-          "--batch_size=128",
-          "--learning_rate=0.03",
-          absl::StrCat("--train_steps=", train_steps),
-          "--mode=ssp",
-          absl::StrCat("--staleness=", staleness),
-          "--eval_every=0",
-          "--threads=1",
+  return {absl::StrCat("--cluster_spec=", spec), "--model=logreg", "--batch_size=128",
+          "--learning_rate=0.03", absl::StrCat("--train_steps=", train_steps), "--mode=ssp",
+          absl::StrCat("--staleness=", staleness), "--eval_every=0", "--threads=1",
           "--log_every=200",
-          // The sequential schedule, where the gate's hold is the step's sync_wait phase
-          // (overlapped, it shows as the forward pass's waits for values: `pull`).
-          "--overlap=false",
-          "--startup_timeout=60",
-          absl::StrCat("--run_dir=", run_dir.string())};
+          // The sequential schedule, where the gate's hold is all of the step's sync_wait
+          // phase (overlapped, it is the part of the waits for values that the ps held).
+          "--overlap=false", "--startup_timeout=60", absl::StrCat("--run_dir=", run_dir.string())};
 }
 
 TEST(SspClusterTest, TheFastWorkerStaysWithinTheStalenessOfASlowedOne) {
