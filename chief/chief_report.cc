@@ -8,6 +8,7 @@
 #include "base/files.h"
 #include "base/status_macros.h"
 #include "chief/chief.h"
+#include "chief/headline.h"
 #include "chief/report.h"
 #include "chief/report_html.h"
 #include "profiler/trace_merge.h"
@@ -229,6 +230,10 @@ absl::Status Chief::WriteReport(const std::string& stop_reason) {
     spdlog::warn("report.html not written ({}); report.json has every figure", html.ToString());
   }
   if (prof_->enabled()) WriteRunTrace(c_.task.cluster, run_dir_);
+  // The run's headline, last in the chief's log.
+  for (const std::string& line : HeadlineLines(j, (run_dir_ / "report.html").string())) {
+    spdlog::info("{}", line);
+  }
   return absl::OkStatus();
 }
 

@@ -376,9 +376,7 @@ absl::Status Chief::Finish(absl::Status status) {
     }
     return status;
   }
-  FULCRUM_RETURN_IF_ERROR(WriteReport(stop_reason_));
-  spdlog::info("report: {} and report.html", (run_dir_ / "report.json").string());
-  return absl::OkStatus();
+  return WriteReport(stop_reason_);  // it ends with the run's headline
 }
 
 absl::Status Chief::Run() {

@@ -189,7 +189,8 @@ nlohmann::json HostRow(const std::string& host) {
 void Add(nlohmann::json* h, const char* key, double x) { (*h)[key] = (*h)[key].get<double>() + x; }
 
 // The cluster's totals over the task rows: a process's CPU and memory once (a row that shares
-// its process with an earlier one adds none), each role's application bytes and examples/s.
+// its process with an earlier one adds none), each role's application bytes, the workers'
+// examples/s.
 nlohmann::json ClusterTotals(const nlohmann::json& tasks) {
   nlohmann::json cluster;
   cluster["tasks"] = tasks.size();
@@ -202,9 +203,13 @@ nlohmann::json ClusterTotals(const nlohmann::json& tasks) {
       if (!(per_process && t.contains("same_process_as"))) Add(&cluster, k, t[k].get<double>());
     }
   }
-  cluster["examples_per_sec"] = 0.0;
+  // The sum of the workers' steady-state rates, named as report.json's own sum is (the run's
+  // throughput is report.json's examples_per_sec, docs/profiler.md).
+  cluster["workers_examples_per_sec"] = 0.0;
   for (const nlohmann::json& t : tasks) {
-    if (t.contains("examples_per_sec")) Add(&cluster, "examples_per_sec", t["examples_per_sec"]);
+    if (t.contains("examples_per_sec")) {
+      Add(&cluster, "workers_examples_per_sec", t["examples_per_sec"]);
+    }
   }
   return cluster;
 }

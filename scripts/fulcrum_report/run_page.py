@@ -328,7 +328,7 @@ def _cluster_table(report):
            v.fmt_bytes(n("net_bytes_sent")), v.fmt_bytes(n("net_bytes_received")),
            v.fmt_bytes(n("external_bytes_sent")), v.fmt_bytes(n("external_bytes_received")),
            v.fmt_bytes(n("app_bytes_sent")), v.fmt_bytes(n("app_bytes_received")),
-           v.fmt_count(n("examples_per_sec")))
+           v.fmt_count(n("workers_examples_per_sec")))
     return "<h2>Cluster</h2>" + table(
         ("tasks", "processes", "hosts", "CPU time", "CPU (sum of means)", "peak RSS (sum)",
          "network sent",

@@ -68,7 +68,7 @@ TEST(ClusterTablesTest, TasksHostsAndTotals) {
   EXPECT_DOUBLE_EQ(c["external_bytes_sent"].get<double>(), 1000.0 + 2900.0);
   EXPECT_DOUBLE_EQ(c["cpu_percent_mean"].get<double>(), 215.0);
   EXPECT_DOUBLE_EQ(c["app_bytes_sent"].get<double>(), 40.0);
-  EXPECT_DOUBLE_EQ(c["examples_per_sec"].get<double>(), 2000.0);
+  EXPECT_DOUBLE_EQ(c["workers_examples_per_sec"].get<double>(), 2000.0);
 }
 
 // Issue 30: with worker 0 as the chief (TensorFlow 1.x's layout) the chief's and worker 0's
@@ -104,7 +104,7 @@ TEST(ClusterTablesTest, AProcessPlayingTwoRolesCountsOnce) {
   EXPECT_DOUBLE_EQ(c["cpu_seconds"].get<double>(), 2.1);
   EXPECT_DOUBLE_EQ(c["peak_rss_bytes"].get<double>(), 440e6);
   EXPECT_DOUBLE_EQ(c["app_bytes_sent"].get<double>(), 40.0);  // every role's own RPCs
-  EXPECT_DOUBLE_EQ(c["examples_per_sec"].get<double>(), 2000.0);
+  EXPECT_DOUBLE_EQ(c["workers_examples_per_sec"].get<double>(), 2000.0);
 }
 
 // Issue 13: a task row holds its process's figures only (it repeated the host's lo counter);

@@ -111,6 +111,12 @@ TEST_F(LocalClusterScriptTest, RunsEveryTaskWithPrefixedLogsAndExitsZero) {
     EXPECT_NE(out.find(task), std::string::npos) << task << " missing:\n" << out;
   }
   EXPECT_TRUE(fs::exists(dir / "run" / "report.json")) << out;
+  // The chief ends with the run's headline (issue 30).
+  for (const char* line : {"[chief:0] ", "total examples/sec: ", "examples/sec per worker",
+                           "step time, workers' mean: ", "per ps (share",
+                           "bytes per interface:", "report.html (every figure"}) {
+    EXPECT_NE(out.find(line), std::string::npos) << line << " missing:\n" << out;
+  }
   EXPECT_EQ(ProcessesMentioning(spec), 0);
 }
 

@@ -1,0 +1,129 @@
+#include "chief/headline.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace fulcrum::chief {
+namespace {
+
+double Num(const nlohmann::json& j, const char* key) {
+  return j.is_object() && j.contains(key) && j[key].is_number() ? j[key].get<double>() : 0.0;
+}
+
+std::string Bytes(double b) {
+  const char* units[] = {"B", "kB", "MB", "GB", "TB"};
+  int u = 0;
+  while (b >= 1000.0 && u < 4) {
+    b /= 1000.0;
+    ++u;
+  }
+  return u == 0 ? absl::StrFormat("%.0f B", b) : absl::StrFormat("%.2f %s", b, units[u]);
+}
+
+std::string Percent(double part, double whole) {
+  return whole > 0 ? absl::StrFormat("%.0f%%", 100.0 * part / whole) : "-";
+}
+
+// "worker:0 6,200 + worker:1 6,145 = 12,345" from the workers' summaries (steady state).
+std::string PerWorker(const nlohmann::json& report) {
+  std::vector<std::string> parts;
+  for (const nlohmann::json& w : report.value("workers", nlohmann::json::array())) {
+    if (!w.is_object()) continue;
+    parts.push_back(absl::StrFormat("worker:%d %.0f", static_cast<int>(Num(w, "task_index")),
+                                    Num(w, "examples_per_sec")));
+  }
+  if (parts.empty()) return "no worker summaries";
+  return absl::StrFormat("%s = %.0f", absl::StrJoin(parts, " + "),
+                         Num(report, "workers_examples_per_sec"));
+}
+
+// The workers' mean step split into its phases, in the order a sequential step runs them.
+std::string StepSplit(const nlohmann::json& report) {
+  static constexpr const char* kPhases[] = {"data",     "pull", "forward",
+                                            "backward", "push", "sync_wait"};
+  std::map<std::string, double> sum;
+  int n = 0;
+  for (const nlohmann::json& w : report.value("workers", nlohmann::json::array())) {
+    if (!w.is_object() || !w.contains("step_phase_mean_ms")) continue;
+    for (const char* p : kPhases) sum[p] += Num(w["step_phase_mean_ms"], p);
+    ++n;
+  }
+  if (n == 0) return "no step records (profiling off?)";
+  double total = 0.0;
+  std::vector<std::string> parts;
+  for (const char* p : kPhases) {
+    total += sum[p] / n;
+    parts.push_back(absl::StrFormat("%s %.2f", p, sum[p] / n));
+  }
+  return absl::StrFormat("%s = %.2f ms", absl::StrJoin(parts, " | "), total);
+}
+
+// Each ps's share of the ps tasks' application bytes and CPU time, and its applies.
+std::vector<std::string> PsShares(const nlohmann::json& report) {
+  double bytes = 0.0, cpu = 0.0;
+  std::vector<nlohmann::json> ps;
+  for (const nlohmann::json& t : report.value("tasks", nlohmann::json::array())) {
+    if (t.value("job", "") != "ps") continue;
+    ps.push_back(t);
+    bytes += Num(t, "app_bytes_sent") + Num(t, "app_bytes_received");
+    cpu += Num(t, "cpu_seconds");
+  }
+  std::map<int, double> applied;
+  for (const nlohmann::json& s : report.value("ps", nlohmann::json::array())) {
+    applied[static_cast<int>(Num(s, "task_index"))] = Num(s, "pushes_applied");
+  }
+  std::vector<std::string> lines;
+  for (const nlohmann::json& t : ps) {
+    const int index = static_cast<int>(Num(t, "index"));
+    const double own = Num(t, "app_bytes_sent") + Num(t, "app_bytes_received");
+    lines.push_back(absl::StrFormat("  ps:%d  bytes %s (%s)  cpu %.2f s (%s)  applies %.0f", index,
+                                    Bytes(own), Percent(own, bytes), Num(t, "cpu_seconds"),
+                                    Percent(Num(t, "cpu_seconds"), cpu), applied[index]));
+  }
+  return lines;
+}
+
+// Bytes sent and received per network interface of each host (interfaces with none left out).
+std::vector<std::string> Interfaces(const nlohmann::json& report) {
+  std::vector<std::string> lines;
+  for (const nlohmann::json& h : report.value("hosts", nlohmann::json::array())) {
+    for (const nlohmann::json& i : h.value("interfaces", nlohmann::json::array())) {
+      const double tx = Num(i, "tx_bytes"), rx = Num(i, "rx_bytes");
+      if (tx == 0 && rx == 0) continue;
+      lines.push_back(absl::StrFormat("  %s %s: sent %s, received %s", h.value("host", "?"),
+                                      i.value("name", "?"), Bytes(tx), Bytes(rx)));
+    }
+  }
+  return lines;
+}
+
+}  // namespace
+
+std::vector<std::string> HeadlineLines(const nlohmann::json& report, const std::string& html_path) {
+  std::vector<std::string> lines;
+  const bool failed = report.value("failed", false);
+  lines.push_back(absl::StrCat("==== run ", report.value("run_id", "?"), failed ? " FAILED" : "",
+                               ": ", report.value("stop_reason", "?"), " ===="));
+  lines.push_back(absl::StrFormat(
+      "total examples/sec: %.1f (examples of the applied updates over %.2f s of training)",
+      Num(report, "examples_per_sec"), Num(report, "train_seconds")));
+  lines.push_back("examples/sec per worker (steady state): " + PerWorker(report));
+  lines.push_back("step time, workers' mean: " + StepSplit(report));
+  const std::vector<std::string> ps = PsShares(report);
+  if (!ps.empty()) lines.push_back("per ps (share of the ps tasks'):");
+  lines.insert(lines.end(), ps.begin(), ps.end());
+  const std::vector<std::string> net = Interfaces(report);
+  lines.push_back(net.empty() ? "bytes per interface: none recorded (profiling off?)"
+                              : "bytes per interface:");
+  lines.insert(lines.end(), net.begin(), net.end());
+  lines.push_back(absl::StrCat("report: ", html_path, " (every figure in report.json beside it)"));
+  return lines;
+}
+
+}  // namespace fulcrum::chief
