@@ -42,6 +42,19 @@ void WriteRunTrace(const runtime::ClusterSpec& cluster, const std::filesystem::p
                tasks.size(), merged->events);
 }
 
+// Sync mode: each ps's verdict at the end on who held the steps back (ps/straggler.h), one
+// row per ps that judged (null worker: none named).
+nlohmann::json StragglerRows(const nlohmann::json& ps) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const nlohmann::json& s : ps) {
+    if (!s.contains("straggler") || !s["straggler"].is_object()) continue;
+    nlohmann::json row = s["straggler"];
+    row["ps"] = absl::StrCat("ps:", s.value("task_index", 0));
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
 }  // namespace
 
 nlohmann::json Chief::ReplicationJson() const {
@@ -198,6 +211,7 @@ absl::Status Chief::WriteReport(const std::string& stop_reason) {
     ps.push_back(std::move(s));
   }
   j["ps"] = ps;
+  j["stragglers"] = StragglerRows(ps);
   j["pushes_received"] = received;
   j["pushes_applied"] = applied;
   j["pushes_dropped"] = dropped;

@@ -89,6 +89,22 @@ std::vector<std::string> PsShares(const nlohmann::json& report) {
   return lines;
 }
 
+// Sync mode: the straggler the ps tasks named at the end, or that none was.
+std::vector<std::string> Stragglers(const nlohmann::json& report) {
+  std::vector<std::string> named;
+  bool judged = false;
+  for (const nlohmann::json& r : report.value("stragglers", nlohmann::json::array())) {
+    judged = true;
+    if (!r.contains("worker") || !r["worker"].is_string()) continue;
+    named.push_back(absl::StrFormat("%s holds the sync steps back by %.1f ms (%s, since step %d)",
+                                    r["worker"].get<std::string>(), Num(r, "held_back_ms"),
+                                    r.value("ps", "?"), static_cast<int64_t>(Num(r, "since_step"))));
+  }
+  if (named.empty() && judged) named.push_back("no worker holds the sync steps back");
+  for (std::string& line : named) line = "straggler: " + line;
+  return named;
+}
+
 // Bytes sent and received per network interface of each host (interfaces with none left out).
 std::vector<std::string> Interfaces(const nlohmann::json& report) {
   std::vector<std::string> lines;
@@ -115,6 +131,8 @@ std::vector<std::string> HeadlineLines(const nlohmann::json& report, const std::
       Num(report, "examples_per_sec"), Num(report, "train_seconds")));
   lines.push_back("examples/sec per worker (steady state): " + PerWorker(report));
   lines.push_back("step time, workers' mean: " + StepSplit(report));
+  const std::vector<std::string> stragglers = Stragglers(report);
+  lines.insert(lines.end(), stragglers.begin(), stragglers.end());
   const std::vector<std::string> ps = PsShares(report);
   if (!ps.empty()) lines.push_back("per ps (share of the ps tasks'):");
   lines.insert(lines.end(), ps.begin(), ps.end());

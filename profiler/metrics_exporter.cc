@@ -401,6 +401,16 @@ void MetricsExporter::OnWatchdog(const std::string& task, double stuck_seconds) 
                   {{"stuck_task", task}}, stuck_seconds);
 }
 
+void MetricsExporter::OnStraggler(int worker, double held_back_ms) {
+  MutexLock lock(&impl_->mu);
+  impl_->SetGauge("fulcrum_ps_straggler_worker",
+                  "The worker whose gradients hold this ps's sync steps back (-1: none).", {},
+                  static_cast<double>(worker));
+  impl_->SetGauge("fulcrum_ps_straggler_held_back_ms",
+                  "How long the straggler's gradients came after the other workers' (median).", {},
+                  held_back_ms);
+}
+
 void MetricsExporter::OnEval(int64_t global_step, double accuracy, double loss) {
   MutexLock lock(&impl_->mu);
   impl_->global_step.Add(impl_->constant).Set(static_cast<double>(global_step));

@@ -65,6 +65,9 @@ class MetricsExporter {
   void OnEval(int64_t global_step, double accuracy, double loss);
   // Chief watchdog: how long `task` has been stuck (0 once it moves again).
   void OnWatchdog(const std::string& task, double stuck_seconds);
+  // A ps's straggler verdict (sync): fulcrum_ps_straggler_worker (the index, -1 none) and
+  // fulcrum_ps_straggler_held_back_ms (its median lead over the other workers' gradients).
+  void OnStraggler(int worker, double held_back_ms);
 
  private:
   struct Impl;

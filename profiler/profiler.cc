@@ -197,7 +197,10 @@ void Profiler::RecordStep(const StepRecord& r) {
 }
 
 void Profiler::RecordPs(const PsRecord& r) {
-  if (exporter_ != nullptr) exporter_->OnPs(r.global_step, r.pushes_applied, r.pushes_dropped);
+  if (exporter_ != nullptr) {
+    exporter_->OnPs(r.global_step, r.pushes_applied, r.pushes_dropped);
+    exporter_->OnStraggler(r.straggler_worker, r.straggler_held_back_ms);
+  }
   MutexLock lock(&mu_);
   ps_records_.push_back(r);
 }

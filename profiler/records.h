@@ -81,6 +81,9 @@ struct PsRecord {
   int64_t bytes_pulled = 0;
   double apply_ms = 0.0;  // time spent applying gradients (optimizer), all threads
   double wait_ms = 0.0;   // time requests waited for a sync step, all requests
+  // sync: the worker that holds the steps back now (ps/straggler.h), -1 none, and by how much.
+  int straggler_worker = -1;
+  double straggler_held_back_ms = 0.0;
 };
 
 // One evaluation by the chief.

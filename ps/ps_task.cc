@@ -64,6 +64,15 @@ nlohmann::json SummaryJson(const pb::StatsResponse& s) {
                         {"forward_ms", static_cast<double>(s.replica_forward_us()) / 1000.0},
                         {"lost", s.replication_lost()}};
   }
+  if (s.has_straggler()) {  // sync: who held the steps back at the end (ps/straggler.h)
+    const pb::StragglerStats& st = s.straggler();
+    j["straggler"] = {
+        {"worker", st.worker() >= 0 ? nlohmann::json(absl::StrCat("worker:", st.worker()))
+                                    : nlohmann::json(nullptr)},
+        {"held_back_ms", st.held_back_ms()},
+        {"since_step", st.since_step()},
+        {"steps_named", st.steps_named()}};
+  }
   if (s.mode() == pb::MODE_SSP) {
     j["staleness"] = s.staleness();
     j["worker_clocks"] = std::vector<int64_t>(s.worker_clocks().begin(), s.worker_clocks().end());
@@ -143,6 +152,10 @@ profiler::PsRecord Progress(const Shard& shard) {
   r.bytes_pulled = s.bytes_pulled();
   r.apply_ms = static_cast<double>(s.apply_us()) / 1000.0;
   r.wait_ms = static_cast<double>(s.wait_us()) / 1000.0;
+  if (s.has_straggler()) {
+    r.straggler_worker = s.straggler().worker();
+    r.straggler_held_back_ms = s.straggler().held_back_ms();
+  }
   return r;
 }
 

@@ -416,6 +416,9 @@ absl::Status Shard::Push(const pb::PushRequest& request,
     }
   }
   if (ssp_worker >= 0) SspAdvance(*store, ssp_worker, request);  // ssp: the worker's clock
+  if (store->straggler != nullptr && applied > 0) {              // sync: when its gradients came
+    store->straggler->OnAccepted(request.task(), request.step(), applied, absl::Now());
+  }
   response->set_applied(applied);
   response->set_dropped(dropped);
   response->set_staleness(staleness);

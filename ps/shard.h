@@ -39,6 +39,7 @@
 #include "proto/ps.pb.h"
 #include "ps/request_checks.h"
 #include "ps/staleness.h"
+#include "ps/straggler.h"
 #include "runtime/cluster/chunk_plan.h"
 #include "runtime/frames/wire_frame.h"
 
@@ -289,6 +290,8 @@ class Shard {
     // Created with hold_for_restore and not restored yet: pulls and pushes are refused.
     std::atomic<bool> held{false};
     std::unique_ptr<StalenessGate> ssp;  // ssp mode only: the workers' clocks
+    // sync mode with 2 or more replicas: who holds the steps back (ps/straggler.h).
+    std::unique_ptr<StragglerDetector> straggler;
   };
   struct Counters {
     std::atomic<int64_t> pushes_received{0};

@@ -154,6 +154,10 @@ absl::Status Shard::MakeChunks(const pb::CreateVariablesRequest& request, Store*
     store->ssp = std::make_unique<StalenessGate>(
         name_, request.num_workers(), static_cast<int>(store->chunks.size()), request.staleness());
   }
+  if (store->sync && store->replicas >= 2) {
+    store->straggler = std::make_unique<StragglerDetector>(
+        name_, static_cast<int64_t>(store->replicas) * static_cast<int64_t>(store->chunks.size()));
+  }
   return absl::OkStatus();
 }
 

@@ -45,6 +45,14 @@ void Shard::LocalStats(pb::StatsResponse* response) const {
       for (const int w : store->ssp->Released()) response->add_released_workers(w);
       response->set_ssp_wait_timeouts(store->ssp->timeouts());
     }
+    if (store->straggler != nullptr) {
+      const Straggler now = store->straggler->Current();
+      pb::StragglerStats* st = response->mutable_straggler();
+      st->set_worker(now.worker);
+      st->set_held_back_ms(now.held_back_ms);
+      st->set_since_step(now.since_step);
+      st->set_steps_named(now.steps_named);
+    }
   }
   const Counters& c = counters_;
   response->set_pushes_received(c.pushes_received.load(std::memory_order_relaxed));

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/files.h"
@@ -29,8 +30,22 @@
 #include "worker/sharded_variable_store.h"
 #include "worker/train_loop.h"
 
+ABSL_FLAG(double, test_backward_delay_ms, 0,
+          "For tests: every step's backward pass sleeps this many milliseconds before its first "
+          "gradients go out, making this worker a straggler (0: off).");
+
 namespace fulcrum::worker {
 namespace {
+
+// --test_backward_delay_ms, checked.
+absl::StatusOr<absl::Duration> TestBackwardDelay() {
+  const double ms = absl::GetFlag(FLAGS_test_backward_delay_ms);
+  if (!(ms >= 0 && ms <= 60'000)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--test_backward_delay_ms=", ms, ": expected 0 to 60000 milliseconds"));
+  }
+  return absl::Milliseconds(ms);
+}
 
 using runtime::ClusterOptions;
 using runtime::TrainingOptions;
@@ -249,6 +264,7 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c,
   runtime::SetKeepaliveTimeout(c.step_timeout);  // a ps stalled for less is waited for
   c.security.LogMode(c.task.task_name());
   FULCRUM_RETURN_IF_ERROR(ComputeDevices(t).status());
+  FULCRUM_ASSIGN_OR_RETURN(const absl::Duration backward_delay, TestBackwardDelay());
   // The profiler samples from the start; its files go to the task's folder once the chief
   // has said where the run directory is.
   FULCRUM_ASSIGN_OR_RETURN(std::unique_ptr<profiler::Profiler> prof,
@@ -303,7 +319,8 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c,
                   .log_every = t.log_every,
                   .log_global_step = true,
                   .overlap = overlap,
-                  .prefetch = t.prefetch},
+                  .prefetch = t.prefetch,
+                  .backward_delay = backward_delay},
                  model, std::move(batcher), &store, replicas->pool());
   loop.set_replicas(replicas.get());
   loop.set_stop_check(ChiefStopCheck(heartbeat, c));

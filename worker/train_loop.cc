@@ -184,6 +184,7 @@ struct TrainLoop::StepState {
   // replies said: the part of the step's blocked time that was waiting for them.
   double sync_wait_ms = 0.0;
   bool wait_failed = false;
+  bool delayed = false;               // the backward delay (tests) was slept
   Outcome outcome = Outcome::kTaken;  // what ending the previous push-pull said
 };
 
@@ -210,7 +211,8 @@ models::LayerHooks TrainLoop::OverlapHooks(StepExchange* exchange, StepState* s,
     if (s->outcome != Outcome::kTaken) return absl::CancelledError("the step is dropped");
     return absl::OkStatus();
   };
-  hooks.gradients_ready = [exchange](size_t first, size_t count) {
+  hooks.gradients_ready = [this, exchange, s](size_t first, size_t count) {
+    DelayBackward(s);
     exchange->GradientsReady(first, count);
   };
   return hooks;
@@ -241,6 +243,7 @@ absl::StatusOr<TrainLoop::Outcome> TrainLoop::Step(StepExchange* exchange, int64
                                                       store_->grads(), &forward_ms, step_hooks);
   if (!loss.ok()) return Unfinished(exchange, s, loss.status(), result);
   FULCRUM_RETURN_IF_ERROR(CheckFinite(*loss, step, s.global_before));
+  DelayBackward(&s);
   if (exchange != nullptr) exchange->SendRest();
   const auto t_grad = Clock::now();
   r.loss = *loss;
@@ -265,6 +268,12 @@ absl::StatusOr<TrainLoop::Outcome> TrainLoop::Step(StepExchange* exchange, int64
   FULCRUM_RETURN_IF_ERROR(ApplySequential(s, t_grad));
   FULCRUM_RETURN_IF_ERROR(Record(std::move(r), result));
   return Done() ? Outcome::kStop : Outcome::kTaken;
+}
+
+void TrainLoop::DelayBackward(StepState* s) const {
+  if (s->delayed || options_.backward_delay <= absl::ZeroDuration()) return;
+  s->delayed = true;
+  absl::SleepFor(options_.backward_delay);
 }
 
 absl::StatusOr<TrainLoop::Outcome> TrainLoop::Unfinished(StepExchange* exchange, const StepState& s,

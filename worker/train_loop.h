@@ -28,6 +28,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "data/batcher.h"
 #include "models/model.h"
 #include "ops/cpu/thread_pool.h"
@@ -51,6 +52,9 @@ struct TrainLoopOptions {
   // Gather each next batch on a loader thread while the step computes (BatchPrefetcher);
   // off: on the training thread, over the pool, at the step's start.
   bool prefetch = true;
+  // For tests (--test_backward_delay_ms): every step's backward pass sleeps this long before
+  // its first gradients go out, making this worker a straggler.
+  absl::Duration backward_delay = absl::ZeroDuration();
 };
 
 struct TrainLoopResult {
@@ -110,6 +114,8 @@ class TrainLoop {
   // A step whose gradients failed with `error`: dropped (an outcome) or the run's error.
   absl::StatusOr<Outcome> Unfinished(StepExchange* exchange, const StepState& s, absl::Status error,
                                      TrainLoopResult* result);
+  // Sleeps options_.backward_delay once per step (tests), before its first gradients go out.
+  void DelayBackward(StepState* s) const;
   // The sequential step's Apply and its share of the record.
   absl::Status ApplySequential(StepState& s, std::chrono::steady_clock::time_point t_grad);
   // Ends the pending step's push-pull and records the step: kStop when training ends there,
