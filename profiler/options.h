@@ -23,6 +23,9 @@ struct ProfilerOptions {
   // --metrics_linger_secs: at the end the endpoint stays up until scraped once more, at most
   // this long, so the scraper sees the final figures (0: it closes with the task).
   absl::Duration metrics_linger = absl::ZeroDuration();
+  // A run's few-samples warning is logged once, by its chief (or a single-mode run): the
+  // other tasks of a cluster keep it in their summary and log it at debug level.
+  bool warn_few_samples = true;
   std::string job = "worker";  // worker, ps, chief
   int task_index = 0;
   std::string task_dir;  // the task's folder of the run directory; "" = write no files

@@ -378,7 +378,8 @@ absl::Status Profiler::Finish(nlohmann::json* summary) {
     keys.update(ProfileKeys(records, rpc_spans_dropped));
     if (const std::string w = FewSamplesWarning(records.samples.size(), options_.interval);
         !w.empty()) {
-      spdlog::warn("profiler: {}", w);
+      spdlog::log(options_.warn_few_samples ? spdlog::level::warn : spdlog::level::debug,
+                  "profiler: {}", w);
       keys["sampling_warning"] = w;
     }
   }

@@ -110,6 +110,7 @@ profiler::ProfilerOptions ProfilerOptionsFor(const ProfileFlags& flags, const Cl
   o.job = job;
   o.task_index = task_index;
   o.task_dir = task_dir;
+  o.warn_few_samples = cluster == nullptr || job == kChiefJob;
   o.metrics_port = flags.metrics_port;
   o.metrics_bind = flags.metrics_bind;
   if (o.metrics_bind.empty() && cluster != nullptr) {

@@ -15,7 +15,9 @@ PAGE_STYLE = (
     "figure{margin:0;border:1px solid #ddd;background:#fff;padding:4px;max-width:640px}"
     "svg{display:block;max-width:100%;height:auto}.nodata{color:#777;margin:4px 0}"
     "table{border-collapse:collapse;margin:6px 0;background:#fff}td,th{border:1px solid #ccc;"
-    "padding:3px 8px;text-align:right}th{background:#f0f0f0}td:first-child{text-align:left}")
+    "padding:3px 8px;text-align:right}th{background:#f0f0f0}td:first-child{text-align:left}"
+    ".banner{background:#c62828;color:#fff;font-weight:bold;padding:10px 14px;border-radius:6px;"
+    "margin:0 0 12px}")
 
 
 def escape(s):

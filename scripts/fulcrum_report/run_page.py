@@ -380,8 +380,43 @@ def _header(r):
     vanished = [v.text(t) for t in v.array(r, "vanished_tasks")]
     if vanished:
         sub += "; sent no summary (killed or lost): %s" % ", ".join(vanished)
-    return ('<h1>Fulcrum run %s</h1><p class="sub">%s</p><div class="cards">%s</div>'
-            % (escape(v.string(r, "run_id", "(no run id)")), escape(sub), "".join(cards)))
+    return ('%s<h1>Fulcrum run %s</h1><p class="sub">%s</p><div class="cards">%s</div>%s'
+            % (_banner(r), escape(v.string(r, "run_id", "(no run id)")), escape(sub),
+               "".join(cards), _balance_card(r)))
+
+
+def _banner(r):
+    """A red banner over a failed or interrupted run: what stopped it, first thing on the page."""
+    stop = v.string(r, "stop_reason", "")
+    failed = isinstance(r, dict) and r.get("failed") is True
+    if failed:
+        return '<div class="banner">This run FAILED: %s</div>' % escape(stop or "(no reason given)")
+    if stop.startswith("interrupted"):
+        return ('<div class="banner">This run was %s: its figures end there.</div>'
+                % escape(stop))
+    return ""
+
+
+def _balance_card(r):
+    """The ps tasks side by side: each one's share of their application bytes, CPU time and
+    applies, so an uneven placement shows at a glance."""
+    ps_rows = [t for t in v.array(r, "tasks") if v.string(t, "job", "") == "ps"]
+    if len(ps_rows) < 2:
+        return ""
+    applies = {int(v.num(s, "task_index", 0.0)): v.num(s, "pushes_applied", 0.0)
+               for s in v.array(r, "ps")}
+
+    def share(x, total):
+        return "-" if total <= 0 else "%.0f%%" % (100.0 * x / total)
+    nbytes = [v.num(t, "app_bytes_sent", 0.0) + v.num(t, "app_bytes_received", 0.0)
+              for t in ps_rows]
+    cpu = [v.num(t, "cpu_seconds", 0.0) for t in ps_rows]
+    done = [applies.get(int(v.num(t, "index", 0.0)), 0.0) for t in ps_rows]
+    rows = [(v.string(t, "task"), share(b, sum(nbytes)), share(c, sum(cpu)), share(a, sum(done)))
+            for t, b, c, a in zip(ps_rows, nbytes, cpu, done)]
+    return ("<h2>Balance</h2><p>Each ps's share of the ps tasks' application bytes, CPU time "
+            "and applies (even is 1/%d each).</p>" % len(ps_rows) +
+            table(("ps", "bytes", "CPU", "applies"), rows))
 
 
 def render_run_page(report):

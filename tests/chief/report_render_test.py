@@ -146,6 +146,34 @@ class RunPageTest(Test):
         ids = re.findall(r' id="([^"]*)"', html)
         self.assertEqual(len(ids), len(set(ids)))
 
+    def test_a_failed_or_interrupted_run_gets_a_red_banner_first(self):
+        self.assertLacks('class="banner"', fulcrum_report.render_run_page(report()))
+        failed = report()
+        failed["failed"] = True
+        failed["stop_reason"] = "ps:0 is unreachable <&>"
+        html = fulcrum_report.render_run_page(failed)
+        self.assertHas('<div class="banner">This run FAILED: ps:0 is unreachable &lt;&amp;&gt;',
+                       html)
+        self.assertLess(html.find('class="banner"'), html.find("<h1>"))
+        interrupted = report()
+        interrupted["stop_reason"] = "interrupted by SIGINT"
+        self.assertHas('<div class="banner">This run was interrupted by SIGINT',
+                       fulcrum_report.render_run_page(interrupted))
+
+    def test_a_balance_card_puts_the_ps_tasks_side_by_side(self):
+        self.assertLacks("<h2>Balance</h2>", fulcrum_report.render_run_page(report()))  # 1 ps
+        r = report()
+        r["tasks"] = [dict(task_row("ps-0", "node1", 5e7), job="ps", index=0, cpu_seconds=3.0,
+                           app_bytes_sent=3e9, app_bytes_received=0),
+                      dict(task_row("ps-1", "node1", 5e7), job="ps", index=1, cpu_seconds=1.0,
+                           app_bytes_sent=1e9, app_bytes_received=0)]
+        r["ps"] = [{"job": "ps", "task_index": 0, "pushes_applied": 500},
+                   {"job": "ps", "task_index": 1, "pushes_applied": 500}]
+        html = fulcrum_report.render_run_page(r)
+        self.assertHas("<h2>Balance</h2>", html)
+        self.assertHas("<td>ps-0</td><td>75%</td><td>75%</td><td>50%</td>", html)
+        self.assertHas("<td>ps-1</td><td>25%</td><td>25%</td><td>50%</td>", html)
+
     def test_legends_and_ticks_carry_names_and_units(self):
         html = fulcrum_report.render_run_page(report())
         rate = chart(html, "Examples/s per worker")
