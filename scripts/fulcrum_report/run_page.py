@@ -125,8 +125,9 @@ def _network_chart(host, task, t0):
 
 
 def _peer_chart(report):
-    """One bar per direction (from → to) and kind (training, warm-up, control): the bytes
-    its sender counted and those its receiver counted."""
+    """One bar per direction (from → to) and kind (training, warm-up, control), as long as the
+    bytes of that transfer: the sender's count (the receiver's when the sender kept none).
+    Both ends count the same transfer, so their counts are never added: the note gives both."""
     bars = []
     for t in v.array(report, "traffic"):
         sent = v.num(t, "bytes_counted_by_sender")
@@ -136,9 +137,10 @@ def _peer_chart(report):
             return "not counted" if x is None else v.fmt_bytes(x)
         bars.append(Bar("%s → %s (%s)" % (v.string(t, "from", "?"), v.string(t, "to", "?"),
                                               v.string(t, "kind", "?")),
-                        [sent or 0.0, got or 0.0], "%s / %s" % (shown(sent), shown(got))))
-    return bar_chart("Application bytes per direction: counted by the sender / by the receiver",
-                     ["by sender", "by receiver"], bars, v.axis_bytes)
+                        [sent if sent is not None else (got or 0.0)],
+                        "sender %s / receiver %s" % (shown(sent), shown(got))))
+    return bar_chart("Application bytes per direction (the sender's count; the note: both ends')",
+                     ["bytes"], bars, v.axis_bytes)
 
 
 PHASES = ("data", "pull", "forward", "backward", "push", "sync_wait")

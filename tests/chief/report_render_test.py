@@ -208,10 +208,12 @@ class RunPageTest(Test):
         peers = chart(html, "Application bytes")
         self.assertHas("worker-0 \u2192 ps-0 (training)", peers)
         self.assertHas("worker-1 \u2192 chief-0 (control)", peers)
-        self.assertHas("12.3 MB / 4.0 MB", peers)
-        self.assertHas("300 B / not counted", peers)
-        self.assertHas(">by sender<", peers)
-        self.assertHas(">by receiver<", peers)
+        # One bar per transfer, its sender's count; both ends' counts only in the note (they
+        # count the same bytes: stacked, the bar was twice as long).
+        self.assertHas("sender 12.3 MB / receiver 4.0 MB", peers)
+        self.assertHas("sender 300 B / receiver not counted", peers)
+        self.assertLacks(">by sender<", peers)
+        self.assertLacks(">by receiver<", peers)
         phases = chart(html, "Mean step time of each worker by phase")
         self.assertHas("4.2 ms (p50 4.1 ms, p99 9.5 ms)", phases)
         for phase in ("data", "pull", "forward", "backward", "push", "sync_wait"):
