@@ -1,6 +1,9 @@
 #!/usr/bin/python3
 """Runs the cartesian product of cluster layouts and settings on emulated hosts or real nodes.
 
+`--help` lists every option with its default; `--dry_run` lists the runs (and the skipped
+ones, with why) and an estimate of their time, and runs nothing.
+
   bench/sweep.py --layouts=ps-w-w,pw-pw,pw-w --workers=1,2,4 --ps=1,2 --batch_sizes=64,128
       --modes=sync,async,ssp3 --rates=1gbit,10gbit --models=logreg,mlp --steps=500 --repeats=3
       --out=DIR [--target_accuracy=0.8 --eval_every=50] [--extra="--learning_rate=0.03"] [--timeout=600]
@@ -34,8 +37,8 @@ listed as skipped. A failed run is recorded as failed and the sweep goes on; a r
 report.json exists in DIR/runs/ is not run again (resume by repeating the command).
 Writes DIR/runs.csv (one row per run) and DIR/results.csv (one row per combination, medians
 over its good repeats), DIR/index.html (examples/s vs workers with the ideal-linear line,
-loopback vs cross-host bytes, CPU, memory and training time per combination, the table, as
-inline SVG) and each chart as DIR/plots/NN.svg, drawn by scripts/fulcrum_report (matplotlib;
+loopback vs cross-host bytes, CPU, memory and training time per combination as inline SVG,
+the results table in people's units, and every run linked to its own report.html) and each chart as DIR/plots/NN.svg, drawn by scripts/fulcrum_report (matplotlib;
 the renderer of the chief's report.html too). Needs root for the emulated hosts and Debian's
 /usr/bin/python3 with python3-matplotlib; exit code 2 on bad input (an impossible CPU share
 or scale, a node list shorter than a layout, an unknown axis value), before anything runs.
@@ -72,6 +75,9 @@ NUMERIC = ["examples_per_sec", "global_step", "final_test_accuracy",
            "peak_rss_bytes", "loopback_bytes_sent", "external_bytes_sent",
            "external_bytes_received", "app_bytes_sent"]
 RUN_FIELDS = list(KEY) + ["repeat", "status", "exit_code"] + NUMERIC + ["run_dir"]
+# Seconds a run costs beyond its training: the hosts' tasks starting, the final evaluation,
+# the summaries and the report (--dry_run's estimate).
+RUN_OVERHEAD_S = 8
 
 
 def csv_list(text, kind, name):
@@ -316,12 +322,13 @@ def representative_layouts(out_dir, ok):
     return layouts
 
 
-def write_index(out_dir, results):
-    """DIR/index.html (the sweep's figures as inline SVG, then the results table) and each
-    chart as DIR/plots/NN.svg, for papers and slides. Drawn by scripts/fulcrum_report, the
-    renderer of the chiefs' report.html too."""
+def write_index(out_dir, results, runs=()):
+    """DIR/index.html (the sweep's figures as inline SVG, the results table, then every run
+    linked to its own report) and each chart as DIR/plots/NN.svg, for papers and slides. Drawn
+    by scripts/fulcrum_report, the renderer of the chiefs' report.html too."""
     ok = [r for r in results if r["status"] == "ok"]
-    html, charts = fulcrum_report.render_sweep_page(results, representative_layouts(out_dir, ok))
+    html, charts = fulcrum_report.render_sweep_page(results, representative_layouts(out_dir, ok),
+                                                    runs)
     plots = os.path.join(out_dir, "plots")
     os.makedirs(plots, exist_ok=True)
     for i, chart in enumerate(charts):
@@ -418,52 +425,96 @@ def host_share(args, scale):
             str(args.cpu_period_us)]
 
 
+# Every option: (name, default, type, help). --help prints each with its default.
+OPTIONS = [
+    ("--layouts", "ps-w-w,pw-w", str, "cluster layouts: ps-w-w (the ps tasks on hosts of their "
+     "own), pw-pw (a ps and a worker on every host), pw-w (ps 0 beside worker 0)"),
+    ("--workers", "2", str, "worker counts"),
+    ("--ps", "1", str, "ps counts"),
+    ("--batch_sizes", "128", str, "batch sizes per worker"),
+    ("--modes", "sync", str, "sync, async and/or sspS (S: the staleness bound, e.g. ssp3)"),
+    ("--rates", "none", str, "link rates of the emulated hosts (e.g. 1gbit,10gbit), or none"),
+    ("--model", "logreg", str, "one model (--models takes a list)"),
+    ("--models", "", str, "models (overrides --model)"),
+    ("--widths", "1", str, "--model_width values"),
+    ("--datasets", "full", str, "full, subsetN (the first N examples), repeatN (N times per epoch)"),
+    ("--epochs", "", str, "epochs per run instead of --steps (empty: --steps)"),
+    ("--optimizers", "sgd", str, "sgd, momentum, adam, adagrad, rmsprop"),
+    ("--hosts", "packed", str, "packed (as few hosts as the layout allows) or per_task"),
+    ("--cpus", None, float, "CPU share of every emulated host at scale 1 (netns_hosts.sh --cpus)"),
+    ("--scales", "1", str, "with --cpus: scale F gives each host --cpus/F CPUs and rate/F"),
+    ("--cpu_period_us", 10000, int, "CFS period of the hosts' CPU shares"),
+    ("--nodes", "", str, "real machines for the clusters (launch_ssh.sh); no link emulation"),
+    ("--nodes_file", "", str, "a file of node names, one per line (instead of --nodes)"),
+    ("--launch_exec", "", str, "replaces ssh for --nodes (launch_ssh.sh --exec)"),
+    ("--remote_dir", "", str, "the checkout's folder on the nodes (default: this one's path)"),
+    ("--ssh", "", str, "the ssh command for --nodes (launch_ssh.sh --ssh)"),
+    ("--base_port", 2222, int, "first port of a spec (make_spec.py --base_port)"),
+    ("--steps", 300, int, "global steps per run"),
+    ("--repeats", 1, int, "runs per combination (results.csv: the medians)"),
+    ("--target_accuracy", 0.0, float, "stop at this test accuracy (0: train --steps)"),
+    ("--eval_every", 0, int, "global steps between evaluations (0: steps/5); the resolution "
+     "of time to target accuracy"),
+    ("--extra", "", str, "more flags for every task, e.g. \"--learning_rate=0.03\""),
+    ("--timeout", 600, int, "seconds per run at scale 1 (times F at scale 1/F)"),
+    ("--out", None, str, "the sweep's folder (required): runs/, runs.csv, results.csv, index.html"),
+    ("--prefix", "sw", str, "name prefix of the emulated hosts (netns_hosts.sh --prefix): two "
+     "sweeps at once on one machine need different prefixes"),
+]
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    for name, default, kind, text in OPTIONS:
+        p.add_argument(name, default=default, type=kind, help=text, required=name == "--out")
+    p.add_argument("--single_baseline", action="store_true",
+                   help="add a single-process row per setting (the worker alone on host 1)")
+    p.add_argument("--dry_run", action="store_true",
+                   help="list the runs (and those skipped, with why) and an estimate of their "
+                        "time, and run nothing")
+    return p.parse_args()
+
+
+def dry_run(combos, todo, args):
+    """Lists every run and an estimate of the sweep's time: the median time of the runs an
+    earlier sweep into --out recorded (its runs.csv), or, without one, only the bound
+    (runs x --timeout)."""
+    for c in combos:
+        if c["skip"]:
+            print("skip %s: %s" % (run_name(c, 1).rsplit("_r", 1)[0], c["skip"]))
+    for c in todo:
+        for r in range(1, args.repeats + 1):
+            print("run  %s" % run_name(c, r))
+    total = len(todo) * args.repeats
+    seconds = []
+    try:
+        with open(os.path.join(args.out, "runs.csv"), newline="") as f:
+            seconds = [float(row["train_seconds"]) for row in csv.DictReader(f)
+                       if row.get("status") == "ok" and row.get("train_seconds")]
+    except (OSError, ValueError, KeyError):
+        pass
+    if seconds:
+        each = sorted(seconds)[len(seconds) // 2] + RUN_OVERHEAD_S
+        print("sweep: %d run(s); about %.0f s (%.0f s each: the median training time of %d "
+              "earlier run(s) in %s plus %d s to start and end a cluster)" %
+              (total, total * each, each, len(seconds), args.out, RUN_OVERHEAD_S))
+    else:
+        print("sweep: %d run(s); no earlier runs in %s to estimate from: at most %d s "
+              "(--timeout each)" % (total, args.out, total * args.timeout))
+    return 0
+
+
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--layouts", default="ps-w-w,pw-w")
-    p.add_argument("--workers", default="2")
-    p.add_argument("--ps", default="1")
-    p.add_argument("--batch_sizes", default="128")
-    p.add_argument("--modes", default="sync")
-    p.add_argument("--rates", default="none")
-    p.add_argument("--model", default="logreg", help="one model (--models takes a list)")
-    p.add_argument("--models", default="")
-    p.add_argument("--widths", default="1")
-    p.add_argument("--datasets", default="full")
-    p.add_argument("--epochs", default="")
-    p.add_argument("--optimizers", default="sgd")
-    p.add_argument("--hosts", default="packed")
-    p.add_argument("--single_baseline", action="store_true")
-    p.add_argument("--cpus", type=float, default=None,
-                   help="CPU share of every emulated host at scale 1 (netns_hosts.sh --cpus)")
-    p.add_argument("--scales", default="1")
-    p.add_argument("--cpu_period_us", type=int, default=10000)
-    p.add_argument("--nodes", default="")
-    p.add_argument("--nodes_file", default="")
-    p.add_argument("--launch_exec", default="")
-    p.add_argument("--remote_dir", default="")
-    p.add_argument("--ssh", default="")
-    p.add_argument("--base_port", type=int, default=2222,
-                   help="first port of a spec (make_spec.py --base_port)")
-    p.add_argument("--steps", type=int, default=300)
-    p.add_argument("--repeats", type=int, default=1)
-    p.add_argument("--target_accuracy", type=float, default=0.0)
-    p.add_argument("--eval_every", type=int, default=0,
-                   help="global steps between evaluations (default steps/5); the resolution "
-                        "of time to target accuracy")
-    p.add_argument("--extra", default="")
-    p.add_argument("--timeout", type=int, default=600,
-                   help="seconds per run at scale 1 (times F at scale 1/F)")
-    p.add_argument("--out", required=True)
-    p.add_argument("--prefix", default="sw",
-                   help="name prefix of the emulated hosts (netns_hosts.sh --prefix): two "
-                        "sweeps at once on one machine need different prefixes")
-    args = p.parse_args()
+    args = parse_args()
     try:
         axes = parse_axes(args)
     except ValueError as e:
         print("sweep: %s" % e, file=sys.stderr)
         return 2
+    if args.dry_run:  # needs neither root nor the binaries
+        combos = combinations(axes, args)
+        return dry_run(combos, [c for c in combos if not c["skip"]], args)
     if fulcrum_report is None:
         print("sweep: cannot draw the pages (%s): install python3-matplotlib (scripts/setup.sh)"
               " and run Debian's /usr/bin/python3" % RENDERER_ERROR, file=sys.stderr)
@@ -536,7 +587,7 @@ def main():
     fields = list(KEY) + ["status", "repeats_ok", "repeats_failed"] + NUMERIC
     write_csv(os.path.join(args.out, "runs.csv"), runs, RUN_FIELDS)
     write_csv(os.path.join(args.out, "results.csv"), results, fields)
-    write_index(args.out, [{f: r.get(f) for f in fields} for r in results])
+    write_index(args.out, [{f: r.get(f) for f in fields} for r in results], runs)
     failed = sum(1 for r in runs if r.get("status") != "ok")
     print("sweep: done, %d run(s), %d failed; %s" %
           (len(runs), failed, os.path.join(args.out, "results.csv")), file=sys.stderr)

@@ -4,7 +4,7 @@ Both are self-contained HTML: charts drawn by matplotlib (Debian's python3-matpl
 Agg/SVG backend, no display) and inlined as SVG, tables, no script, no external file.
 
   render_run_page(report)            -> HTML text of a run's report.json (dict or anything)
-  render_sweep_page(results, runs)   -> (HTML text, [Chart]) of a sweep (bench/sweep.py)
+  render_sweep_page(results, layouts, runs) -> (HTML text, [Chart]) of a sweep (bench/sweep.py)
   render_compare_page([(label, run)]) -> HTML text overlaying several runs
                                        (scripts/compare_runs.py)
   write_atomically(path, text)       -> writes path.tmp, flushes it, renames it onto path

@@ -11,7 +11,7 @@ import traceback
 
 from . import values as v
 from .charts import Bar, Series, bar_chart, color, line_chart
-from .html import fallback_page, figures, page, table
+from .html import escape, fallback_page, figures, page, table
 
 
 # The sweep's other axes (bench/sweep.py); a label names those that differ between rows.
@@ -127,10 +127,43 @@ def _representative_charts(layouts):
     ]
 
 
-def _cell(x):
+def _cell(field, x):
+    """A results cell for people: bytes, seconds, percentages and rates in their units."""
     if x is None:
         return ""
-    return "%.4g" % x if isinstance(x, float) else v.text(x)
+    if not isinstance(x, (int, float)) or isinstance(x, bool):
+        return v.text(x)
+    if "bytes" in field:
+        return v.fmt_bytes(x)
+    if "seconds" in field:
+        return v.fmt_seconds(x)
+    if "percent" in field:
+        return v.fmt_pct(x)
+    if "per_sec" in field or field in ("global_step", "batch_size"):
+        return v.fmt_count(x)
+    if "accuracy" in field:
+        return "%.4f" % x
+    return "%.4g" % x if isinstance(x, float) else str(x)
+
+
+def _runs_table(runs):
+    """One row per run, its name linking to its own report.html (runs/NAME/run/)."""
+    if not runs:
+        return ""
+    out = ["<h2>Runs</h2><table><tr><th>run</th><th>repeat</th><th>status</th>"
+           "<th>examples/s (workers)</th></tr>"]
+    for r in runs:
+        run_dir = v.string(r, "run_dir", "")
+        name = escape(run_dir.split("/")[-1] or "?")
+        report = "report.html" if v.num(r, "workers") else "summary.json"
+        link = ('<a href="%s/run/%s">%s</a>' % (escape(run_dir), report, name)
+                if run_dir.startswith("runs/") and ".." not in run_dir else name)
+        rate = v.num(r, "examples_per_sec")
+        out.append("<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>" % (
+            link, escape(v.text(r.get("repeat"))), escape(v.string(r, "status", "?")),
+            "" if rate is None else escape(v.fmt_count(rate))))
+    out.append("</table>")
+    return "".join(out)
 
 
 def _draw(title, draw):
@@ -142,10 +175,10 @@ def _draw(title, draw):
         return title, "%s: %s" % (type(e).__name__, e)
 
 
-def render_sweep_page(results, layouts):
+def render_sweep_page(results, layouts, runs=()):
     """(HTML text, [Chart]) of a sweep: results are the rows of results.csv (dicts, numbers
-    or None), layouts as _representative_charts takes them. The Charts are the drawn ones, in
-    page order, for a file each."""
+    or None), layouts as _representative_charts takes them, runs the rows of runs.csv (each
+    linked to its report). The Charts are the drawn ones, in page order, for a file each."""
     try:
         ok = [r for r in results if isinstance(r, dict) and r.get("status") == "ok"]
         specs = ([("Examples/s vs workers", lambda: _scaling_chart(ok))] + _per_combination(ok) +
@@ -153,9 +186,10 @@ def render_sweep_page(results, layouts):
         drawn = [_draw(title, draw) for title, draw in specs]
         numbered = [("c%d" % (i + 1), title, chart) for i, (title, chart) in enumerate(drawn)]
         fields = list(results[0].keys()) if results else []
-        body = ("<h1>Fulcrum sweep</h1>%s<h2>Results (medians over repeats)</h2>%s"
+        body = ("<h1>Fulcrum sweep</h1>%s<h2>Results (medians over repeats)</h2>%s%s"
                 % (figures(numbered),
-                   table(fields, [[_cell(r.get(f)) for f in fields] for r in results])))
+                   table(fields, [[_cell(f, r.get(f)) for f in fields] for r in results]),
+                   _runs_table([r for r in runs if isinstance(r, dict)])))
         charts = [c for _, c in drawn if c is not None and not isinstance(c, str)]
         return page("Fulcrum sweep", body), charts
     except Exception as e:  # noqa: BLE001 - the sweep still gets a page

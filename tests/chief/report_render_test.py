@@ -97,8 +97,11 @@ def chart(html, title):
     return "" if end < 0 else html[begin:end + 6]
 
 
-def assert_self_contained(test, html):
-    # The only URLs are XML namespace names; nothing is loaded from anywhere.
+def assert_self_contained(test, html, run_links=False):
+    # The only URLs are XML namespace names; nothing is loaded from anywhere. A sweep page
+    # (run_links) links each run's own report, a relative path inside the sweep's folder.
+    if run_links:
+        html = re.sub(r'<a href="runs/[^":]*/run/(report\.html|summary\.json)">', "<a>", html)
     urls = re.findall(r'[a-z:]*="?https?://[^"\s]*', html)
     for u in urls:
         test.assertRegex(u, r'^xmlns(:xlink)?="http://www\.w3\.org/', u)
@@ -327,6 +330,52 @@ class SweepModesTest(Test):
         self.assertEqual(sweep.mode_flags("ssp0"), ["--mode=ssp", "--staleness=0"])
 
 
+class SweepCommandTest(Test):
+    """bench/sweep.py as a user starts it: --help documents every option with its default;
+    --dry_run lists the runs (and the skipped ones, with why) and an estimate, and runs
+    nothing, without root or binaries."""
+
+    def sweep(self, *args):
+        return subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "bench", "sweep.py")] +
+                              list(args), capture_output=True, text=True, timeout=60)
+
+    def test_help_documents_every_option_with_its_default(self):
+        out = self.sweep("--help")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        text = " ".join(out.stdout.split())
+        for name, default, _, _ in load_sweep_module().OPTIONS:
+            self.assertHas(name, text)
+            if name != "--out":
+                self.assertHas("(default: %s)" % default, text)
+        self.assertHas("--dry_run", text)
+
+    def test_dry_run_lists_the_runs_and_an_estimate(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out_dir = os.path.join(tmp, "sw")
+            out = self.sweep("--out=" + out_dir, "--layouts=ps-w-w,pw-w", "--workers=1,2",
+                             "--modes=sync,async", "--repeats=2", "--timeout=100", "--dry_run")
+            self.assertEqual(out.returncode, 0, out.stderr)
+            lines = out.stdout.splitlines()
+            self.assertEqual(sum(1 for x in lines if x.startswith("run  ")), 12)
+            self.assertEqual(sum(1 for x in lines if x.startswith("skip ")), 2)
+            self.assertHas("pw-w needs 2 or more workers", out.stdout)
+            self.assertHas("12 run(s); no earlier runs", out.stdout)
+            self.assertHas("at most 1200 s", out.stdout)
+            self.assertFalse(os.path.exists(out_dir))  # nothing ran, nothing written
+            # With an earlier sweep's runs.csv, the estimate is its median training time.
+            os.makedirs(out_dir)
+            with open(os.path.join(out_dir, "runs.csv"), "w") as f:
+                f.write("status,train_seconds\nok,10\nok,30\nfailed,\nok,20\n")
+            out = self.sweep("--out=" + out_dir, "--workers=2", "--dry_run")
+            self.assertHas("2 run(s); about 56 s (28 s each: the median training time of 3",
+                           out.stdout)
+
+    def test_a_bad_axis_exits_two_before_anything(self):
+        out = self.sweep("--out=/nonexistent/sw", "--modes=sometimes", "--dry_run")
+        self.assertEqual(out.returncode, 2)
+        self.assertHas("--modes=sometimes", out.stderr)
+
+
 class SweepPageTest(Test):
     """bench/sweep.py's index.html and plots/, from results and the runs' own reports."""
 
@@ -356,11 +405,12 @@ class SweepPageTest(Test):
                 os.makedirs(run_dir)
                 with open(os.path.join(run_dir, "report.json"), "w") as f:
                     json.dump(r, f)
-                row = dict(c, repeat=1, status="ok", exit_code=0, **sweep.figures(r))
+                row = dict(c, repeat=1, status="ok", exit_code=0,
+                           run_dir="runs/" + sweep.run_name(c, 1), **sweep.figures(r))
                 rows.append(row)
             results = sweep.summarize(combos, rows)
             fields = list(results[0].keys())
-            sweep.write_index(d, [{f: r.get(f) for f in fields} for r in results])
+            sweep.write_index(d, [{f: r.get(f) for f in fields} for r in results], rows)
             html = read(os.path.join(d, "index.html"))
             plots = sorted(os.listdir(os.path.join(d, "plots")))
         self.assertEqual(re.findall(r'class="nodata">([^<]*)', html), [])
@@ -379,7 +429,14 @@ class SweepPageTest(Test):
         self.assertHas("&lt;b&gt;chief&lt;/b&gt;", html)
         self.assertLacks("<b>chief", html)
         self.assertHas("pw-w needs 2 or more workers", html)
-        assert_self_contained(self, html)
+        # Every run is linked to its own report; figures are in people's units.
+        for c in combos:
+            if not c["skip"]:
+                name = sweep.run_name(c, 1)
+                self.assertHas('<a href="runs/%s/run/report.html">%s</a>' % (name, name), html)
+        self.assertHas("<td>2000</td>", html)  # workers_examples_per_sec, fmt_count
+        self.assertHas("<td>40.0 MB</td>", html)  # external_bytes_sent
+        assert_self_contained(self, html, run_links=True)
 
     def test_an_empty_sweep_still_writes_a_page(self):
         html, charts = fulcrum_report.render_sweep_page([], [])
