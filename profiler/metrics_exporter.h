@@ -15,6 +15,7 @@
 // Thread-safety: all methods are thread-safe (prometheus-cpp's metrics are).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -22,6 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "profiler/histogram.h"
 #include "profiler/sampler.h"
 
 namespace fulcrum::profiler {
@@ -33,6 +35,9 @@ struct RpcTrafficPoint {
   uint64_t rpcs = 0;
   uint64_t bytes_sent = 0;
   uint64_t bytes_received = 0;
+  // Each RPC's payload in each direction, counted by size (profiler/histogram.h's buckets).
+  std::array<int64_t, kPayloadBuckets> sent_sizes{};
+  std::array<int64_t, kPayloadBuckets> received_sizes{};
 };
 
 class MetricsExporter {

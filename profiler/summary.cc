@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "base/stats.h"
+#include "profiler/histogram.h"
 
 namespace fulcrum::profiler {
 namespace {
@@ -319,11 +320,14 @@ json TrafficKeys(absl::Span<const RpcTrafficPoint> traffic) {
   std::map<std::string, std::array<uint64_t, 3>> by_peer;  // rpcs, sent, received
   uint64_t app_sent = 0, app_received = 0, rpcs = 0;
   for (const RpcTrafficPoint& p : traffic) {
-    peers.push_back({{"peer", p.peer},
-                     {"method", p.method},
-                     {"rpcs", p.rpcs},
-                     {"bytes_sent", p.bytes_sent},
-                     {"bytes_received", p.bytes_received}});
+    peers.push_back(
+        {{"peer", p.peer},
+         {"method", p.method},
+         {"rpcs", p.rpcs},
+         {"bytes_sent", p.bytes_sent},
+         {"bytes_received", p.bytes_received},
+         {"sent_size_histogram", HistogramJson(p.sent_sizes, kPayloadFirstUpper)},
+         {"received_size_histogram", HistogramJson(p.received_sizes, kPayloadFirstUpper)}});
     auto& agg = by_peer[p.peer];
     agg[0] += p.rpcs;
     agg[1] += p.bytes_sent;
@@ -351,9 +355,12 @@ json StepKeys(absl::Span<const StepRecord> steps) {
   if (steps.empty()) return j;
   std::vector<double> rate, comm_wait, inflight;
   std::map<std::string, std::vector<double>> phase;
+  std::vector<int64_t> step_times(kStepTimeBuckets, 0);
   double examples = 0.0, ms = 0.0;
   for (size_t i = SteadyStateBegin(steps.size()); i < steps.size(); ++i) {
     const StepRecord& r = steps[i];
+    ++step_times[static_cast<size_t>(
+        Log2Bucket(r.wall_ms, kStepTimeFirstUpperMs, kStepTimeBuckets))];
     comm_wait.push_back(r.comm_wait_ms);
     inflight.push_back(r.inflight_ms);
     if (r.wall_ms > 0) rate.push_back(static_cast<double>(r.examples) * 1000.0 / r.wall_ms);
@@ -376,6 +383,7 @@ json StepKeys(absl::Span<const StepRecord> steps) {
   }
   j["step_phase_p50_ms"] = p50;
   j["step_phase_mean_ms"] = mean;
+  j["step_time_histogram_ms"] = HistogramJson(step_times, kStepTimeFirstUpperMs);
   j["comm_wait_p50_ms"] = Percentile(comm_wait, 0.5);
   j["comm_wait_mean_ms"] = Mean(comm_wait);
   j["comm_inflight_mean_ms"] = Mean(inflight);

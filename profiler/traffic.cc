@@ -13,6 +13,10 @@ void TrafficCounters::Add(const std::string& peer, const char* method, uint64_t 
   ++p.rpcs;
   p.bytes_sent += sent;
   p.bytes_received += received;
+  ++p.sent_sizes[static_cast<size_t>(
+      Log2Bucket(static_cast<double>(sent), kPayloadFirstUpper, kPayloadBuckets))];
+  ++p.received_sizes[static_cast<size_t>(
+      Log2Bucket(static_cast<double>(received), kPayloadFirstUpper, kPayloadBuckets))];
 }
 
 std::vector<RpcTrafficPoint> TrafficCounters::Snapshot() const {

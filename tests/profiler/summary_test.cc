@@ -2,12 +2,15 @@
 // records in, the keys and values docs/profiler.md promises out. No thread, clock or file.
 #include "profiler/summary.h"
 
+#include <cmath>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "profiler/histogram.h"
+#include "profiler/traffic.h"
 
 namespace fulcrum::profiler {
 namespace {
@@ -127,11 +130,14 @@ TEST(TrafficKeysTest, PerMethodPerPeerAndTotals) {
   };
   const json j = TrafficKeys(traffic);
   EXPECT_EQ(j["rpc_traffic"].size(), 3u);
-  EXPECT_EQ(j["rpc_traffic"][2], json({{"peer", "chief-0"},
-                                       {"method", "Heartbeat"},
-                                       {"rpcs", 3},
-                                       {"bytes_sent", 30},
-                                       {"bytes_received", 12}}));
+  json row = j["rpc_traffic"][2];
+  row.erase("sent_size_histogram");
+  row.erase("received_size_histogram");
+  EXPECT_EQ(row, json({{"peer", "chief-0"},
+                       {"method", "Heartbeat"},
+                       {"rpcs", 3},
+                       {"bytes_sent", 30},
+                       {"bytes_received", 12}}));
   // One row per peer, sorted by peer.
   ASSERT_EQ(j["peer_traffic"].size(), 2u);
   EXPECT_EQ(j["peer_traffic"][0]["peer"], "chief-0");
@@ -146,6 +152,41 @@ TEST(TrafficKeysTest, PerMethodPerPeerAndTotals) {
   EXPECT_TRUE(none["peer_traffic"].empty());
 }
 
+TEST(HistogramTest, Log2BucketsFromTheFirstUpperBound) {
+  EXPECT_EQ(Log2Bucket(0, 64, 22), 0);
+  EXPECT_EQ(Log2Bucket(63.9, 64, 22), 0);
+  EXPECT_EQ(Log2Bucket(64, 64, 22), 1);
+  EXPECT_EQ(Log2Bucket(127, 64, 22), 1);
+  EXPECT_EQ(Log2Bucket(128, 64, 22), 2);
+  EXPECT_EQ(Log2Bucket(1e12, 64, 22), 21);  // the open last bucket
+  EXPECT_EQ(Log2Bucket(std::nan(""), 64, 22), 0);
+  const json h = HistogramJson(std::vector<int64_t>{1, 2, 3}, 64);
+  EXPECT_EQ(h, json({{"upper", {64.0, 128.0, nullptr}}, {"counts", {1, 2, 3}}}));
+}
+
+// The OSU talk's payload distribution: every RPC counted by its size, per peer and method and
+// per direction.
+TEST(TrafficKeysTest, EachRpcsPayloadSizeIsCountedPerPeerAndMethod) {
+  TrafficCounters counters;
+  counters.Add("ps-0", "PushPull", 10, 3 << 20);
+  counters.Add("ps-0", "PushPull", 100, 3 << 20);
+  counters.Add("ps-0", "PushPull", 100, uint64_t{1} << 40);
+  counters.Add("ps-0", "Pull", 70, 70);
+  const json j = TrafficKeys(counters.Snapshot());
+  ASSERT_EQ(j["rpc_traffic"].size(), 2u);
+  const json& push_pull = j["rpc_traffic"][1];
+  ASSERT_EQ(push_pull["method"], "PushPull");
+  std::vector<int64_t> sent(kPayloadBuckets, 0), received(kPayloadBuckets, 0);
+  sent[0] = 1;                        // 10 B
+  sent[1] = 2;                        // 100 B: [64, 128)
+  received[16] = 2;                   // 3 MiB: [2 MiB, 4 MiB)
+  received[kPayloadBuckets - 1] = 1;  // 1 TiB: the open last bucket
+  EXPECT_EQ(push_pull["sent_size_histogram"]["counts"], json(sent));
+  EXPECT_EQ(push_pull["received_size_histogram"]["counts"], json(received));
+  EXPECT_EQ(push_pull["sent_size_histogram"]["upper"][16], 4194304.0);
+  EXPECT_TRUE(push_pull["sent_size_histogram"]["upper"][kPayloadBuckets - 1].is_null());
+}
+
 TEST(StepKeysTest, SteadyStateLeavesOutTheWarmUpSteps) {
   // 20 slow warm-up steps (100 ms), then 5 steady ones (10 ms, 20 ms for the last).
   std::vector<StepRecord> steps;
@@ -156,6 +197,12 @@ TEST(StepKeysTest, SteadyStateLeavesOutTheWarmUpSteps) {
   EXPECT_EQ(j["profiled_steps"], kWarmupSteps + 5);  // every recorded step
   EXPECT_DOUBLE_EQ(j["examples_per_sec_within_steps"].get<double>(), 500 * 1000.0 / 60.0);
   EXPECT_DOUBLE_EQ(j["examples_per_sec_of_median_step"].get<double>(), 10000.0);
+  // The steady steps by time: 10 ms in [8, 16), 20 ms in [16, 32); the warm-up left out.
+  std::vector<int64_t> times(kStepTimeBuckets, 0);
+  times[6] = 4;
+  times[7] = 1;
+  EXPECT_EQ(j["step_time_histogram_ms"]["counts"], json(times));
+  EXPECT_EQ(j["step_time_histogram_ms"]["upper"][6], 16.0);
   EXPECT_DOUBLE_EQ(j["step_phase_p50_ms"]["backward"].get<double>(), 3 * 10.0 / 8);
   EXPECT_DOUBLE_EQ(j["step_phase_mean_ms"]["forward"].get<double>(), 2 * 12.0 / 8);
   EXPECT_DOUBLE_EQ(j["step_phase_mean_ms"]["pull"].get<double>(), 0.0);
@@ -311,6 +358,7 @@ TEST(SummaryKeysTest, EveryDocumentedKeyAndNoOther) {
                                             "examples_per_sec_of_median_step",
                                             "step_phase_p50_ms",
                                             "step_phase_mean_ms",
+                                            "step_time_histogram_ms",
                                             "comm_wait_p50_ms",
                                             "comm_wait_mean_ms",
                                             "comm_inflight_mean_ms",
