@@ -173,6 +173,50 @@ def _safe(title, draw):
         return title, "%s: %s" % (type(e).__name__, e)
 
 
+def _histogram_bars(histograms, fmt):
+    """Bars of a log2 histogram (docs/profiler.md: {"upper": [...], "counts": [...]}) summed
+    per part: one bar per bucket from the first to the last non-empty one, its parts the
+    counts of each of `histograms` ([(part, histogram)]); (part names, bars)."""
+    parts = sorted({name for name, _ in histograms})
+    counts, upper = {}, []
+    for name, h in histograms:
+        ups = v.array(h, "upper")
+        if len(ups) > len(upper):
+            upper = ups
+        for i, c in enumerate(v.array(h, "counts")):
+            if isinstance(c, (int, float)) and c > 0:
+                counts[(i, name)] = counts.get((i, name), 0) + c
+    used = sorted({i for i, _ in counts})
+    bars = []
+    for i in range(used[0], used[-1] + 1) if used else []:
+        low = upper[i - 1] if 0 < i <= len(upper) else None
+        high = upper[i] if i < len(upper) else None
+        label = ("< %s" % fmt(high) if low is None else
+                 "%s and up" % fmt(low) if high is None else "%s to %s" % (fmt(low), fmt(high)))
+        bars.append(Bar(label, [counts.get((i, p), 0) for p in parts],
+                        v.fmt_count(sum(counts.get((i, p), 0) for p in parts))))
+    return parts, bars
+
+
+def _step_time_chart(tasks):
+    hists = [(t.name, t.summary.get("step_time_histogram_ms")) for t in tasks
+             if isinstance(v.dict_at(t.summary, "step_time_histogram_ms"), dict)]
+    parts, bars = _histogram_bars(hists, v.fmt_ms)
+    return bar_chart("Step times of each worker (steady state): steps per time bucket", parts,
+                     bars, v.fmt_count) if bars else None
+
+
+def _payload_chart(tasks):
+    """Every RPC message counted once, by its sender (a request by the client, a reply by the
+    server), by size and method: the payload distribution of TF-gRPC-Bench."""
+    hists = [(v.string(e, "method", "?"), e.get("sent_size_histogram")) for t in tasks
+             for e in v.array(t.summary, "rpc_traffic")
+             if isinstance(v.dict_at(e, "sent_size_histogram"), dict)]
+    parts, bars = _histogram_bars(hists, v.fmt_bytes)
+    return bar_chart("Message sizes: every RPC message counted once, by its sender", parts, bars,
+                     v.fmt_count) if bars else None
+
+
 def _charts(report):
     tasks = tasks_of(report)
     t0 = _time_zero(tasks)
@@ -185,6 +229,7 @@ def _charts(report):
             _time_series(tasks, t0, "steps", "loss"), lambda x: v.short(x, 3))),
         _safe("Chief's evaluations", lambda: _eval_chart(report)),
         _safe("Step phases", lambda: _phase_chart(tasks)),
+        _safe("Step times", lambda: _step_time_chart(tasks)),
     ]
     machine = [
         _safe("CPU per task", lambda: line_chart(
@@ -199,6 +244,7 @@ def _charts(report):
         network.append(_safe("Network of host %s" % host,
                              lambda h=host, t=task: _network_chart(h, t, t0)))
     network.append(_safe("Bytes per peer", lambda: _peer_chart(report)))
+    network.append(_safe("Message sizes", lambda: _payload_chart(tasks)))
     sections = (("Training", training), ("CPU and memory", machine), ("Network", network))
     html, n = [], 0
     for heading, charts in sections:

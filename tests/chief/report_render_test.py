@@ -163,6 +163,32 @@ class RunPageTest(Test):
         self.assertHas('<div class="banner">This run was interrupted by SIGINT',
                        fulcrum_report.render_run_page(interrupted))
 
+    def test_distributions_of_step_times_and_message_sizes(self):
+        r = report()
+        upper = [0.25 * 2 ** i for i in range(15)] + [None]
+        r["workers"][0]["step_time_histogram_ms"] = {"upper": upper, "counts": [0] * 5 + [7, 3] + [0] * 9}
+        r["workers"][1]["step_time_histogram_ms"] = {"upper": upper, "counts": [0] * 6 + [8] + [0] * 9}
+        sizes = [64.0 * 2 ** i for i in range(21)] + [None]
+        r["workers"][0]["rpc_traffic"] = [
+            {"peer": "ps-0", "method": "PushPull",
+             "sent_size_histogram": {"upper": sizes, "counts": [0] * 15 + [10] + [0] * 6}},
+            {"peer": "chief-0", "method": "Heartbeat",
+             "sent_size_histogram": {"upper": sizes, "counts": [2] + [0] * 21}}]
+        html = fulcrum_report.render_run_page(r)
+        times = chart(html, "Step times of each worker")
+        self.assertHas("4 ms to 8 ms", times)
+        self.assertHas("8 ms to 16 ms", times)
+        self.assertHas(">11<", times)  # 3 + 8 steps in [8, 16) ms
+        self.assertHas(">worker-0<", times)
+        sizes_chart = chart(html, "Message sizes")
+        self.assertHas("&lt; 64 B", sizes_chart)
+        self.assertHas("1.0 MB to 2.1 MB", sizes_chart)
+        self.assertHas(">PushPull<", sizes_chart)
+        self.assertHas(">Heartbeat<", sizes_chart)
+        assert_self_contained(self, html)
+        # Without the histograms (an older or unprofiled run): no data, no error.
+        self.assertHas("Step times: no data", fulcrum_report.render_run_page(report()))
+
     def test_a_balance_card_puts_the_ps_tasks_side_by_side(self):
         self.assertLacks("<h2>Balance</h2>", fulcrum_report.render_run_page(report()))  # 1 ps
         r = report()
