@@ -30,7 +30,7 @@ std::string Percent(double part, double whole) {
   return whole > 0 ? absl::StrFormat("%.0f%%", 100.0 * part / whole) : "-";
 }
 
-// "worker:0 6,200 + worker:1 6,145 = 12,345" from the workers' summaries (steady state).
+// "worker:0 6200 + worker:1 6145 = 12345" from the workers' summaries (steady state).
 std::string PerWorker(const nlohmann::json& report) {
   std::vector<std::string> parts;
   for (const nlohmann::json& w : report.value("workers", nlohmann::json::array())) {

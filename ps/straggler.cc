@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <utility>
 
-#include "absl/strings/strip.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "spdlog/spdlog.h"
 
 namespace fulcrum::ps {
@@ -30,7 +30,8 @@ void StragglerDetector::OnAccepted(const std::string& task, int64_t step, int ch
                                    absl::Time now) {
   absl::string_view rest = task;
   int worker = -1;
-  if (chunks <= 0 || !absl::ConsumePrefix(&rest, "worker:") || !absl::SimpleAtoi(rest, &worker)) {
+  if (chunks <= 0 || !absl::ConsumePrefix(&rest, "worker:") || !absl::SimpleAtoi(rest, &worker) ||
+      worker < 0) {
     return;
   }
   MutexLock lock(&mu_);
@@ -70,8 +71,9 @@ void StragglerDetector::Judge(int64_t step) {
   std::vector<double> intervals;
   for (size_t i = 0; i < window_.size(); ++i) {
     leads[window_[i].last_worker].push_back(window_[i].lead_ms);
-    if (i > 0)
+    if (i > 0) {
       intervals.push_back(absl::ToDoubleMilliseconds(window_[i].done - window_[i - 1].done));
+    }
   }
   int named = -1;
   double held_back = 0.0;

@@ -132,13 +132,18 @@ stop_all() {  # [signal]: to every task's process group, once per call
 }
 # A signal to this script is passed on to the tasks; they end their run (the chief writes the
 # report) within their own deadlines, and are killed if they are not gone after 5 minutes.
+# A second signal meanwhile (Ctrl-C again) reaches the tasks as a second one: they end at once.
+killer=""
 interrupted() {  # signal exit-code
   echo "local_cluster: interrupted ($1), stopping every task" >&2
+  ((${#live[@]})) || exit "$2"  # (a bare `wait` below would wait for the killer too)
   stop_all "$1"
-  (sleep 300; stop_all KILL) &
-  local killer=$!
+  if [[ -z "$killer" ]]; then
+    (sleep 300; stop_all KILL) &
+    killer=$!
+  fi
   wait "${!live[@]}" 2>/dev/null || true
-  kill -- "-$killer" 2>/dev/null || true
+  kill -- "-$killer" 2>/dev/null || true  # never left behind to signal reused pids later
   exit "$2"
 }
 trap 'interrupted INT 130' INT
