@@ -258,8 +258,9 @@ absl::StatusOr<TrainLoop::Outcome> TrainLoop::Step(StepExchange* exchange, int64
     // to the ps's wait for the other workers is that wait; the rest is the transfer's.
     r.sync_wait_ms = std::min(s.waits_ms + s.finish_ms, s.sync_wait_ms);
     const double from_values = std::min(s.waits_ms, r.sync_wait_ms);
-    r.pull_ms = pull_ms + s.waits_ms - from_values;
-    r.push_ms = s.finish_ms - (r.sync_wait_ms - from_values);
+    // (Clamped: the subtraction of a wait from itself can round to -1e-19.)
+    r.pull_ms = std::max(0.0, pull_ms + s.waits_ms - from_values);
+    r.push_ms = std::max(0.0, s.finish_ms - (r.sync_wait_ms - from_values));
     r.comm_wait_ms = r.pull_ms + r.push_ms + r.sync_wait_ms;
     r.wall_ms = Ms(t_grad - s.t0).count() + pull_ms;
     pending_ = std::move(r);
