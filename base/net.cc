@@ -12,6 +12,7 @@
 #include <set>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
 #include "base/mutex.h"
 
 namespace fulcrum {
@@ -126,6 +127,11 @@ std::string HostOf(const std::string& address) {
   const size_t colon = host.rfind(':');
   if (colon != std::string::npos && host.find(':') == colon) host.resize(colon);
   return host;
+}
+
+std::string JoinHostPort(const std::string& host, int port) {
+  return host.find(':') != std::string::npos ? absl::StrCat("[", host, "]:", port)
+                                             : absl::StrCat(host, ":", port);
 }
 
 }  // namespace fulcrum

@@ -28,4 +28,7 @@ bool IsLoopbackLiteral(const std::string& host);
 // "host" of "host:port" / "[v6]:port" (brackets kept off); the whole string when no port.
 std::string HostOf(const std::string& address);
 
+// HostOf's inverse: "host:port", an IPv6 host in brackets ("[::1]:80").
+std::string JoinHostPort(const std::string& host, int port);
+
 }  // namespace fulcrum

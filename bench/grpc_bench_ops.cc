@@ -7,6 +7,7 @@
 #include "absl/time/clock.h"
 #include "base/blocking_counter.h"
 #include "base/mutex.h"
+#include "base/net.h"
 
 namespace fulcrum::bench {
 namespace {
@@ -25,10 +26,7 @@ std::string ServerAddress::ToFlag() const {
   return absl::StrCat(host, ":", tcp_port, ":", grpc_port);
 }
 
-std::string ServerAddress::GrpcTarget(int port) const {
-  return host.find(':') != std::string::npos ? absl::StrCat("[", host, "]:", port)
-                                             : absl::StrCat(host, ":", port);
-}
+std::string ServerAddress::GrpcTarget(int port) const { return JoinHostPort(host, port); }
 
 absl::StatusOr<ServerAddress> ParseServerAddress(const std::string& text) {
   const size_t b = text.rfind(':');

@@ -36,11 +36,6 @@ int Fail(const absl::Status& status) {
   return 1;
 }
 
-std::string HostPort(const std::string& host, int port) {
-  return host.find(':') != std::string::npos ? absl::StrCat("[", host, "]:", port)
-                                             : absl::StrCat(host, ":", port);
-}
-
 // One untimed step whose echoes are checked, then the steps of one mode for `ms` milliseconds
 // (at least one), as the reply line's JSON.
 nlohmann::json RunFor(EchoStep& step, int ms) {
@@ -110,7 +105,8 @@ absl::StatusOr<std::unique_ptr<PsChild>> StartPsChild(const GrpcBenchOptions& o)
       child->proc,
       StartPs(o.ps_binary, spec, 0, ports[0], -1, child->dir + "/ps.log",
               {"--data_plane=tcp", "--heartbeat_timeout=" + life, "--startup_timeout=" + life}));
-  child->client = std::make_unique<runtime::GrpcPsClient>("ps:0", HostPort(o.bind_host, ports[0]));
+  child->client =
+      std::make_unique<runtime::GrpcPsClient>("ps:0", JoinHostPort(o.bind_host, ports[0]));
   FULCRUM_RETURN_IF_ERROR(AwaitPs(child->proc, *child->client, absl::Seconds(30)));
   return child;
 }

@@ -23,6 +23,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "base/files.h"
+#include "base/net.h"
 
 namespace fulcrum::bench {
 namespace {
@@ -80,9 +81,8 @@ absl::Status WritePsSpec(const std::string& path, const std::string& host,
     return absl::InvalidArgumentError(
         absl::StrCat("a spec of ", num_ps, " ps needs at least ", num_ps + 2, " ports"));
   }
-  const std::string h = host.find(':') != std::string::npos ? absl::StrCat("[", host, "]") : host;
   std::vector<std::string> addresses;
-  for (int port : ports) addresses.push_back(absl::StrCat("\"", h, ":", port, "\""));
+  for (int port : ports) addresses.push_back(absl::StrCat("\"", JoinHostPort(host, port), "\""));
   const auto ps_end = addresses.begin() + num_ps;
   const std::string spec = absl::StrCat(
       "{\"ps\": [", absl::StrJoin(addresses.begin(), ps_end, ", "), "], \"chief\": [", *ps_end,

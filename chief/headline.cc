@@ -26,10 +26,6 @@ std::string Bytes(double b) {
   return u == 0 ? absl::StrFormat("%.0f B", b) : absl::StrFormat("%.2f %s", b, units[u]);
 }
 
-std::string Percent(double part, double whole) {
-  return whole > 0 ? absl::StrFormat("%.0f%%", 100.0 * part / whole) : "-";
-}
-
 // "worker:0 6200 + worker:1 6145 = 12345" from the workers' summaries (steady state).
 std::string PerWorker(const nlohmann::json& report) {
   std::vector<std::string> parts;
@@ -64,27 +60,15 @@ std::string StepSplit(const nlohmann::json& report) {
   return absl::StrFormat("%s = %.2f ms", absl::StrJoin(parts, " | "), total);
 }
 
-// Each ps's share of the ps tasks' application bytes and CPU time, and its applies.
+// Each ps's share of the ps tasks' application bytes and CPU time, and its applies, from
+// report.json's balance rows (chief/report.h).
 std::vector<std::string> PsShares(const nlohmann::json& report) {
-  double bytes = 0.0, cpu = 0.0;
-  std::vector<nlohmann::json> ps;
-  for (const nlohmann::json& t : report.value("tasks", nlohmann::json::array())) {
-    if (t.value("job", "") != "ps") continue;
-    ps.push_back(t);
-    bytes += Num(t, "app_bytes_sent") + Num(t, "app_bytes_received");
-    cpu += Num(t, "cpu_seconds");
-  }
-  std::map<int, double> applied;
-  for (const nlohmann::json& s : report.value("ps", nlohmann::json::array())) {
-    applied[static_cast<int>(Num(s, "task_index"))] = Num(s, "pushes_applied");
-  }
   std::vector<std::string> lines;
-  for (const nlohmann::json& t : ps) {
-    const int index = static_cast<int>(Num(t, "index"));
-    const double own = Num(t, "app_bytes_sent") + Num(t, "app_bytes_received");
-    lines.push_back(absl::StrFormat("  ps:%d  bytes %s (%s)  cpu %.2f s (%s)  applies %.0f", index,
-                                    Bytes(own), Percent(own, bytes), Num(t, "cpu_seconds"),
-                                    Percent(Num(t, "cpu_seconds"), cpu), applied[index]));
+  for (const nlohmann::json& b : report.value("balance", nlohmann::json::array())) {
+    lines.push_back(absl::StrFormat("  ps:%d  bytes %s (%.0f%%)  cpu %.2f s (%.0f%%)  applies %.0f",
+                                    static_cast<int>(Num(b, "index")), Bytes(Num(b, "bytes")),
+                                    100.0 * Num(b, "bytes_share"), Num(b, "cpu_seconds"),
+                                    100.0 * Num(b, "cpu_seconds_share"), Num(b, "applies")));
   }
   return lines;
 }

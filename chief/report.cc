@@ -214,6 +214,39 @@ nlohmann::json ClusterTotals(const nlohmann::json& tasks) {
   return cluster;
 }
 
+// The ps tasks side by side: each one's application bytes (both ways), CPU time and applies,
+// and its share of the ps tasks' total of each (0 when the total is 0).
+nlohmann::json BalanceRows(const nlohmann::json& tasks, const nlohmann::json& ps_summaries) {
+  std::map<int, double> applies;  // by ps index
+  if (ps_summaries.is_array()) {
+    for (const nlohmann::json& s : ps_summaries) {
+      applies[static_cast<int>(Num(s, "task_index"))] = Num(s, "pushes_applied");
+    }
+  }
+  nlohmann::json rows = nlohmann::json::array();
+  double totals[3] = {0, 0, 0};
+  for (const nlohmann::json& t : tasks) {
+    if (t["job"] != "ps") continue;
+    const double figures[3] = {
+        t["app_bytes_sent"].get<double>() + t["app_bytes_received"].get<double>(),
+        t["cpu_seconds"].get<double>(), applies[t["index"].get<int>()]};
+    for (int i = 0; i < 3; ++i) totals[i] += figures[i];
+    rows.push_back({{"task", t["task"]},
+                    {"index", t["index"]},
+                    {"bytes", figures[0]},
+                    {"cpu_seconds", figures[1]},
+                    {"applies", figures[2]}});
+  }
+  for (nlohmann::json& row : rows) {
+    int i = 0;
+    for (const char* key : {"bytes", "cpu_seconds", "applies"}) {
+      row[absl::StrCat(key, "_share")] = totals[i] > 0 ? row[key].get<double>() / totals[i] : 0.0;
+      ++i;
+    }
+  }
+  return rows;
+}
+
 }  // namespace
 
 void AddClusterTables(nlohmann::json* report) {
@@ -283,6 +316,7 @@ void AddClusterTables(nlohmann::json* report) {
   r["hosts"] = std::move(host_rows);
   r["cluster"] = std::move(cluster);
   r["traffic"] = TrafficRows(summaries);
+  r["balance"] = BalanceRows(r["tasks"], r.contains("ps") ? r["ps"] : nlohmann::json());
 }
 
 absl::Status WriteSingleRunReport(const std::filesystem::path& run_dir) {

@@ -446,25 +446,19 @@ def _banner(r):
 
 
 def _balance_card(r):
-    """The ps tasks side by side: each one's share of their application bytes, CPU time and
-    applies, so an uneven placement shows at a glance."""
-    ps_rows = [t for t in v.array(r, "tasks") if v.string(t, "job", "") == "ps"]
-    if len(ps_rows) < 2:
+    """The ps tasks side by side (report.json's balance rows): each one's share of their
+    application bytes, CPU time and applies, so an uneven placement shows at a glance."""
+    rows = [b for b in v.array(r, "balance") if isinstance(b, dict)]
+    if len(rows) < 2:
         return ""
-    applies = {int(v.num(s, "task_index", 0.0)): v.num(s, "pushes_applied", 0.0)
-               for s in v.array(r, "ps")}
 
-    def share(x, total):
-        return "-" if total <= 0 else "%.0f%%" % (100.0 * x / total)
-    nbytes = [v.num(t, "app_bytes_sent", 0.0) + v.num(t, "app_bytes_received", 0.0)
-              for t in ps_rows]
-    cpu = [v.num(t, "cpu_seconds", 0.0) for t in ps_rows]
-    done = [applies.get(int(v.num(t, "index", 0.0)), 0.0) for t in ps_rows]
-    rows = [(v.string(t, "task"), share(b, sum(nbytes)), share(c, sum(cpu)), share(a, sum(done)))
-            for t, b, c, a in zip(ps_rows, nbytes, cpu, done)]
+    def share(b, key):
+        return "%.0f%%" % (100.0 * v.num(b, key + "_share", 0.0))
     return ("<h2>Balance</h2><p>Each ps's share of the ps tasks' application bytes, CPU time "
-            "and applies (even is 1/%d each).</p>" % len(ps_rows) +
-            table(("ps", "bytes", "CPU", "applies"), rows))
+            "and applies (even is 1/%d each).</p>" % len(rows) +
+            table(("ps", "bytes", "CPU", "applies"),
+                  [(v.string(b, "task"), share(b, "bytes"), share(b, "cpu_seconds"),
+                    share(b, "applies")) for b in rows]))
 
 
 def render_run_page(report):

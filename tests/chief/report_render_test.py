@@ -192,12 +192,13 @@ class RunPageTest(Test):
     def test_a_balance_card_puts_the_ps_tasks_side_by_side(self):
         self.assertLacks("<h2>Balance</h2>", fulcrum_report.render_run_page(report()))  # 1 ps
         r = report()
-        r["tasks"] = [dict(task_row("ps-0", "node1", 5e7), job="ps", index=0, cpu_seconds=3.0,
-                           app_bytes_sent=3e9, app_bytes_received=0),
-                      dict(task_row("ps-1", "node1", 5e7), job="ps", index=1, cpu_seconds=1.0,
-                           app_bytes_sent=1e9, app_bytes_received=0)]
-        r["ps"] = [{"job": "ps", "task_index": 0, "pushes_applied": 500},
-                   {"job": "ps", "task_index": 1, "pushes_applied": 500}]
+        # report.json's balance rows, as AddClusterTables writes them (tests/chief/report_test.cc).
+        r["balance"] = [{"task": "ps-0", "index": 0, "bytes": 3e9, "cpu_seconds": 3.0,
+                         "applies": 500, "bytes_share": 0.75, "cpu_seconds_share": 0.75,
+                         "applies_share": 0.5},
+                        {"task": "ps-1", "index": 1, "bytes": 1e9, "cpu_seconds": 1.0,
+                         "applies": 500, "bytes_share": 0.25, "cpu_seconds_share": 0.25,
+                         "applies_share": 0.5}]
         html = fulcrum_report.render_run_page(r)
         self.assertHas("<h2>Balance</h2>", html)
         self.assertHas("<td>ps-0</td><td>75%</td><td>75%</td><td>50%</td>", html)

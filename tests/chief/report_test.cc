@@ -107,6 +107,35 @@ TEST(ClusterTablesTest, AProcessPlayingTwoRolesCountsOnce) {
   EXPECT_DOUBLE_EQ(c["workers_examples_per_sec"].get<double>(), 2000.0);
 }
 
+// The ps tasks side by side (report.json's balance, read by the headline and report.html):
+// each one's bytes, CPU time and applies and its share of the ps tasks' total.
+TEST(ClusterTablesTest, BalanceRowsPutThePsTasksSideBySide) {
+  nlohmann::json ps0 = Summary("ps", 0, "h1", 100, 30e6, 5000, 4000);  // cpu_seconds 1.0
+  nlohmann::json ps1 = Summary("ps", 1, "h1", 300, 30e6, 5000, 4000);  // cpu_seconds 3.0
+  ps0["pushes_applied"] = 100;
+  ps1["pushes_applied"] = 300;
+  ps1["app_bytes_sent"] = 70.0;  // 70 + 20 against ps0's 10 + 20
+  nlohmann::json r;
+  r["ps"] = {ps0, ps1};
+  r["workers"] = {Summary("worker", 0, "h2", 90, 200e6, 4800, 3800)};
+  AddClusterTables(&r);
+  ASSERT_EQ(r["balance"].size(), 2u) << r["balance"].dump();
+  const nlohmann::json& b0 = r["balance"][0];
+  EXPECT_EQ(b0["task"], "ps-0");
+  EXPECT_EQ(b0["index"], 0);
+  EXPECT_DOUBLE_EQ(b0["bytes"].get<double>(), 30.0);
+  EXPECT_DOUBLE_EQ(b0["bytes_share"].get<double>(), 0.25);
+  EXPECT_DOUBLE_EQ(b0["cpu_seconds_share"].get<double>(), 0.25);
+  EXPECT_DOUBLE_EQ(b0["applies"].get<double>(), 100.0);
+  EXPECT_DOUBLE_EQ(b0["applies_share"].get<double>(), 0.25);
+  EXPECT_DOUBLE_EQ(r["balance"][1]["bytes_share"].get<double>(), 0.75);
+  // No ps, no rows.
+  nlohmann::json single;
+  single["workers"] = {Summary("worker", 0, "h2", 90, 200e6, 4800, 3800)};
+  AddClusterTables(&single);
+  EXPECT_TRUE(single["balance"].empty());
+}
+
 // Issue 13: a task row holds its process's figures only (it repeated the host's lo counter);
 // the host row splits each interface class into Fulcrum's payload (bytes to peers on the same
 // host went over lo, the rest over external interfaces) and the rest; the warm-up's bytes are
