@@ -1,7 +1,5 @@
 #include "bench/grpc_bench_roles.h"
 
-#include <stdlib.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -87,9 +85,7 @@ struct PsChild {
 
 absl::StatusOr<std::unique_ptr<PsChild>> StartPsChild(const GrpcBenchOptions& o) {
   auto child = std::make_unique<PsChild>();
-  char dir[] = "/tmp/grpc_bench_ps.XXXXXX";
-  if (mkdtemp(dir) == nullptr) return absl::InternalError("mkdtemp failed");
-  child->dir = dir;
+  FULCRUM_ASSIGN_OR_RETURN(child->dir, MakeLogDir());
   std::vector<int> ports;  // the ps, then the spec's chief and worker (never run)
   for (int i = 0; i < 3; ++i) {
     FULCRUM_ASSIGN_OR_RETURN(const int port, PickFreePort());

@@ -73,6 +73,26 @@ TEST_F(SingleModeTest, SigtermStopsCleanlyWithTheRecordsWritten) {
   }
 }
 
+// Ctrl-C in a terminal signals the whole process group of the command: a single-mode run in a
+// process group of its own (setsid) gets SIGINT through its group and ends as cleanly.
+TEST_F(SingleModeTest, CtrlCToItsProcessGroupStopsCleanly) {
+  const fs::path dir = FreshDir("worker_group_sigint");
+  const std::string log = (dir / "worker.log").string();
+  const std::string worker = absl::StrCat(FULCRUM_BIN_DIR, "/worker");
+  const RunResult r = ::fulcrum::testing::RunShell(absl::StrCat(
+      "sh -c 'setsid ", worker, " --model=mlp --train_steps=100000000 --log_every=50 --threads=1",
+      " --run_dir=", (dir / "run").string(), " > ", log, " 2>&1 & p=$!;",
+      " for i in $(seq 600); do grep -q step.50/ ", log, " && break; sleep 0.1; done;",
+      " kill -INT -$p; wait $p; echo exit=$?'"));
+  EXPECT_NE(r.output.find("exit=130"), std::string::npos) << r.output << ReadLog(log);
+  const nlohmann::json summary = ReadSummary(dir / "run");
+  ASSERT_TRUE(summary.is_object()) << ReadLog(log);
+  EXPECT_EQ(summary.value("stop_reason", ""), "interrupted by SIGINT");
+  EXPECT_FALSE(summary.contains("partial")) << summary.dump(2);
+  EXPECT_TRUE(fs::exists(dir / "run" / "steps.csv")) << ReadLog(log);
+  EXPECT_TRUE(fs::exists(dir / "run" / "report.json")) << ReadLog(log);
+}
+
 // SIGKILL cannot be caught: what survives is what the profiler rewrote while the run went on
 // (--profile_flush_secs): steps.csv, samples.csv and trace.json up to the last rewrite, and a
 // summary.json marked partial (issue 13: a killed run kept only its TensorBoard file). A run
