@@ -103,6 +103,33 @@ std::vector<std::string> Interfaces(const nlohmann::json& report) {
   return lines;
 }
 
+// The cluster's bytes sent at the three layers, per path that carried any: the protocol's
+// overhead over the payload, and the interfaces' payload against TCP's count.
+std::vector<std::string> Layers(const nlohmann::json& report) {
+  std::vector<std::string> lines;
+  const nlohmann::json cluster = report.value("cluster", nlohmann::json());
+  const nlohmann::json layers =
+      cluster.is_object() ? cluster.value("layers", nlohmann::json()) : nlohmann::json();
+  if (!layers.is_object()) return lines;
+  for (const char* path : {"loopback", "external"}) {
+    const nlohmann::json l = layers.value(path, nlohmann::json());
+    const nlohmann::json sent = l.is_object() ? l.value("sent", nlohmann::json()) : nullptr;
+    if (Num(sent, "tcp_bytes") == 0) continue;
+    auto percent = [](const nlohmann::json& x) {
+      return x.is_number() ? absl::StrFormat("%+.2f%%", 100 * x.get<double>()) : std::string("-");
+    };
+    lines.push_back(
+        absl::StrFormat("  %s: app %s, tcp %s (protocol %s), interface payload %s (vs tcp %s); %d "
+                        "retransmits",
+                        path, Bytes(Num(sent, "app_bytes")), Bytes(Num(sent, "tcp_bytes")),
+                        percent(sent.value("protocol_overhead", nlohmann::json())),
+                        Bytes(Num(sent, "interface_payload_bytes")),
+                        percent(sent.value("interface_vs_tcp", nlohmann::json())),
+                        static_cast<int64_t>(Num(l, "retransmits"))));
+  }
+  return lines;
+}
+
 }  // namespace
 
 std::vector<std::string> HeadlineLines(const nlohmann::json& report, const std::string& html_path) {
@@ -124,6 +151,9 @@ std::vector<std::string> HeadlineLines(const nlohmann::json& report, const std::
   lines.push_back(net.empty() ? "bytes per interface: none recorded (profiling off?)"
                               : "bytes per interface:");
   lines.insert(lines.end(), net.begin(), net.end());
+  const std::vector<std::string> layers = Layers(report);
+  if (!layers.empty()) lines.push_back("bytes sent at three layers:");
+  lines.insert(lines.end(), layers.begin(), layers.end());
   lines.push_back(absl::StrCat("report: ", html_path, " (every figure in report.json beside it)"));
   return lines;
 }

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/files.h"
 #include "base/status_macros.h"
+#include "chief/layers.h"
 #include "chief/report_html.h"
 #include "spdlog/spdlog.h"
 
@@ -183,6 +184,7 @@ nlohmann::json HostRow(const std::string& host) {
   }
   h["interfaces"] = nlohmann::json::array();
   h["interfaces_from"] = "";
+  h["tcp"] = nullptr;  // the sum of its processes' tcp_sockets, when they read them
   return h;
 }
 
@@ -270,6 +272,7 @@ void AddClusterTables(nlohmann::json* report) {
   std::map<std::string, nlohmann::json> hosts;  // by host name
   std::vector<std::string> host_order;
   std::map<std::string, std::string> process_of;  // "host/pid" -> the first task it runs
+  std::vector<std::pair<std::string, const nlohmann::json*>> processes;  // (host, summary)
   for (size_t i = 0; i < summaries.size(); ++i) {
     const nlohmann::json& s = *summaries[i].second;
     nlohmann::json& row = tasks[i];
@@ -289,6 +292,7 @@ void AddClusterTables(nlohmann::json* report) {
       for (const char* k : {"cpu_percent_mean", "cpu_seconds", "peak_rss_bytes"}) {
         Add(&h, k, row[k].get<double>());  // processes add up
       }
+      processes.emplace_back(host, &s);
     }
     AddPayload(s, host, host_of, &h);
     // Interface counters are the namespace's, read alike by each of its tasks: the task that
@@ -301,21 +305,27 @@ void AddClusterTables(nlohmann::json* report) {
       h["interfaces_from"] = row["task"];
     }
   }
+  // TCP connections: each process's once (each role's profiler reads the same ones).
+  for (auto& [host, tcp] : TcpByHost(processes)) hosts[host]["tcp"] = std::move(tcp);
   nlohmann::json cluster = ClusterTotals(tasks);
   cluster["hosts"] = host_order.size();
   cluster["processes"] = process_of.size();
   nlohmann::json host_rows = nlohmann::json::array();
   for (const auto& [key, from] : kNetKeys) cluster[key] = 0.0;
+  r["traffic"] = TrafficRows(summaries);
+  std::map<std::string, nlohmann::json> app = AppByHost(r["traffic"], host_of);
   for (const std::string& name : host_order) {
     nlohmann::json& h = hosts[name];
     AddOtherTraffic(&h);
+    h["app"] = std::move(app[name]);
+    h["layers"] = HostLayers(h);
     for (const auto& [key, from] : kNetKeys) Add(&cluster, key, h[key].get<double>());
     host_rows.push_back(std::move(h));
   }
+  cluster["layers"] = ClusterLayers(host_rows);
   r["tasks"] = std::move(tasks);
   r["hosts"] = std::move(host_rows);
   r["cluster"] = std::move(cluster);
-  r["traffic"] = TrafficRows(summaries);
   r["balance"] = BalanceRows(r["tasks"], r.contains("ps") ? r["ps"] : nlohmann::json());
 }
 

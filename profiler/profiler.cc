@@ -148,7 +148,10 @@ absl::StatusOr<std::unique_ptr<Profiler>> Profiler::Start(const ProfilerOptions&
   const bool live = source == nullptr;
   if (live) source = LiveProcSource();
   p->sampler_ = std::make_unique<Sampler>(std::move(source), options.interval);
-  if (live) p->sampler_->SetGpus(LoadGpusOrSayWhyNot());
+  if (live) {
+    p->sampler_->SetGpus(LoadGpusOrSayWhyNot());
+    p->sampler_->SetSocketReader(&ReadOwnTcpSockets);
+  }
   Profiler* raw = p.get();
   p->sampler_->SetListener([raw](const SystemSample& s) { raw->OnSample(s); });
   FULCRUM_RETURN_IF_ERROR(p->sampler_->Start());
@@ -328,12 +331,15 @@ bool Profiler::TakeRecords(TraceInput* records, int64_t* rpc_spans_dropped, bool
 nlohmann::json Profiler::ProfileKeys(const TraceInput& records, int64_t rpc_spans_dropped) const {
   const std::vector<InterfaceTotals> interfaces =
       sampler_ != nullptr ? sampler_->Totals() : std::vector<InterfaceTotals>{};
+  const std::vector<ConnectionTotals> connections =
+      sampler_ != nullptr ? sampler_->Connections() : std::vector<ConnectionTotals>{};
   const std::vector<RpcTrafficPoint> traffic = traffic_.Snapshot();
   SummaryInput in;
   in.job_seconds = absl::ToDoubleSeconds(absl::Now() - start_);
   in.system_information = SystemInformation();
   in.samples = records.samples;
   in.interfaces = interfaces;
+  in.connections = connections;
   in.traffic = traffic;
   in.steps = records.steps;
   in.ps_records = records.ps_records;

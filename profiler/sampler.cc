@@ -232,6 +232,8 @@ struct Sampler::State {
         builder(source->ClockTicksPerSecond()) {}
 
   absl::Status TakeSample(bool strict) ABSL_LOCKS_EXCLUDED(sample_mu, mu);
+  // The TCP connections' part of `sample` (the last one may be the baseline).
+  void AddSockets(SystemSample* sample) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sample_mu);
   // Logs a part's failure when it starts (not every interval) and remembers it.
   void NoteFailure(size_t part, const absl::Status& status)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(sample_mu);
@@ -251,8 +253,11 @@ struct Sampler::State {
   std::function<void(const SystemSample&)> listener ABSL_GUARDED_BY(sample_mu);
   // Whether each of the files failed at the last sample, so a lasting failure is logged
   // once and not every interval.
-  std::array<bool, 4 + internal::kBreadthParts> failing ABSL_GUARDED_BY(sample_mu) = {};
+  std::array<bool, 5 + internal::kBreadthParts> failing ABSL_GUARDED_BY(sample_mu) = {};
   std::unique_ptr<NvmlGpus> gpus ABSL_GUARDED_BY(sample_mu);
+  SocketReader sockets ABSL_GUARDED_BY(sample_mu);
+  SocketTrack socket_track ABSL_GUARDED_BY(sample_mu);
+  bool has_tcp ABSL_GUARDED_BY(sample_mu) = false;
 
   // What readers see, and the stop request; never held while reading /proc.
   mutable Mutex mu;
@@ -260,6 +265,7 @@ struct Sampler::State {
   bool stop ABSL_GUARDED_BY(mu) = false;
   std::vector<SystemSample> samples ABSL_GUARDED_BY(mu);
   std::vector<InterfaceTotals> totals ABSL_GUARDED_BY(mu);
+  std::vector<ConnectionTotals> connections ABSL_GUARDED_BY(mu);
 
   // Held by Start() and Stop() so concurrent calls see one consistent thread.
   Mutex thread_mu ABSL_ACQUIRED_BEFORE(sample_mu);
@@ -291,13 +297,27 @@ absl::Status Sampler::State::TakeSample(bool strict) {
   const absl::Time time = now();
   const int64_t unix_micros = absl::ToUnixMicros(wall_from_clock ? time : absl::Now());
   SystemSample sample = builder.Add(readings, time, unix_micros);
+  if (sockets) AddSockets(&sample);
   {
     MutexLock data_lock(&mu);
     samples.push_back(sample);
     totals = builder.Totals();
+    if (sockets) connections = socket_track.Connections();
   }
   if (listener) listener(sample);
   return absl::OkStatus();
+}
+
+void Sampler::State::AddSockets(SystemSample* sample) {
+  absl::StatusOr<std::vector<SocketReading>> read = sockets();
+  NoteFailure(failing.size() - 1, read.status());
+  if (read.ok()) {
+    socket_track.Add(*read);
+    has_tcp = true;
+  }
+  sample->has_tcp = has_tcp;
+  sample->tcp_loopback = socket_track.loopback();
+  sample->tcp_external = socket_track.external();
 }
 
 void Sampler::State::NoteFailure(size_t part, const absl::Status& status) {
@@ -393,6 +413,11 @@ std::vector<InterfaceTotals> Sampler::Totals() const {
   return state_->totals;
 }
 
+std::vector<ConnectionTotals> Sampler::Connections() const {
+  MutexLock lock(&state_->mu);
+  return state_->connections;
+}
+
 void Sampler::SetListener(std::function<void(const SystemSample&)> listener) {
   MutexLock lock(&state_->sample_mu);
   state_->listener = std::move(listener);
@@ -401,6 +426,11 @@ void Sampler::SetListener(std::function<void(const SystemSample&)> listener) {
 void Sampler::SetGpus(std::unique_ptr<NvmlGpus> gpus) {
   MutexLock lock(&state_->sample_mu);
   state_->gpus = std::move(gpus);
+}
+
+void Sampler::SetSocketReader(SocketReader reader) {
+  MutexLock lock(&state_->sample_mu);
+  state_->sockets = std::move(reader);
 }
 
 }  // namespace fulcrum::profiler

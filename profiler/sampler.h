@@ -20,6 +20,7 @@
 #include "absl/time/time.h"
 #include "profiler/nvml.h"
 #include "profiler/proc_stats.h"
+#include "profiler/socket_stats.h"
 
 namespace fulcrum::profiler {
 
@@ -111,6 +112,11 @@ struct SystemSample {
   std::vector<ThreadSample> threads;  // by name
   HostSample host;
   std::vector<GpuReading> gpus;  // empty without NVML
+  // The process's own TCP connections since the baseline (socket_stats.h), when the sampler
+  // reads them (SetSocketReader); a failed reading keeps the previous figures.
+  bool has_tcp = false;
+  SocketTotals tcp_loopback;
+  SocketTotals tcp_external;
 };
 
 // Per-interface totals over the whole sampled run (including interfaces that vanished).
@@ -154,6 +160,9 @@ class Sampler {
   std::vector<SystemSample> Samples() const;  // a copy of the series
   bool Latest(SystemSample* out) const;       // false before the first sample
   std::vector<InterfaceTotals> Totals() const;
+  // The TCP connections as of the latest sample (SocketTrack::Connections); empty without a
+  // socket reader.
+  std::vector<ConnectionTotals> Connections() const;
   // Called after each sample is stored (e.g. Prometheus gauges, trace counters), on the thread
   // that took it: the sampling thread, or the caller of Start(), Stop() or SampleNow(). Calls
   // never overlap; the listener may read Samples()/Latest()/Totals() but must not call
@@ -161,6 +170,10 @@ class Sampler {
   void SetListener(std::function<void(const SystemSample&)> listener);
   // GPUs to read at every sample (owned); null = none. Set before Start().
   void SetGpus(std::unique_ptr<NvmlGpus> gpus);
+  // Reads the process's TCP connections at every sample (ReadOwnTcpSockets for the running
+  // process); null = none. Set before Start().
+  using SocketReader = std::function<absl::StatusOr<std::vector<SocketReading>>()>;
+  void SetSocketReader(SocketReader reader);
 
  private:
   struct State;

@@ -315,6 +315,42 @@ json NetworkKeys(absl::Span<const InterfaceTotals> interfaces) {
   return j;
 }
 
+json SocketTotalsJson(const SocketTotals& t) {
+  return {{"sockets", t.sockets},
+          {"bytes_sent", t.bytes_sent},
+          {"bytes_received", t.bytes_received},
+          {"segs_out", t.segs_out},
+          {"segs_in", t.segs_in},
+          {"segs_out_ipv6", t.segs_out_ipv6},
+          {"segs_in_ipv6", t.segs_in_ipv6},
+          {"retransmits", t.retransmits}};
+}
+
+// The process's TCP connections (the layer between the application's bytes and the
+// interfaces'), per path and one by one, at the last sample; nothing when the sampler did not
+// read them.
+json TcpKeys(absl::Span<const SystemSample> samples,
+             absl::Span<const ConnectionTotals> connections) {
+  json j = json::object();
+  if (samples.empty() || !samples.back().has_tcp) return j;
+  const SystemSample& last = samples.back();
+  j["tcp_sockets"] = {{"loopback", SocketTotalsJson(last.tcp_loopback)},
+                      {"external", SocketTotalsJson(last.tcp_external)}};
+  j["tcp_retransmits"] = last.tcp_loopback.retransmits + last.tcp_external.retransmits;
+  json list = json::array();
+  for (const ConnectionTotals& c : connections) {
+    json row = SocketTotalsJson(c.figures);
+    row.erase("sockets");
+    row["local"] = c.local;
+    row["remote"] = c.remote;
+    row["loopback"] = c.loopback;
+    row["open"] = c.open;
+    list.push_back(std::move(row));
+  }
+  j["tcp_connections"] = std::move(list);
+  return j;
+}
+
 json TrafficKeys(absl::Span<const RpcTrafficPoint> traffic) {
   json peers = json::array();
   std::map<std::string, std::array<uint64_t, 3>> by_peer;  // rpcs, sent, received
@@ -436,7 +472,8 @@ json SummaryKeys(const SummaryInput& input) {
   j["System Information"] = input.system_information;
   for (const json& part :
        {CpuMemoryKeys(input.samples), BreadthKeys(input.samples), NetworkKeys(input.interfaces),
-        TrafficKeys(input.traffic), StepKeys(input.steps), PsKeys(input.ps_records)}) {
+        TcpKeys(input.samples, input.connections), TrafficKeys(input.traffic),
+        StepKeys(input.steps), PsKeys(input.ps_records)}) {
     j.update(part);
   }
   if (!input.steps.empty()) j.update(DeviceCopyKeys(input.steps));

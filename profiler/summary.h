@@ -29,6 +29,7 @@ struct SummaryInput {
   nlohmann::json system_information;  // "System Information" (host_info.h)
   absl::Span<const SystemSample> samples;
   absl::Span<const InterfaceTotals> interfaces;
+  absl::Span<const ConnectionTotals> connections;  // the process's TCP connections
   absl::Span<const RpcTrafficPoint> traffic;
   absl::Span<const StepRecord> steps;     // worker; empty elsewhere
   absl::Span<const PsRecord> ps_records;  // ps; empty elsewhere

@@ -363,6 +363,37 @@ def _host_table(report):
                  "external sent", "external received", "interfaces", "processor"), rows))
 
 
+def _layers_table(report):
+    """Each host's bytes at three layers (chief/layers.h), per path and direction that TCP
+    carried: the runtime's payload, TCP's count (the overhead between them is the protocol's)
+    and the interfaces' bytes less one header per packet (which should match TCP's)."""
+    def ratio(x):
+        return "%+.2f%%" % (100.0 * x) if v.is_num(x) else "-"
+    rows = []
+    for h in v.array(report, "hosts"):
+        layers = v.get(h, "layers")
+        for path in ("loopback", "external"):
+            for d in ("sent", "received"):
+                lay = v.get(v.get(layers, path), d)
+                if not v.num(lay, "tcp_bytes", 0.0):
+                    continue
+                rows.append((v.string(h, "host"), path, d,
+                             v.fmt_bytes(v.num(lay, "app_bytes", 0.0)),
+                             v.fmt_bytes(v.num(lay, "tcp_bytes", 0.0)),
+                             ratio(v.get(lay, "protocol_overhead")),
+                             v.fmt_bytes(v.num(lay, "interface_payload_bytes", 0.0)),
+                             ratio(v.get(lay, "interface_vs_tcp")),
+                             v.fmt_count(v.num(v.get(layers, path), "retransmits", 0.0))))
+    if not rows:
+        return ""
+    return ("<h2>Bytes at three layers</h2><p>The runtime's payload, TCP's own count of the "
+            "run's connections (protocol overhead: gRPC and HTTP/2 framing, TLS) and the "
+            "interfaces' bytes less one TCP/IP header per packet, which match TCP's when no "
+            "other process uses the host's network; TCP retransmits per path.</p>" + table(
+                ("host", "path", "direction", "application", "TCP", "protocol overhead",
+                 "interface payload", "interface vs TCP", "retransmits"), rows))
+
+
 def _cluster_table(report):
     c = v.dict_at(report, "cluster")
     if c is None:
@@ -466,7 +497,7 @@ def render_run_page(report):
     JSON value; a non-object gives a page of "no data")."""
     try:
         body = (_header(report) + _charts(report) + _run_table(report) + _task_table(report) +
-                _host_table(report) + _cluster_table(report) + _placement_table(report))
+                _host_table(report) + _layers_table(report) + _cluster_table(report) + _placement_table(report))
         return page("Fulcrum run " + v.string(report, "run_id", "report"), body)
     except Exception as e:  # noqa: BLE001 - the run still gets a page rather than none
         traceback.print_exc(file=sys.stderr)

@@ -87,6 +87,40 @@ TEST(HeadlineTest, AFailedRunWithoutRecordsSaysSo) {
   EXPECT_THAT(text, HasSubstr("examples/sec per worker (steady state): no worker summaries"));
   EXPECT_THAT(text, HasSubstr("no step records"));
   EXPECT_THAT(text, HasSubstr("bytes per interface: none recorded"));
+  EXPECT_THAT(text, Not(HasSubstr("three layers")));  // no connections read
+}
+
+// The cluster's bytes at three layers, from the connections the tasks read (chief/layers.h).
+TEST(HeadlineTest, BytesAtThreeLayersWithTheRetransmits) {
+  nlohmann::json r;
+  r["run_id"] = "run-9";
+  nlohmann::json w = Worker(0, 100.0, 1.0);
+  nlohmann::json p = Ps(0, 2e9, 1.0, 10);
+  w["rpc_traffic"] = {
+      {{"peer", "ps-0"}, {"method", "PushPull"}, {"bytes_sent", 1e9}, {"bytes_received", 1e9}}};
+  auto end = [](const char* local, const char* remote, double retransmits) {
+    return nlohmann::json{{"local", local},       {"remote", remote},          {"loopback", true},
+                          {"bytes_sent", 1.01e9}, {"bytes_received", 1.01e9},  {"segs_out", 25000},
+                          {"segs_in", 25000},     {"retransmits", retransmits}};
+  };
+  w["tcp_connections"] = {end("127.0.0.1:5000", "127.0.0.1:2222", 4)};
+  p["tcp_connections"] = {end("127.0.0.1:2222", "127.0.0.1:5000", 1)};
+  // lo: both directions of the one connection, 2.02 GB of payload in 50,000 packets.
+  p["network_interfaces"] = {{{"name", "lo"},
+                              {"loopback", true},
+                              {"tx_bytes", 2.02e9 + 50000 * 52},
+                              {"tx_packets", 50000},
+                              {"rx_bytes", 2.02e9 + 50000 * 52},
+                              {"rx_packets", 50000}}};
+  p["network_loopback_bytes_sent"] = 2.02e9 + 50000 * 52;
+  r["workers"] = {w};
+  r["ps"] = {p};
+  AddClusterTables(&r);
+  const std::string text = absl::StrJoin(HeadlineLines(r, "report.html"), "\n");
+  EXPECT_THAT(text, HasSubstr("bytes sent at three layers:\n  loopback: app 2.00 GB, tcp 2.02 GB "
+                              "(protocol +1.00%), interface payload 2.02 GB (vs tcp +0.00%); "
+                              "5 retransmits"));
+  EXPECT_THAT(text, Not(HasSubstr("external:")));
 }
 
 }  // namespace

@@ -204,6 +204,24 @@ class RunPageTest(Test):
         self.assertHas("<td>ps-0</td><td>75%</td><td>75%</td><td>50%</td>", html)
         self.assertHas("<td>ps-1</td><td>25%</td><td>25%</td><td>50%</td>", html)
 
+    def test_bytes_at_three_layers_per_host_path_and_direction(self):
+        self.assertLacks("three layers", fulcrum_report.render_run_page(report()))  # no layers
+        r = report()
+        # A host row's layers, as chief/layers.cc writes them (tests/chief/report_test.cc).
+        sent = {"app_bytes": 2e9, "tcp_bytes": 2.01e9, "protocol_overhead": 0.005,
+                "interface_bytes": 2.02e9, "interface_packets": 1e5,
+                "header_bytes_per_packet": 66.0, "interface_payload_bytes": 2.0133e9,
+                "interface_vs_tcp": 0.0017}
+        idle = dict(sent, tcp_bytes=0.0)
+        r["hosts"][0]["layers"] = {
+            "external": {"sent": sent, "received": idle, "retransmits": 12, "connections": 3},
+            "loopback": {"sent": idle, "received": idle, "retransmits": 0, "connections": 0}}
+        html = fulcrum_report.render_run_page(r)
+        self.assertHas("<h2>Bytes at three layers</h2>", html)
+        self.assertHas("<td>external</td><td>sent</td><td>2.0 GB</td><td>2.0 GB</td>"
+                       "<td>+0.50%</td><td>2.0 GB</td><td>+0.17%</td><td>12</td>", html)
+        self.assertLacks("<td>loopback</td><td>sent</td>", html)  # TCP carried nothing there
+
     def test_legends_and_ticks_carry_names_and_units(self):
         html = fulcrum_report.render_run_page(report())
         rate = chart(html, "Examples/s per worker")

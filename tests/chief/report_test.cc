@@ -191,6 +191,73 @@ TEST(ClusterTablesTest, HostTrafficSplitIntoFulcrumsAndOtherAndDirectedRows) {
 }
 
 // A vanished task's folder stands in for its summary only when written during this run.
+// One end of a TCP connection as a summary's tcp_connections lists it.
+nlohmann::json Connection(const char* local, const char* remote, double sent, double received,
+                          double retransmits) {
+  return {{"local", local},          {"remote", remote},           {"loopback", false},
+          {"open", false},           {"bytes_sent", sent},         {"bytes_received", received},
+          {"segs_out", sent / 1000}, {"segs_in", received / 1000}, {"segs_out_ipv6", 0},
+          {"segs_in_ipv6", 0},       {"retransmits", retransmits}};
+}
+
+// Three layers per host: each connection direction counted by its more complete end, each
+// application transfer by its more complete end, and the interfaces' payload net of headers.
+TEST(ClusterTablesTest, LayersCountEachConnectionByItsMoreCompleteEnd) {
+  nlohmann::json r;
+  r["ps"] = {Summary("ps", 0, "h1", 5, 1e6, 0, 0)};
+  r["workers"] = {Summary("worker", 0, "h2", 5, 1e6, 0, 0)};
+  // The ps read its end last 200 kB before it closed; the worker read it whole.
+  nlohmann::json& ps = r["ps"][0];
+  ps["tcp_connections"] = {Connection("10.0.0.1:2222", "10.0.0.2:40000", 800e3, 1800e3, 0)};
+  ps["tcp_sockets"]["external"] = Connection("", "", 800e3, 1800e3, 0);
+  nlohmann::json& w = r["workers"][0];
+  w["tcp_connections"] = {Connection("10.0.0.2:40000", "10.0.0.1:2222", 2000e3, 1000e3, 3)};
+  w["tcp_sockets"]["external"] = Connection("", "", 2000e3, 1000e3, 3);
+  // The worker counted its pushes (sent) and pulls; the ps counted its replies short.
+  w["rpc_traffic"] = {
+      {{"peer", "ps-0"}, {"method", "Push"}, {"bytes_sent", 1990e3}, {"bytes_received", 995e3}}};
+  ps["rpc_traffic"] = {{{"peer", "worker-0"},
+                        {"method", "Push"},
+                        {"bytes_sent", 900e3},
+                        {"bytes_received", 1990e3}}};
+  // Host 2's eth0: 2000 kB out in 2000 packets of 66 B headers, 1000 kB in, in 1000.
+  w["network_external_bytes_sent"] = 2000e3 + 2000 * 66;
+  w["network_external_bytes_received"] = 1000e3 + 1000 * 66;
+  w["Total bytes sent over network"] = 2000e3 + 2000 * 66;
+  w["network_interfaces"] = {{{"name", "eth0"},
+                              {"loopback", false},
+                              {"tx_bytes", 2000e3 + 2000 * 66},
+                              {"tx_packets", 2000},
+                              {"rx_bytes", 1000e3 + 1000 * 66},
+                              {"rx_packets", 1000}}};
+  AddClusterTables(&r);
+  const nlohmann::json& h2 = r["hosts"][1];
+  ASSERT_EQ(h2["host"], "h2");
+  const nlohmann::json& sent = h2["layers"]["external"]["sent"];
+  EXPECT_EQ(sent["app_bytes"].get<double>(), 1990e3);
+  EXPECT_EQ(sent["tcp_bytes"].get<double>(), 2000e3);
+  EXPECT_EQ(sent["interface_payload_bytes"].get<double>(), 2000e3);
+  EXPECT_NEAR(sent["protocol_overhead"].get<double>(), 10.0 / 1990, 1e-9);
+  EXPECT_NEAR(sent["interface_vs_tcp"].get<double>(), 0.0, 1e-12);
+  EXPECT_EQ(h2["layers"]["external"]["retransmits"].get<double>(), 3);
+  // Host 1: its ps's short reading is made whole by the worker's end of the same connection.
+  const nlohmann::json& h1 = r["hosts"][0];
+  EXPECT_EQ(h1["layers"]["external"]["received"]["tcp_bytes"].get<double>(), 2000e3);
+  EXPECT_EQ(h1["layers"]["external"]["sent"]["tcp_bytes"].get<double>(), 1000e3);
+  EXPECT_EQ(h1["layers"]["external"]["sent"]["app_bytes"].get<double>(), 995e3);
+  EXPECT_EQ(r["cluster"]["layers"]["external"]["sent"]["tcp_bytes"].get<double>(), 3000e3);
+  EXPECT_EQ(r["cluster"]["layers"]["external"]["connections"].get<double>(), 2);
+}
+
+// Without any task's connections (profiling off, older summaries) there are no layers.
+TEST(ClusterTablesTest, NoConnectionsNoLayers) {
+  nlohmann::json r;
+  r["workers"] = {Summary("worker", 0, "h1", 5, 1e6, 100, 100)};
+  AddClusterTables(&r);
+  EXPECT_TRUE(r["hosts"][0]["layers"].is_null());
+  EXPECT_TRUE(r["cluster"]["layers"].is_null());
+}
+
 TEST(LeftSummaryTest, ThisRunsPartialSummaryIsMarkedAnEarlierRunsIsNot) {
   const std::filesystem::path dir =
       std::filesystem::path(::testing::TempDir()) / "fulcrum_left_summary" / "worker-1";

@@ -6,6 +6,7 @@
 // without it.
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -111,6 +112,27 @@ TEST_F(NetnsClusterTest, PwWSplitsLoopbackAndCrossHostBytesByHost) {
   std::vector<std::string> names;
   for (const auto& i : h2["interfaces"]) names.push_back(i["name"]);
   EXPECT_EQ(names, (std::vector<std::string>{"lo", "eth0"}));
+
+  // Bytes at three layers (chief/layers.h): on each path of each host the interfaces' payload
+  // (their bytes less one TCP/IP/Ethernet header per packet) is what the run's TCP connections
+  // counted, within 2%, and TCP carries the runtime's payload plus the protocol's framing.
+  for (const nlohmann::json& h : {h1, h2}) {
+    for (const char* path : {"loopback", "external"}) {
+      for (const char* dir : {"sent", "received"}) {
+        const nlohmann::json& l = h["layers"][path][dir];
+        std::printf("%s %s %s: %s\n", h["host"].get<std::string>().c_str(), path, dir,
+                    l.dump().c_str());
+        if (l["tcp_bytes"].get<double>() == 0) continue;
+        EXPECT_LE(std::abs(l["interface_vs_tcp"].get<double>()), 0.02) << l.dump();
+        EXPECT_GE(l["protocol_overhead"].get<double>(), 0.0) << l.dump();
+      }
+    }
+  }
+  EXPECT_GT(h2["layers"]["external"]["sent"]["tcp_bytes"].get<double>(), 0.0);
+  // What host 2 sent over TCP host 1 received (each connection's two ends, one on each host).
+  EXPECT_EQ(h2["layers"]["external"]["sent"]["tcp_bytes"],
+            h1["layers"]["external"]["received"]["tcp_bytes"]);
+  EXPECT_GE(r["cluster"]["layers"]["external"]["retransmits"].get<double>(), 0.0);
 }
 
 // scripts/launch_ssh.sh as on real nodes, with its --exec hook running each task in its

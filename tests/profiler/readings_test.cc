@@ -184,5 +184,68 @@ TEST(ReadingsTest, LoopbackCountsBytesSentOverTcp) {
   EXPECT_TRUE(found);
 }
 
+// Sends `bytes` from pair->client to pair->server and reads them all.
+void MoveBytes(TcpPair* pair, size_t bytes) {
+  std::thread reader([&] {
+    std::vector<char> buffer(256 * 1024);
+    size_t got = 0;
+    while (got < bytes) {
+      const ssize_t n = ::recv(pair->server, buffer.data(), buffer.size(), 0);
+      if (n <= 0) return;
+      got += static_cast<size_t>(n);
+    }
+  });
+  const std::vector<char> payload(bytes, 'x');
+  size_t sent = 0;
+  while (sent < bytes) {
+    const ssize_t n = ::send(pair->client, payload.data() + sent, bytes - sent, MSG_NOSIGNAL);
+    if (n <= 0) break;
+    sent += static_cast<size_t>(n);
+  }
+  reader.join();
+  ASSERT_EQ(sent, bytes);
+}
+
+// The TCP layer: each connection's own kernel counters, from the baseline on, kept after the
+// connection closes, and a connection made later counted from its beginning.
+TEST(ReadingsTest, TcpConnectionsCountTheirBytesFromTheBaseline) {
+  TcpPair early;
+  ASSERT_NO_FATAL_FAILURE(ConnectOverLoopback(&early));
+  ASSERT_NO_FATAL_FAILURE(MoveBytes(&early, kMiB));  // before the baseline: not counted
+  Sampler sampler(LiveProcSource(), absl::Seconds(1));
+  sampler.SetSocketReader(&ReadOwnTcpSockets);
+  const SystemSample baseline = TakeSample(sampler);
+  ASSERT_TRUE(baseline.has_tcp);
+  EXPECT_EQ(baseline.tcp_loopback.bytes_sent, 0u);
+  EXPECT_EQ(baseline.tcp_loopback.sockets, 2);  // both ends are this process's
+
+  ASSERT_NO_FATAL_FAILURE(MoveBytes(&early, 8 * kMiB));
+  const SystemSample moved = TakeSample(sampler);
+  // Loopback loses nothing, so nothing is sent twice: one end sent exactly what the other got.
+  EXPECT_EQ(moved.tcp_loopback.bytes_sent, 8 * kMiB);
+  EXPECT_EQ(moved.tcp_loopback.bytes_received, 8 * kMiB);
+  EXPECT_GT(moved.tcp_loopback.segs_out, 0u);
+  EXPECT_EQ(moved.tcp_loopback.segs_out, moved.tcp_loopback.segs_in);
+  EXPECT_EQ(moved.tcp_loopback.retransmits, 0u);
+  EXPECT_EQ(moved.tcp_external.bytes_sent, 0u);
+
+  {
+    TcpPair later;
+    ASSERT_NO_FATAL_FAILURE(ConnectOverLoopback(&later));
+    ASSERT_NO_FATAL_FAILURE(MoveBytes(&later, 2 * kMiB));
+    const SystemSample both = TakeSample(sampler);
+    EXPECT_EQ(both.tcp_loopback.bytes_sent, 10 * kMiB);
+    EXPECT_EQ(both.tcp_loopback.sockets, 4);
+  }
+  ::close(early.client);
+  ::close(early.server);
+  early.client = early.server = -1;
+  // Closed connections keep what was last read of them.
+  const SystemSample closed = TakeSample(sampler);
+  EXPECT_EQ(closed.tcp_loopback.bytes_sent, 10 * kMiB);
+  EXPECT_EQ(closed.tcp_loopback.bytes_received, 10 * kMiB);
+  EXPECT_EQ(closed.tcp_loopback.sockets, 4);
+}
+
 }  // namespace
 }  // namespace fulcrum::profiler
