@@ -125,8 +125,9 @@ fi
 
 declare -A name_of=()
 declare -A live=()
-# Every task (with its log filter and any netns wrapper) in a process group of its own.
-set -m
+# Every task (with its log filter and any netns wrapper) runs in a process group of its own:
+# started with job control on (`set -m`), which is off again at once, so bash neither prints
+# a "Terminated" line for each task it reaps nor gives the tasks an ignored SIGINT.
 stop_all() {  # [signal]: to every task's process group, once per call
   for pid in "${!live[@]}"; do kill -"${1:-TERM}" -- "-$pid" 2>/dev/null || true; done
 }
@@ -139,8 +140,10 @@ interrupted() {  # signal exit-code
   ((${#live[@]})) || exit "$2"  # (a bare `wait` below would wait for the killer too)
   stop_all "$1"
   if [[ -z "$killer" ]]; then
+    set -m
     (sleep 300; stop_all KILL) &
     killer=$!
+    set +m
   fi
   wait "${!live[@]}" 2>/dev/null || true
   kill -- "-$killer" 2>/dev/null || true  # never left behind to signal reused pids later
@@ -156,8 +159,10 @@ start_task() {  # job index flags...
   [[ -n "$hosts_file" ]] && in_host=("$SCRIPTS_DIR/netns_hosts.sh" exec "${host_of[$job:$index]}" --)
   # The log filter ignores the signals: it ends when its task closes the pipe, so no late
   # line of a stopping task is lost.
+  set -m
   "${in_host[@]}" "$BIN_DIR/$job" --cluster_spec="$spec" --job_name="$job" --task_index="$index" "$@" \
     </dev/null > >(trap '' INT TERM; exec sed -u "s/^/[$job:$index] /") 2>&1 &
+  set +m
   live[$!]=1
   name_of[$!]="$job:$index"
 }
@@ -177,9 +182,21 @@ rc=0
 while ((${#live[@]} > 0)); do
   finished=""
   code=0
-  wait -n -p finished "${!live[@]}" || code=$?
-  # wait -p leaves the variable unset when it returns without reaping a task.
-  [[ -z "${finished:-}" ]] && break
+  # Without job control bash may already have reaped a task that ended (keeping its status):
+  # wait -n then knows it no more ("no such job") and returns without it; wait PID still
+  # gives its status.
+  wait -n -p finished "${!live[@]}" 2>/dev/null || code=$?
+  if [[ -z "${finished:-}" ]]; then
+    code=0
+    for pid in "${!live[@]}"; do
+      if ! kill -0 "$pid" 2>/dev/null; then
+        finished=$pid
+        wait "$pid" || code=$?
+        break
+      fi
+    done
+    [[ -z "$finished" ]] && { sleep 0.1; continue; }
+  fi
   unset "live[$finished]"
   name=${name_of[$finished]}
   if ((code != 0 && code != 2 && stopping == 0 && ${restarted[$name]:-0} < restarts)); then
