@@ -57,7 +57,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = os.path.join(ROOT, "scripts")
 LAYOUTS = ("ps-w-w", "pw-pw", "pw-w", "single")
-SINGLE_PROCESS = "single-process"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sweep_flags import SINGLE_PROCESS, task_flags  # noqa: E402 (after the path)
 
 # The page renderer shared with the chief's report.html; it needs Debian's python3-matplotlib.
 sys.path.insert(0, SCRIPTS)
@@ -101,22 +102,6 @@ def csv_list(text, kind, name):
             raise ValueError("--%s=%s: values must be positive" % (name, text))
         return values
     return items
-
-
-def mode_flags(mode):
-    """The flags of a --modes entry: sync, async, or sspS (bounded staleness S)."""
-    if mode.startswith("ssp"):
-        return ["--mode=ssp", "--staleness=" + mode[3:]]
-    return ["--mode=" + mode]
-
-
-def dataset_flags(dataset):
-    """The flags of a --datasets entry: full, subsetN or repeatN."""
-    if dataset.startswith("subset"):
-        return ["--train_subset=" + dataset[6:]]
-    if dataset.startswith("repeat"):
-        return ["--dataset_repeat=" + dataset[6:]]
-    return []
 
 
 def hosts_for(layout, workers, ps, per_task=False):
@@ -181,23 +166,6 @@ def single_figures(summary):
             "external_bytes_sent": summary.get("network_external_bytes_sent"),
             "external_bytes_received": summary.get("network_external_bytes_received"),
             "app_bytes_sent": summary.get("app_bytes_sent")}
-
-
-def task_flags(c, args, run_dir):
-    """The flags every task of combination c gets."""
-    length = ("--epochs=%g" % c["epochs"]) if c["epochs"] else ("--train_steps=%d" % args.steps)
-    flags = ["--model=" + c["model"], "--model_width=%g" % c["model_width"],
-             "--optimizer=" + c["optimizer"], "--batch_size=%d" % c["batch_size"], length,
-             "--threads=1", "--log_every=100000", "--run_dir=" + os.path.join(run_dir, "run")]
-    flags += dataset_flags(c["dataset"])
-    if c["layout"] != SINGLE_PROCESS:
-        flags += mode_flags(c["mode"]) + ["--startup_timeout=120"]
-        # eval_every counts global steps; with --epochs the run's length is not known here.
-        flags.append("--eval_every=%d" % (args.eval_every or
-                                          (max(1, args.steps // 5) if not c["epochs"] else 0)))
-    if args.target_accuracy > 0:  # stop there; --steps is the cap
-        flags.append("--target_accuracy=%g" % args.target_accuracy)
-    return flags + args.extra.split()
 
 
 def run_one(c, repeat, args, out_dir, bin_dir):

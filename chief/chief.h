@@ -107,6 +107,8 @@ class Chief {
   // tasks meanwhile so that they do not take the chief for dead. `ok`: the run succeeded.
   void WaitForSummaries(bool ok);
   absl::Status WriteReport(const std::string& stop_reason);
+  // The what-if predictions (chief/whatif.h) of a report with its cluster tables, or why not.
+  void AddWhatIf(nlohmann::json* report) const;
   // The watchdog from the start of training to its end (Finish stops it, keeping its report).
   void StartWatchdog();
   void StopWatchdog();

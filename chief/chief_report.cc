@@ -11,6 +11,7 @@
 #include "chief/headline.h"
 #include "chief/report.h"
 #include "chief/report_html.h"
+#include "chief/whatif.h"
 #include "profiler/trace_merge.h"
 #include "spdlog/spdlog.h"
 
@@ -168,13 +169,19 @@ nlohmann::json Chief::RunJson(const std::string& stop_reason) const {
   nlohmann::json placement = nlohmann::json::array();
   for (const auto& shard : placement_.shards) {
     for (const auto& v : shard) {
-      placement.push_back({{"variable", v.name}, {"ps", v.ps}, {"bytes", v.bytes()}});
+      placement.push_back(
+          {{"variable", v.name}, {"ps", v.ps}, {"bytes", v.bytes()}, {"source", v.source}});
     }
   }
   j["placement_table"] = placement;
   j["checkpoint"] = CheckpointJson();
   j["placement_imbalance"] = placement_.imbalance();
   return j;
+}
+
+void Chief::AddWhatIf(nlohmann::json* report) const {
+  absl::StatusOr<nlohmann::json> what = PredictWhatIf(*report, c_.hosts);
+  (*report)["whatif"] = what.ok() ? *what : nlohmann::json{{"error", what.status().message()}};
 }
 
 absl::Status Chief::WriteReport(const std::string& stop_reason) {
@@ -236,6 +243,7 @@ absl::Status Chief::WriteReport(const std::string& stop_reason) {
   j["workers_examples_per_sec"] = worker_rate;  // sum of the workers' steady-state rates
   j["chief"] = own;
   AddClusterTables(&j);
+  AddWhatIf(&j);
   FULCRUM_RETURN_IF_ERROR(WriteFileAtomically(run_dir_ / "report.json", j.dump(2) + "\n"));
   // report.html is a view of report.json (chief/report_html.h): a run whose page cannot be
   // drawn still succeeded, and report.json keeps every figure.

@@ -60,6 +60,7 @@ absl::Status Chief::Prepare() {
       placement_,
       runtime::PlaceVariables(variable_infos_, c_.task.cluster.num_tasks(runtime::kPsJob),
                               c_.placement, c_.partition_min_bytes));
+  FULCRUM_RETURN_IF_ERROR(runtime::CheckEveryPsHoldsSomething(placement_, c_.partition_min_bytes));
 
   FindRunningJob();
   if (adopted_) {

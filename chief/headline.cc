@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "chief/whatif.h"
 
 namespace fulcrum::chief {
 namespace {
@@ -154,6 +155,8 @@ std::vector<std::string> HeadlineLines(const nlohmann::json& report, const std::
   const std::vector<std::string> layers = Layers(report);
   if (!layers.empty()) lines.push_back("bytes sent at three layers:");
   lines.insert(lines.end(), layers.begin(), layers.end());
+  const std::vector<std::string> whatif = WhatIfLines(report.value("whatif", nlohmann::json()));
+  lines.insert(lines.end(), whatif.begin(), whatif.end());
   lines.push_back(absl::StrCat("report: ", html_path, " (every figure in report.json beside it)"));
   return lines;
 }

@@ -1,12 +1,32 @@
 // chief: the coordinator task of a training cluster (see chief/chief_task.h).
+#include "absl/flags/flag.h"
 #include "absl/status/status.h"
 #include "base/exit_code.h"
 #include "base/logging.h"
 #include "base/malloc.h"
 #include "base/signals.h"
 #include "chief/chief_task.h"
+#include "chief/whatif.h"
 #include "runtime/config/flags.h"
 #include "spdlog/spdlog.h"
+
+ABSL_FLAG(std::string, whatif, "",
+          "Print the what-if predictions of a finished run (its report.json or run dir; with "
+          "--link_rate, --link_burst_bytes and --host_cpus as the run's hosts) and exit; no "
+          "cluster is started.");
+ABSL_FLAG(bool, whatif_json, false, "With --whatif: print the predictions as JSON.");
+
+namespace {
+
+int WhatIfMain(const std::string& path) {
+  absl::StatusOr<fulcrum::runtime::HostModel> hosts = fulcrum::runtime::HostModelFromFlags();
+  if (!hosts.ok()) return fulcrum::runtime::ReportBadFlags(hosts.status());
+  const absl::Status s =
+      fulcrum::chief::PrintWhatIf(path, *hosts, absl::GetFlag(FLAGS_whatif_json));
+  return s.ok() ? fulcrum::kExitOk : fulcrum::runtime::ReportBadFlags(s);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   fulcrum::runtime::ParseFlagsOrExit(
@@ -15,6 +35,7 @@ int main(int argc, char** argv) {
       "variables, evaluates, stops the run and writes report.json).\n"
       "Example: chief --cluster_spec=cluster_specs/local_1ps_2w.json --train_steps=1000");
   // Ctrl-C / SIGTERM end the run cleanly, with its records written (base/signals.h).
+  if (const std::string path = absl::GetFlag(FLAGS_whatif); !path.empty()) return WhatIfMain(path);
   fulcrum::InstallStopSignalHandlers();
   fulcrum::TuneMallocForTraining();
   auto options = fulcrum::runtime::TaskOptionsFromFlags("chief");

@@ -47,6 +47,11 @@ int RunSingleMode(const fulcrum::runtime::TrainingOptions& options,
 }
 
 int ExitCodeOf(const absl::Status& status) {
+  // Stopped by a signal before the run began (waiting for the chief): nothing failed.
+  if (status.code() == absl::StatusCode::kCancelled && fulcrum::StopSignal() != 0) {
+    spdlog::info("{}", std::string(status.message()));
+    return fulcrum::ExitCodeAfterStopSignal(fulcrum::kExitOk);
+  }
   if (!status.ok()) {
     spdlog::error("{}", status.ToString());
     return fulcrum::ExitCodeForStatus(status);

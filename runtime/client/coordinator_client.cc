@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/signals.h"
 #include "runtime/grpc/grpc_util.h"
 #include "spdlog/spdlog.h"
 
@@ -67,6 +68,10 @@ absl::StatusOr<pb::RegisterTaskResponse> GrpcCoordinatorClient::Register(
         s.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
       return FromGrpc(s, absl::StrCat("RegisterTask of ", task_name_, " on chief:0 at ", target_));
     }
+    if (const int signal = StopSignal(); signal != 0) {
+      return absl::CancelledError(absl::StrCat(task_name_, ": interrupted by ", SignalName(signal),
+                                               " while waiting for chief:0 at ", target_));
+    }
     const absl::Time now = absl::Now();
     if (now >= deadline) {
       // ALREADY_EXISTS: the chief answers, but another process holds this task's name.
@@ -110,6 +115,10 @@ absl::Status GrpcCoordinatorClient::WaitForStart(absl::Time deadline) {
     if (ended) {
       return absl::AbortedError(
           absl::StrCat(task_name_, ": the chief ended the run before it started"));
+    }
+    if (const int signal = StopSignal(); signal != 0) {
+      return absl::CancelledError(absl::StrCat(task_name_, ": interrupted by ", SignalName(signal),
+                                               " while waiting for the chief to start the run"));
     }
     const absl::Time now = absl::Now();
     if (now >= deadline) {

@@ -228,4 +228,19 @@ absl::StatusOr<Placement> PlaceVariables(std::span<const VariableInfo> variables
   return placement;
 }
 
+absl::Status CheckEveryPsHoldsSomething(const Placement& placement, int64_t partition_min_bytes) {
+  for (int p = 0; p < placement.num_ps(); ++p) {
+    if (!placement.shards[static_cast<size_t>(p)].empty()) continue;
+    return absl::InvalidArgumentError(
+        absl::StrCat("--placement=", PlacementName(placement.strategy), " leaves ps:", p,
+                     " without a variable: the model's variables do not fill ", placement.num_ps(),
+                     " ps tasks; run fewer ps tasks",
+                     placement.strategy == PlacementStrategy::kPartition
+                         ? absl::StrCat(" or a --partition_min_bytes below ", partition_min_bytes,
+                                        " to cut the large variables into more slices")
+                         : ", or --placement=partition to cut the large variables into slices"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace fulcrum::runtime

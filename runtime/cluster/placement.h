@@ -70,4 +70,8 @@ struct Placement {
 absl::StatusOr<Placement> PlaceVariables(std::span<const VariableInfo> variables, int num_ps,
                                          PlacementStrategy strategy, int64_t partition_min_bytes);
 
+// InvalidArgument naming the first ps task `placement` leaves without a variable (more ps
+// tasks than the strategy can fill: a ps cannot serve an empty shard), with what would help.
+absl::Status CheckEveryPsHoldsSomething(const Placement& placement, int64_t partition_min_bytes);
+
 }  // namespace fulcrum::runtime

@@ -6,13 +6,16 @@
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "base/enum_flag.h"
 #include "base/status_macros.h"
 #include "runtime/config/flags.h"
@@ -116,6 +119,16 @@ ABSL_FLAG(int64_t, eval_every, 100,
           "The chief evaluates on the test set every this many global steps (0 = at the end).");
 ABSL_FLAG(double, target_accuracy, 0,
           "Stop once the chief's test accuracy reaches this (0 = train --train_steps).");
+ABSL_FLAG(std::string, link_rate, "",
+          "The hosts' link rate per direction (1gbit, 500mbit, ...), for the chief's what-if "
+          "predictions of faster and slower links; empty: not known (those are skipped).");
+ABSL_FLAG(double, link_burst_bytes, 0,
+          "Bytes the hosts' links pass at once before their rate applies (a token bucket's "
+          "burst: scripts/netns_hosts.sh gives max(1 ms at the rate, 64 KiB)), for the chief's "
+          "what-if predictions; 0: none, as a plain NIC.");
+ABSL_FLAG(double, host_cpus, 0,
+          "Each host's CPU cores (netns_hosts.sh --cpus), for the chief's what-if predictions; "
+          "0: one core.");
 
 namespace fulcrum::runtime {
 
@@ -312,6 +325,44 @@ absl::Status ReadCheckpoints(ClusterOptions& o) {
 
 }  // namespace
 
+absl::StatusOr<double> ParseLinkRate(absl::string_view text) {
+  absl::string_view number = text;
+  double unit = 1;
+  for (const auto& [suffix, scale] : {std::pair<absl::string_view, double>{"gbit", 1e9},
+                                      {"mbit", 1e6},
+                                      {"kbit", 1e3},
+                                      {"bit", 1}}) {
+    if (absl::ConsumeSuffix(&number, suffix)) {
+      unit = scale;
+      break;
+    }
+  }
+  double value = 0;
+  if (!absl::SimpleAtod(number, &value) || !(value > 0) || !(value * unit < 1e15)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--link_rate=", text, ": expected a positive rate like 1gbit, 500mbit or 1e9 (bits/s)"));
+  }
+  return value * unit;
+}
+
+absl::StatusOr<HostModel> HostModelFromFlags() {
+  HostModel h;
+  if (const std::string rate = absl::GetFlag(FLAGS_link_rate); !rate.empty()) {
+    FULCRUM_ASSIGN_OR_RETURN(h.link_bits_per_sec, ParseLinkRate(rate));
+  }
+  h.link_burst_bytes = absl::GetFlag(FLAGS_link_burst_bytes);
+  if (!(h.link_burst_bytes >= 0 && h.link_burst_bytes <= 1e12)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--link_burst_bytes=", h.link_burst_bytes, ": must be in [0, 1e12] bytes"));
+  }
+  h.host_cpus = absl::GetFlag(FLAGS_host_cpus);
+  if (!(h.host_cpus >= 0 && h.host_cpus <= 4096)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--host_cpus=", h.host_cpus, ": must be in [0, 4096] cores"));
+  }
+  return h;
+}
+
 absl::StatusOr<ClusterOptions> ClusterOptionsFromFlags(absl::string_view default_job) {
   ClusterOptions o;
   FULCRUM_ASSIGN_OR_RETURN(o.task, ResolveTaskFromFlags(default_job));
@@ -320,6 +371,7 @@ absl::StatusOr<ClusterOptions> ClusterOptionsFromFlags(absl::string_view default
   FULCRUM_RETURN_IF_ERROR(ReadTransport(o, &data_plane));
   FULCRUM_RETURN_IF_ERROR(ReadTimeouts(o));
   FULCRUM_RETURN_IF_ERROR(ReadCheckpoints(o));
+  FULCRUM_ASSIGN_OR_RETURN(o.hosts, HostModelFromFlags());
   const SecurityFlags security = SecurityFlagsFromFlags();
   FULCRUM_ASSIGN_OR_RETURN(
       o.security, TransportSecurity::Load(security, o.task.task_name(), o.task.dir_name()));

@@ -132,6 +132,13 @@ std::string AbslUnparseFlag(NonFiniteAction action);
 inline constexpr int64_t kDefaultStaleness = 3;
 inline constexpr int64_t kMaxStaleness = 1000000;
 
+// The hosts as the chief's what-if predictions take them (chief/whatif.h); 0 = not known.
+struct HostModel {
+  double link_bits_per_sec = 0.0;  // --link_rate, per direction
+  double link_burst_bytes = 0.0;   // --link_burst_bytes: passed at once before the rate applies
+  double host_cpus = 0.0;          // --host_cpus: each host's cores
+};
+
 struct ClusterOptions;
 // "at_step_start", "with_push" or "before_step": --async_pull, for logs, summaries, reports.
 const char* AsyncPullName(const ClusterOptions& c);
@@ -174,6 +181,8 @@ struct ClusterOptions {
   absl::Duration watchdog_min = absl::Seconds(30);  // --watchdog_secs (chief/watchdog.h)
   int64_t eval_every = 100;      // global steps between the chief's evaluations; 0 = end only
   double target_accuracy = 0.0;  // stop once test accuracy reaches it; 0 = off
+  // What the chief's what-if predictions take the hosts to be (chief/whatif.h).
+  HostModel hosts;
   // --nonfinite=skip: a ps skips (and counts) a push holding a NaN or an Inf; error (the
   // default) refuses it.
   bool nonfinite_skip = false;
@@ -233,6 +242,13 @@ absl::StatusOr<TaskOptions> TaskOptionsFromFlags(absl::string_view default_job);
 
 // True when --cluster_spec or TF_CONFIG is set (the worker trains alone otherwise).
 bool ClusterRequested();
+
+// "1gbit", "500mbit", "100kbit", "8bit" or a plain number: a link rate in bits/s
+// (--link_rate). InvalidArgument naming the text otherwise.
+absl::StatusOr<double> ParseLinkRate(absl::string_view text);
+// --link_rate, --link_burst_bytes and --host_cpus (0 when not given); InvalidArgument naming
+// the flag when one is malformed.
+absl::StatusOr<HostModel> HostModelFromFlags();
 
 // Reads and validates the cluster flags and spec for a process whose own role is
 // `default_job`; InvalidArgument names the flag, file or TF_CONFIG and what is wrong.

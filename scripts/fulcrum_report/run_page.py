@@ -394,6 +394,29 @@ def _layers_table(report):
                  "interface payload", "interface vs TCP", "retransmits"), rows))
 
 
+def _whatif_table(report):
+    """The chief's what-if predictions (chief/whatif.h): examples/s and step time per change,
+    the changes it could not predict with why, and the most useful one."""
+    w = v.get(report, "whatif")
+    if not isinstance(w, dict):
+        return ""
+    if v.get(w, "error"):
+        return "<h2>What-if</h2><p>No predictions: %s</p>" % escape(v.string(w, "error"))
+    best = v.get(w, "most_useful")
+    rows = [(v.string(s, "change") + (" (most useful)" if v.get(s, "name") == best else ""),
+             v.fmt_count(v.num(s, "examples_per_sec", 0.0)),
+             v.fmt_ms(v.num(s, "step_time_ms", 0.0)), "%.2f\u00d7" % v.num(s, "speedup", 0.0))
+            for s in v.array(w, "scenarios")]
+    rows += [(v.string(s, "name"), "not predicted: " + v.string(s, "why"), "", "")
+             for s in v.array(w, "skipped")]
+    run = v.get(w, "run")
+    return ("<h2>What-if</h2><p>Predicted from this run's records (step %s = compute %s + "
+            "communication; each change moves the busiest link's or ps's time per step; "
+            "docs/profiler.md, \"What-if\").</p>" % (
+                v.fmt_ms(v.num(run, "step_ms", 0.0)), v.fmt_ms(v.num(run, "compute_ms", 0.0))) +
+            table(("change", "examples/s", "step time", "speedup"), rows))
+
+
 def _cluster_table(report):
     c = v.dict_at(report, "cluster")
     if c is None:
@@ -497,7 +520,8 @@ def render_run_page(report):
     JSON value; a non-object gives a page of "no data")."""
     try:
         body = (_header(report) + _charts(report) + _run_table(report) + _task_table(report) +
-                _host_table(report) + _layers_table(report) + _cluster_table(report) + _placement_table(report))
+                _host_table(report) + _layers_table(report) + _whatif_table(report) +
+                _cluster_table(report) + _placement_table(report))
         return page("Fulcrum run " + v.string(report, "run_id", "report"), body)
     except Exception as e:  # noqa: BLE001 - the run still gets a page rather than none
         traceback.print_exc(file=sys.stderr)

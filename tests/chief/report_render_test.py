@@ -222,6 +222,28 @@ class RunPageTest(Test):
                        "<td>+0.50%</td><td>2.0 GB</td><td>+0.17%</td><td>12</td>", html)
         self.assertLacks("<td>loopback</td><td>sent</td>", html)  # TCP carried nothing there
 
+    def test_what_if_lists_each_change_the_skipped_ones_and_the_best(self):
+        self.assertLacks("<h2>What-if</h2>", fulcrum_report.render_run_page(report()))
+        r = report()
+        # As chief/whatif.cc writes it (tests/chief/whatif_test.cc).
+        r["whatif"] = {"run": {"step_ms": 20.0, "compute_ms": 6.0},
+                       "scenarios": [{"name": "link_2x", "change": "links at twice the rate",
+                                      "examples_per_sec": 15384.6, "step_time_ms": 13.0,
+                                      "speedup": 1.538},
+                                     {"name": "workers_2x", "change": "--workers 4",
+                                      "examples_per_sec": 11764.7, "step_time_ms": 34.0,
+                                      "speedup": 1.176}],
+                       "skipped": [{"name": "one_more_ps", "why": "leaves ps:2 empty"}],
+                       "most_useful": "link_2x"}
+        html = fulcrum_report.render_run_page(r)
+        self.assertHas("<h2>What-if</h2>", html)
+        self.assertHas("<td>links at twice the rate (most useful)</td><td>15.4k</td>"
+                       "<td>13 ms</td><td>1.54\u00d7</td>", html)
+        self.assertHas("<td>one_more_ps</td><td>not predicted: leaves ps:2 empty</td>", html)
+        r["whatif"] = {"error": "what-if needs ps tasks"}
+        self.assertHas("No predictions: what-if needs ps tasks",
+                       fulcrum_report.render_run_page(r))
+
     def test_legends_and_ticks_carry_names_and_units(self):
         html = fulcrum_report.render_run_page(report())
         rate = chart(html, "Examples/s per worker")

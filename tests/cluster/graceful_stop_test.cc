@@ -244,3 +244,32 @@ TEST(GracefulStopTest, TheWatchdogNamesAStoppedWorkerAndAStoppedPs) {
 
 }  // namespace
 }  // namespace fulcrum
+
+namespace fulcrum {
+namespace {
+
+// A worker still waiting for a chief that never came (it failed, or is not up yet) stops on
+// SIGTERM, as a launcher stopping a failed run sends it, within its current RegisterTask
+// attempt (at most 5 s) instead of waiting out --startup_timeout (here 120 s); the exit code
+// says a signal stopped it.
+TEST(GracefulStopTest, AWorkerWaitingForTheChiefStopsOnSigtermWithinOneAttempt) {
+  const std::filesystem::path dir = ::fulcrum::testing::FreshDir("worker_waits_sigterm");
+  const std::string spec = WriteLocalSpec(dir / "spec.json", 1, 1);
+  const std::string log = (dir / "worker.log").string();
+  const ::fulcrum::testing::RunResult r = ::fulcrum::testing::RunShell(absl::StrCat(
+      "sh -c '", FULCRUM_BIN_DIR, "/worker --cluster_spec=", spec,
+      " --job_name=worker --task_index=0 --model=logreg --train_steps=10 --startup_timeout=120 > ",
+      log, " 2>&1 & p=$!; for i in $(seq 300); do grep -q \"waiting for chief\" ", log,
+      " && break; sleep 0.1; done; start=$(date +%s); kill -TERM $p; wait $p; echo exit=$?;",
+      " echo took=$(( $(date +%s) - start ))'"));
+  EXPECT_NE(r.output.find("exit=143"), std::string::npos) << r.output << ReadFile(log);
+  const size_t took = r.output.find("took=");
+  ASSERT_NE(took, std::string::npos) << r.output;
+  EXPECT_LE(std::stoi(r.output.substr(took + 5)), 7) << r.output;
+  EXPECT_NE(ReadFile(log).find("interrupted by SIGTERM while waiting for chief:0"),
+            std::string::npos)
+      << ReadFile(log);
+}
+
+}  // namespace
+}  // namespace fulcrum

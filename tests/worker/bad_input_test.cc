@@ -149,6 +149,24 @@ TEST(BadInputTest, BadFlags) {
   ExpectBadInput(RunBinary("chief", {"--no_such_flag"}), {"no_such_flag"});
 }
 
+// More ps tasks than the placement can fill (logreg has 2 variables): the chief refuses the
+// run before any task waits on it, naming the empty ps and what would help.
+TEST(BadInputTest, MorePsTasksThanThePlacementCanFill) {
+  const std::filesystem::path dir = FreshDir("chief_empty_ps");
+  std::ofstream(dir / "spec.json")
+      << "{\"chief\": [\"127.0.0.1:1\"], \"ps\": [\"127.0.0.1:2\", \"127.0.0.1:3\", "
+         "\"127.0.0.1:4\"], \"worker\": [\"127.0.0.1:5\"]}\n";
+  const std::string spec = "--cluster_spec=" + (dir / "spec.json").string();
+  ExpectBadInput(RunBinary("chief", {spec, "--model=logreg", "--train_steps=10"}),
+                 {"--placement=round_robin leaves ps:2 without a variable", "fewer ps tasks"});
+  // The what-if's host flags: a malformed rate or CPU share is refused up front, by any task.
+  ExpectBadInput(RunBinary("chief", {spec, "--train_steps=10", "--link_rate=fast"}),
+                 {"--link_rate=fast", "1gbit"});
+  ExpectBadInput(RunBinary("worker", {spec, "--train_steps=10", "--job_name=worker",
+                                      "--task_index=0", "--host_cpus=-1"}),
+                 {"--host_cpus=-1", "[0, 4096]"});
+}
+
 // A convolutional model whose layers do not fit the data: exit 2 naming the model and the
 // layer; the run directory's earlier summary stays.
 TEST(BadInputTest, ModelThatDoesNotFitTheImages) {
