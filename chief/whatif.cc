@@ -67,6 +67,7 @@ std::vector<runtime::VariableInfo> Variables(const nlohmann::json& table) {
   std::map<std::string, int64_t> bytes;
   std::map<std::string, double> order;  // name -> source (or first row)
   for (const nlohmann::json& row : table) {
+    if (!row.is_object()) continue;
     std::string name = Str(row, "variable");
     if (auto cut = name.rfind("/part_"); cut != std::string::npos) name.resize(cut);
     order.try_emplace(name, Num(row, "source", static_cast<double>(order.size())));
@@ -92,7 +93,7 @@ absl::Status Missing(const std::string& what) {
 absl::StatusOr<double> ComputeMs(const nlohmann::json& workers) {
   double sum = 0;
   int n = 0;
-  for (const nlohmann::json& w : workers) {
+  for (const nlohmann::json& w : workers.is_array() ? workers : nlohmann::json::array()) {
     const nlohmann::json phases =
         w.is_object() ? w.value("step_phase_mean_ms", nlohmann::json()) : nlohmann::json();
     if (!phases.is_object()) continue;
@@ -105,6 +106,12 @@ absl::StatusOr<double> ComputeMs(const nlohmann::json& workers) {
         "profiled (--profile=off) or no worker summary reached the chief");
   }
   return sum / n;
+}
+
+double ModelBytes(const Run& run) {
+  double bytes = 0;
+  for (const auto& v : run.variables) bytes += 4.0 * static_cast<double>(v.shape.num_elements());
+  return bytes;
 }
 
 absl::StatusOr<Run> ReadRun(const nlohmann::json& r, const WhatIfOptions& options) {
@@ -137,6 +144,7 @@ absl::StatusOr<Run> ReadRun(const nlohmann::json& r, const WhatIfOptions& option
   if (!compute.ok()) return compute.status();
   run.compute_ms = *compute;
   run.variables = Variables(table);
+  if (ModelBytes(run) <= 0) return Missing("the placement table's variables and their bytes");
   for (const nlohmann::json& s : ps) {
     if (!s.is_object() || !s.contains("cpu_seconds")) {
       return Missing("every ps task's CPU time (cpu_seconds: the run was not profiled?)");
@@ -145,8 +153,11 @@ absl::StatusOr<Run> ReadRun(const nlohmann::json& r, const WhatIfOptions& option
   }
   run.rounds = Num(r, "pushes_applied") / run.cluster.workers;
   if (run.rounds <= 0) return Missing("applied pushes (pushes_applied > 0)");
-  for (const nlohmann::json& h : r.value("hosts", nlohmann::json::array())) {
-    for (const nlohmann::json& t : h.value("tasks", nlohmann::json::array())) {
+  const nlohmann::json hosts = r.value("hosts", nlohmann::json::array());
+  for (const nlohmann::json& h : hosts.is_array() ? hosts : nlohmann::json::array()) {
+    const nlohmann::json tasks = h.is_object() ? h.value("tasks", nlohmann::json()) : nullptr;
+    if (!tasks.is_array()) continue;
+    for (const nlohmann::json& t : tasks) {
       if (t.is_string()) run.host_of[t.get<std::string>()] = Str(h, "host");
     }
   }
@@ -165,8 +176,7 @@ absl::StatusOr<std::vector<double>> Shares(const Run& run, const Cluster& c) {
   auto placement =
       runtime::PlaceVariables(run.variables, c.ps, c.strategy, run.partition_min_bytes);
   if (!placement.ok()) return placement.status();
-  FULCRUM_RETURN_IF_ERROR(
-      runtime::CheckEveryPsHoldsSomething(*placement, run.partition_min_bytes));
+  FULCRUM_RETURN_IF_ERROR(runtime::CheckEveryPsHoldsSomething(*placement, run.partition_min_bytes));
   double total = 0;
   std::vector<double> shares;
   for (int p = 0; p < c.ps; ++p) {
@@ -175,12 +185,6 @@ absl::StatusOr<std::vector<double>> Shares(const Run& run, const Cluster& c) {
   }
   for (double& s : shares) s = total > 0 ? s / total : 0;
   return shares;
-}
-
-double ModelBytes(const Run& run) {
-  double bytes = 0;
-  for (const auto& v : run.variables) bytes += 4.0 * static_cast<double>(v.shape.num_elements());
-  return bytes;
 }
 
 // The shared resources' time per step under `c`, in ms.
@@ -195,12 +199,12 @@ absl::StatusOr<Resources> ResourceMs(const Run& run, const Cluster& c) {
   auto shares = Shares(run, c);
   if (!shares.ok()) return shares.status();
   const double wire_bytes = ModelBytes(run) * c.wire_factor;  // each way, per worker step
-  std::map<std::string, double> out;                           // bytes per step per host
+  std::map<std::string, double> out;                          // bytes per step per host
   for (int w = 0; w < c.workers; ++w) {
     const std::string wh = HostOf(run, absl::StrCat("worker-", w));
     for (int p = 0; p < c.ps; ++p) {
       const std::string ph = HostOf(run, absl::StrCat("ps-", p));
-      if (wh == ph) continue;  // over loopback
+      if (wh == ph) continue;                // over loopback
       out[wh] += (*shares)[p] * wire_bytes;  // its push out (its pull reply in: the same)
       out[ph] += (*shares)[p] * wire_bytes;  // the reply out (the push in)
     }
@@ -215,11 +219,13 @@ absl::StatusOr<Resources> ResourceMs(const Run& run, const Cluster& c) {
       r.bound_ms = std::max(r.bound_ms, 8000.0 * bytes / c.link_bits);
     }
   }
-  // The ps tasks' CPU per round of pushes, per byte they handle, at the run's figures.
-  const double run_bytes = run.cluster.workers * ModelBytes(run) * run.cluster.wire_factor;
+  // The ps tasks' CPU per round of pushes, per float32 value they handle, at the run's
+  // figures. Per value, not per wire byte: a 16-bit wire halves the bytes a ps copies but adds
+  // the conversion of every value (checked: bench/whatif_check.py, docs/profiler.md).
+  const double run_bytes = run.cluster.workers * ModelBytes(run);
   const double cpu_per_byte = run.ps_cpu_seconds / run.rounds / run_bytes;
   for (int p = 0; p < c.ps; ++p) {
-    const double cpu = cpu_per_byte * c.workers * (*shares)[p] * wire_bytes;
+    const double cpu = cpu_per_byte * c.workers * (*shares)[p] * ModelBytes(run);
     r.ps_ms = std::max(r.ps_ms, 1000.0 * cpu / run.host_cpus);
   }
   return r;
@@ -327,8 +333,8 @@ absl::StatusOr<nlohmann::json> PredictWhatIf(const nlohmann::json& report,
       out["skipped"].push_back({{"name", s.name}, {"why", t.status().message()}});
       continue;
     }
-    const double step = std::max(
-        run->compute_ms + cal.fixed_ms + cal.exposed * t->critical(), t->bound_ms);
+    const double step =
+        std::max(run->compute_ms + cal.fixed_ms + cal.exposed * t->critical(), t->bound_ms);
     const double rate = 1000.0 * s.cluster.workers * run->batch / step;
     nlohmann::json row = {{"name", s.name},
                           {"change", s.change},

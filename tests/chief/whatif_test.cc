@@ -111,6 +111,17 @@ TEST(WhatIfTest, AMissingRecordIsNamed) {
   EXPECT_THAT(std::string(w.status().message()), HasSubstr("step_phase_mean_ms"));
   EXPECT_THAT(std::string(w.status().message()), HasSubstr("--profile=off"));
 
+  // Wrongly typed records are missing records, never a crash.
+  nlohmann::json garbled = ARun();
+  garbled["hosts"] = "h1";
+  garbled["workers"] = 5;
+  w = PredictWhatIf(garbled, Gigabit());
+  EXPECT_THAT(std::string(w.status().message()), HasSubstr("step_phase_mean_ms"));
+  garbled = ARun();
+  garbled["placement_table"] = {1, "x"};
+  w = PredictWhatIf(garbled, Gigabit());
+  EXPECT_THAT(std::string(w.status().message()), HasSubstr("placement table"));
+
   nlohmann::json no_table = ARun();
   no_table.erase("placement_table");
   w = PredictWhatIf(no_table, Gigabit());

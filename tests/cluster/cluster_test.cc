@@ -355,6 +355,9 @@ TEST(ClusterTfConfigTest, TfConfigClusterStopsAtTargetAccuracy) {
     EXPECT_FALSE(s.contains("Total CPU Usage")) << task;
   }
   EXPECT_TRUE(report["workers"][0]["examples_per_sec"].get<double>() > 0);
+  // No profile, no what-if: the report says which record is missing (chief/whatif.h).
+  EXPECT_NE(report["whatif"].value("error", "").find("step_phase_mean_ms"), std::string::npos)
+      << report["whatif"].dump();
 }
 
 // TensorFlow 1.x scripts' flags (issue 13): --ps_hosts/--worker_hosts/--chief_hosts in place

@@ -133,6 +133,22 @@ TEST_F(NetnsClusterTest, PwWSplitsLoopbackAndCrossHostBytesByHost) {
   EXPECT_EQ(h2["layers"]["external"]["sent"]["tcp_bytes"],
             h1["layers"]["external"]["received"]["tcp_bytes"]);
   EXPECT_GE(r["cluster"]["layers"]["external"]["retransmits"].get<double>(), 0.0);
+
+  // The what-if of a profiled cluster run: the changes it can predict without a link rate.
+  const nlohmann::json& w = r["whatif"];
+  ASSERT_TRUE(w.contains("scenarios")) << w.dump(2);
+  std::vector<std::string> predicted, skipped;
+  for (const auto& sc : w["scenarios"]) {
+    predicted.push_back(sc["name"]);
+    EXPECT_GT(sc["examples_per_sec"].get<double>(), 0.0) << sc.dump();
+  }
+  for (const auto& sc : w["skipped"]) skipped.push_back(sc["name"]);
+  EXPECT_EQ(predicted, (std::vector<std::string>{"one_more_ps", "wire_bf16", "workers_2x"}))
+      << w.dump(2);
+  // No link rate given; one ps: every placement is the same.
+  EXPECT_EQ(skipped, (std::vector<std::string>{"link_2x", "link_half", "placement_greedy",
+                                               "placement_partition"}))
+      << w.dump(2);
 }
 
 // scripts/launch_ssh.sh as on real nodes, with its --exec hook running each task in its
