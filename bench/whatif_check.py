@@ -23,6 +23,8 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sweep_flags import rate_bits as bits  # noqa: E402 (after the path)
 BIN = os.environ.get("BIN_DIR", os.path.join(ROOT, "build", "bin"))
 
 # (what-if scenario, sweep folder, the sweep options that make the change)
@@ -35,13 +37,6 @@ CHANGES = [
     ("placement_partition", "partition", ["--extra=--placement=partition"]),
     ("workers_2x", "workers4", ["--workers", "4"]),
 ]
-
-
-def bits(rate):
-    for suffix, scale in (("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3)):
-        if rate.endswith(suffix):
-            return float(rate[:-len(suffix)]) * scale
-    return float(rate)
 
 
 def rate_text(b):

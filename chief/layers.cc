@@ -48,9 +48,11 @@ nlohmann::json LayerRow(const nlohmann::json& host, const char* path, const char
   const bool sent = std::string(dir) == "sent";
   const nlohmann::json& tcp = At(At(host, "tcp"), path);
   double packets = 0;
-  for (const nlohmann::json& i : host.value("interfaces", nlohmann::json::array())) {
-    if (i.value("loopback", false) == loopback)
+  const nlohmann::json& interfaces = At(host, "interfaces");
+  for (const nlohmann::json& i : interfaces.is_array() ? interfaces : nlohmann::json::array()) {
+    if (i.is_object() && i.value("loopback", false) == loopback) {
       packets += Num(i, sent ? "tx_packets" : "rx_packets");
+    }
   }
   const double segs = Num(tcp, sent ? "segs_out" : "segs_in");
   const double ipv6_share = segs > 0 ? Num(tcp, sent ? "segs_out_ipv6" : "segs_in_ipv6") / segs : 0;

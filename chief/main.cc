@@ -34,8 +34,8 @@ int main(int argc, char** argv) {
       "Fulcrum chief: coordinates a training cluster (waits for the tasks, initialises the\n"
       "variables, evaluates, stops the run and writes report.json).\n"
       "Example: chief --cluster_spec=cluster_specs/local_1ps_2w.json --train_steps=1000");
-  // Ctrl-C / SIGTERM end the run cleanly, with its records written (base/signals.h).
   if (const std::string path = absl::GetFlag(FLAGS_whatif); !path.empty()) return WhatIfMain(path);
+  // Ctrl-C / SIGTERM end the run cleanly, with its records written (base/signals.h).
   fulcrum::InstallStopSignalHandlers();
   fulcrum::TuneMallocForTraining();
   auto options = fulcrum::runtime::TaskOptionsFromFlags("chief");

@@ -387,14 +387,31 @@ def load_sweep_module():
 
 
 class SweepModesTest(Test):
-    """bench/sweep.py's --modes entries and the flags each run gets."""
+    """bench/sweep.py's --modes entries and the flags each run gets (bench/sweep_flags.py)."""
 
     def test_ssp_modes_carry_their_staleness(self):
-        sweep = load_sweep_module()
-        self.assertEqual(sweep.mode_flags("sync"), ["--mode=sync"])
-        self.assertEqual(sweep.mode_flags("async"), ["--mode=async"])
-        self.assertEqual(sweep.mode_flags("ssp3"), ["--mode=ssp", "--staleness=3"])
-        self.assertEqual(sweep.mode_flags("ssp0"), ["--mode=ssp", "--staleness=0"])
+        load_sweep_module()  # puts bench/ on the path, as sweep.py runs
+        import sweep_flags
+        self.assertEqual(sweep_flags.mode_flags("sync"), ["--mode=sync"])
+        self.assertEqual(sweep_flags.mode_flags("async"), ["--mode=async"])
+        self.assertEqual(sweep_flags.mode_flags("ssp3"), ["--mode=ssp", "--staleness=3"])
+        self.assertEqual(sweep_flags.mode_flags("ssp0"), ["--mode=ssp", "--staleness=0"])
+
+    def test_the_emulated_hosts_reach_the_what_if(self):
+        load_sweep_module()
+        import sweep_flags
+        args = type("Args", (), {"cpus": 0.5})()
+        c = {"rate": "1gbit", "scale": 2.0}
+        # At scale 1/2: half the rate, netns_hosts.sh's burst (1 ms at it, at least 64 KiB),
+        # half the CPU share.
+        self.assertEqual(sweep_flags.host_model_flags(c, args),
+                         ["--link_rate=500000000", "--link_burst_bytes=65536",
+                          "--host_cpus=0.25"])
+        c = {"rate": "10gbit", "scale": 1.0}
+        args.cpus = None
+        self.assertEqual(sweep_flags.host_model_flags(c, args),
+                         ["--link_rate=10000000000", "--link_burst_bytes=1250000"])
+        self.assertEqual(sweep_flags.host_model_flags({"rate": "none", "scale": 1.0}, args), [])
 
 
 class SweepCommandTest(Test):
