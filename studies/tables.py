@@ -78,8 +78,10 @@ def wang(results_csv, out):
                               "examples_per_sec": ex, "speedup": ex / base / 1 if base else None,
                               "efficiency": ex / (base * w) if base else None,
                               "external_bytes_sent": num(r["external_bytes_sent"])})
+        # The scale of this rate's runs (any ps count; `mine` is the last one's, maybe empty).
+        scales = sorted({r["scale"] for r in rows if r["rate"] == rate})
         ax.set_title("%s links (emulated at scale 1/%s)" % (rate.replace("gbit", " Gbit/s"),
-                                                           mine[0]["scale"] if mine else "?"))
+                                                           ", 1/".join(scales) or "?"))
         ax.set_xlabel("workers")
         ax.set_ylabel("examples/s (all workers)")
         ax.legend()
