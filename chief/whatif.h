@@ -7,11 +7,13 @@
 // backward: unchanged by any of these changes) plus its communication, which is a fixed part
 // (latency, the RPCs' CPU, the sync barrier) and the busiest shared resource's time per step:
 // the most loaded host link (each host's bytes per step to and from tasks on other hosts, from
-// the placement's per-ps bytes) or the busiest ps's CPU (its CPU seconds per round of pushes
-// over its host's CPU share). The run calibrates it: the fixed part is what the measured
-// communication leaves beyond the resource time (or, when the resource time exceeds it, the
-// overlap hides that share of the resource time). A change moves the resource times; the step
-// time follows; examples/s = workers x batch / step time.
+// the placement's per-ps bytes, beyond the link's burst; in sync one direction after the other)
+// or the busiest ps's CPU (its CPU seconds per round of pushes, per value handled, over its
+// host's CPU share). The run calibrates it: the fixed part is what the measured communication
+// leaves beyond the resource time, or, when the resource time exceeds it (the overlap hides
+// some), the steps show only the share of it the measured communication covers. A change moves
+// the resource times and the step time follows, never below the busiest link's bytes at its
+// rate; examples/s = workers x batch / step time.
 // Thread-safety: pure functions.
 #pragma once
 
