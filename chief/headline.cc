@@ -8,14 +8,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "chief/json_fields.h"
 #include "chief/whatif.h"
 
 namespace fulcrum::chief {
 namespace {
-
-double Num(const nlohmann::json& j, const char* key) {
-  return j.is_object() && j.contains(key) && j[key].is_number() ? j[key].get<double>() : 0.0;
-}
 
 std::string Bytes(double b) {
   const char* units[] = {"B", "kB", "MB", "GB", "TB"};
@@ -83,7 +80,8 @@ std::vector<std::string> Stragglers(const nlohmann::json& report) {
     if (!r.contains("worker") || !r["worker"].is_string()) continue;
     named.push_back(absl::StrFormat("%s holds the sync steps back by %.1f ms (%s, since step %d)",
                                     r["worker"].get<std::string>(), Num(r, "held_back_ms"),
-                                    r.value("ps", "?"), static_cast<int64_t>(Num(r, "since_step"))));
+                                    r.value("ps", "?"),
+                                    static_cast<int64_t>(Num(r, "since_step"))));
   }
   if (named.empty() && judged) named.push_back("no worker holds the sync steps back");
   for (std::string& line : named) line = "straggler: " + line;

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "chief/json_fields.h"
 
 namespace fulcrum::chief {
 namespace {
@@ -14,25 +15,11 @@ namespace {
 // (tests/profiler/wire_test.cc), 66 on a veth (tests/cluster/netns_cluster_test.cc).
 constexpr double kTcpIpv4HeaderBytes = 52, kIpv6ExtraBytes = 20, kEthernetHeaderBytes = 14;
 
-constexpr const char* kTcpFields[] = {
-    "sockets",       "bytes_sent",   "bytes_received", "segs_out",           "segs_in",
-    "segs_out_ipv6", "segs_in_ipv6", "retransmits",    "bytes_retransmitted"};
+constexpr const char* kTcpFields[] = {"sockets",      "bytes_sent",  "bytes_received",
+                                      "segs_out",     "segs_in",     "segs_out_ipv6",
+                                      "segs_in_ipv6", "retransmits", "bytes_retransmitted"};
 constexpr const char* kPaths[] = {"loopback", "external"};
 constexpr const char* kDirections[] = {"sent", "received"};
-
-// j[key] when j is an object holding it, else null (never throws, never inserts).
-const nlohmann::json& At(const nlohmann::json& j, const std::string& key) {
-  static const nlohmann::json* const kNull = new nlohmann::json();
-  if (!j.is_object()) return *kNull;
-  auto it = j.find(key);
-  return it != j.end() ? *it : *kNull;
-}
-
-double Num(const nlohmann::json& j, const std::string& key) {
-  if (!j.is_object()) return 0.0;
-  auto it = j.find(key);
-  return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
-}
 
 // tcp / app - 1 and payload / tcp - 1, null where the divisor is 0.
 void AddRatios(nlohmann::json* row) {

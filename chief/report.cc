@@ -14,31 +14,13 @@
 #include "absl/strings/str_cat.h"
 #include "base/files.h"
 #include "base/status_macros.h"
+#include "chief/json_fields.h"
 #include "chief/layers.h"
 #include "chief/report_html.h"
 #include "spdlog/spdlog.h"
 
 namespace fulcrum::chief {
 namespace {
-
-double Num(const nlohmann::json& j, const char* key) {
-  if (!j.is_object()) return 0.0;
-  auto it = j.find(key);
-  return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
-}
-
-std::string Str(const nlohmann::json& j, const char* key, const std::string& fallback) {
-  if (!j.is_object()) return fallback;
-  auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
-}
-
-const nlohmann::json& Array(const nlohmann::json& j, const char* key) {
-  static const nlohmann::json* const kEmpty = new nlohmann::json(nlohmann::json::array());
-  if (!j.is_object()) return *kEmpty;
-  auto it = j.find(key);
-  return it != j.end() && it->is_array() ? *it : *kEmpty;
-}
 
 // The RPC of the warm-up (runtime's channel warm-up before the first step): its bytes are
 // shown apart from training's.

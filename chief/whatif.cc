@@ -15,23 +15,12 @@
 #include "absl/strings/str_format.h"
 #include "base/files.h"
 #include "base/status_macros.h"
+#include "chief/json_fields.h"
 #include "ops/tensor.h"
 #include "runtime/cluster/placement.h"
 
 namespace fulcrum::chief {
 namespace {
-
-double Num(const nlohmann::json& j, const char* key, double fallback = 0.0) {
-  if (!j.is_object()) return fallback;
-  auto it = j.find(key);
-  return it != j.end() && it->is_number() ? it->get<double>() : fallback;
-}
-
-std::string Str(const nlohmann::json& j, const char* key) {
-  if (!j.is_object()) return "";
-  auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : "";
-}
 
 // What one cluster looks like to the model.
 struct Cluster {

@@ -132,7 +132,8 @@ TEST_F(NetnsClusterTest, PwWSplitsLoopbackAndCrossHostBytesByHost) {
   // What host 2 sent over TCP host 1 received (each connection's two ends, one on each host).
   EXPECT_EQ(h2["layers"]["external"]["sent"]["tcp_bytes"],
             h1["layers"]["external"]["received"]["tcp_bytes"]);
-  EXPECT_GE(r["cluster"]["layers"]["external"]["retransmits"].get<double>(), 0.0);
+  // Retransmits are counted (how many depends on the run: a tail-loss probe counts too).
+  EXPECT_TRUE(r["cluster"]["layers"]["external"]["retransmits"].is_number()) << r["cluster"].dump();
 
   // The what-if of a profiled cluster run: the changes it can predict without a link rate.
   const nlohmann::json& w = r["whatif"];
@@ -292,15 +293,14 @@ TEST(NetnsCpuShareTest, AHostsTasksGetItsShareAndDownLeavesNothing) {
 
   // A busy loop of 1.5 s inside the host, capped at 25 ms per 100 ms period: at most ~0.4 s
   // of CPU; outside any host the same loop takes what a core gives it.
-  const std::string busy =
-      "bash -c 'timeout 1.5 sh -c \"while :; do :; done\"; times'";
+  const std::string busy = "bash -c 'timeout 1.5 sh -c \"while :; do :; done\"; times'";
   const auto inside = Shell(absl::StrCat(scripts, "/netns_hosts.sh exec ", host, " -- ", busy));
   const double capped = ChildCpuSeconds(inside.output);
   EXPECT_GT(capped, 0.05) << inside.output;
   EXPECT_LT(capped, 0.5) << inside.output;
   // It ran in the host's network namespace, too.
-  const auto addr = Shell(absl::StrCat(scripts, "/netns_hosts.sh exec ", host,
-                                       " -- ip -4 -o addr show dev eth0"));
+  const auto addr = Shell(
+      absl::StrCat(scripts, "/netns_hosts.sh exec ", host, " -- ip -4 -o addr show dev eth0"));
   EXPECT_NE(addr.output.find("198.18.0.1/24"), std::string::npos) << addr.output;
 
   // A task left running in a host is killed by `down`, with its cgroup. Its command line is
