@@ -10,6 +10,7 @@ ones, with why) and an estimate of their time, and runs nothing.
       [--widths=0.5,1,2] [--datasets=full,subset10000,repeat2] [--epochs=1,3]
       [--optimizers=sgd,adam] [--hosts=packed|per_task] [--single_baseline]
       [--cpus=0.4 --scales=1,4 [--cpu_period_us=10000]]
+      [--host_examples_per_sec=427 --examples_per_cpu=400 --scales=6] (instead of --cpus)
       [--nodes=n1,n2,... | --nodes_file=F] [--launch_exec=CMD] [--remote_dir=DIR] [--ssh=CMD]
       [--base_port=2222]
 
@@ -19,6 +20,10 @@ Axes (every list is comma-separated; the sweep runs their product):
   the first N training examples, repeatN: the training set N times per epoch), --epochs (each
   run trains that many epochs instead of --steps), --optimizers, --scales (with --cpus: every
   emulated host gets --cpus / F CPUs and the link rate / F, scripts/netns_hosts.sh --scale F).
+--host_examples_per_sec E --examples_per_cpu X set the hosts' compute-to-link ratio instead of
+--cpus: each host computes E examples/s (E / X CPUs, X measured on this machine for the model
+and batch) beside its link (netns_hosts.sh's options of the same names; an unreachable ratio
+exits 2 naming the highest possible and the --scales that would give it).
 --hosts=packed (default) puts the tasks of a layout on as few hosts as it allows (ps-w-w: the
 ps on host 1, every worker on host 2); --hosts=per_task gives every ps and every worker a host
 of its own, as the studies ran them (scripts/make_spec.py --hosts per_task).
@@ -43,7 +48,6 @@ the renderer of the chief's report.html too). Needs root for the emulated hosts 
 /usr/bin/python3 with python3-matplotlib; exit code 2 on bad input (an impossible CPU share
 or scale, a node list shorter than a layout, an unknown axis value), before anything runs.
 """
-import argparse
 import csv
 import itertools
 import json
@@ -59,6 +63,8 @@ SCRIPTS = os.path.join(ROOT, "scripts")
 LAYOUTS = ("ps-w-w", "pw-pw", "pw-w", "single")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sweep_flags import SINGLE_PROCESS, task_flags  # noqa: E402 (after the path)
+import sweep_provenance as provenance  # noqa: E402
+from sweep_options import parse_args as parse_options  # noqa: E402
 
 # The page renderer shared with the chief's report.html; it needs Debian's python3-matplotlib.
 sys.path.insert(0, SCRIPTS)
@@ -75,7 +81,11 @@ NUMERIC = ["examples_per_sec", "global_step", "final_test_accuracy",
            "time_to_target_accuracy_seconds", "train_seconds", "cpu_percent_mean",
            "peak_rss_bytes", "loopback_bytes_sent", "external_bytes_sent",
            "external_bytes_received", "app_bytes_sent"]
-RUN_FIELDS = list(KEY) + ["repeat", "status", "exit_code"] + NUMERIC + ["run_dir"]
+RUN_FIELDS = (list(KEY) + ["repeat", "status", "exit_code"] + NUMERIC +
+              ["commit", "binaries", "settings_hash", "run_dir"])
+# results.csv: the medians, their spread over the good repeats, and the sources behind them.
+SPREAD = ["examples_per_sec_min", "examples_per_sec_max", "train_seconds_min",
+          "train_seconds_max"]
 # Seconds a run costs beyond its training: the hosts' tasks starting, the final evaluation,
 # the summaries and the report (--dry_run's estimate).
 RUN_OVERHEAD_S = 8
@@ -168,20 +178,35 @@ def single_figures(summary):
             "app_bytes_sent": summary.get("app_bytes_sent")}
 
 
-def run_one(c, repeat, args, out_dir, bin_dir):
+def run_settings(c, args, run_dir):
+    """The run's task flags and its settings (provenance.settings_of)."""
+    flags = task_flags(c, args, run_dir)
+    hosts = {"rate": c["rate"], "share": host_share(args, c["scale"]), "hosts": args.hosts,
+             "nodes": args.nodes_list}
+    return flags, provenance.settings_of(flags, hosts)
+
+
+def run_one(c, repeat, args, out_dir, bin_dir, source):
+    """(row, reused): runs combination c's repeat, or reuses it from an earlier sweep when it
+    finished with the same settings."""
     name = run_name(c, repeat)
     run_dir = os.path.join(out_dir, "runs", name)
     row = dict(c, repeat=repeat, run_dir=os.path.relpath(run_dir, out_dir))
     single = c["layout"] == SINGLE_PROCESS
     report_path = os.path.join(run_dir, "run", "summary.json" if single else "report.json")
     read = single_figures if single else figures
+    flags, settings = run_settings(c, args, run_dir)
     if os.path.exists(report_path):  # resume: done in an earlier sweep
-        with open(report_path) as f:
-            row.update(read(json.load(f)), status="ok", exit_code=0)
-        return row, True
+        same, why = provenance.reusable(run_dir, settings)
+        if same:
+            with open(report_path) as f:
+                row.update(read(json.load(f)), status="ok", exit_code=0)
+            row.update(provenance.source_columns(run_dir))
+            return row, True
+        print("sweep: %s %s: running it again" % (name, why), file=sys.stderr)
     shutil.rmtree(run_dir, ignore_errors=True)
     os.makedirs(run_dir)
-    flags = task_flags(c, args, run_dir)
+    started = time.time()
     env = dict(os.environ, BIN_DIR=bin_dir)
     # A run at scale 1/F takes about F times longer.
     timeout = int(args.timeout * max(1.0, c["scale"]))
@@ -219,12 +244,24 @@ def run_one(c, repeat, args, out_dir, bin_dir):
             out = (e.stdout if isinstance(e.stdout, str) else "") + "\nsweep: timed out"
     with open(os.path.join(run_dir, "cluster.log"), "w") as f:
         f.write(out)
+    provenance.write_record(run_dir, source, settings, started)
+    row.update(provenance.source_columns(run_dir))
     if code == 0 and os.path.exists(report_path):
         with open(report_path) as f:
             row.update(read(json.load(f)), status="ok", exit_code=0)
     else:
         row.update(status="failed", exit_code=code)
     return row, False
+
+
+def eta(fresh, fresh_seconds, left):
+    """The time left: the runs left at the mean time of this sweep's own runs (reused ones
+    cost nothing and would make it look short)."""
+    if left == 0:
+        return "none left"
+    if fresh == 0:
+        return "%d left, no run of this sweep yet to time" % left
+    return "%d left, about %.0f min" % (left, fresh_seconds / fresh * left / 60)
 
 
 def median(values):
@@ -255,6 +292,12 @@ def summarize(combos, runs):
         row["repeats_failed"] = len(mine) - len(good)
         for k in NUMERIC:
             row[k] = median(r.get(k) for r in good)
+        for k in ("examples_per_sec", "train_seconds"):
+            values = [r.get(k) for r in good if isinstance(r.get(k), (int, float))]
+            row[k + "_min"] = min(values) if values else None
+            row[k + "_max"] = max(values) if values else None
+        row["commits"] = provenance.distinct(good, "commit") if good else ""
+        row["binaries"] = provenance.distinct(good, "binaries") if good else ""
         out.append(row)
     return out
 
@@ -341,6 +384,15 @@ def parse_axes(args):
     if min(axes["scale"]) < 1:
         raise ValueError("--scales=%s: a scale F is 1 or more (hosts get 1/F of --cpus and the "
                          "link rate)" % args.scales)
+    if (args.host_examples_per_sec is None) != (args.examples_per_cpu is None):
+        raise ValueError("--host_examples_per_sec and --examples_per_cpu go together")
+    if args.host_examples_per_sec is not None:  # a named compute-to-link ratio
+        if args.cpus is not None:
+            raise ValueError("give --cpus or --host_examples_per_sec, not both")
+        if min(args.host_examples_per_sec, args.examples_per_cpu) <= 0 or "none" in axes["rate"]:
+            raise ValueError("--host_examples_per_sec and --examples_per_cpu must be positive, "
+                             "and every --rates entry a link rate (the ratio is to the link)")
+        args.cpus = args.host_examples_per_sec / args.examples_per_cpu
     if args.cpus is None and axes["scale"] != [1.0]:
         raise ValueError("--scales needs --cpus (the CPU share of a host at scale 1)")
     args.nodes_list = []
@@ -389,59 +441,10 @@ def host_share(args, scale):
     """netns_hosts.sh options for the CPU share at a scale."""
     if args.cpus is None:
         return []
-    return ["--cpus", "%g" % args.cpus, "--scale", "%g" % scale, "--cpu_period_us",
-            str(args.cpu_period_us)]
-
-
-# Every option: (name, default, type, help). --help prints each with its default.
-OPTIONS = [
-    ("--layouts", "ps-w-w,pw-w", str, "cluster layouts: ps-w-w (the ps tasks on hosts of their "
-     "own), pw-pw (a ps and a worker on every host), pw-w (ps 0 beside worker 0)"),
-    ("--workers", "2", str, "worker counts"),
-    ("--ps", "1", str, "ps counts"),
-    ("--batch_sizes", "128", str, "batch sizes per worker"),
-    ("--modes", "sync", str, "sync, async and/or sspS (S: the staleness bound, e.g. ssp3)"),
-    ("--rates", "none", str, "link rates of the emulated hosts (e.g. 1gbit,10gbit), or none"),
-    ("--model", "logreg", str, "one model (--models takes a list)"),
-    ("--models", "", str, "models (overrides --model)"),
-    ("--widths", "1", str, "--model_width values"),
-    ("--datasets", "full", str, "full, subsetN (the first N examples), repeatN (N times per epoch)"),
-    ("--epochs", "", str, "epochs per run instead of --steps (empty: --steps)"),
-    ("--optimizers", "sgd", str, "sgd, momentum, adam, adagrad, rmsprop"),
-    ("--hosts", "packed", str, "packed (as few hosts as the layout allows) or per_task"),
-    ("--cpus", None, float, "CPU share of every emulated host at scale 1 (netns_hosts.sh --cpus)"),
-    ("--scales", "1", str, "with --cpus: scale F gives each host --cpus/F CPUs and rate/F"),
-    ("--cpu_period_us", 10000, int, "CFS period of the hosts' CPU shares"),
-    ("--nodes", "", str, "real machines for the clusters (launch_ssh.sh); no link emulation"),
-    ("--nodes_file", "", str, "a file of node names, one per line (instead of --nodes)"),
-    ("--launch_exec", "", str, "replaces ssh for --nodes (launch_ssh.sh --exec)"),
-    ("--remote_dir", "", str, "the checkout's folder on the nodes (default: this one's path)"),
-    ("--ssh", "", str, "the ssh command for --nodes (launch_ssh.sh --ssh)"),
-    ("--base_port", 2222, int, "first port of a spec (make_spec.py --base_port)"),
-    ("--steps", 300, int, "global steps per run"),
-    ("--repeats", 1, int, "runs per combination (results.csv: the medians)"),
-    ("--target_accuracy", 0.0, float, "stop at this test accuracy (0: train --steps)"),
-    ("--eval_every", 0, int, "global steps between evaluations (0: steps/5); the resolution "
-     "of time to target accuracy"),
-    ("--extra", "", str, "more flags for every task, e.g. \"--learning_rate=0.03\""),
-    ("--timeout", 600, int, "seconds per run at scale 1 (times F at scale 1/F)"),
-    ("--out", None, str, "the sweep's folder (required): runs/, runs.csv, results.csv, index.html"),
-    ("--prefix", "sw", str, "name prefix of the emulated hosts (netns_hosts.sh --prefix): two "
-     "sweeps at once on one machine need different prefixes"),
-]
-
-
-def parse_args():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    for name, default, kind, text in OPTIONS:
-        p.add_argument(name, default=default, type=kind, help=text, required=name == "--out")
-    p.add_argument("--single_baseline", action="store_true",
-                   help="add a single-process row per setting (the worker alone on host 1)")
-    p.add_argument("--dry_run", action="store_true",
-                   help="list the runs (and those skipped, with why) and an estimate of their "
-                        "time, and run nothing")
-    return p.parse_args()
+    share = (["--host_examples_per_sec", "%g" % args.host_examples_per_sec,
+              "--examples_per_cpu", "%g" % args.examples_per_cpu]
+             if args.host_examples_per_sec is not None else ["--cpus", "%g" % args.cpus])
+    return share + ["--scale", "%g" % scale, "--cpu_period_us", str(args.cpu_period_us)]
 
 
 def dry_run(combos, todo, args):
@@ -474,7 +477,7 @@ def dry_run(combos, todo, args):
 
 
 def main():
-    args = parse_args()
+    args = parse_options(__doc__)
     try:
         axes = parse_axes(args)
     except ValueError as e:
@@ -520,7 +523,11 @@ def main():
     total = len(todo) * args.repeats
     print("sweep: %d combination(s) (%d skipped), %d run(s) -> %s" %
           (len(combos), len(combos) - len(todo), total, args.out), file=sys.stderr)
-    runs, done, started = [], 0, time.time()
+    source = {"commit": provenance.repo_commit(ROOT),
+              "binaries": provenance.binaries_hash(bin_dir)}
+    print("sweep: commit %s, binaries %s" % (source["commit"], source["binaries"]),
+          file=sys.stderr)
+    runs, done, fresh, fresh_seconds = [], 0, 0, 0.0
     for rate, scale in groups:
         group = [c for c in todo if (c["rate"], c["scale"]) == (rate, scale)]
         hosts = max(c["hosts"] for c in group)
@@ -540,20 +547,28 @@ def main():
         try:
             for c in group:
                 for r in range(1, args.repeats + 1):
-                    row, reused = run_one(c, r, args, args.out, bin_dir)
+                    begun = time.time()
+                    row, reused = run_one(c, r, args, args.out, bin_dir, source)
                     runs.append(row)
                     done += 1
-                    left = (time.time() - started) / done * (total - done)
-                    print("sweep: [%d/%d] %s: %s%s, ETA %.0f s" %
+                    if not reused:
+                        fresh, fresh_seconds = fresh + 1, fresh_seconds + time.time() - begun
+                    print("sweep: [%d/%d] %s: %s%s, %s" %
                           (done, total, run_name(c, r), row["status"],
-                           " (from an earlier sweep)" if reused else "", left), file=sys.stderr)
+                           " (from an earlier sweep, commit %s)" % row["commit"] if reused
+                           else " in %.0f s" % (time.time() - begun),
+                           eta(fresh, fresh_seconds, total - done)), file=sys.stderr)
                     write_csv(os.path.join(args.out, "runs.csv"), runs, RUN_FIELDS)
         finally:
             if not args.nodes_list:
                 sh([os.path.join(SCRIPTS, "netns_hosts.sh"), "down", "--prefix", args.prefix], 60)
     results = summarize(combos, runs)
-    fields = list(KEY) + ["status", "repeats_ok", "repeats_failed"] + NUMERIC
+    fields = (list(KEY) + ["status", "repeats_ok", "repeats_failed"] + NUMERIC + SPREAD +
+              ["commits", "binaries"])
     write_csv(os.path.join(args.out, "runs.csv"), runs, RUN_FIELDS)
+    warning = provenance.mixed_warning(runs, source)
+    if warning:
+        print(warning, file=sys.stderr)
     write_csv(os.path.join(args.out, "results.csv"), results, fields)
     write_index(args.out, [{f: r.get(f) for f in fields} for r in results], runs)
     failed = sum(1 for r in runs if r.get("status") != "ok")

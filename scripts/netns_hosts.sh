@@ -9,6 +9,7 @@
 #
 #   scripts/netns_hosts.sh up N [--rate 1gbit|10gbit|none] [--delay 0.1ms] [--cpus C]
 #                               [--scale F] [--cpu_period_us 100000] [--prefix fh] [--check]
+#                               [--host_examples_per_sec E --examples_per_cpu X]  (not with --cpus)
 #   scripts/netns_hosts.sh exec HOST -- COMMAND [ARGS...]   # HOST: <prefix>-h<i>
 #   scripts/netns_hosts.sh down [--prefix fh]     # removes exactly what `up` made
 #   scripts/netns_hosts.sh status [--prefix fh]
@@ -22,7 +23,14 @@
 # 1.25 Gbit/s per host). More CPU in all than the machine has (N x C / F > nproc) is refused,
 # exit 2, before anything is made; `up ... --check` only checks the options (exit 0 or 2,
 # nothing made, no root needed), as bench/sweep.py does for every set of hosts before its
-# first run. `exec` runs COMMAND inside HOST: in its CPU cgroup (when
+# first run.
+# A named compute-to-link ratio: --host_examples_per_sec E --examples_per_cpu X gives each host
+# the CPU share that computes E examples/s (E / X CPUs, X: what one CPU of this machine
+# computes for the model and batch, measured) beside its --rate link, so that the hosts
+# have the ratio of a study's machines (e.g. a GPU that trains E examples/s on a 1 Gbit/s
+# link), scaled by --scale as above. A ratio this machine cannot give (E / X x N / F CPUs in
+# all, more than nproc) exits 2 naming the ratio asked, the highest possible at that scale
+# and the scale that would give it. `exec` runs COMMAND inside HOST: in its CPU cgroup (when
 # it has one), then in its network namespace (scripts/local_cluster.sh --hosts uses it); the
 # command's children stay in the cgroup. `down` kills whatever still runs in a host's cgroup
 # and removes it.
@@ -39,10 +47,31 @@ STATE_DIR=/run/fulcrum-netns
 die() { echo "netns_hosts: $*" >&2; exit 2; }
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 
+# --host_examples_per_sec E --examples_per_cpu X: sets cpus to E / X (the host that computes E
+# examples/s), or exits 2 naming what is wrong. Run after the other options are checked.
+ratio_cpus() {
+  local eps=$1 x=$2 machine most
+  [[ -z "$eps" && -z "$x" ]] && return 0
+  [[ -n "$eps" && -n "$x" ]] || die "--host_examples_per_sec and --examples_per_cpu go together"
+  [[ -z "$cpus" ]] || die "give --cpus or --host_examples_per_sec, not both"
+  [[ "$eps" =~ $decimal ]] && awk -v e="$eps" 'BEGIN { exit !(e > 0) }' ||
+    die "--host_examples_per_sec must be a positive number of examples/s, got '$eps'"
+  [[ "$x" =~ $decimal ]] && awk -v e="$x" 'BEGIN { exit !(e > 0) }' ||
+    die "--examples_per_cpu must be a positive number of examples/s, got '$x'"
+  [[ "$rate" != none ]] || die "--host_examples_per_sec is a ratio to the link: give --rate"
+  cpus=$(awk -v e="$eps" -v x="$x" 'BEGIN { printf "%.6f", e / x }')
+  [[ "$cmd" == up ]] || return 0
+  machine=$(nproc --all)
+  awk -v c="$cpus" -v n="$n" -v s="$scale" -v m="$machine" 'BEGIN { exit !(c * n / s <= m) }' &&
+    return 0
+  most=$(awk -v m="$machine" -v n="$n" -v s="$scale" -v x="$x" 'BEGIN { printf "%.1f", m / n * s * x }')
+  die "the compute-to-link ratio asked, $eps examples/s per host beside a $rate link, needs $cpus CPUs per host ($eps / --examples_per_cpu $x); $n hosts at --scale $scale can have at most $(awk -v m="$machine" -v n="$n" -v s="$scale" 'BEGIN { printf "%.3f", m / n * s }') CPUs each on this machine's $machine: the highest ratio possible is $most examples/s per host beside $rate; --scale $(awk -v c="$cpus" -v n="$n" -v m="$machine" 'BEGIN { f = c * n / m; printf "%d", (f == int(f)) ? f : int(f) + 1 }') or more would give it"
+}
+
 (($# >= 1)) || { usage >&2; exit 2; }
 cmd=$1
 shift
-n=0 rate=none delay="" prefix=fh cpus="" scale=1 period_us=100000 check=0
+n=0 rate=none delay="" prefix=fh cpus="" scale=1 period_us=100000 check=0 host_eps="" per_cpu=""
 if [[ "$cmd" == exec ]]; then
   if (($# < 3)) || [[ "$2" != -- ]]; then die "usage: exec HOST -- COMMAND [ARGS...]"; fi
   exec_host=$1
@@ -72,6 +101,10 @@ while (($#)); do
     --scale=*) scale=${1#*=}; shift ;;
     --cpu_period_us) period_us=${2:-}; shift 2 ;;
     --cpu_period_us=*) period_us=${1#*=}; shift ;;
+    --host_examples_per_sec) host_eps=${2:-}; shift 2 ;;
+    --host_examples_per_sec=*) host_eps=${1#*=}; shift ;;
+    --examples_per_cpu) per_cpu=${2:-}; shift 2 ;;
+    --examples_per_cpu=*) per_cpu=${1#*=}; shift ;;
     --check) check=1; shift ;;
     --) shift; break ;;
     -h|--help) usage; exit 0 ;;
@@ -87,6 +120,7 @@ decimal='^([0-9]+(\.[0-9]*)?|\.[0-9]+)$'
 [[ "$period_us" =~ ^[0-9]+$ ]] && ((period_us >= 1000 && period_us <= 1000000)) ||
   die "--cpu_period_us must be 1000-1000000 (microseconds), got '$period_us'"
 awk -v s="$scale" 'BEGIN { exit !(s >= 1) }' || die "--scale must be a number >= 1, got '$scale'"
+ratio_cpus "$host_eps" "$per_cpu"
 # The CPU share of one host in microseconds per --cpu_period_us, after the scale.
 quota_us=""
 if [[ -n "$cpus" ]]; then

@@ -54,45 +54,60 @@ def fmt(x):
     return "" if x is None else str(x)
 
 
+def wang_series(rows, rate):
+    """{(ps, batch): rows by workers} of one link rate."""
+    series = {}
+    for r in rows:
+        if r["rate"] == rate:
+            series.setdefault((int(r["ps"]), int(r["batch_size"])), []).append(r)
+    return {k: sorted(v, key=lambda r: int(r["workers"])) for k, v in sorted(series.items())}
+
+
 def wang(results_csv, out):
+    """Examples/s against workers, a panel per link rate and a line per (ps, batch), the
+    medians with their spread (min to max over the repeats) as error bars; wang.csv beside."""
     rows = [r for r in csv.DictReader(open(results_csv)) if r["status"] == "ok"]
     table = []
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=False)
-    for ax, rate in zip(axes, ("1gbit", "10gbit")):
-        for n_ps, style in (("1", "o-"), ("2", "s-")):
-            mine = sorted((r for r in rows if r["rate"] == rate and r["ps"] == n_ps),
-                          key=lambda r: int(r["workers"]))
-            if not mine:
-                continue
+    rates = [x for x in ("1gbit", "10gbit") if any(r["rate"] == x for r in rows)] or ["1gbit"]
+    fig, axes = plt.subplots(1, len(rates), figsize=(5 * len(rates), 4), squeeze=False)
+    for ax, rate in zip(axes[0], rates):
+        for (n_ps, batch), mine in wang_series(rows, rate).items():
             base = num(mine[0]["examples_per_sec"]) / int(mine[0]["workers"])
             xs = [int(r["workers"]) for r in mine]
             ys = [num(r["examples_per_sec"]) for r in mine]
-            ax.plot(xs, ys, style, label="%s ps" % n_ps)
-            if n_ps == "1":
-                ax.plot(xs, [base * x for x in xs], "k--", label="ideal linear")
+            low = [y - (num(r.get("examples_per_sec_min")) or y) for y, r in zip(ys, mine)]
+            high = [(num(r.get("examples_per_sec_max")) or y) - y for y, r in zip(ys, mine)]
+            line = ax.errorbar(xs, ys, yerr=[low, high], fmt="o-" if n_ps == 1 else "s-",
+                               capsize=3, label="%d ps, batch %d" % (n_ps, batch))
+            if n_ps == 1:
+                ax.plot(xs, [base * x for x in xs], "--", color=line[0].get_color(), alpha=0.5,
+                        label="ideal linear, batch %d" % batch)
             for r in mine:
-                w = int(r["workers"])
-                ex = num(r["examples_per_sec"])
+                w, ex = int(r["workers"]), num(r["examples_per_sec"])
                 table.append({"rate": rate, "scale": r["scale"], "cpus_at_scale_1": r["cpus"],
-                              "ps": int(n_ps), "workers": w, "batch_size": int(r["batch_size"]),
-                              "examples_per_sec": ex, "speedup": ex / base / 1 if base else None,
+                              "ps": n_ps, "workers": w, "batch_size": batch,
+                              "examples_per_sec": ex,
+                              "examples_per_sec_min": num(r.get("examples_per_sec_min")),
+                              "examples_per_sec_max": num(r.get("examples_per_sec_max")),
+                              "repeats": r.get("repeats_ok"),
+                              "speedup": ex / base if base else None,
                               "efficiency": ex / (base * w) if base else None,
-                              "external_bytes_sent": num(r["external_bytes_sent"])})
-        # The scale of this rate's runs (any ps count; `mine` is the last one's, maybe empty).
+                              "external_bytes_sent": num(r["external_bytes_sent"]),
+                              "commits": r.get("commits", "")})
         scales = sorted({r["scale"] for r in rows if r["rate"] == rate})
         ax.set_title("%s links (emulated at scale 1/%s)" % (rate.replace("gbit", " Gbit/s"),
                                                            ", 1/".join(scales) or "?"))
         ax.set_xlabel("workers")
-        ax.set_ylabel("examples/s (all workers)")
-        ax.legend()
+        ax.set_ylabel("examples/s (all workers; median, min-max)")
+        ax.legend(fontsize=7)
         ax.grid(alpha=0.3)
-    fig.suptitle("cifar10_cnn, sync, batch %s per worker, PS-W-W, a host per task" %
-                 (rows[0]["batch_size"] if rows else "?"))
+    fig.suptitle("cifar10_cnn, sync, PS-W-W, a host per task")
     fig.tight_layout()
     fig.savefig(os.path.join(out, "wang_throughput.svg"))
     write(os.path.join(out, "wang.csv"), table,
           ["rate", "scale", "cpus_at_scale_1", "ps", "workers", "batch_size", "examples_per_sec",
-           "speedup", "efficiency", "external_bytes_sent"])
+           "examples_per_sec_min", "examples_per_sec_max", "repeats", "speedup", "efficiency",
+           "external_bytes_sent", "commits"])
 
 
 def hkust(sweep_dir, out):

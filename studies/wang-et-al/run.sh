@@ -12,25 +12,44 @@
 # the named links. On real nodes (--nodes), the same sweep runs one task per node through
 # scripts/launch_ssh.sh, on whatever links the nodes have.
 #
-# Usage: studies/wang-et-al/run.sh [--out=DIR] [--save] [--steps=30] [--scale=4] [--cpus=0.6]
-#          [--workers=1,2,4,8] [--ps=1,2] [--batch_sizes=100]
+# The study's hardware, emulated: --host_examples_per_sec=E gives every host the compute of
+# the study's machine (E examples/s beside its link: the compute-to-link ratio of a GPU node on
+# 1 Gbit/s) instead of --cpus (bench/sweep.py and scripts/netns_hosts.sh's option of that
+# name); --examples_per_cpu=X is what one CPU of this machine computes for the model and batch,
+# or `measure` (the default): a single-process run of the worker on one thread in an emulated
+# host of 1/--scale CPU, times the scale, recorded in OUT/examples_per_cpu.txt (and reused by
+# a restart into the same OUT, so a resumed sweep keeps its settings). A ratio the machine cannot give at --scale exits 2 naming the
+# highest possible and the scale that would give it.
+#
+# Usage: studies/wang-et-al/run.sh [--out=DIR] [--save] [--steps=50] [--repeats=3] [--scale=4]
+#          [--cpus=0.6 | --host_examples_per_sec=E [--examples_per_cpu=X|measure]]
+#          [--workers=1,2,4,8] [--ps=1,2] [--batch_sizes=100] [--rates=1gbit,10gbit]
 #          [--nodes=n1,n2,... | --nodes_file=F] [--ssh=CMD] [--remote_dir=DIR]
-#   --save   also copy the CSV and the plot into studies/wang-et-al/results/
+#   --save   also copy the CSV and the plot into studies/wang-et-al/results/ (with
+#            --host_examples_per_sec: as wang_ratio*)
 #   --nodes  real machines, host i = the i-th name (ps 0 + chief, ps 1, then the workers)
+# Each run trains --steps steps; its examples/s leave out the first 20 (the steady state), so
+# 50 steps give 30 steady ones. An interrupted run resumes: the same command again reuses
+# every finished run of the same settings (bench/sweep.py), and the CSVs name each run's
+# commit and binaries.
 # Writes OUT/sweep/ (bench/sweep.py's runs, results.csv, index.html), OUT/wang.csv and
 # OUT/wang_throughput.svg. Needs root on emulated hosts; exit code 2 on bad input.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
-out="$ROOT/build/studies/wang-et-al" save=0 steps=30 scale=4 cpus=0.6 workers=1,2,4,8 ps=1,2
-batches=100 where=()
+out="$ROOT/build/studies/wang-et-al" save=0 steps=50 repeats=3 scale=4 cpus=0.6 workers=1,2,4,8
+ps=1,2 batches=100 rates=1gbit,10gbit host_eps="" per_cpu=measure where=()
 die() { echo "wang-et-al: error: $*" >&2; exit 2; }
 for arg in "$@"; do
   case "$arg" in
     --out=*) out="${arg#*=}" ;;
     --save) save=1 ;;
     --steps=*) steps="${arg#*=}" ;;
+    --repeats=*) repeats="${arg#*=}" ;;
+    --rates=*) rates="${arg#*=}" ;;
+    --host_examples_per_sec=*) host_eps="${arg#*=}" ;;
+    --examples_per_cpu=*) per_cpu="${arg#*=}" ;;
     --scale=*) scale="${arg#*=}" ;;
     --cpus=*) cpus="${arg#*=}" ;;
     --workers=*) workers="${arg#*=}" ;;
@@ -41,22 +60,52 @@ for arg in "$@"; do
     *) die "unknown argument '$arg' (see --help)" ;;
   esac
 done
+data=(--dataset=synthetic --synthetic_shape=24,24,3 --synthetic_examples=2000)
+mkdir -p "$out"
 if ((${#where[@]})); then
   links=()  # real nodes: their own links, no CPU shares
+elif [[ -n "$host_eps" ]]; then
+  if [[ "$per_cpu" == measure && -s "$out/examples_per_cpu.txt" ]]; then
+    # Measured by an earlier start into this folder: the same figure, so a resumed sweep
+    # keeps its settings (and reuses its finished runs).
+    per_cpu=$(cat "$out/examples_per_cpu.txt")
+    echo "wang-et-al: one CPU here computes $per_cpu examples/s ($out/examples_per_cpu.txt)"
+  elif [[ "$per_cpu" == measure ]]; then
+    # One CPU of this machine, measured as the hosts will run: the worker alone on one thread
+    # in an emulated host of 1/--scale CPU (the sweep's CPU period), the sweep's first batch
+    # size; X = its examples/s x the scale.
+    "$ROOT/scripts/netns_hosts.sh" down --prefix stx > /dev/null 2>&1 || true
+    "$ROOT/scripts/netns_hosts.sh" up 1 --rate none --cpus 1 --scale "$scale" \
+      --cpu_period_us 10000 --prefix stx > /dev/null || die "cannot make the host to measure one CPU"
+    code=0
+    "$ROOT/scripts/netns_hosts.sh" exec stx-h1 -- "${BIN_DIR:-$ROOT/build/bin}/worker" \
+      --model=cifar10_cnn --batch_size="${batches%%,*}" --train_steps=50 --threads=1 \
+      --log_every=100000 "${data[@]}" --run_dir="$out/examples_per_cpu_run" \
+      > "$out/examples_per_cpu.log" 2>&1 || code=$?
+    "$ROOT/scripts/netns_hosts.sh" down --prefix stx > /dev/null 2>&1 || true
+    ((code == 0)) || die "measuring --examples_per_cpu failed: see $out/examples_per_cpu.log"
+    per_cpu=$(/usr/bin/python3 -c 'import json,sys; print("%.1f" % (float(sys.argv[2]) *
+      json.load(open(sys.argv[1]))["examples_per_sec"]))' "$out/examples_per_cpu_run/summary.json" "$scale")
+    echo "$per_cpu" > "$out/examples_per_cpu.txt"
+    echo "wang-et-al: one CPU here computes $per_cpu examples/s (batch ${batches%%,*}, measured at 1/$scale CPU)"
+  fi
+  links=("--rates=$rates" --host_examples_per_sec="$host_eps" --examples_per_cpu="$per_cpu"
+         --scales="$scale")
 else
-  links=("--rates=1gbit,10gbit" --cpus="$cpus" --scales="$scale")
+  links=("--rates=$rates" --cpus="$cpus" --scales="$scale")
 fi
-mkdir -p "$out"
 echo "wang-et-al: $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
 /usr/bin/python3 "$ROOT/bench/sweep.py" --layouts=ps-w-w --hosts=per_task --workers="$workers" \
   --ps="$ps" --batch_sizes="$batches" --modes=sync --model=cifar10_cnn --steps="$steps" \
-  --eval_every="$steps" \
-  "${links[@]}" "${where[@]}" --extra="--dataset=synthetic --synthetic_shape=24,24,3 --synthetic_examples=2000" \
+  --repeats="$repeats" --eval_every="$steps" "${links[@]}" "${where[@]}" --extra="${data[*]}" \
   --out="$out/sweep" --prefix=stw
 echo "wang-et-al: done $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
 /usr/bin/python3 "$ROOT/studies/tables.py" wang "$out/sweep/results.csv" "$out"
 if ((save)); then
   mkdir -p "$HERE/results"
-  cp "$out/wang.csv" "$out/wang_throughput.svg" "$HERE/results/"
-  cp "$out/sweep/results.csv" "$HERE/results/sweep_results.csv"
+  name=wang
+  [[ -z "$host_eps" ]] || name=wang_ratio
+  cp "$out/wang.csv" "$HERE/results/$name.csv"
+  cp "$out/wang_throughput.svg" "$HERE/results/${name}_throughput.svg"
+  cp "$out/sweep/results.csv" "$HERE/results/${name/wang/sweep}_results.csv"
 fi

@@ -427,7 +427,9 @@ class SweepCommandTest(Test):
         out = self.sweep("--help")
         self.assertEqual(out.returncode, 0, out.stderr)
         text = " ".join(out.stdout.split())
-        for name, default, _, _ in load_sweep_module().OPTIONS:
+        load_sweep_module()  # puts bench/ on the path, as sweep.py runs
+        import sweep_options
+        for name, default, _, _ in sweep_options.OPTIONS:
             self.assertHas(name, text)
             if name != "--out":
                 self.assertHas("(default: %s)" % default, text)
@@ -458,6 +460,57 @@ class SweepCommandTest(Test):
         out = self.sweep("--out=/nonexistent/sw", "--modes=sometimes", "--dry_run")
         self.assertEqual(out.returncode, 2)
         self.assertHas("--modes=sometimes", out.stderr)
+
+
+class SweepProvenanceTest(Test):
+    """bench/sweep_provenance.py: a resumed sweep reuses a run only with the same settings,
+    and names the sources behind every row."""
+
+    def test_reuse_only_with_the_same_settings_and_name_other_sources(self):
+        load_sweep_module()
+        import sweep_provenance as pv
+        flags = ["--model=logreg", "--batch_size=128", "--run_dir=/x/run"]
+        settings = pv.settings_of(flags, {"rate": "1gbit", "share": []})
+        self.assertEqual(settings["flags"], ["--model=logreg", "--batch_size=128"])
+        with tempfile.TemporaryDirectory() as d:
+            self.assertEqual(pv.reusable(d, settings), (True, ""))  # before the records
+            self.assertEqual(pv.source_columns(d)["commit"], "unknown")
+            pv.write_record(d, {"commit": "abc123", "binaries": "b1"}, settings, 0)
+            self.assertEqual(pv.reusable(d, settings), (True, ""))
+            # The same flags with another run folder are the same settings.
+            moved = pv.settings_of(flags[:2] + ["--run_dir=/y/run"],
+                                   {"rate": "1gbit", "share": []})
+            self.assertTrue(pv.reusable(d, moved)[0])
+            other = pv.settings_of(["--model=logreg", "--batch_size=256"],
+                                   {"rate": "1gbit", "share": []})
+            same, why = pv.reusable(d, other)
+            self.assertFalse(same)
+            self.assertHas("ran with other settings", why)
+            self.assertEqual(pv.source_columns(d), {"commit": "abc123", "binaries": "b1",
+                                                    "settings_hash": pv.settings_hash(settings)})
+        runs = [{"status": "ok", "commit": "abc123", "binaries": "b1"},
+                {"status": "ok", "commit": "def456", "binaries": "b2"},
+                {"status": "failed", "commit": "zzz", "binaries": "b9"}]
+        self.assertEqual(pv.distinct(runs[:2], "commit"), "abc123+def456")
+        now = {"commit": "abc123", "binaries": "b1"}
+        warning = pv.mixed_warning(runs, now)
+        self.assertHas("1 source(s) other than this sweep's", warning)
+        self.assertHas("commit def456 binaries b2", warning)
+        self.assertLacks("zzz", warning)  # a failed run contributes no figures
+        self.assertEqual(pv.mixed_warning(runs[:1], now), "")
+
+    def test_summary_has_the_spread_and_the_commits(self):
+        sweep = load_sweep_module()
+        c = {"layout": "ps-w-w", "workers": 1, "ps": 1, "hosts": 2, "batch_size": 128,
+             "mode": "sync", "rate": "none", "skip": None}
+        rows = [dict(c, status="ok", examples_per_sec=v, train_seconds=10.0, commit=k,
+                     binaries="b") for v, k in ((100.0, "a"), (140.0, "a"), (90.0, "b"))]
+        (row,) = sweep.summarize([c], rows)
+        self.assertEqual(row["examples_per_sec"], 100.0)
+        self.assertEqual((row["examples_per_sec_min"], row["examples_per_sec_max"]),
+                         (90.0, 140.0))
+        self.assertEqual(row["commits"], "a+b")
+        self.assertEqual(row["repeats_ok"], 3)
 
 
 class SweepPageTest(Test):

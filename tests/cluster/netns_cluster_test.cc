@@ -386,6 +386,16 @@ TEST(SweepTest, SmallSweepWritesTheCsvAndSplitsBytesByLayout) {
   const auto again = Shell(cmd, 600);
   ASSERT_EQ(again.exit_code, 0) << again.output;
   EXPECT_NE(again.output.find("from an earlier sweep"), std::string::npos) << again.output;
+  // Each run records its sources; the reused runs are this sweep's own, so no warning.
+  EXPECT_TRUE(fs::exists(dir / "runs" / "ps-w-w_w1_ps1_h2_b128_sync_1gbit_logreg_x1_full_e0_sgd_s1_r1" /
+                         "sweep_run.json"));
+  EXPECT_NE(ReadFile(dir / "runs.csv").find(",commit,binaries,settings_hash,"), std::string::npos);
+  EXPECT_EQ(again.output.find("source(s) other than"), std::string::npos) << again.output;
+  // Other settings into the same folder are run again, not reused.
+  const auto other = Shell(absl::StrCat(cmd, " --layouts=ps-w-w --workers=1 --steps=60"), 600);
+  ASSERT_EQ(other.exit_code, 0) << other.output;
+  EXPECT_NE(other.output.find("ran with other settings"), std::string::npos) << other.output;
+  EXPECT_EQ(other.output.find("from an earlier sweep"), std::string::npos) << other.output;
 }
 
 }  // namespace

@@ -1,0 +1,112 @@
+"""What each run of bench/sweep.py was made with, so that a resumed sweep never mixes runs of
+different sources or settings without saying so.
+
+Every run's folder gets sweep_run.json: the repository's commit (`git describe --always
+--dirty`), a short hash of the ps, worker and chief binaries that ran, the run's task flags
+(less its own folder) and the emulated hosts' options, and when it ran. A resumed sweep reuses
+a finished run only when its settings are the same as now; a run of other settings is run
+again. A run of other sources (commit or binaries) is reused, and the CSVs say so: runs.csv
+has each run's commit and binaries, results.csv the distinct ones behind each median, and the
+sweep prints a warning naming them.
+"""
+import hashlib
+import json
+import os
+import subprocess
+import time
+
+RECORD = "sweep_run.json"
+UNKNOWN = "unknown"  # a run from before these records
+
+
+def repo_commit(root):
+    """`git describe --always --dirty` of the repository, or "unknown" outside git."""
+    try:
+        p = subprocess.run(["git", "-C", root, "describe", "--always", "--dirty"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                           timeout=30)
+        return p.stdout.strip() or UNKNOWN
+    except (OSError, subprocess.TimeoutExpired):
+        return UNKNOWN
+
+
+def binaries_hash(bin_dir, names=("ps", "worker", "chief")):
+    """The first 12 hex digits of the SHA-256 of the binaries, in order."""
+    h = hashlib.sha256()
+    for name in names:
+        with open(os.path.join(bin_dir, name), "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()[:12]
+
+
+def settings_of(flags, hosts):
+    """The settings that make a run what it is: its task flags (less --run_dir, which names
+    the run, not what it does) and the emulated hosts' options."""
+    return {"flags": [f for f in flags if not f.startswith("--run_dir=")], "hosts": hosts}
+
+
+def settings_hash(settings):
+    text = json.dumps(settings, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def read_record(run_dir):
+    """The run's sweep_run.json, or None (a run from before these records, or none)."""
+    try:
+        with open(os.path.join(run_dir, RECORD)) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def write_record(run_dir, source, settings, started):
+    record = dict(source, settings=settings, settings_hash=settings_hash(settings),
+                  started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+                  finished=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    tmp = os.path.join(run_dir, RECORD + ".tmp")
+    with open(tmp, "w") as f:
+        json.dump(record, f, indent=1, sort_keys=True)
+    os.replace(tmp, os.path.join(run_dir, RECORD))
+
+
+def reusable(run_dir, settings):
+    """(reuse?, why not): a finished run is reused when it ran with these settings. A run
+    with no record ran before the records existed: it is reused (its commit is "unknown")."""
+    record = read_record(run_dir)
+    if record is None:
+        return True, ""
+    if record.get("settings_hash") != settings_hash(settings):
+        return False, "ran with other settings (%s, now %s)" % (
+            record.get("settings_hash"), settings_hash(settings))
+    return True, ""
+
+
+def source_columns(run_dir):
+    """The runs.csv columns of a run's sources: commit, binaries, settings_hash."""
+    record = read_record(run_dir) or {}
+    return {"commit": record.get("commit", UNKNOWN), "binaries": record.get("binaries", UNKNOWN),
+            "settings_hash": record.get("settings_hash", UNKNOWN)}
+
+
+def distinct(rows, key):
+    """The distinct values of key in rows, joined by '+', in first-seen order."""
+    seen = []
+    for r in rows:
+        v = r.get(key) or UNKNOWN
+        if v not in seen:
+            seen.append(v)
+    return "+".join(seen)
+
+
+def mixed_warning(runs, now):
+    """A line naming the sources of the reused runs that differ from this sweep's, or ""."""
+    other = sorted({(r.get("commit"), r.get("binaries")) for r in runs
+                    if r.get("status") == "ok" and
+                    (r.get("commit"), r.get("binaries")) != (now["commit"], now["binaries"])})
+    if not other:
+        return ""
+    return ("sweep: warning: %d source(s) other than this sweep's (commit %s, binaries %s) "
+            "behind reused runs: %s; results.csv's commits/binaries columns name them per row"
+            % (len(other), now["commit"], now["binaries"],
+               ", ".join("commit %s binaries %s" % o for o in other)))
