@@ -2,9 +2,10 @@
 """The seed studies' tables and plots, from the runs of studies/*/run.sh.
 
   studies/tables.py wang RESULTS_CSV OUT_DIR     # bench/sweep.py's results.csv
-  studies/tables.py hkust SWEEP_DIR OUT_DIR      # a sweep's folder (results.csv and runs/)
-  studies/tables.py cs744 RUNS_DIR OUT_DIR       # the cs744 run folders
+  studies/tables.py hkust SWEEP_DIR OUT_DIR [stn] # a sweep's folder (runs.csv and runs/)
+  studies/tables.py cs744 STUDY_DIR OUT_DIR      # studies/cs744/run.sh's folder
   studies/tables.py touchstone RUNS_DIR OUT_DIR  # the touchstone run folders
+  studies/tables.py lu STUDY_DIR OUT_DIR         # studies/lu-osu/run.sh's folder
 
 Writes OUT_DIR/<study>.csv and SVG plots (Debian's python3-matplotlib), and prints the CSV as
 a markdown table. Exit code 2 on a missing input.
@@ -15,19 +16,11 @@ import json
 import os
 import sys
 
-import importlib.util
-
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-# bench/sweep.py's readers of a run's report.json and summary.json.
-_spec = importlib.util.spec_from_file_location(
-    "sweep", os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench",
-                          "sweep.py"))
-sweep = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(sweep)
 
 
 def num(x):
@@ -110,31 +103,55 @@ def wang(results_csv, out):
            "external_bytes_sent", "commits"])
 
 
-def hkust(sweep_dir, out):
-    """Per run and host: layout, width, dataset, CPU, loopback and external bytes, loss."""
+def hkust_rows(sweep_dir):
+    """Per run and host: model, layout, width, dataset, repeat, CPU, loopback and external
+    bytes, loss; the single-process baseline (the worker alone) as its one host."""
     table = []
     for r in csv.DictReader(open(os.path.join(sweep_dir, "runs.csv"))):
         if r["status"] != "ok":
             continue
-        report = json.load(open(os.path.join(sweep_dir, r["run_dir"], "run", "report.json")))
+        run = os.path.join(sweep_dir, r["run_dir"], "run")
+        base = {"model": r.get("model"), "layout": r["layout"], "ps": int(r["ps"]),
+                "model_width": r["model_width"], "dataset": r["dataset"],
+                "repeat": int(r.get("repeat") or 1),
+                "examples_per_sec": num(r["examples_per_sec"])}
+        if r["layout"] == "single-process":
+            s = json.load(open(os.path.join(run, "summary.json")))
+            table.append(dict(base, final_loss=num(s.get("final_test_loss",
+                                                         s.get("final_train_loss"))),
+                              host="h1", cpu_percent=num(s.get("cpu_percent_mean")),
+                              loopback_bytes_sent=num(s.get("network_loopback_bytes_sent")),
+                              external_bytes_sent=num(s.get("network_external_bytes_sent")),
+                              external_bytes_received=num(
+                                  s.get("network_external_bytes_received"))))
+            continue
+        report = json.load(open(os.path.join(run, "report.json")))
         loss = report.get("final_test_loss", report.get("final_train_loss"))
         for h in report.get("hosts", []):
-            table.append({"layout": r["layout"], "ps": int(r["ps"]), "model_width": r["model_width"],
-                          "dataset": r["dataset"], "examples_per_sec": num(r["examples_per_sec"]),
-                          "final_loss": num(loss), "host": h.get("host"),
-                          "cpu_percent": num(h.get("cpu_percent_mean")),
-                          "loopback_bytes_sent": num(h.get("loopback_bytes_sent")),
-                          "external_bytes_sent": num(h.get("external_bytes_sent")),
-                          "external_bytes_received": num(h.get("external_bytes_received"))})
-    fields = ["layout", "ps", "model_width", "dataset", "examples_per_sec", "final_loss", "host",
-              "cpu_percent", "loopback_bytes_sent", "external_bytes_sent",
+            table.append(dict(base, final_loss=num(loss), host=h.get("host"),
+                              cpu_percent=num(h.get("cpu_percent_mean")),
+                              loopback_bytes_sent=num(h.get("loopback_bytes_sent")),
+                              external_bytes_sent=num(h.get("external_bytes_sent")),
+                              external_bytes_received=num(h.get("external_bytes_received"))))
+    return table
+
+
+def hkust(sweep_dir, out, name="hkust"):
+    """hkust.csv (a row per run and host) and the external bytes per run, the median over the
+    repeats, by layout, one group per model x width x dataset."""
+    table = hkust_rows(sweep_dir)
+    fields = ["model", "layout", "ps", "model_width", "dataset", "repeat", "examples_per_sec",
+              "final_loss", "host", "cpu_percent", "loopback_bytes_sent", "external_bytes_sent",
               "external_bytes_received"]
-    write(os.path.join(out, "hkust.csv"), table, fields)
-    # External bytes per run (all hosts), by layout, one group per width x dataset.
-    runs = {}
+    write(os.path.join(out, name + ".csv"), table, fields)
+    per_run = {}
     for t in table:
-        k = (t["layout"], t["ps"], t["model_width"], t["dataset"])
-        runs[k] = runs.get(k, 0.0) + (t["external_bytes_sent"] or 0.0)
+        k = (t["layout"], t["ps"], t["model"], t["model_width"], t["dataset"], t["repeat"])
+        per_run[k] = per_run.get(k, 0.0) + (t["external_bytes_sent"] or 0.0)
+    runs = {}
+    for k, v in per_run.items():
+        runs.setdefault(k[:5], []).append(v)
+    runs = {k: sorted(v)[len(v) // 2] for k, v in runs.items()}
     settings = sorted({k[2:] for k in runs})
     layouts = sorted({k[:2] for k in runs})
     fig, ax = plt.subplots(figsize=(10, 4))
@@ -144,43 +161,12 @@ def hkust(sweep_dir, out):
         ax.bar(xs, [runs.get(lay + s, 0) / 1e6 for s in settings], width,
                label="%s, %d ps" % lay)
     ax.set_xticks([j + width * (len(layouts) - 1) / 2 for j in range(len(settings))])
-    ax.set_xticklabels(["width %s, %s" % s for s in settings])
+    ax.set_xticklabels(["%s x%s, %s" % s for s in settings], fontsize=7)
     ax.set_ylabel("external bytes sent, all hosts (MB)")
-    ax.set_title("Cross-host traffic by layout (autoencoder, sync, 2 workers)")
-    ax.legend()
+    ax.set_title("Cross-host traffic by layout (sync, 2 workers; median of the repeats)")
+    ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(os.path.join(out, "hkust_external_bytes.svg"))
-
-
-def cs744(runs_dir, out):
-    # A cluster's report.json and a lone worker's summary.json, read as bench/sweep.py reads
-    # its runs (a lone worker writes a report.json too: its summary.json is the row).
-    table = []
-    for file, mode, read in (("report.json", None, sweep.figures),
-                             ("summary.json", "single-process", sweep.single_figures)):
-        for path in sorted(glob.glob(os.path.join(runs_dir, "*", file))):
-            folder = os.path.dirname(path)
-            if file == "report.json" and os.path.exists(os.path.join(folder, "summary.json")):
-                continue
-            name = os.path.basename(folder)
-            r = json.load(open(path))
-            figures = read(r)
-            row = {k: num(v) for k, v in figures.items()}
-            row.update(run=name, mode=mode or r.get("mode") or name.rsplit("-", 1)[-1],
-                       stop_reason=r.get("stop_reason"), global_step=figures["global_step"])
-            table.append(row)
-    fields = ["run", "mode", "stop_reason", "time_to_target_accuracy_seconds", "global_step",
-              "final_test_accuracy", "examples_per_sec", "train_seconds", "cpu_percent_mean",
-              "peak_rss_bytes", "external_bytes_sent"]
-    write(os.path.join(out, "cs744.csv"), table, fields)
-    shown = [t for t in table if t["time_to_target_accuracy_seconds"]]
-    fig, ax = plt.subplots(figsize=(8, 4))
-    ax.barh([t["run"] for t in shown], [t["time_to_target_accuracy_seconds"] for t in shown],
-            color=["tab:orange" if t["mode"] == "async" else "tab:blue" for t in shown])
-    ax.set_xlabel("seconds to the target test accuracy (orange: async, blue: sync)")
-    ax.set_title("CS744: time to accuracy, logreg")
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "cs744_time_to_accuracy.svg"))
+    fig.savefig(os.path.join(out, name + "_external_bytes.svg"))
 
 
 def touchstone(runs_dir, out):
@@ -188,7 +174,9 @@ def touchstone(runs_dir, out):
             "Total bytes sent over network", "Total bytes received over network",
             "final_test_accuracy", "examples_per_sec"]
     table = []
-    for path in sorted(glob.glob(os.path.join(runs_dir, "**", "summary.json"), recursive=True)):
+    paths = (glob.glob(os.path.join(runs_dir, "single", "summary.json")) +
+             glob.glob(os.path.join(runs_dir, "cluster", "*", "summary.json")))
+    for path in sorted(paths):
         s = json.load(open(path))
         row = {"run": os.path.relpath(os.path.dirname(path), runs_dir)}
         row.update({k: s.get(k) for k in keys})
@@ -204,17 +192,55 @@ def touchstone(runs_dir, out):
     fig.suptitle("Touchstone's keys per task: logreg, SGD 0.01, batch 256, 1000 steps")
     fig.tight_layout()
     fig.savefig(os.path.join(out, "touchstone_cpu_memory.svg"))
+    touchstone_models(runs_dir, out)
+
+
+# Touchstone's seven keys, its own names.
+TOUCHSTONE_KEYS = ["Job Execution Time", "Total CPU Usage", "Total CPU usage per core",
+                   "Total Memory used", "Total bytes sent over network",
+                   "Total bytes received over network", "System Information"]
+
+
+def touchstone_models(runs_dir, out):
+    """Touchstone's loop: per model run (OUT/models/<model>/summary.json) a JSON of the seven
+    keys, OUT/models/<model>.json, and one table of them, touchstone_models.csv (the per-core
+    CPU and the system information as JSON text; the model's batch, steps and examples/s
+    beside them)."""
+    table = []
+    for path in sorted(glob.glob(os.path.join(runs_dir, "models", "*", "summary.json"))):
+        model = os.path.basename(os.path.dirname(path))
+        s = json.load(open(path))
+        keys = {k: s.get(k) for k in TOUCHSTONE_KEYS}
+        with open(os.path.join(runs_dir, "models", model + ".json"), "w") as f:
+            json.dump(keys, f, indent=1)
+        row = {"model": model, "batch_size": s.get("batch_size"),
+               "steps": s.get("steps"),
+               "examples_per_sec": s.get("examples_per_sec")}
+        row.update({k: json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v
+                    for k, v in keys.items()})
+        table.append(row)
+    write(os.path.join(out, "touchstone_models.csv"), table,
+          ["model", "batch_size", "steps", "examples_per_sec"] + TOUCHSTONE_KEYS)
 
 
 def main():
-    if len(sys.argv) != 4 or sys.argv[1] not in ("wang", "hkust", "cs744", "touchstone"):
+    if len(sys.argv) not in (4, 5) or sys.argv[1] not in ("wang", "hkust", "cs744",
+                                                            "touchstone", "lu"):
         print(__doc__, file=sys.stderr)
         return 2
-    study, src, out = sys.argv[1:]
+    study, src, out = sys.argv[1:4]
     if not os.path.exists(src):
         print("tables: %s: not found" % src, file=sys.stderr)
         return 2
     os.makedirs(out, exist_ok=True)
+    if study in ("lu", "cs744"):  # these studies' tables are modules of their own
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        module = __import__("tables_" + study)
+        getattr(module, study)(src, out)
+        return 0
+    if study == "hkust" and len(sys.argv) == 5:  # the STN half: hkust_stn.csv
+        hkust(src, out, "hkust_" + sys.argv[4])
+        return 0
     globals()[study](src, out)
     return 0
 

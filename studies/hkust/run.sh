@@ -1,47 +1,72 @@
 #!/usr/bin/env bash
 # The HKUST evaluation, rerun with Fulcrum: the three placements PS-W-W, PW-PW and PW-W of
-# 2 workers and 1-2 ps on 2 hosts (their 2 machines), training the autoencoder
-# (784-256-128-256-784, sigmoid, MSE, Adam 0.001, sync, batch 128 per worker) at two model
-# sizes (--model_width 1 and 2) and two dataset sizes (Fashion-MNIST's 60000 training images,
-# and the first 15000), 300 global steps; per host: CPU, loopback and external bytes in and
-# out, and the loss.
+# 2 workers and 1-2 ps on 2 hosts (their 2 machines), each beside the single-machine
+# baseline (the worker alone, no ps), training both of the study's models, sync, batch 128
+# per worker, Adam 0.001, 300 global steps, at two dataset sizes (Fashion-MNIST's 60000
+# training images, and the first 15000); per host: CPU, loopback and external bytes in and
+# out, and the loss:
+#  - the autoencoder (784-256-128-256-784, sigmoid, MSE) at two model sizes (--model_width 1
+#    and 2), into OUT/sweep/;
+#  - the spatial transformer network, `stn`, and the seed's deeper variant of it, `stn_deep`
+#    (its model size: more conv + pool layers, not width), into OUT/sweep_stn/.
+# Every point --repeats times (3); the CSVs give the median and the spread.
 #
 # On this machine: 2 emulated hosts on 1 Gbit/s links (scripts/netns_hosts.sh). On real nodes
-# (--nodes=n1,n2): the same sweep through scripts/launch_ssh.sh.
+# (--nodes=n1,n2): the same sweeps through scripts/launch_ssh.sh.
 #
-# Usage: studies/hkust/run.sh [--out=DIR] [--save] [--steps=300]
-#          [--nodes=n1,n2 | --nodes_file=F] [--ssh=CMD] [--remote_dir=DIR]
-#   --save   also copy the CSV and the plot into studies/hkust/results/
-# Writes OUT/sweep/ (bench/sweep.py), OUT/hkust.csv (a row per run and host) and
-# OUT/hkust_external_bytes.svg. Needs root on emulated hosts; exit code 2 on bad input.
+# Usage: studies/hkust/run.sh [--out=DIR] [--save] [--steps=300] [--repeats=3]
+#          [--parts=autoencoder,stn] [--nodes=n1,n2 | --nodes_file=F] [--ssh=CMD]
+#          [--remote_dir=DIR]
+#   --save   also copy the CSVs and the plots into studies/hkust/results/
+# One command; bench/sweep.py reuses every finished run of the same settings when the same
+# command runs again (a progress line per run with the time left; runs.csv names each run's
+# commit and binaries). Writes OUT/sweep*/ (bench/sweep.py), OUT/hkust*.csv (a row per run and
+# host) and OUT/hkust*_external_bytes.svg. Needs root on emulated hosts; exit code 2 on bad
+# input.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
-out="$ROOT/build/studies/hkust" save=0 steps=300 where=()
+out="$ROOT/build/studies/hkust" save=0 steps=300 repeats=3 parts=autoencoder,stn where=()
 die() { echo "hkust: error: $*" >&2; exit 2; }
 for arg in "$@"; do
   case "$arg" in
     --out=*) out="${arg#*=}" ;;
     --save) save=1 ;;
     --steps=*) steps="${arg#*=}" ;;
+    --repeats=*) repeats="${arg#*=}" ;;
+    --parts=*) parts="${arg#*=}" ;;
     --nodes=*|--nodes_file=*|--ssh=*|--remote_dir=*) where+=("$arg") ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument '$arg' (see --help)" ;;
   esac
 done
+[[ "$parts" =~ ^(autoencoder|stn)(,(autoencoder|stn))*$ ]] || die "--parts=$parts: autoencoder and/or stn"
 links=("--rates=1gbit")
 ((${#where[@]})) && links=()
 mkdir -p "$out"
+common=(--layouts=ps-w-w,pw-pw,pw-w --workers=2 --ps=1,2 --batch_sizes=128 --modes=sync
+        --datasets=full,subset15000 --optimizers=adam --steps="$steps" --repeats="$repeats"
+        --single_baseline "${links[@]}" "${where[@]}" --extra=--learning_rate=0.001)
 echo "hkust: $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
-/usr/bin/python3 "$ROOT/bench/sweep.py" --layouts=ps-w-w,pw-pw,pw-w --workers=2 --ps=1,2 \
-  --batch_sizes=128 --modes=sync --model=autoencoder --widths=1,2 --datasets=full,subset15000 \
-  --optimizers=adam --steps="$steps" "${links[@]}" "${where[@]}" \
-  --extra="--learning_rate=0.001" --out="$out/sweep" --prefix=sth
+if [[ ",$parts," == *,autoencoder,* ]]; then
+  /usr/bin/python3 "$ROOT/bench/sweep.py" "${common[@]}" --model=autoencoder --widths=1,2 \
+    --out="$out/sweep" --prefix=sth
+  /usr/bin/python3 "$ROOT/studies/tables.py" hkust "$out/sweep" "$out"
+fi
+if [[ ",$parts," == *,stn,* ]]; then
+  /usr/bin/python3 "$ROOT/bench/sweep.py" "${common[@]}" --models=stn,stn_deep --widths=1 \
+    --out="$out/sweep_stn" --prefix=sts
+  /usr/bin/python3 "$ROOT/studies/tables.py" hkust "$out/sweep_stn" "$out" stn
+fi
 echo "hkust: done $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
-/usr/bin/python3 "$ROOT/studies/tables.py" hkust "$out/sweep" "$out"
 if ((save)); then
   mkdir -p "$HERE/results"
-  cp "$out/hkust.csv" "$out/hkust_external_bytes.svg" "$HERE/results/"
-  cp "$out/sweep/results.csv" "$HERE/results/sweep_results.csv"
+  for f in hkust.csv hkust_external_bytes.svg hkust_stn.csv hkust_stn_external_bytes.svg; do
+    if [[ -f "$out/$f" ]]; then cp "$out/$f" "$HERE/results/"; fi
+  done
+  if [[ -f "$out/sweep/results.csv" ]]; then cp "$out/sweep/results.csv" "$HERE/results/sweep_results.csv"; fi
+  if [[ -f "$out/sweep_stn/results.csv" ]]; then
+    cp "$out/sweep_stn/results.csv" "$HERE/results/sweep_stn_results.csv"
+  fi
 fi

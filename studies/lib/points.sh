@@ -1,0 +1,102 @@
+# studies/lib/points.sh: the points of a study's run.sh, resumable (sourced, not run).
+#
+#   source "$ROOT/studies/lib/points.sh"
+#   points_begin OUT TOTAL STUDY      # OUT/points/ keeps one record per finished point
+#   point NAME ESTIMATE_S -- COMMAND [ARGS...]
+#   points_end
+#
+# `point` runs COMMAND unless OUT/points/NAME.json records that it finished with the same
+# command (its settings) before: then it is reused and says so, with the commit it ran
+# from. A point recorded with another command is run again. Each point prints a progress line
+# "[i/N] NAME: ok in S s, about M min left" (the time left from this start's own points, or
+# from the estimates until one has run). Every record names the commit (`git describe
+# --always --dirty`) and a hash of the binaries, so that results gathered across restarts
+# never mix sources silently: points_end prints a warning naming any other source, and
+# points_sources prints "NAME commit binaries" lines for a study's CSV.
+# COMMAND's output goes to OUT/points/NAME.log; a failed point stops the study (exit 1),
+# naming its log; the finished ones stay recorded.
+
+_pt_out="" _pt_total=0 _pt_study="" _pt_done=0 _pt_fresh=0 _pt_fresh_s=0 _pt_est_left=0
+_pt_commit="" _pt_binaries=""
+
+points_begin() {
+  _pt_out=$1/points _pt_total=$2 _pt_study=$3 _pt_done=0 _pt_fresh=0 _pt_fresh_s=0
+  _pt_est_left=0
+  mkdir -p "$_pt_out"
+  local root bins
+  root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+  bins=${BIN_DIR:-$root/build/bin}
+  _pt_commit=$(git -C "$root" describe --always --dirty 2> /dev/null || echo unknown)
+  _pt_binaries=$(cat "$bins/ps" "$bins/worker" "$bins/chief" 2> /dev/null | sha256sum | cut -c1-12)
+  echo "$_pt_study: $(date -u +%FT%TZ), commit $_pt_commit, binaries $_pt_binaries," \
+    "load $(cut -d' ' -f1-3 /proc/loadavg), $_pt_total point(s)"
+}
+
+# The settings of a point: its command line, one word per line, hashed.
+_pt_hash() { printf '%s\n' "$@" | sha256sum | cut -c1-12; }
+
+_pt_left() {  # the time left after this point, in words
+  local left=$((_pt_total - _pt_done))
+  ((left > 0)) || { echo "none left"; return; }
+  if ((_pt_fresh > 0)); then
+    echo "$left left, about $(((_pt_fresh_s * left / _pt_fresh + 59) / 60)) min"
+  else
+    echo "$left left, about $(((_pt_est_left + 59) / 60)) min (estimated)"
+  fi
+}
+
+point() {
+  local name=$1 est=$2 hash record begun code=0 seconds
+  shift 2
+  [[ "${1:-}" == -- ]] && shift
+  hash=$(_pt_hash "$@")
+  record="$_pt_out/$name.json"
+  _pt_done=$((_pt_done + 1))
+  if [[ -f "$record" ]] && grep -q "\"settings\": \"$hash\"" "$record"; then
+    _pt_est_left=$((_pt_est_left > est ? _pt_est_left - est : 0))
+    echo "$_pt_study: [$_pt_done/$_pt_total] $name: from an earlier start (commit" \
+      "$(sed -n 's/.*"commit": "\([^"]*\)".*/\1/p' "$record")), $(_pt_left)"
+    return 0
+  fi
+  [[ -f "$record" ]] && echo "$_pt_study: $name ran before with other settings: running it again"
+  rm -f "$record"
+  begun=$(date +%s)
+  "$@" > "$_pt_out/$name.log" 2>&1 || code=$?
+  seconds=$(($(date +%s) - begun))
+  if ((code != 0)); then
+    echo "$_pt_study: [$_pt_done/$_pt_total] $name: failed (exit $code) in $seconds s:" \
+      "see $_pt_out/$name.log" >&2
+    exit 1
+  fi
+  printf '{"name": "%s", "commit": "%s", "binaries": "%s", "settings": "%s", "seconds": %d, "finished": "%s"}\n' \
+    "$name" "$_pt_commit" "$_pt_binaries" "$hash" "$seconds" "$(date -u +%FT%TZ)" > "$record.tmp"
+  mv "$record.tmp" "$record"
+  _pt_fresh=$((_pt_fresh + 1)) _pt_fresh_s=$((_pt_fresh_s + seconds))
+  _pt_est_left=$((_pt_est_left > est ? _pt_est_left - est : 0))
+  echo "$_pt_study: [$_pt_done/$_pt_total] $name: ok in $seconds s, $(_pt_left)"
+}
+
+# Before the first point: the estimate of the whole study (the sum of the points' estimates).
+points_estimate() { _pt_est_left=$1; echo "$_pt_study: about $((($1 + 59) / 60)) min if nothing is reused"; }
+
+# "NAME COMMIT BINARIES" of every recorded point, for a study's CSV.
+points_sources() {
+  local f
+  for f in "$_pt_out"/*.json; do
+    [[ -f "$f" ]] || continue
+    sed -n 's/.*"name": "\([^"]*\)", "commit": "\([^"]*\)", "binaries": "\([^"]*\)".*/\1 \2 \3/p' "$f"
+  done
+}
+
+points_end() {
+  local other
+  other=$(points_sources | awk -v c="$_pt_commit" -v b="$_pt_binaries" '$2 != c || $3 != b' |
+    awk '{print $2 "/" $3}' | sort -u | tr '\n' ' ')
+  [[ -z "$other" ]] ||
+    echo "$_pt_study: warning: points from other sources than this start's ($_pt_commit/$_pt_binaries): $other(see OUT/points/*.json)"
+  echo "$_pt_study: done $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
+}
+
+# fresh DIR COMMAND...: runs COMMAND after removing DIR (a run folder a rerun point must not
+# resume from: a worker resumes from a checkpoint it finds there).
+fresh() { rm -rf "$1"; shift; "$@"; }

@@ -1,0 +1,216 @@
+#!/usr/bin/python3
+"""The studies' machinery on real files and real processes: studies/lib/points.sh (resume,
+settings, failures, other sources), the tables of the Lu/OSU and CS744 studies from files
+shaped as grpc_bench and the chief write them, and every study's bad input (exit 2, named)."""
+import csv
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+STUDIES = os.path.join(ROOT, "studies")
+sys.path.insert(0, STUDIES)
+
+
+def sh(script, env=None, timeout=60):
+    return subprocess.run(["bash", "-c", script], capture_output=True, text=True,
+                          timeout=timeout, env=dict(os.environ, **(env or {})))
+
+
+class PointsTest(unittest.TestCase):
+    """A study's points: finished ones are reused, changed ones rerun, a failure stops the
+    study naming its log and keeps what finished, points of another source are named."""
+
+    def study(self, out, arg="one", fail=False):
+        return sh("""set -euo pipefail
+source %s/lib/points.sh
+points_begin %s 3 demo
+points_estimate 30
+point a 10 -- bash -c 'echo a >> %s/ran'
+point b 10 -- fresh %s/b bash -c 'mkdir -p %s/b; echo b >> %s/ran'
+point c 10 -- %s %s
+points_end
+""" % (STUDIES, out, out, out, out, out, "false" if fail else "echo", arg))
+
+    def test_resume_settings_failure_and_sources(self):
+        with tempfile.TemporaryDirectory() as out:
+            first = self.study(out)
+            self.assertEqual(first.returncode, 0, first.stderr)
+            self.assertIn("[3/3] c: ok in", first.stdout)
+            self.assertIn("3 point(s)", first.stdout)
+            with open(os.path.join(out, "ran")) as f:
+                self.assertEqual(f.read().split(), ["a", "b"])
+            # The same command again: nothing reruns.
+            again = self.study(out)
+            self.assertEqual(again.returncode, 0, again.stderr)
+            self.assertEqual(again.stdout.count("from an earlier start"), 3)
+            with open(os.path.join(out, "ran")) as f:
+                self.assertEqual(f.read().split(), ["a", "b"])
+            # Another setting of c: c reruns, a and b do not.
+            other = self.study(out, arg="two")
+            self.assertIn("c ran before with other settings: running it again", other.stdout)
+            self.assertEqual(other.stdout.count("from an earlier start"), 2)
+            # A failing point: exit 1, its log named; the finished records stay.
+            failed = self.study(out, fail=True)
+            self.assertEqual(failed.returncode, 1)
+            self.assertIn("c: failed (exit 1)", failed.stderr)
+            self.assertIn(os.path.join(out, "points", "c.log"), failed.stderr)
+            self.assertTrue(os.path.exists(os.path.join(out, "points", "a.json")))
+            self.assertFalse(os.path.exists(os.path.join(out, "points", "c.json")))
+            # A record from another commit is reused, and the end says so.
+            record = os.path.join(out, "points", "a.json")
+            with open(record) as f:
+                text = f.read()
+            with open(record, "w") as f:
+                f.write(text.replace(json.loads(text)["commit"], "0ther"))
+            mixed = self.study(out)
+            self.assertEqual(mixed.returncode, 0, mixed.stderr)
+            self.assertIn("a: from an earlier start (commit 0ther)", mixed.stdout)
+            self.assertIn("warning: points from other sources", mixed.stdout)
+            self.assertIn("0ther/", mixed.stdout)
+
+
+def grpc_row(benchmark, mode, payload, size, **more):
+    row = {"benchmark": benchmark, "mode": mode, "payload": payload, "message_bytes": size,
+           "buffers": 1, "window": 0, "servers": 1, "clients": 1, "p50_us": 10.0,
+           "p95_us": 12.0, "p99_us": 20.0, "mb_per_s": 100.0, "calls_per_s": 1000.0,
+           "rounds": 3, "ratios": {}}
+    row.update(more)
+    return row
+
+
+class LuTablesTest(unittest.TestCase):
+    def test_grpc_rows_and_payload_buckets(self):
+        import tables_lu
+        with tempfile.TemporaryDirectory() as d:
+            for link in ("lo", "10gbit", "1gbit"):
+                rows = [grpc_row("latency", "tcp", "32 B", 32),
+                        grpc_row("latency", "serialized", "32 B", 32,
+                                 ratios={"time_vs_tcp": {"median": 2.0, "min": 1.5, "max": 3.0}}),
+                        grpc_row("ps_throughput", "bytebuffer", "skew", 4096, servers=2,
+                                 clients=2)]
+                with open(os.path.join(d, "grpc_%s.json" % link), "w") as f:
+                    json.dump({"meta": {"date": "2026-11-29T00:00:00Z"}, "rows": rows}, f)
+            worker = os.path.join(d, "payload", "logreg", "worker-0")
+            os.makedirs(worker)
+            upper = [64.0 * 2 ** i for i in range(21)] + [None]
+            sent = [0] * 22
+            sent[9] = 5  # 16-32 KiB
+            with open(os.path.join(worker, "summary.json"), "w") as f:
+                json.dump({"rpc_traffic": [
+                    {"peer": "ps-0", "sent_size_histogram": {"upper": upper, "counts": sent},
+                     "received_size_histogram": {"upper": upper, "counts": sent}},
+                    {"peer": "chief-0", "sent_size_histogram": {"upper": upper, "counts": [9] * 22},
+                     "received_size_histogram": {"upper": upper, "counts": [9] * 22}}]}, f)
+            with open(os.path.join(d, "payload", "logreg", "report.json"), "w") as f:
+                json.dump({"placement_table": [{"bytes": 31360}, {"bytes": 40}]}, f)
+            tables_lu.lu(d, d)
+            with open(os.path.join(d, "lu_grpc.csv")) as f:
+                grpc = list(csv.DictReader(f))
+            with open(os.path.join(d, "lu_payload.csv")) as f:
+                payload = list(csv.DictReader(f))
+            self.assertTrue(os.path.exists(os.path.join(d, "lu_grpc.svg")))
+            self.assertTrue(os.path.exists(os.path.join(d, "lu_payload.svg")))
+        self.assertEqual([r["link"] for r in grpc][::3], ["lo", "1gbit", "10gbit"])
+        serialized = [r for r in grpc if r["mode"] == "serialized"][0]
+        self.assertEqual((serialized["vs_tcp_median"], serialized["vs_tcp_min"]), ("2.0", "1.5"))
+        # Only RPCs to ps tasks count (the chief's heartbeats do not); the variables beside.
+        self.assertEqual([(r["bucket"], r["requests_sent"], r["variables"]) for r in payload],
+                         [("0 B-64 B", "0", "1"), ("16 KiB-32 KiB", "5", "1")])
+
+
+def cs744_report(seconds, rss):
+    return {"time_to_target_accuracy_seconds": seconds, "global_step": 1000,
+            "final_test_accuracy": 0.8, "workers_examples_per_sec": 1000.0,
+            "train_seconds": seconds, "cluster": {"cpu_percent_mean": 150.0,
+                                                  "peak_rss_bytes": 2 * rss},
+            "tasks": [{"task": "ps-0", "job_execution_seconds": 10.0, "cpu_percent_max": 90.0},
+                      {"task": "worker-1", "job_execution_seconds": 10.0,
+                       "cpu_percent_max": 120.0}],
+            "hosts": [{"host": "h1", "tasks": ["ps-0"], "cpu_percent_mean": 50.0,
+                       "peak_rss_bytes": rss, "external_bytes_received": 20e6,
+                       "external_bytes_sent": 10e6,
+                       "interfaces": [{"loopback": True, "rx_packets": 999, "tx_packets": 999},
+                                      {"loopback": False, "rx_packets": 100,
+                                       "tx_packets": 50}]},
+                      {"host": "h2", "tasks": ["worker-1"], "cpu_percent_mean": 70.0,
+                       "peak_rss_bytes": rss, "external_bytes_received": 10e6,
+                       "external_bytes_sent": 20e6,
+                       "interfaces": [{"loopback": False, "rx_packets": 300,
+                                       "tx_packets": 150}]}]}
+
+
+class Cs744TablesTest(unittest.TestCase):
+    def test_repeats_become_median_and_spread_with_per_node_figures(self):
+        import tables_cs744
+        with tempfile.TemporaryDirectory() as d:
+            for r, seconds in ((1, 2.0), (2, 4.0), (3, 3.0)):
+                run = os.path.join(d, "runs", "t34_cluster_async_tta_r%d" % r)
+                os.makedirs(run)
+                with open(os.path.join(run, "report.json"), "w") as f:
+                    json.dump(cs744_report(seconds, 100e6), f)
+            run = os.path.join(d, "runs", "f610_cluster2_sync_b64_r1")
+            os.makedirs(run)
+            with open(os.path.join(run, "report.json"), "w") as f:
+                json.dump(cs744_report(5.0, 50e6), f)
+            os.makedirs(os.path.join(d, "runs", "t34_cluster_sync_tta_r1"))  # no report: none
+            tables_cs744.cs744(d, d)
+            with open(os.path.join(d, "cs744_tables34.csv")) as f:
+                t34 = list(csv.DictReader(f))
+            with open(os.path.join(d, "cs744_figs6_10.csv")) as f:
+                f610 = list(csv.DictReader(f))
+        self.assertEqual(len(t34), 1)
+        row = t34[0]
+        self.assertEqual((row["setup"], row["mode"], row["run"], row["repeats"]),
+                         ("cluster", "async", "tta", "3"))
+        self.assertEqual((row["time_to_target_accuracy_seconds"],
+                          row["time_to_target_accuracy_seconds_min"],
+                          row["time_to_target_accuracy_seconds_max"]), ("3.0", "2.0", "4.0"))
+        self.assertEqual(float(row["node_cpu_percent"]), 60.0)
+        self.assertEqual(float(row["node_peak_rss_mb"]), 100.0)
+        self.assertEqual(float(row["node_rx_mb_per_s"]), 1.5)  # (2 + 1) MB/s over 2 hosts
+        self.assertEqual(float(row["node_rx_packets_per_s"]), 20.0)  # external only
+        self.assertEqual(float(row["max_cpu_percent_of_a_task"]), 120.0)
+        self.assertEqual((f610[0]["setup"], f610[0]["batch_size"]), ("cluster2", "64"))
+
+
+class BadInputTest(unittest.TestCase):
+    """Every study's bad input exits 2 naming it, before anything runs."""
+
+    def test_each_study_names_its_bad_input(self):
+        cases = [("lu-osu/run.sh --links=2gb", "--links: '2gb'"),
+                 ("lu-osu/run.sh --models=nosuch", "unknown model 'nosuch'"),
+                 ("cs744/run.sh --parts=figs", "unknown part 'figs'"),
+                 ("cs744/run.sh --repeats=0", "--repeats=0"),
+                 ("cs744/run.sh --batch_sizes=64,x", "--batch_sizes=64,x"),
+                 ("touchstone/run.sh --models=nosuch", "unknown model 'nosuch'"),
+                 ("wang-et-al/in_graph.sh --steps=20", "leaves out the first 20"),
+                 ("hkust/run.sh --parts=vgg", "--parts=vgg"),
+                 ("wang-et-al/run.sh --flag", "unknown argument '--flag'")]
+        for args, text in cases:
+            with tempfile.TemporaryDirectory() as out:
+                r = sh("%s/%s --out=%s" % (STUDIES, args, out))
+                self.assertEqual(r.returncode, 2, (args, r.stdout, r.stderr))
+                self.assertIn(text, r.stderr, args)
+                self.assertFalse(os.path.exists(os.path.join(out, "points")), args)
+
+    def test_an_unreachable_ratio_names_the_highest_possible(self):
+        r = sh("%s/scripts/netns_hosts.sh up 10 --rate 1gbit --host_examples_per_sec 427 "
+               "--examples_per_cpu 400 --check" % ROOT)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("427 examples/s per host beside a 1gbit link", r.stderr)
+        cores = os.cpu_count()
+        self.assertIn("the highest ratio possible is %.1f examples/s" % (cores / 10 * 400),
+                      r.stderr)
+        scale = math.ceil(10 * 427 / 400 / cores) + 1
+        ok = sh("%s/scripts/netns_hosts.sh up 10 --rate 1gbit --host_examples_per_sec 427 "
+                "--examples_per_cpu 400 --scale %d --check" % (ROOT, scale))
+        self.assertEqual(ok.returncode, 0, ok.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
