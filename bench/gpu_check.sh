@@ -19,6 +19,12 @@
 #   6. (accuracy) mnist_cnn on Fashion-MNIST (the bundle's copy), 3 epochs, single mode and
 #      a 1 ps + 2 workers sync cluster with the same global batch (bench/accuracy_mnist_cnn.sh's
 #      settings).
+#   7. (studies) the seed studies' GPU runs (issue 31): Touchstone's CPU-vs-GPU logistic
+#      regression (SGD 0.01, batch 256, 1000 steps, the worker alone on --device=cpu and on
+#      gpu:0, Touchstone's keys of each into studies_touchstone_{cpu,gpu}.json) and Wang et
+#      al.'s batch sweep on one GPU (cifar10_cnn, synthetic 24x24x3, batch 100/200/400, 120
+#      steps: the single-GPU examples/s that studies/wang-et-al/run.sh
+#      --host_examples_per_sec takes as the study's hardware), as a table in gpu_results.md.
 # Each step has its own deadline and a failure does not stop the next. Writes gpu_check.log,
 # ops_bench_gpu.json, gpu_results.md and the diag section's summary into --out.
 #
@@ -27,18 +33,18 @@
 #
 # Usage: bench/gpu_check.sh [--quick] [--bundle=gpu_bundle/bundle.tar.xz] [--out=DIR] [--steps=N]
 #                           [--models=cifar10_cnn,alexnet,...]
-#                           [--sections=tests,bench,step,copies,diag,cluster,accuracy]
+#                           [--sections=tests,bench,step,copies,diag,cluster,accuracy,studies]
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bundle="${ROOT}/gpu_bundle/bundle.tar.xz" out="${OUT:-${ROOT}/build/gpu_check}" steps=120
-models=cifar10_cnn,alexnet,mnist_cnn,vgg16 sections=tests,bench,step,copies,diag,cluster,accuracy
+models=cifar10_cnn,alexnet,mnist_cnn,vgg16 sections=tests,bench,step,copies,diag,cluster,accuracy,studies
 epochs=3
 quick=0
 BENCH_NAME=gpu_check
 source "${ROOT}/bench/lib/options.sh"
 parse_options "bundle out steps models sections quick!" "$@"
-if ((quick)); then steps=40 epochs=1 sections=tests,step,copies,cluster,accuracy; fi
+if ((quick)); then steps=40 epochs=1 sections=tests,step,copies,cluster,accuracy,studies; fi
 [[ -f "$bundle" ]] || die "$bundle is missing (make it with bench/gpu_bundle.sh)"
 [[ "$steps" =~ ^[0-9]+$ && "$steps" -ge 40 ]] || die "--steps=$steps: a whole number, at least 40"
 mkdir -p "$out"
@@ -199,5 +205,37 @@ if want accuracy; then
   echo "cluster rc=$? wall $(python3 -c "import time; print(round(time.time() - $start, 1))") s"
   echo "1 ps + 2 workers sync, batch 2 x 50: test accuracy $(report_field "$fb/acc-cluster/report.json" final_test_accuracy)"
   tail -3 "$fb/acc-cluster.log"
+fi
+if want studies; then
+  echo "== 7. the studies' GPU runs: Touchstone CPU vs GPU, Wang et al.'s batch sweep on one GPU"
+  { echo; echo "| run | device | batch | examples/s | Job Execution Time (s) | Total CPU Usage (%) |"
+    echo "| --- | --- | --- | --- | --- | --- |"; } >>"$results"
+  for dev in cpu gpu:0; do
+    fulcrum_env timeout 120 "$fb/bin/worker" --device="$dev" --model=logreg --optimizer=sgd \
+      --learning_rate=0.01 --batch_size=256 --train_steps=1000 --data_dir="$(dirname "$bundle")/fashion-mnist" \
+      --log_every=100000 --run_dir="$fb/touchstone-${dev%%:*}" >/dev/null 2>&1
+    echo "touchstone logreg --device=$dev rc=$?"
+    python3 - "$fb/touchstone-${dev%%:*}/summary.json" "$out/studies_touchstone_${dev%%:*}.json" \
+      "Touchstone logreg" "$dev" >>"$results" <<'PY'
+import json, sys
+src, dst, run, dev = sys.argv[1:5]
+keys = ["Job Execution Time", "Total CPU Usage", "Total CPU usage per core", "Total Memory used",
+        "Total bytes sent over network", "Total bytes received over network", "System Information"]
+try:
+    s = json.load(open(src))
+except OSError:
+    print(f"| {run} | {dev} | 256 | (no summary) | | |"); sys.exit()
+json.dump({k: s.get(k) for k in keys}, open(dst, "w"), indent=1)
+print(f"| {run} | {dev} | 256 | {s.get('examples_per_sec', 0):.0f} | {s.get('Job Execution Time', 0):.2f} | {s.get('Total CPU Usage', 0):.0f} |")
+PY
+  done
+  for b in 100 200 400; do
+    fulcrum_env timeout 120 "$fb/bin/worker" --device=gpu:0 --model=cifar10_cnn --dataset=synthetic \
+      --synthetic_shape=24,24,3 --synthetic_examples=2000 --batch_size="$b" --train_steps=120 \
+      --noeval --log_every=100000 --run_dir="$fb/wang-b$b" >/dev/null 2>&1
+    echo "wang cifar10_cnn gpu:0 batch $b rc=$?"
+    echo "| Wang cifar10_cnn | gpu:0 | $b | $(report_field "$fb/wang-b$b/summary.json" examples_per_sec) | $(report_field "$fb/wang-b$b/summary.json" 'Job Execution Time') | |" >>"$results"
+  done
+  tail -n 8 "$results"
 fi
 echo "== done $(date -u +%FT%TZ)"
