@@ -47,12 +47,13 @@ class ModelRegistry {
 };
 
 // Registers logreg, mlp and autoencoder, the convolutional models (cnn_zoo.cc: mnist_cnn,
-// cifar10_cnn, alexnet, vgg16) and stn (stn.cc).
+// cifar10_cnn, alexnet, vgg16) and stn, stn_deep (stn.cc).
 absl::Status RegisterBuiltinModels(ModelRegistry* registry);
 
 // A fresh built-in model `name` for `config`, computing on `pool` (not owned; may be null).
 // What the worker and the chief both build: InvalidArgument as ModelRegistry::Create.
-// The convolutional models, and the spatial transformer (registered by RegisterBuiltinModels).
+// The convolutional models, and the spatial transformers stn and stn_deep (registered by
+// RegisterBuiltinModels).
 absl::Status RegisterCnnModels(ModelRegistry* registry);
 absl::Status RegisterStn(ModelRegistry* registry);
 

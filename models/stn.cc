@@ -1,5 +1,5 @@
 // models: the spatial transformer layer and the `stn` model (Jaderberg et al. 2015, its MNIST
-// experiments; the HKUST study's STN workload).
+// experiments; the HKUST study's STN workload), and `stn_deep`, the study's deeper STN.
 #include "models/stn.h"
 
 #include <algorithm>
@@ -312,21 +312,30 @@ absl::StatusOr<std::vector<std::unique_ptr<Layer>>> Localisation(const std::stri
 // Spatial transformer -> conv5x5x32-pool2-conv5x5x64-pool2-fc1024-fc(classes): the ST-CNN of
 // Jaderberg et al. (localisation net before a classification CNN) with TensorFlow's MNIST
 // layers-tutorial CNN (mnist_cnn, without its dropout) as the classifier.
-absl::StatusOr<std::unique_ptr<Model>> Stn(const ModelConfig& c) {
-  FULCRUM_ASSIGN_OR_RETURN(ImageShape input, InputImage("stn", c));
-  if (input.height < 4 || input.width < 4) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model 'stn' needs images of at least 4x4 (two 2x2 pools), got ", input.ToString()));
+// `deep` (model `stn_deep`, the HKUST study's "model size" by depth): the classifier after the
+// transformer gets one more conv(+ReLU)+maxpool block, conv5x5x128-pool2, between pool2 and
+// dense1, as a deeper STN adds its extra conv + pool layers in the common TF STN examples; the
+// localisation net stays as in `stn`. On 28x28 images the third VALID pool leaves 3x3x128 for
+// dense1 (stn: 7x7x64), so stn_deep computes more per example and has fewer parameters.
+absl::StatusOr<std::unique_ptr<Model>> BuildStn(const ModelConfig& c, bool deep) {
+  const std::string model = deep ? "stn_deep" : "stn";
+  FULCRUM_ASSIGN_OR_RETURN(ImageShape input, InputImage(model, c));
+  const int64_t min_side = deep ? 8 : 4;
+  if (input.height < min_side || input.width < min_side) {
+    return absl::InvalidArgumentError(absl::StrCat("model '", model, "' needs images of at least ",
+                                                   min_side, "x", min_side, " (", deep ? 3 : 2,
+                                                   " 2x2 pools), got ", input.ToString()));
   }
   const double w = c.width;
   FULCRUM_ASSIGN_OR_RETURN(auto loc, Localisation("st", input, w));
-  return NetBuilder("stn", input)
-      .Add(MakeSpatialTransformer("st", input, std::move(loc), input), input)
+  NetBuilder b(model, input);
+  b.Add(MakeSpatialTransformer("st", input, std::move(loc), input), input)
       .Conv("conv1", Conv(5, ScaledWidth(32, w)))
       .MaxPool("pool1", Pool2())
       .Conv("conv2", Conv(5, ScaledWidth(64, w)))
-      .MaxPool("pool2", Pool2())
-      .Dense("dense1", ScaledWidth(1024, w), Relu())
+      .MaxPool("pool2", Pool2());
+  if (deep) b.Conv("conv3", Conv(5, ScaledWidth(128, w))).MaxPool("pool3", Pool2());
+  return b.Dense("dense1", ScaledWidth(1024, w), Relu())
       .Dense("logits", c.num_classes, DenseOptions{})
       .Build(LossKind::kSoftmaxCrossEntropy);
 }
@@ -334,11 +343,17 @@ absl::StatusOr<std::unique_ptr<Model>> Stn(const ModelConfig& c) {
 }  // namespace
 
 absl::Status RegisterStn(ModelRegistry* registry) {
-  return registry->Register(
+  FULCRUM_RETURN_IF_ERROR(registry->Register(
       "stn",
       "spatial transformer (loc conv7x7x8-pool-conv5x5x10-pool-fc32-fc6, identity start; affine "
       "grid, bilinear sampler) -> conv5x5x32-pool-conv5x5x64-pool-fc1024-fc (Jaderberg et al.)",
-      Stn);
+      [](const ModelConfig& c) { return BuildStn(c, /*deep=*/false); }));
+  return registry->Register(
+      "stn_deep",
+      "stn with one more conv+pool block in its classifier: spatial transformer (as stn) -> "
+      "conv5x5x32-pool-conv5x5x64-pool-conv5x5x128-pool-fc1024-fc (the HKUST study's deeper "
+      "STN)",
+      [](const ModelConfig& c) { return BuildStn(c, /*deep=*/true); });
 }
 
 }  // namespace fulcrum::models

@@ -1,8 +1,9 @@
 // models: the spatial transformer (Jaderberg et al. 2015) as one composite layer, and the `stn`
-// model built on it. The layer owns a localisation network whose last layer, a dense layer
-// "<name>/theta", gives each example's 2x3 affine matrix; the matrix turns into a sampling
-// grid (ops/cpu/spatial_transformer.h: normalised [-1, 1] coordinates, align_corners, zero
-// padding) and the input image is resampled through it.
+// and `stn_deep` models built on it (registered by RegisterStn, models/registry.h). The layer
+// owns a localisation network whose last layer, a dense layer "<name>/theta", gives each
+// example's 2x3 affine matrix; the matrix turns into a sampling grid
+// (ops/cpu/spatial_transformer.h: normalised [-1, 1] coordinates, align_corners, zero padding)
+// and the input image is resampled through it.
 // Thread-safety: like every Layer, immutable after construction.
 #pragma once
 

@@ -31,7 +31,8 @@
 
 ABSL_FLAG(
     std::string, model, "logreg",
-    "Model to train: logreg, mlp, autoencoder, mnist_cnn, cifar10_cnn, alexnet, vgg16 or stn.");
+    "Model to train: logreg, mlp, autoencoder, mnist_cnn, cifar10_cnn, alexnet, vgg16, stn or "
+    "stn_deep.");
 ABSL_FLAG(double, model_width, 1.0, "Multiplier on every hidden layer width (model size knob).");
 ABSL_FLAG(int64_t, batch_size, 128, "Examples per training step (per worker).");
 ABSL_FLAG(double, learning_rate, 0.01, "Optimizer learning rate.");

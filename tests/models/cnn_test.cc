@@ -86,7 +86,9 @@ INSTANTIATE_TEST_SUITE_P(
                       GradientCase{"cifar10_cnn", ImageConfig(11, 13, 3, 4, 1.0 / 16), 7},
                       GradientCase{"vgg16", ImageConfig(32, 32, 3, 3, 1.0 / 64), 5},
                       GradientCase{"alexnet", ImageConfig(67, 67, 3, 3, 1.0 / 32), 23},
-                      GradientCase{"stn", ImageConfig(12, 12, 1, 4, 0.25), 5, 1e-3, 0.5}),
+                      GradientCase{"stn", ImageConfig(12, 12, 1, 4, 0.25), 5, 1e-3, 0.5},
+                      // stn_deep's extra conv3+pool3 block: 12 -> 6 -> 3 -> 1 before dense1.
+                      GradientCase{"stn_deep", ImageConfig(12, 12, 1, 4, 0.25), 5, 1e-3, 0.5}),
     [](const auto& info) { return std::string(info.param.model); });
 
 // The gradient ComputeGradients returns is the derivative of the loss it returns (dropout on,
