@@ -213,14 +213,19 @@ def touchstone_models(runs_dir, out):
         keys = {k: s.get(k) for k in TOUCHSTONE_KEYS}
         with open(os.path.join(runs_dir, "models", model + ".json"), "w") as f:
             json.dump(keys, f, indent=1)
+        record = {}
+        if os.path.exists(os.path.join(runs_dir, "points", "model_%s.json" % model)):
+            record = json.load(open(os.path.join(runs_dir, "points", "model_%s.json" % model)))
         row = {"model": model, "batch_size": s.get("batch_size"),
                "steps": s.get("steps"),
-               "examples_per_sec": s.get("examples_per_sec")}
+               "examples_per_sec": s.get("examples_per_sec"),
+               "source": "%s/%s" % (record.get("commit", "unknown"),
+                                    record.get("binaries", "unknown"))}
         row.update({k: json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v
                     for k, v in keys.items()})
         table.append(row)
     write(os.path.join(out, "touchstone_models.csv"), table,
-          ["model", "batch_size", "steps", "examples_per_sec"] + TOUCHSTONE_KEYS)
+          ["model", "batch_size", "steps", "examples_per_sec"] + TOUCHSTONE_KEYS + ["source"])
 
 
 def main():

@@ -37,6 +37,12 @@ def _load(path):
         return None
 
 
+def point_source(study_dir, name):
+    """"commit/binaries" of a point's record (studies/lib/points.sh), or "unknown"."""
+    record = _load(os.path.join(study_dir, "points", name + ".json")) or {}
+    return "%s/%s" % (record.get("commit", "unknown"), record.get("binaries", "unknown"))
+
+
 def run_figures(run_dir):
     """The figures of one cluster run, or None when it left no report."""
     r = _load(os.path.join(run_dir, "report.json"))
@@ -91,6 +97,7 @@ def grouped(runs_dir):
         part, setup, mode, setting = m.group(1), m.group(2), m.group(3) or "sync", m.group(4)
         figures = run_figures(run_dir)
         if figures is not None:
+            figures["source"] = point_source(runs_dir, os.path.basename(run_dir))
             groups.setdefault((part, setup, mode, setting), []).append(figures)
     return groups
 
@@ -105,7 +112,8 @@ def summary_rows(groups, part):
             continue
         row = {"setup": setup, "mode": mode,
                "batch_size" if setting.startswith("b") else "run": setting.lstrip("b"),
-               "repeats": len(runs)}
+               "repeats": len(runs),
+               "sources": "+".join(sorted({r["source"] for r in runs}))}
         for k in FIGURES:
             values = [r[k] for r in runs if isinstance(r.get(k), (int, float))]
             row[k] = statistics.median(values) if values else None
@@ -116,7 +124,8 @@ def summary_rows(groups, part):
 
 
 def _write(path, rows, first):
-    fields = first + ["repeats"] + [k + s for k in FIGURES for s in ("", "_min", "_max")]
+    fields = (first + ["repeats"] + [k + s for k in FIGURES for s in ("", "_min", "_max")] +
+              ["sources"])
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=fields, lineterminator="\n", extrasaction="ignore")
         w.writeheader()

@@ -15,12 +15,21 @@ MODE_NAMES = {"tcp": "raw TCP", "serialized": "gRPC serialized", "bytebuffer": "
 GRPC_FIELDS = ["link", "benchmark", "payload", "message_bytes", "buffers", "window", "servers",
                "clients", "mode", "p50_us", "p95_us", "p99_us", "mb_per_s", "calls_per_s",
                "vs_tcp_median", "vs_tcp_min", "vs_tcp_max", "rounds", "date", "loadavg_before",
-               "loadavg_after"]
+               "loadavg_after", "source"]
 
 
 def _load(path):
     with open(path) as f:
         return json.load(f)
+
+
+def point_source(folder, name):
+    """"commit/binaries" of a point's record (studies/lib/points.sh), or "unknown"."""
+    try:
+        record = _load(os.path.join(folder, "points", name + ".json"))
+    except (OSError, ValueError):
+        record = {}
+    return "%s/%s" % (record.get("commit", "unknown"), record.get("binaries", "unknown"))
 
 
 def _write(path, rows, fields):
@@ -47,7 +56,8 @@ def grpc_rows(folder):
         meta = run.get("meta", {})
         for r in run.get("rows", []):
             ratio = next(iter(r.get("ratios", {}).values()), {})
-            rows.append(dict(r, link=link, vs_tcp_median=ratio.get("median"),
+            rows.append(dict(r, link=link, source=point_source(folder, "grpc_" + link),
+                             vs_tcp_median=ratio.get("median"),
                              vs_tcp_min=ratio.get("min"), vs_tcp_max=ratio.get("max"),
                              date=meta.get("date"), loadavg_before=meta.get("loadavg_before"),
                              loadavg_after=meta.get("loadavg_after")))
@@ -132,7 +142,8 @@ def payload_rows(folder):
                              if bound else ">= %s" % _bytes(upper[i - 1]),
                              "upper_bytes": bound, "requests_sent": sent.get(i, 0),
                              "replies_received": received.get(i, 0),
-                             "variables": variables.get(i, 0)})
+                             "variables": variables.get(i, 0),
+                             "source": point_source(folder, "payload_" + model)})
     return rows
 
 
@@ -173,6 +184,7 @@ def lu(folder, out):
     grpc_plots(rows, out)
     payload = payload_rows(folder)
     _write(os.path.join(out, "lu_payload.csv"), payload,
-           ["model", "bucket", "upper_bytes", "requests_sent", "replies_received", "variables"])
+           ["model", "bucket", "upper_bytes", "requests_sent", "replies_received", "variables",
+            "source"])
     payload_plot(payload, out)
     print("lu: %d grpc_bench rows, %d payload buckets -> %s" % (len(rows), len(payload), out))

@@ -64,11 +64,15 @@ for path in glob.glob(os.path.join(out, "runs", "*", "summary.json")):
     name = os.path.basename(os.path.dirname(path))
     kind, batch, _ = name.rsplit("_", 2)
     s = json.load(open(path))
-    groups.setdefault((int(batch[1:]), kind), []).append(s.get("examples_per_sec"))
+    rec = os.path.join(out, "points", name + ".json")
+    rec = json.load(open(rec)) if os.path.exists(rec) else {}
+    groups.setdefault((int(batch[1:]), kind), []).append(
+        (s.get("examples_per_sec"), "%s/%s" % (rec.get("commit"), rec.get("binaries"))))
 rows = []
-for (batch, kind), xs in sorted(groups.items()):
-    xs = [x for x in xs if isinstance(x, (int, float))]
+for (batch, kind), runs in sorted(groups.items()):
+    xs = [x for x, _ in runs if isinstance(x, (int, float))]
     rows.append({"batch_size": batch, "how": kind, "repeats": len(xs),
+                 "sources": "+".join(sorted({src for _, src in runs})),
                  "examples_per_sec": statistics.median(xs) if xs else None,
                  "examples_per_sec_min": min(xs) if xs else None,
                  "examples_per_sec_max": max(xs) if xs else None})
