@@ -19,7 +19,9 @@
 # or `measure` (the default): a single-process run of the worker on one thread in an emulated
 # host of 1/--scale CPU, times the scale, recorded in OUT/examples_per_cpu.txt (and reused by
 # a restart into the same OUT, so a resumed sweep keeps its settings). A ratio the machine cannot give at --scale exits 2 naming the
-# highest possible and the scale that would give it.
+# highest possible and the scale that would give it. Its faithfulness is checked once per OUT:
+# the worker alone on one host made as the sweep makes them, its examples/s x the scale
+# against the target (OUT/ratio_check.txt).
 #
 # Usage: studies/wang-et-al/run.sh [--out=DIR] [--save] [--steps=50] [--repeats=3] [--scale=4]
 #          [--cpus=0.6 | --host_examples_per_sec=E [--examples_per_cpu=X|measure]]
@@ -91,6 +93,24 @@ elif [[ -n "$host_eps" ]]; then
   fi
   links=("--rates=$rates" --host_examples_per_sec="$host_eps" --examples_per_cpu="$per_cpu"
          --scales="$scale")
+  # Faithfulness: one host as the sweep makes it (the ratio's CPU share at the scale), the
+  # worker alone on it; its examples/s x the scale against the target (OUT/ratio_check.txt).
+  if [[ ! -s "$out/ratio_check.txt" ]]; then
+    "$ROOT/scripts/netns_hosts.sh" down --prefix stx > /dev/null 2>&1 || true
+    "$ROOT/scripts/netns_hosts.sh" up 1 --rate "${rates%%,*}" --host_examples_per_sec "$host_eps" \
+      --examples_per_cpu "$per_cpu" --scale "$scale" --cpu_period_us 10000 --prefix stx > /dev/null ||
+      die "cannot make the host of the ratio check"
+    code=0
+    "$ROOT/scripts/netns_hosts.sh" exec stx-h1 -- "${BIN_DIR:-$ROOT/build/bin}/worker" \
+      --model=cifar10_cnn --batch_size="${batches%%,*}" --train_steps=50 --threads=1 \
+      --log_every=100000 "${data[@]}" --run_dir="$out/ratio_check_run" \
+      > "$out/ratio_check.log" 2>&1 || code=$?
+    "$ROOT/scripts/netns_hosts.sh" down --prefix stx > /dev/null 2>&1 || true
+    ((code == 0)) || die "the ratio check failed: see $out/ratio_check.log"
+    /usr/bin/python3 -c 'import json,sys; got = float(sys.argv[2]) * json.load(open(sys.argv[1]))["examples_per_sec"]; want = float(sys.argv[3]); print("a host computes %.1f examples/s at scale 1 (measured at 1/%s, x %s) against the %.1f asked: %+.1f %%" % (got, sys.argv[2], sys.argv[2], want, 100 * (got / want - 1)))' \
+      "$out/ratio_check_run/summary.json" "$scale" "$host_eps" > "$out/ratio_check.txt"
+  fi
+  echo "wang-et-al: ratio check: $(cat "$out/ratio_check.txt")"
 else
   links=("--rates=$rates" --cpus="$cpus" --scales="$scale")
 fi
