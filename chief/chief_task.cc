@@ -23,6 +23,7 @@
 #include "chief/ps_tasks.h"
 #include "chief/report.h"
 #include "data/load.h"
+#include "models/graph_def.h"
 #include "nlohmann/json.hpp"
 #include "ops/cpu/thread_pool.h"
 #include "ops/optimizer.h"
@@ -37,6 +38,29 @@
 #include "spdlog/spdlog.h"
 
 namespace fulcrum::chief {
+namespace {
+
+// The model's graph for TensorBoard's graph tab, as a worker writes it but with the layers
+// on the chief (which evaluates them); a graph that cannot be built is logged, not returned.
+void SetModelGraph(const models::Model& model, const runtime::Placement& placement,
+                   const runtime::TaskConfig& task, profiler::Profiler* prof) {
+  models::GraphPlacement where{.compute_device =
+                                   absl::StrCat("/job:", task.job_name, "/task:", task.task_index)};
+  for (const auto& shard : placement.shards) {
+    for (const runtime::PlacedVariable& v : shard) {
+      where.parts.push_back({static_cast<size_t>(v.source), v.name, v.shape,
+                             absl::StrCat("/job:", runtime::kPsJob, "/task:", v.ps)});
+    }
+  }
+  absl::StatusOr<pb::tensorflow::GraphDef> graph = models::BuildGraphDef(model, where);
+  if (!graph.ok()) {
+    spdlog::warn("TensorBoard graph: {}; the events file has none", graph.status().ToString());
+    return;
+  }
+  prof->SetGraph(graph->SerializeAsString());
+}
+
+}  // namespace
 
 std::string Join(const std::vector<int>& indices, const char* job) {
   std::vector<std::string> names;
@@ -392,6 +416,7 @@ absl::Status Chief::Run() {
                run_dir_.string(), runtime::ModeName(c_.mode), t_.model, placement_.num_ps(),
                c_.task.cluster.num_tasks(runtime::kWorkerJob), train_steps_);
   spdlog::info("placement ({}):\n{}", runtime::PlacementName(c_.placement), placement_.Table());
+  SetModelGraph(evaluator_->model(), placement_, c_.task, prof_.get());
   FULCRUM_RETURN_IF_ERROR(StartCoordinator());
   ps_ = std::make_unique<PsTasks>(c_.task.cluster, placement_, c_.chunk_bytes, c_.task.task_name(),
                                   prof_.get(), c_.security, c_.replicate_shards);

@@ -54,6 +54,13 @@ class Dense final : public Layer {
   const std::vector<VariableSpec>& variables() const override { return variables_; }
   int64_t input_size() const override { return in_; }
   int64_t output_size() const override { return out_; }
+  LayerOp graph_op() const override {
+    return {.op = "MatMul",
+            .input_dims = {in_},
+            .output_dims = {out_},
+            .bias_add = true,
+            .activation = activation_};
+  }
 
   absl::Status Forward(std::span<const ops::Tensor> params, const ops::Tensor& x, ops::Tensor* y,
                        const LayerContext& ctx) const override {

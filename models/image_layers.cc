@@ -1,5 +1,6 @@
 // models: the layers that see each example as an NHWC image (conv, pooling, LRN) and dropout.
 #include <memory>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/random.h"
@@ -39,6 +40,8 @@ absl::Status CheckImage(const std::string& name, const ImageShape& s) {
 
 ImageShape ImageOf(const ops::Shape& nhwc) { return {nhwc.dim(1), nhwc.dim(2), nhwc.dim(3)}; }
 
+std::vector<int64_t> Dims(const ImageShape& s) { return {s.height, s.width, s.channels}; }
+
 ops::ConvPostOp PostOp(Activation activation) {
   switch (activation) {
     case Activation::kNone:
@@ -72,6 +75,13 @@ class Conv2DLayer final : public Layer {
   const std::vector<VariableSpec>& variables() const override { return variables_; }
   int64_t input_size() const override { return in_.size(); }
   int64_t output_size() const override { return out_.size(); }
+  LayerOp graph_op() const override {
+    return {.op = "Conv2D",
+            .input_dims = Dims(in_),
+            .output_dims = Dims(out_),
+            .bias_add = true,
+            .activation = activation_};
+  }
   int64_t temp_elements(int64_t batch) const override {
     auto g = ops::Conv2DGeometryFor(Nhwc(batch, in_), variables_[0].shape, params_, name_);
     return g.ok() ? ops::Conv2DPreferredWorkspaceElements(*g) : 0;
@@ -123,6 +133,9 @@ class PoolLayer final : public Layer {
   const std::vector<VariableSpec>& variables() const override { return variables_; }
   int64_t input_size() const override { return in_.size(); }
   int64_t output_size() const override { return out_.size(); }
+  LayerOp graph_op() const override {
+    return {.op = max_ ? "MaxPool" : "AvgPool", .input_dims = Dims(in_), .output_dims = Dims(out_)};
+  }
 
   absl::Status Forward(std::span<const ops::Tensor>, const ops::Tensor& x, ops::Tensor* y,
                        const LayerContext& ctx) const override {
@@ -161,6 +174,9 @@ class LrnLayer final : public Layer {
   const std::vector<VariableSpec>& variables() const override { return variables_; }
   int64_t input_size() const override { return shape_.size(); }
   int64_t output_size() const override { return shape_.size(); }
+  LayerOp graph_op() const override {
+    return {.op = "LRN", .input_dims = Dims(shape_), .output_dims = Dims(shape_)};
+  }
 
   absl::Status Forward(std::span<const ops::Tensor>, const ops::Tensor& x, ops::Tensor* y,
                        const LayerContext& ctx) const override {
@@ -195,6 +211,10 @@ class DropoutLayer final : public Layer {
   const std::vector<VariableSpec>& variables() const override { return variables_; }
   int64_t input_size() const override { return size_; }
   int64_t output_size() const override { return size_; }
+  // TensorFlow builds dropout from several ops in a "dropout" scope; one node stands for them.
+  LayerOp graph_op() const override {
+    return {.op = "Dropout", .input_dims = {size_}, .output_dims = {size_}};
+  }
   int64_t saved_elements(int64_t batch) const override { return batch * size_; }
 
   absl::Status Forward(std::span<const ops::Tensor>, const ops::Tensor& x, ops::Tensor* y,

@@ -35,6 +35,19 @@ struct VariableSpec {
 
 enum class Activation { kNone, kRelu, kSigmoid, kTanh };
 
+// How a layer shows in a TensorFlow graph (models/graph_def.h: TensorBoard's graph tab).
+struct LayerOp {
+  // TensorFlow's op for what the layer computes: "MatMul", "Conv2D", "MaxPool", ...
+  std::string op = "Layer";
+  // One example's input and output: {height, width, channels} for images, {values} otherwise.
+  std::vector<int64_t> input_dims;
+  std::vector<int64_t> output_dims;
+  // The layer's last variable is a bias added after `op` (TensorFlow's BiasAdd); `op` reads
+  // the variables before it.
+  bool bias_add = false;
+  Activation activation = Activation::kNone;  // applied last
+};
+
 // What one Forward or Backward call computes with, besides its tensors.
 struct LayerContext {
   // Runs the layer's ops, on its device: every tensor handed to the layer (inputs, outputs,
@@ -65,6 +78,11 @@ class Layer {
   // layer that sees images reads each row as one NHWC image of the shape it was built for.
   virtual int64_t input_size() const = 0;
   virtual int64_t output_size() const = 0;
+  // How the layer shows in a graph. The default, for a layer that says nothing more, is an
+  // op "Layer" over flat examples that reads every variable.
+  virtual LayerOp graph_op() const {
+    return {.op = "Layer", .input_dims = {input_size()}, .output_dims = {output_size()}};
+  }
   // Scratch the layer needs for a batch of `batch` examples (see LayerContext).
   virtual int64_t saved_elements(int64_t batch) const { return 0; }
   virtual int64_t temp_elements(int64_t batch) const { return 0; }

@@ -168,9 +168,32 @@ absl::Status Profiler::SetTaskDir(const std::string& task_dir) {
   if (options_.enabled) {
     FULCRUM_ASSIGN_OR_RETURN(EventFileWriter writer, EventFileWriter::Create(task_dir));
     tb_ = std::make_unique<EventFileWriter>(std::move(writer));
+    WritePendingGraph();
   }
   task_dir_ = task_dir;
   return absl::OkStatus();
+}
+
+void Profiler::SetGraph(std::string graph_def) {
+  if (!options_.enabled) return;
+  MutexLock tb_lock(&tb_mu_);
+  if (tb_graph_set_) return;
+  tb_graph_set_ = true;
+  tb_graph_ = std::move(graph_def);
+  if (tb_ != nullptr) WritePendingGraph();
+}
+
+void Profiler::WritePendingGraph() {
+  if (tb_graph_.empty()) return;
+  absl::Status st =
+      tb_->WriteGraph(tb_graph_, absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
+  // Flushed at once: a TensorBoard reading the live file shows the graph before any sample.
+  if (st.ok()) st = tb_->Flush();
+  tb_graph_.clear();
+  if (!st.ok()) {
+    spdlog::warn("TensorBoard events: {}; no more events are written", st.ToString());
+    tb_.reset();
+  }
 }
 
 std::string Profiler::task_dir() const {

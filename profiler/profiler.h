@@ -4,7 +4,8 @@
 // their own units and read the same records at the end:
 //   samples.csv, steps.csv   csv_sink.h
 //   trace.json               trace_sink.h
-//   events.out.tfevents.*    TensorBoard scalars, written here while the run goes
+//   events.out.tfevents.*    TensorBoard scalars and the model's graph, written here while
+//                            the run goes
 //   /metrics                 metrics_exporter.h (Prometheus), fed here while the run goes
 //   summary.json keys        summary.h (pure functions; docs/profiler.md lists the keys)
 // With --profile=off nothing is sampled or written but `profile` and `host`.
@@ -69,6 +70,13 @@ class Profiler final : public RpcObserver {
   // when it cannot be created; FailedPrecondition when a folder was set already.
   absl::Status SetTaskDir(const std::string& task_dir) ABSL_LOCKS_EXCLUDED(tb_mu_);
 
+  // The model's graph (a serialized tensorflow.GraphDef, models/graph_def.h) for TensorBoard's
+  // graph tab: written once into the events file at step 0, now when the file is open, else
+  // when SetTaskDir opens it, as TensorFlow 1.x's FileWriter(graph=...) does. Ignored when the
+  // profiler is off and after the first call; a failed write is logged and ends the events
+  // file, as a failed scalar write does.
+  void SetGraph(std::string graph_def) ABSL_LOCKS_EXCLUDED(tb_mu_);
+
   bool enabled() const { return options_.enabled; }
   // The options given to Start (task_dir as given there; see task_dir()).
   const ProfilerOptions& options() const { return options_; }
@@ -106,6 +114,8 @@ class Profiler final : public RpcObserver {
   // replaces it), and trace.json when it is due (RewriteDue). Each file atomically; a failure
   // is logged once, not returned.
   void FlushRecords() ABSL_EXCLUSIVE_LOCKS_REQUIRED(tb_mu_) ABSL_LOCKS_EXCLUDED(mu_);
+  // Writes the graph SetGraph gave into the open TensorBoard file, once.
+  void WritePendingGraph() ABSL_EXCLUSIVE_LOCKS_REQUIRED(tb_mu_);
   // Closes the TensorBoard file; returns the task's folder.
   std::string CloseTensorBoard() ABSL_LOCKS_EXCLUDED(tb_mu_);
   // Moves the records out (Finish) so the sinks read them without holding mu_; sets
@@ -128,6 +138,8 @@ class Profiler final : public RpcObserver {
   mutable Mutex tb_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   std::string task_dir_ ABSL_GUARDED_BY(tb_mu_);
   std::unique_ptr<EventFileWriter> tb_ ABSL_GUARDED_BY(tb_mu_);
+  bool tb_graph_set_ ABSL_GUARDED_BY(tb_mu_) = false;
+  std::string tb_graph_ ABSL_GUARDED_BY(tb_mu_);  // until written; then empty
   size_t tb_steps_written_ ABSL_GUARDED_BY(tb_mu_) = 0;
   size_t tb_ps_written_ ABSL_GUARDED_BY(tb_mu_) = 0;
   size_t tb_evals_written_ ABSL_GUARDED_BY(tb_mu_) = 0;

@@ -100,6 +100,14 @@ absl::Status EventFileWriter::WriteScalar(const std::string& tag, int64_t step, 
   return WriteRecord(event.SerializeAsString());
 }
 
+absl::Status EventFileWriter::WriteGraph(absl::string_view graph_def, double wall_time) {
+  pb::tensorboard::Event event;
+  event.set_wall_time(wall_time);
+  event.set_step(0);
+  event.set_graph_def(std::string(graph_def));
+  return WriteRecord(event.SerializeAsString());
+}
+
 absl::Status EventFileWriter::WriteRecord(absl::string_view data) {
   if (file_ == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(path_, ": event file is closed"));

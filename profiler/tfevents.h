@@ -2,7 +2,8 @@
 // uint32 masked CRC-32C of the length, the data, uint32 masked CRC-32C of the data (all
 // little-endian) — each holding a serialized tensorboard Event proto (proto/tensorboard.proto,
 // the few messages of TensorFlow's event.proto/summary.proto we need). The first record is
-// the file_version event "brain.Event:2"; scalars are Summary.Value.simple_value.
+// the file_version event "brain.Event:2"; scalars are Summary.Value.simple_value; the graph is
+// Event.graph_def.
 // Thread-safety: EventFileWriter is not thread-safe (one writer per file); ReadTfRecords is
 // a pure function.
 #pragma once
@@ -32,6 +33,10 @@ class EventFileWriter {
   const std::string& path() const { return path_; }
   // One scalar at `step`, `wall_time` in seconds since the epoch (fractional).
   absl::Status WriteScalar(const std::string& tag, int64_t step, double wall_time, double value);
+  // The run's graph at step 0, as TensorFlow 1.x's FileWriter(graph=...) writes it:
+  // `graph_def` is a serialized tensorflow.GraphDef (proto/tf_graph.proto), put as it is into
+  // Event.graph_def for TensorBoard's graph tab.
+  absl::Status WriteGraph(absl::string_view graph_def, double wall_time);
   absl::Status Flush();
   absl::Status Close();
 

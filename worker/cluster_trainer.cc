@@ -278,6 +278,8 @@ absl::Status RunClusterWorker(const TrainingOptions& t, const ClusterOptions& c,
   std::vector<ops::Shape> shapes;
   for (const auto& v : model->variables()) shapes.push_back(v.shape);
   FULCRUM_ASSIGN_OR_RETURN(const runtime::Placement placement, PlaceModel(*model, c));
+  SetModelGraph(*model, &placement,
+                absl::StrCat("/job:", c.task.job_name, "/task:", c.task.task_index), prof.get());
   FULCRUM_ASSIGN_OR_RETURN(
       data::Batcher batcher,
       data::Batcher::Create(

@@ -1,6 +1,6 @@
 // worker: the set-up single mode and cluster workers share: the model the flags name, built
-// for the dataset's examples; the batcher options of a worker's shard; the summary.json
-// written last, with the run statistics and the profiler's keys.
+// for the dataset's examples and its graph for TensorBoard; the batcher options of a worker's
+// shard; the summary.json written last, with the run statistics and the profiler's keys.
 // Thread-safety: pure functions (WriteSummary writes one file).
 #pragma once
 
@@ -16,6 +16,7 @@
 #include "nlohmann/json.hpp"
 #include "ops/cpu/thread_pool.h"
 #include "profiler/profiler.h"
+#include "runtime/cluster/placement.h"
 #include "runtime/config/flags.h"
 #include "worker/run_stats.h"
 
@@ -38,6 +39,13 @@ absl::StatusOr<std::unique_ptr<models::Model>> BuildModel(const runtime::Trainin
                                                           const data::Dataset& train,
                                                           ops::ThreadPool* pool,
                                                           int worker_index = 0);
+
+// Hands `profiler` the graph of `model` (models/graph_def.h) for TensorBoard's graph tab: the
+// layers on `device` (this task's TensorFlow device string, "/job:worker/task:1"), the
+// variables where `placement` puts them (null: on `device` too). A graph that cannot be built
+// is logged, not returned: the run goes on without it.
+void SetModelGraph(const models::Model& model, const runtime::Placement* placement,
+                   const std::string& device, profiler::Profiler* profiler);
 
 // The batcher of worker `worker_index` of `num_workers` (single mode: 0 of 1), with the
 // training transform of the input pipeline.

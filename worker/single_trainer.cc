@@ -165,6 +165,7 @@ absl::StatusOr<SingleRunResult> RunSingle(const runtime::TrainingOptions& o,
                            profiler::Profiler::Start(runtime::ProfilerOptionsFor(
                                profile, nullptr, "worker", 0, run_dir.string())));
   models::Model* const model = &replicas->model();
+  SetModelGraph(*model, /*placement=*/nullptr, "/job:worker/task:0", prof.get());
   // Evaluation reads the test set as the pipeline's evaluation transform leaves it.
   FULCRUM_RETURN_IF_ERROR(data::ApplyEvalPipeline(PipelineFor(o), &data.test));
   if (o.input_pipeline == data::PipelineKind::kCifar10) {

@@ -295,6 +295,7 @@ TEST_F(ProfilerTest, TheTasksOwnKeysAreKept) {
 TEST_F(ProfilerTest, OffWritesNoFilesAndOnlyRunFigures) {
   auto prof = Profiler::Start(Options(false), DirProcSource((root_ / "proc").string()));
   ASSERT_TRUE(prof.ok()) << prof.status();
+  (*prof)->SetGraph("graph bytes");
   (*prof)->RecordStep(Step(1));
   nlohmann::json summary = {{"examples_per_sec", 1.0}};
   ASSERT_TRUE((*prof)->Finish(&summary).ok());
@@ -324,6 +325,56 @@ TEST_F(ProfilerTest, TaskDirIsSetOnce) {
   ASSERT_TRUE((*prof)->Finish(&summary).ok());
   EXPECT_TRUE(fs::exists(root_ / "later" / "trace.json"));
   EXPECT_EQ((*prof)->Finish(&summary).code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// The graph events of the TensorBoard file in `dir` (there must be one file).
+std::vector<pb::tensorboard::Event> GraphEvents(const fs::path& dir) {
+  std::vector<pb::tensorboard::Event> graphs;
+  int files = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().filename().string().rfind("events.out.tfevents.", 0) != 0) continue;
+    ++files;
+    auto records = ReadTfRecords(ReadAll(entry.path()));
+    EXPECT_TRUE(records.ok()) << records.status();
+    if (!records.ok()) continue;
+    for (const std::string& record : *records) {
+      pb::tensorboard::Event e;
+      EXPECT_TRUE(e.ParseFromString(record));
+      if (e.what_case() == pb::tensorboard::Event::kGraphDef) graphs.push_back(e);
+    }
+  }
+  EXPECT_EQ(files, 1) << dir;
+  return graphs;
+}
+
+// The graph goes into the events file once, at step 0, whether it is known before the task's
+// folder (a cluster worker learns the folder from the chief) or after (single mode, the chief);
+// a second graph is ignored.
+TEST_F(ProfilerTest, TheGraphIsWrittenOnceWheneverItIsKnown) {
+  for (const bool graph_first : {true, false}) {
+    SCOPED_TRACE(graph_first ? "graph before the folder" : "folder before the graph");
+    ProfilerOptions o = Options(true);
+    o.task_dir.clear();
+    auto prof = Profiler::Start(o, DirProcSource((root_ / "proc").string()));
+    ASSERT_TRUE(prof.ok()) << prof.status();
+    const fs::path dir = root_ / (graph_first ? "graph_first" : "dir_first");
+    if (!graph_first) {
+      ASSERT_TRUE((*prof)->SetTaskDir(dir.string()).ok());
+    }
+    (*prof)->SetGraph("graph bytes");
+    (*prof)->SetGraph("a second graph");
+    if (graph_first) {
+      ASSERT_TRUE((*prof)->SetTaskDir(dir.string()).ok());
+    }
+    (*prof)->RecordStep(Step(1));
+    nlohmann::json summary;
+    ASSERT_TRUE((*prof)->Finish(&summary).ok());
+    const std::vector<pb::tensorboard::Event> graphs = GraphEvents(dir);
+    ASSERT_EQ(graphs.size(), 1u);
+    EXPECT_EQ(graphs[0].graph_def(), "graph bytes");
+    EXPECT_EQ(graphs[0].step(), 0);
+    EXPECT_GT(graphs[0].wall_time(), 1.6e9);
+  }
 }
 
 // The periodic rewrite keeps to 1 % of the sampler's thread: a part that took 1.4 s to write

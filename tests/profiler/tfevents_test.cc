@@ -1,5 +1,6 @@
 // TensorBoard event files: one frame checked byte for byte against a CRC computed here from the
-// definition, a written file read back and parsed, and every corruption or truncation caught.
+// definition, a written file (scalars, a graph) read back and parsed, and every corruption or
+// truncation caught.
 #include "profiler/tfevents.h"
 
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "proto/tensorboard.pb.h"
+#include "proto/tf_graph.pb.h"
 
 namespace fulcrum::profiler {
 namespace {
@@ -183,6 +185,42 @@ TEST(EventFileWriterTest, WritesScalarsTensorBoardCanParse) {
     ASSERT_TRUE(event.summary().value(0).has_simple_value());
     EXPECT_EQ(event.summary().value(0).simple_value(), static_cast<float>(scalars[i].value));
   }
+}
+
+// The graph event as TensorFlow 1.x's FileWriter writes it: step 0, the GraphDef's bytes in
+// Event.graph_def (field 4), which parse back as the same graph.
+TEST(EventFileWriterTest, WritesTheGraphAsGraphDefBytes) {
+  ScratchDir dir;
+  absl::StatusOr<EventFileWriter> writer = EventFileWriter::Create(dir.path());
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  pb::tensorflow::GraphDef graph;
+  pb::tensorflow::NodeDef* node = graph.add_node();
+  node->set_name("dense/kernel");
+  node->set_op("VariableV2");
+  node->set_device("/job:ps/task:1");
+  auto* shape = (*node->mutable_attr())["shape"].mutable_shape();
+  shape->add_dim()->set_size(784);
+  shape->add_dim()->set_size(10);
+  ASSERT_TRUE(writer->WriteGraph(graph.SerializeAsString(), 1700000000.5).ok());
+  ASSERT_TRUE(writer->Close().ok());
+
+  absl::StatusOr<std::vector<std::string>> records = ReadTfRecordFile(writer->path());
+  ASSERT_TRUE(records.ok()) << records.status();
+  ASSERT_EQ(records->size(), 2u);
+  pb::tensorboard::Event event;
+  ASSERT_TRUE(event.ParseFromString((*records)[1]));
+  EXPECT_EQ(event.step(), 0);
+  EXPECT_EQ(event.wall_time(), 1700000000.5);
+  ASSERT_EQ(event.what_case(), pb::tensorboard::Event::kGraphDef);
+  // Field 4, length-delimited: the tag byte (4 << 3) | 2 leads the record after wall_time
+  // (tag 0x09 + 8 bytes); step 0 is not written.
+  EXPECT_EQ(static_cast<uint8_t>((*records)[1][9]), 0x22);
+  pb::tensorflow::GraphDef back;
+  ASSERT_TRUE(back.ParseFromString(event.graph_def()));
+  ASSERT_EQ(back.node_size(), 1);
+  EXPECT_EQ(back.node(0).name(), "dense/kernel");
+  EXPECT_EQ(back.node(0).device(), "/job:ps/task:1");
+  EXPECT_EQ(back.node(0).attr().at("shape").shape().dim(1).size(), 10);
 }
 
 TEST(EventFileWriterTest, ReadFileErrorsNameThePath) {
