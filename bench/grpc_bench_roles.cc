@@ -97,10 +97,14 @@ absl::StatusOr<std::unique_ptr<PsChild>> StartPsChild(const GrpcBenchOptions& o)
   // itself after 15 minutes without a call.
   const std::string life =
       absl::StrCat(absl::ToDoubleSeconds(std::min(o.lifetime, absl::Minutes(15))));
+  std::vector<std::string> flags = {"--data_plane=tcp", "--heartbeat_timeout=" + life,
+                                    "--startup_timeout=" + life};
+  // Across emulated hosts (--netns) the benchmark's client reaches the ps from another
+  // namespace's address, which a ps without credentials refuses: the hosts are private
+  // namespaces on 198.18.0.0/15 that only this run can reach, so the ps runs --insecure there.
+  if (!IsLoopbackHost(o.bind_host)) flags.push_back("--insecure");
   FULCRUM_ASSIGN_OR_RETURN(
-      child->proc,
-      StartPs(o.ps_binary, spec, 0, ports[0], -1, child->dir + "/ps.log",
-              {"--data_plane=tcp", "--heartbeat_timeout=" + life, "--startup_timeout=" + life}));
+      child->proc, StartPs(o.ps_binary, spec, 0, ports[0], -1, child->dir + "/ps.log", flags));
   child->client =
       std::make_unique<runtime::GrpcPsClient>("ps:0", JoinHostPort(o.bind_host, ports[0]));
   FULCRUM_RETURN_IF_ERROR(AwaitPs(child->proc, *child->client, absl::Seconds(30)));

@@ -51,6 +51,12 @@ class SpatialTransformerLayer final : public Layer {
   const std::vector<VariableSpec>& variables() const override { return variables_; }
   int64_t input_size() const override { return in_.size(); }
   int64_t output_size() const override { return out_.size(); }
+  // One node in TensorBoard's graph, reading the localisation network's variables.
+  LayerOp graph_op() const override {
+    return {.op = "SpatialTransformer",
+            .input_dims = {in_.height, in_.width, in_.channels},
+            .output_dims = {out_.height, out_.width, out_.channels}};
+  }
 
   // Kept from Forward to Backward: every localisation activation, theta, the grid, and the
   // localisation layers' own saved scratch.

@@ -180,6 +180,25 @@ TEST(GraphDefTest, WithoutAPlacementTheVariablesAreLocal) {
   EXPECT_EQ(OutputDims(diff), (std::vector<int64_t>{-1, 784}));
 }
 
+// The spatial transformer is one node named for what it is, reading the localisation
+// network's variables, its output the resampled image the classifier's first conv reads.
+TEST(GraphDefTest, TheSpatialTransformerIsOneNode) {
+  ModelRegistry registry;
+  ASSERT_TRUE(RegisterBuiltinModels(&registry).ok());
+  absl::StatusOr<std::unique_ptr<Model>> model = registry.Create(
+      "stn_deep", {.input_size = 784, .num_classes = 10, .input_shape = {28, 28, 1}});
+  ASSERT_TRUE(model.ok()) << model.status();
+  absl::StatusOr<GraphDef> graph = BuildGraphDef(**model, {.compute_device = "/job:worker/task:0"});
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  const std::map<std::string, NodeDef> nodes = ByName(*graph);
+  ASSERT_EQ(nodes.count("st/SpatialTransformer"), 1u);
+  const NodeDef& st = nodes.at("st/SpatialTransformer");
+  EXPECT_EQ(OutputDims(st), (std::vector<int64_t>{-1, 28, 28, 1}));
+  EXPECT_EQ(Inputs(st).front(), "input");
+  EXPECT_EQ(Inputs(st).size(), 1u + (*model)->layers().front()->variables().size());
+  EXPECT_EQ(nodes.count("st/Layer"), 0u);
+}
+
 TEST(GraphDefTest, PlacementsThatDoNotFitTheModelAreRefused) {
   const std::unique_ptr<Model> model = SmallCnn();
   GraphPlacement missing = TwoPs(*model);
