@@ -6,7 +6,9 @@
 Runs every benchmark and mode with tiny sizes and rounds, then checks the JSON and CSV: each
 benchmark has a row per mode, every row moved exactly the payload bytes its steps asked for,
 the figures are finite and positive, the ratios are there; the plot script draws the JSON;
-bad flags exit 2 naming the flag. No timing assertion: only that the run finished.
+bad flags exit 2 naming the flag; as root, a tiny run across two emulated hosts
+(bench/grpc_bench_netns.sh: servers and the ps in one network namespace, the clients in
+another) finishes with every mode. No timing assertion: only that the runs finished.
 """
 import csv
 import json
@@ -83,9 +85,38 @@ def check_bad_flags(binary):
             fail("%s: exit %d, stderr %r" % (flag, p.returncode, p.stderr))
 
 
+def check_netns(binary, tmp):
+    """Across two emulated hosts (root only): the ps in another namespace than its client."""
+    if os.geteuid() != 0:
+        print("netns run skipped: the emulated hosts need root")
+        return
+    js = os.path.join(tmp, "netns.json")
+    p = subprocess.run([os.path.join(HERE, "grpc_bench_netns.sh"), "none",
+                        "--benchmarks=latency,ps_path", "--sizes=32", "--iovec=1", "--schemes=",
+                        "--ps_models=logreg", "--round_ms=20", "--pairs=1", "--min_iters=2",
+                        "--rpc_timeout_s=20", "--json=" + js], capture_output=True, text=True,
+                       timeout=180, env=dict(os.environ, GRPC_BENCH=binary,
+                                             GRPC_BENCH_PREFIX="gsm"))
+    if "cannot" in p.stderr and "netns_hosts" in p.stderr and p.returncode == 2:
+        print("netns run skipped: cannot make emulated hosts here:\n" + p.stderr)
+        return
+    if p.returncode != 0:
+        fail("grpc_bench_netns.sh exited %d:\n%s\n%s" % (p.returncode, p.stdout, p.stderr))
+    with open(js, encoding="utf-8") as f:
+        rows = json.load(f)["rows"]
+    modes = {(r["benchmark"], r["mode"]) for r in rows}
+    for want in [("latency", m) for m in RAW] + [("ps_path", "fulcrum_ps")]:
+        if want not in modes:
+            fail("across emulated hosts: no %s row (rows: %s)" % (want, sorted(modes)))
+    for r in rows:
+        check_row(r)
+
+
 def main():
     binary = sys.argv[1]
     check_bad_flags(binary)
+    with tempfile.TemporaryDirectory() as tmp:
+        check_netns(binary, tmp)
     with tempfile.TemporaryDirectory() as tmp:
         js, cs = os.path.join(tmp, "run.json"), os.path.join(tmp, "run.csv")
         p = subprocess.run([binary] + FLAGS + ["--json=" + js, "--csv=" + cs],
