@@ -9,20 +9,20 @@
 #            0.84 on Fashion-MNIST, the data here), evaluated every 50 global steps; plus the
 #            worker alone with no ps (Fulcrum's single mode).
 #  figs6_10  its §3.5.5, Figures 6-10: runtime, memory, max CPU load and rx/tx MB/s against the
-#            batch size (32-512), sync vs async, Cluster and Cluster2, at a fixed 1 epoch per
-#            worker.
+#            batch size (the seed's 64, 128, 256), sync vs async, Cluster and Cluster2, at 1
+#            epoch per worker.
 #  alexnet   its §4, Tables 5-6: AlexNet (tf_cnn_benchmarks' network, synthetic 227x227x3
 #            images; no ImageNet here) in Single, Cluster and Cluster2 at batch 64/128/256
 #            (sync): loss, examples/s, s/batch, CPU %, memory, rx/tx packets/s. The costly one
-#            (about 2 hours for 3 repeats here); --alexnet_steps sets its length (the first 20
-#            steps are left out of examples/s as warm-up).
+#            (about 3.5 hours for 3 repeats here, estimated); --alexnet_steps sets its length
+#            (the first 20 steps are left out of examples/s as warm-up).
 #
 # On this machine: the presets cluster_specs/layouts/cs744-{single,cluster,cluster2} on 3
 # emulated hosts at 1 Gbit/s. On real nodes (--nodes=n1,n2,n3): the same placements, made by
 # scripts/make_spec.py --nodes, started by scripts/launch_ssh.sh.
 #
 # Usage: studies/cs744/run.sh [--out=DIR] [--save] [--parts=tables34,figs6_10,alexnet]
-#          [--repeats=3] [--steps=6000] [--batch_sizes=32,64,128,256,512] [--alexnet_steps=50]
+#          [--repeats=3] [--steps=6000] [--batch_sizes=64,128,256] [--alexnet_steps=50]
 #          [--nodes=n1,n2,n3] [--ssh=CMD] [--remote_dir=DIR]
 #   --save   also copy the CSVs and the plots into studies/cs744/results/
 # One command for the study; each run is a point recorded in OUT/points/ when it finishes, and
@@ -36,7 +36,7 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 BIN_DIR=${BIN_DIR:-$ROOT/build/bin}
 out="$ROOT/build/studies/cs744" save=0 steps=6000 nodes="" launch=() repeats=3
-parts=tables34,figs6_10,alexnet batches=32,64,128,256,512 alexnet_steps=50
+parts=tables34,figs6_10,alexnet batches=64,128,256 alexnet_steps=50
 die() { echo "cs744: error: $*" >&2; exit 2; }
 for arg in "$@"; do
   case "$arg" in
@@ -71,7 +71,7 @@ source "$ROOT/studies/lib/points.sh"
 total=0 estimate=0
 if has tables34; then total=$((total + 1 + 12 * repeats)); estimate=$((estimate + 12 * repeats * 20)); fi
 if has figs6_10; then total=$((total + 4 * ${#batch_list[@]} * repeats)); estimate=$((estimate + 4 * ${#batch_list[@]} * repeats * 25)); fi
-if has alexnet; then total=$((total + 9 * repeats)); estimate=$((estimate + 9 * repeats * alexnet_steps * 12)); fi
+if has alexnet; then total=$((total + 9 * repeats)); estimate=$((estimate + 9 * repeats * alexnet_steps * 15)); fi
 points_begin "$out" "$total" cs744
 points_estimate "$estimate"
 prefix=fh
