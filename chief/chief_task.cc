@@ -44,15 +44,9 @@ namespace {
 // on the chief (which evaluates them); a graph that cannot be built is logged, not returned.
 void SetModelGraph(const models::Model& model, const runtime::Placement& placement,
                    const runtime::TaskConfig& task, profiler::Profiler* prof) {
-  models::GraphPlacement where{.compute_device =
-                                   absl::StrCat("/job:", task.job_name, "/task:", task.task_index)};
-  for (const auto& shard : placement.shards) {
-    for (const runtime::PlacedVariable& v : shard) {
-      where.parts.push_back({static_cast<size_t>(v.source), v.name, v.shape,
-                             absl::StrCat("/job:", runtime::kPsJob, "/task:", v.ps)});
-    }
-  }
-  absl::StatusOr<pb::tensorflow::GraphDef> graph = models::BuildGraphDef(model, where);
+  absl::StatusOr<pb::tensorflow::GraphDef> graph = models::BuildGraphDef(
+      model, models::OnPsTasks(&placement,
+                               absl::StrCat("/job:", task.job_name, "/task:", task.task_index)));
   if (!graph.ok()) {
     spdlog::warn("TensorBoard graph: {}; the events file has none", graph.status().ToString());
     return;

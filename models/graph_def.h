@@ -11,9 +11,11 @@
 
 #include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "models/model.h"
 #include "ops/tensor.h"
 #include "proto/tf_graph.pb.h"
@@ -37,6 +39,23 @@ struct GraphPlacement {
   // Empty: every variable is whole on compute_device (a single-process run).
   std::vector<VariablePart> parts = {};
 };
+
+// The graph placement of a runtime placement: every piece on "/job:ps/task:<ps>", the task's
+// own nodes on `compute_device`; none (a single-process run) when `placement` is null. A
+// template over runtime::Placement (its `shards`, lists of pieces with `source`, `name`,
+// `shape` and `ps`), so that models/ does not depend on runtime/.
+template <typename Placement>
+GraphPlacement OnPsTasks(const Placement* placement, std::string compute_device) {
+  GraphPlacement where{.compute_device = std::move(compute_device)};
+  if (placement == nullptr) return where;
+  for (const auto& shard : placement->shards) {
+    for (const auto& v : shard) {
+      where.parts.push_back(
+          {static_cast<size_t>(v.source), v.name, v.shape, absl::StrCat("/job:ps/task:", v.ps)});
+    }
+  }
+  return where;
+}
 
 // The graph of `model` placed as `placement` says. InvalidArgument when a part names no
 // variable of the model, a variable has no part, or two nodes would have one name.

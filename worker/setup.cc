@@ -9,7 +9,6 @@
 #include "base/status_macros.h"
 #include "models/graph_def.h"
 #include "models/registry.h"
-#include "runtime/cluster/cluster_spec.h"
 #include "spdlog/spdlog.h"
 
 namespace fulcrum::worker {
@@ -47,16 +46,8 @@ absl::StatusOr<std::unique_ptr<models::Model>> BuildModel(const runtime::Trainin
 
 void SetModelGraph(const models::Model& model, const runtime::Placement* placement,
                    const std::string& device, profiler::Profiler* profiler) {
-  models::GraphPlacement where{.compute_device = device};
-  if (placement != nullptr) {
-    for (const auto& shard : placement->shards) {
-      for (const runtime::PlacedVariable& v : shard) {
-        where.parts.push_back({static_cast<size_t>(v.source), v.name, v.shape,
-                               absl::StrCat("/job:", runtime::kPsJob, "/task:", v.ps)});
-      }
-    }
-  }
-  absl::StatusOr<pb::tensorflow::GraphDef> graph = models::BuildGraphDef(model, where);
+  absl::StatusOr<pb::tensorflow::GraphDef> graph =
+      models::BuildGraphDef(model, models::OnPsTasks(placement, device));
   if (!graph.ok()) {
     spdlog::warn("TensorBoard graph: {}; the events file has none", graph.status().ToString());
     return;
