@@ -64,6 +64,23 @@ for arg in "$@"; do
 done
 data=(--dataset=synthetic --synthetic_shape=24,24,3 --synthetic_examples=2000)
 mkdir -p "$out"
+# alone_on_a_host NAME HOST_OPTIONS...: the worker alone on one thread, 50 steps of the sweep's
+# first batch size, in one emulated host made with HOST_OPTIONS (netns_hosts.sh up 1 ..., the
+# sweep's CPU period), into OUT/NAME_run/ and OUT/NAME.log; prints its examples/s x the scale.
+alone_on_a_host() {
+  local name=$1 code=0
+  shift
+  "$ROOT/scripts/netns_hosts.sh" down --prefix stx > /dev/null 2>&1 || true
+  "$ROOT/scripts/netns_hosts.sh" up 1 "$@" --scale "$scale" --cpu_period_us 10000 --prefix stx \
+    > /dev/null || die "cannot make the host for $name"
+  "$ROOT/scripts/netns_hosts.sh" exec stx-h1 -- "${BIN_DIR:-$ROOT/build/bin}/worker" \
+    --model=cifar10_cnn --batch_size="${batches%%,*}" --train_steps=50 --threads=1 \
+    --log_every=100000 "${data[@]}" --run_dir="$out/${name}_run" > "$out/$name.log" 2>&1 || code=$?
+  "$ROOT/scripts/netns_hosts.sh" down --prefix stx > /dev/null 2>&1 || true
+  ((code == 0)) || die "$name failed: see $out/$name.log"
+  /usr/bin/python3 -c 'import json,sys; print("%.1f" % (float(sys.argv[2]) *
+    json.load(open(sys.argv[1]))["examples_per_sec"]))' "$out/${name}_run/summary.json" "$scale"
+}
 if ((${#where[@]})); then
   links=()  # real nodes: their own links, no CPU shares
 elif [[ -n "$host_eps" ]]; then
@@ -73,21 +90,8 @@ elif [[ -n "$host_eps" ]]; then
     per_cpu=$(cat "$out/examples_per_cpu.txt")
     echo "wang-et-al: one CPU here computes $per_cpu examples/s ($out/examples_per_cpu.txt)"
   elif [[ "$per_cpu" == measure ]]; then
-    # One CPU of this machine, measured as the hosts will run: the worker alone on one thread
-    # in an emulated host of 1/--scale CPU (the sweep's CPU period), the sweep's first batch
-    # size; X = its examples/s x the scale.
-    "$ROOT/scripts/netns_hosts.sh" down --prefix stx > /dev/null 2>&1 || true
-    "$ROOT/scripts/netns_hosts.sh" up 1 --rate none --cpus 1 --scale "$scale" \
-      --cpu_period_us 10000 --prefix stx > /dev/null || die "cannot make the host to measure one CPU"
-    code=0
-    "$ROOT/scripts/netns_hosts.sh" exec stx-h1 -- "${BIN_DIR:-$ROOT/build/bin}/worker" \
-      --model=cifar10_cnn --batch_size="${batches%%,*}" --train_steps=50 --threads=1 \
-      --log_every=100000 "${data[@]}" --run_dir="$out/examples_per_cpu_run" \
-      > "$out/examples_per_cpu.log" 2>&1 || code=$?
-    "$ROOT/scripts/netns_hosts.sh" down --prefix stx > /dev/null 2>&1 || true
-    ((code == 0)) || die "measuring --examples_per_cpu failed: see $out/examples_per_cpu.log"
-    per_cpu=$(/usr/bin/python3 -c 'import json,sys; print("%.1f" % (float(sys.argv[2]) *
-      json.load(open(sys.argv[1]))["examples_per_sec"]))' "$out/examples_per_cpu_run/summary.json" "$scale")
+    # One CPU of this machine, measured as the hosts will run: in a host of 1/--scale CPU.
+    per_cpu=$(alone_on_a_host examples_per_cpu --rate none --cpus 1)
     echo "$per_cpu" > "$out/examples_per_cpu.txt"
     echo "wang-et-al: one CPU here computes $per_cpu examples/s (batch ${batches%%,*}, measured at 1/$scale CPU)"
   fi
@@ -96,19 +100,10 @@ elif [[ -n "$host_eps" ]]; then
   # Faithfulness: one host as the sweep makes it (the ratio's CPU share at the scale), the
   # worker alone on it; its examples/s x the scale against the target (OUT/ratio_check.txt).
   if [[ ! -s "$out/ratio_check.txt" ]]; then
-    "$ROOT/scripts/netns_hosts.sh" down --prefix stx > /dev/null 2>&1 || true
-    "$ROOT/scripts/netns_hosts.sh" up 1 --rate "${rates%%,*}" --host_examples_per_sec "$host_eps" \
-      --examples_per_cpu "$per_cpu" --scale "$scale" --cpu_period_us 10000 --prefix stx > /dev/null ||
-      die "cannot make the host of the ratio check"
-    code=0
-    "$ROOT/scripts/netns_hosts.sh" exec stx-h1 -- "${BIN_DIR:-$ROOT/build/bin}/worker" \
-      --model=cifar10_cnn --batch_size="${batches%%,*}" --train_steps=50 --threads=1 \
-      --log_every=100000 "${data[@]}" --run_dir="$out/ratio_check_run" \
-      > "$out/ratio_check.log" 2>&1 || code=$?
-    "$ROOT/scripts/netns_hosts.sh" down --prefix stx > /dev/null 2>&1 || true
-    ((code == 0)) || die "the ratio check failed: see $out/ratio_check.log"
-    /usr/bin/python3 -c 'import json,sys; got = float(sys.argv[2]) * json.load(open(sys.argv[1]))["examples_per_sec"]; want = float(sys.argv[3]); print("a host computes %.1f examples/s at scale 1 (measured at 1/%s, x %s) against the %.1f asked: %+.1f %%" % (got, sys.argv[2], sys.argv[2], want, 100 * (got / want - 1)))' \
-      "$out/ratio_check_run/summary.json" "$scale" "$host_eps" > "$out/ratio_check.txt"
+    got=$(alone_on_a_host ratio_check --rate "${rates%%,*}" --host_examples_per_sec "$host_eps" \
+      --examples_per_cpu "$per_cpu")
+    awk -v g="$got" -v w="$host_eps" -v s="$scale" 'BEGIN { printf "a host computes %.1f examples/s at scale 1 (measured at 1/%s, x %s) against the %.1f asked: %+.1f %%\n", g, s, s, w, 100 * (g / w - 1) }' \
+      > "$out/ratio_check.txt"
   fi
   echo "wang-et-al: ratio check: $(cat "$out/ratio_check.txt")"
 else
