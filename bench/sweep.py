@@ -186,18 +186,28 @@ def run_settings(c, args, run_dir):
     return flags, provenance.settings_of(flags, hosts)
 
 
+def finished_run(c, repeat, args, out_dir):
+    """(run_dir, report_path, reusable, why): where combination c's repeat lives and whether a
+    finished run of the same settings is there to reuse."""
+    run_dir = os.path.join(out_dir, "runs", run_name(c, repeat))
+    single = c["layout"] == SINGLE_PROCESS
+    report_path = os.path.join(run_dir, "run", "summary.json" if single else "report.json")
+    if not os.path.exists(report_path):
+        return run_dir, report_path, False, ""
+    same, why = provenance.reusable(run_dir, run_settings(c, args, run_dir)[1])
+    return run_dir, report_path, same, why
+
+
 def run_one(c, repeat, args, out_dir, bin_dir, source):
     """(row, reused): runs combination c's repeat, or reuses it from an earlier sweep when it
     finished with the same settings."""
     name = run_name(c, repeat)
-    run_dir = os.path.join(out_dir, "runs", name)
+    run_dir, report_path, same, why = finished_run(c, repeat, args, out_dir)
     row = dict(c, repeat=repeat, run_dir=os.path.relpath(run_dir, out_dir))
     single = c["layout"] == SINGLE_PROCESS
-    report_path = os.path.join(run_dir, "run", "summary.json" if single else "report.json")
     read = single_figures if single else figures
     flags, settings = run_settings(c, args, run_dir)
     if os.path.exists(report_path):  # resume: done in an earlier sweep
-        same, why = provenance.reusable(run_dir, settings)
         if same:
             with open(report_path) as f:
                 row.update(read(json.load(f)), status="ok", exit_code=0)
@@ -254,14 +264,15 @@ def run_one(c, repeat, args, out_dir, bin_dir, source):
     return row, False
 
 
-def eta(fresh, fresh_seconds, left):
-    """The time left: the runs left at the mean time of this sweep's own runs (reused ones
-    cost nothing and would make it look short)."""
+def eta(fresh, fresh_seconds, left, to_run):
+    """The time left: the runs still to run (not to reuse) at the mean time of this sweep's
+    own runs (reused ones cost nothing and would make it look short)."""
     if left == 0:
         return "none left"
     if fresh == 0:
-        return "%d left, no run of this sweep yet to time" % left
-    return "%d left, about %.0f min" % (left, fresh_seconds / fresh * left / 60)
+        return "%d left (%d to run), no run of this sweep yet to time" % (left, to_run)
+    return "%d left (%d to run), about %.0f min" % (left, to_run,
+                                                    fresh_seconds / fresh * to_run / 60)
 
 
 def median(values):
@@ -528,6 +539,8 @@ def main():
     print("sweep: commit %s, binaries %s" % (source["commit"], source["binaries"]),
           file=sys.stderr)
     runs, done, fresh, fresh_seconds = [], 0, 0, 0.0
+    to_run = sum(1 for c in todo for r in range(1, args.repeats + 1)
+                 if not finished_run(c, r, args, args.out)[2])
     for rate, scale in groups:
         group = [c for c in todo if (c["rate"], c["scale"]) == (rate, scale)]
         hosts = max(c["hosts"] for c in group)
@@ -553,11 +566,12 @@ def main():
                     done += 1
                     if not reused:
                         fresh, fresh_seconds = fresh + 1, fresh_seconds + time.time() - begun
+                        to_run = max(0, to_run - 1)
                     print("sweep: [%d/%d] %s: %s%s, %s" %
                           (done, total, run_name(c, r), row["status"],
                            " (from an earlier sweep, commit %s)" % row["commit"] if reused
                            else " in %.0f s" % (time.time() - begun),
-                           eta(fresh, fresh_seconds, total - done)), file=sys.stderr)
+                           eta(fresh, fresh_seconds, total - done, to_run)), file=sys.stderr)
                     write_csv(os.path.join(args.out, "runs.csv"), runs, RUN_FIELDS)
         finally:
             if not args.nodes_list:
