@@ -6,6 +6,7 @@
   studies/tables.py cs744 STUDY_DIR OUT_DIR      # studies/cs744/run.sh's folder
   studies/tables.py touchstone RUNS_DIR OUT_DIR  # the touchstone run folders
   studies/tables.py lu STUDY_DIR OUT_DIR         # studies/lu-osu/run.sh's folder
+  studies/tables.py in_graph STUDY_DIR OUT_DIR   # studies/wang-et-al/in_graph.sh's folder
 
 Writes OUT_DIR/<study>.csv and SVG plots (Debian's python3-matplotlib), and prints the CSV as
 a markdown table. Exit code 2 on a missing input.
@@ -14,12 +15,16 @@ import csv
 import glob
 import json
 import os
+import statistics
 import sys
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from study_records import point_source, write_csv  # noqa: E402
 
 
 
@@ -31,10 +36,8 @@ def num(x):
 
 
 def write(path, rows, fields):
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=fields, lineterminator="\n", extrasaction="ignore")
-        w.writeheader()
-        w.writerows(rows)
+    """The CSV, and the same rows as a markdown table on stdout."""
+    write_csv(path, rows, fields)
     print("| " + " | ".join(fields) + " |")
     print("|" + " --- |" * len(fields))
     for r in rows:
@@ -213,14 +216,9 @@ def touchstone_models(runs_dir, out):
         keys = {k: s.get(k) for k in TOUCHSTONE_KEYS}
         with open(os.path.join(runs_dir, "models", model + ".json"), "w") as f:
             json.dump(keys, f, indent=1)
-        record = {}
-        if os.path.exists(os.path.join(runs_dir, "points", "model_%s.json" % model)):
-            record = json.load(open(os.path.join(runs_dir, "points", "model_%s.json" % model)))
-        row = {"model": model, "batch_size": s.get("batch_size"),
-               "steps": s.get("steps"),
+        row = {"model": model, "batch_size": s.get("batch_size"), "steps": s.get("steps"),
                "examples_per_sec": s.get("examples_per_sec"),
-               "source": "%s/%s" % (record.get("commit", "unknown"),
-                                    record.get("binaries", "unknown"))}
+               "source": point_source(runs_dir, "model_" + model)}
         row.update({k: json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v
                     for k, v in keys.items()})
         table.append(row)
@@ -228,9 +226,36 @@ def touchstone_models(runs_dir, out):
           ["model", "batch_size", "steps", "examples_per_sec"] + TOUCHSTONE_KEYS + ["source"])
 
 
+def in_graph(study_dir, out):
+    """Wang et al. §3.4 on CPUs (studies/wang-et-al/in_graph.sh's runs): examples/s per batch
+    size of two replicas and of one device, median and spread, and their ratio."""
+    groups = {}
+    for path in glob.glob(os.path.join(study_dir, "runs", "*", "summary.json")):
+        name = os.path.basename(os.path.dirname(path))
+        kind, batch, _ = name.rsplit("_", 2)
+        groups.setdefault((int(batch[1:]), kind), []).append(
+            (json.load(open(path)).get("examples_per_sec"), point_source(study_dir, name)))
+    rows = []
+    for (batch, kind), runs in sorted(groups.items()):
+        xs = [x for x, _ in runs if isinstance(x, (int, float))]
+        rows.append({"batch_size": batch, "how": kind, "repeats": len(xs),
+                     "sources": "+".join(sorted({src for _, src in runs})),
+                     "examples_per_sec": statistics.median(xs) if xs else None,
+                     "examples_per_sec_min": min(xs) if xs else None,
+                     "examples_per_sec_max": max(xs) if xs else None})
+    for r in rows:
+        one = [o for o in rows if o["batch_size"] == r["batch_size"] and o["how"] == "one_device"]
+        r["vs_one_device"] = (r["examples_per_sec"] / one[0]["examples_per_sec"]
+                              if one and one[0]["examples_per_sec"] and r["examples_per_sec"]
+                              else None)
+    write(os.path.join(out, "in_graph.csv"), rows,
+          ["batch_size", "how", "repeats", "sources", "examples_per_sec", "examples_per_sec_min",
+           "examples_per_sec_max", "vs_one_device"])
+
+
 def main():
     if len(sys.argv) not in (4, 5) or sys.argv[1] not in ("wang", "hkust", "cs744",
-                                                            "touchstone", "lu"):
+                                                            "touchstone", "lu", "in_graph"):
         print(__doc__, file=sys.stderr)
         return 2
     study, src, out = sys.argv[1:4]
@@ -239,7 +264,6 @@ def main():
         return 2
     os.makedirs(out, exist_ok=True)
     if study in ("lu", "cs744"):  # these studies' tables are modules of their own
-        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         module = __import__("tables_" + study)
         getattr(module, study)(src, out)
         return 0

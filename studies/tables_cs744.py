@@ -6,7 +6,6 @@ alone); the repeats of a setting become one row: the median and, beside it, the 
 the most (`_min`, `_max`) of every figure. Per-node figures are the mean over the run's hosts
 (report.json `hosts`): CPU, peak RSS, and the external interface's rx/tx bytes and packets per
 second of the tasks' lives."""
-import csv
 import glob
 import json
 import os
@@ -17,6 +16,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+from study_records import load_json, point_source, write_csv  # noqa: E402
 
 NAME = re.compile(r"^(t34|f610|alexnet)_(single|cluster2|cluster)_(?:(sync|async)_)?"
                   r"(steps|tta|b\d+)_r(\d+)$")
@@ -29,29 +30,15 @@ def _mean(xs):
     return statistics.mean(xs) if xs else None
 
 
-def _load(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
-
-
-def point_source(study_dir, name):
-    """"commit/binaries" of a point's record (studies/lib/points.sh), or "unknown"."""
-    record = _load(os.path.join(study_dir, "points", name + ".json")) or {}
-    return "%s/%s" % (record.get("commit", "unknown"), record.get("binaries", "unknown"))
-
-
 def run_figures(run_dir):
     """The figures of one cluster run, or None when it left no report."""
-    r = _load(os.path.join(run_dir, "report.json"))
+    r = load_json(os.path.join(run_dir, "report.json"))
     if r is None:
         return None
     hosts = r.get("hosts", [])
     tasks = r.get("tasks", [])
     life = {t.get("task"): t.get("job_execution_seconds") for t in tasks}
-    w0 = _load(os.path.join(run_dir, "worker-0", "summary.json")) or {}
+    w0 = load_json(os.path.join(run_dir, "worker-0", "summary.json")) or {}
     row = {"time_to_target_accuracy_seconds": r.get("time_to_target_accuracy_seconds"),
            "global_step": r.get("global_step"), "final_test_accuracy": r.get("final_test_accuracy"),
            "final_train_loss": w0.get("final_train_loss"),
@@ -124,12 +111,8 @@ def summary_rows(groups, part):
 
 
 def _write(path, rows, first):
-    fields = (first + ["repeats"] + [k + s for k in FIGURES for s in ("", "_min", "_max")] +
-              ["sources"])
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=fields, lineterminator="\n", extrasaction="ignore")
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(path, rows, first + ["repeats"] +
+              [k + s for k in FIGURES for s in ("", "_min", "_max")] + ["sources"])
 
 
 def figs6_10_plot(rows, out):
@@ -185,7 +168,7 @@ def cs744(runs_dir, out):
         figs6_10_plot(f610, out)
     alex = summary_rows(groups, "alexnet")
     _write(os.path.join(out, "cs744_alexnet.csv"), alex, ["setup", "mode", "batch_size"])
-    alone = _load(os.path.join(runs_dir, "runs", "alone", "summary.json"))
+    alone = load_json(os.path.join(runs_dir, "runs", "alone", "summary.json"))
     if alone:
         with open(os.path.join(out, "cs744_alone.json"), "w") as f:
             json.dump({k: alone.get(k) for k in ("final_test_accuracy", "examples_per_sec",

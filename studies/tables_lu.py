@@ -1,8 +1,6 @@
 """studies/tables.py lu: the Lu/OSU (TF-gRPC-Bench) study's CSVs and plots, from the
 folder of studies/lu-osu/run.sh (grpc_<link>.json per link, payload/<model>/ per model)."""
-import csv
 import glob
-import json
 import os
 
 import matplotlib
@@ -10,33 +8,14 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from study_records import load_json, point_source, write_csv  # noqa: E402
+
 MODES = ("tcp", "serialized", "bytebuffer")
 MODE_NAMES = {"tcp": "raw TCP", "serialized": "gRPC serialized", "bytebuffer": "gRPC ByteBuffer"}
 GRPC_FIELDS = ["link", "benchmark", "payload", "message_bytes", "buffers", "window", "servers",
                "clients", "mode", "p50_us", "p95_us", "p99_us", "mb_per_s", "calls_per_s",
                "vs_tcp_median", "vs_tcp_min", "vs_tcp_max", "rounds", "date", "loadavg_before",
                "loadavg_after", "source"]
-
-
-def _load(path):
-    with open(path) as f:
-        return json.load(f)
-
-
-def point_source(folder, name):
-    """"commit/binaries" of a point's record (studies/lib/points.sh), or "unknown"."""
-    try:
-        record = _load(os.path.join(folder, "points", name + ".json"))
-    except (OSError, ValueError):
-        record = {}
-    return "%s/%s" % (record.get("commit", "unknown"), record.get("binaries", "unknown"))
-
-
-def _write(path, rows, fields):
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=fields, lineterminator="\n", extrasaction="ignore")
-        w.writeheader()
-        w.writerows(rows)
 
 
 def _link_key(link):
@@ -52,7 +31,7 @@ def grpc_rows(folder):
     rows = []
     for path in glob.glob(os.path.join(folder, "grpc_*.json")):
         link = os.path.basename(path)[len("grpc_"):-len(".json")]
-        run = _load(path)
+        run = load_json(path) or {}  # a link whose run wrote no JSON has no rows
         meta = run.get("meta", {})
         for r in run.get("rows", []):
             ratio = next(iter(r.get("ratios", {}).values()), {})
@@ -117,13 +96,10 @@ def payload_rows(folder):
     for model_dir in sorted(glob.glob(os.path.join(folder, "payload", "*"))):
         model = os.path.basename(model_dir)
         sent, received, upper, variables = {}, {}, [], {}
-        try:
-            table = _load(os.path.join(model_dir, "report.json")).get(
-                "placement_table", [])
-        except (OSError, ValueError):
-            table = []
+        table = (load_json(os.path.join(model_dir, "report.json")) or {}).get(
+            "placement_table", [])
         for path in glob.glob(os.path.join(model_dir, "worker-*", "summary.json")):
-            for t in _load(path).get("rpc_traffic", []):
+            for t in (load_json(path) or {}).get("rpc_traffic", []):
                 if not str(t.get("peer", "")).startswith("ps-"):
                     continue
                 for hist, into in ((t.get("sent_size_histogram"), sent),
@@ -180,10 +156,10 @@ def payload_plot(rows, out):
 
 def lu(folder, out):
     rows = grpc_rows(folder)
-    _write(os.path.join(out, "lu_grpc.csv"), rows, GRPC_FIELDS)
+    write_csv(os.path.join(out, "lu_grpc.csv"), rows, GRPC_FIELDS)
     grpc_plots(rows, out)
     payload = payload_rows(folder)
-    _write(os.path.join(out, "lu_payload.csv"), payload,
+    write_csv(os.path.join(out, "lu_payload.csv"), payload,
            ["model", "bucket", "upper_bytes", "requests_sent", "replies_received", "variables",
             "source"])
     payload_plot(payload, out)

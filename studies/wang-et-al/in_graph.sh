@@ -56,40 +56,7 @@ for ((r = 1; r <= repeats; r++)); do
 done
 points_end
 points_sources > "$out/sources.txt"
-/usr/bin/python3 - "$out" <<'PY'
-import csv, glob, json, os, statistics, sys
-out = sys.argv[1]
-groups = {}
-for path in glob.glob(os.path.join(out, "runs", "*", "summary.json")):
-    name = os.path.basename(os.path.dirname(path))
-    kind, batch, _ = name.rsplit("_", 2)
-    s = json.load(open(path))
-    rec = os.path.join(out, "points", name + ".json")
-    rec = json.load(open(rec)) if os.path.exists(rec) else {}
-    groups.setdefault((int(batch[1:]), kind), []).append(
-        (s.get("examples_per_sec"), "%s/%s" % (rec.get("commit"), rec.get("binaries"))))
-rows = []
-for (batch, kind), runs in sorted(groups.items()):
-    xs = [x for x, _ in runs if isinstance(x, (int, float))]
-    rows.append({"batch_size": batch, "how": kind, "repeats": len(xs),
-                 "sources": "+".join(sorted({src for _, src in runs})),
-                 "examples_per_sec": statistics.median(xs) if xs else None,
-                 "examples_per_sec_min": min(xs) if xs else None,
-                 "examples_per_sec_max": max(xs) if xs else None})
-for r in rows:
-    one = [o for o in rows if o["batch_size"] == r["batch_size"] and o["how"] == "one_device"]
-    r["vs_one_device"] = (r["examples_per_sec"] / one[0]["examples_per_sec"]
-                          if one and one[0]["examples_per_sec"] else None)
-with open(os.path.join(out, "in_graph.csv"), "w", newline="") as f:
-    w = csv.DictWriter(f, fieldnames=list(rows[0].keys()) if rows else ["batch_size"],
-                       lineterminator="\n")
-    w.writeheader()
-    w.writerows(rows)
-for r in rows:
-    print("in_graph: batch %d %-10s %8.1f examples/s (%.1f-%.1f, %d runs), x%.2f one device" % (
-        r["batch_size"], r["how"], r["examples_per_sec"], r["examples_per_sec_min"],
-        r["examples_per_sec_max"], r["repeats"], r["vs_one_device"] or 0))
-PY
+/usr/bin/python3 "$ROOT/studies/tables.py" in_graph "$out" "$out"
 if ((save)); then
   mkdir -p "$HERE/results"
   cp "$out/in_graph.csv" "$HERE/results/in_graph.csv"

@@ -178,6 +178,26 @@ class Cs744TablesTest(unittest.TestCase):
         self.assertEqual((f610[0]["setup"], f610[0]["batch_size"]), ("cluster2", "64"))
 
 
+class InGraphTablesTest(unittest.TestCase):
+    def test_replicas_against_one_device_per_batch(self):
+        with tempfile.TemporaryDirectory() as d:
+            for name, rate in (("replicas_b100_r1", 210.0), ("replicas_b100_r2", 190.0),
+                               ("one_device_b100_r1", 100.0), ("one_device_b100_r2", 100.0)):
+                os.makedirs(os.path.join(d, "runs", name))
+                with open(os.path.join(d, "runs", name, "summary.json"), "w") as f:
+                    json.dump({"examples_per_sec": rate}, f)
+            r = subprocess.run(["/usr/bin/python3", os.path.join(STUDIES, "tables.py"),
+                                "in_graph", d, d], capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(os.path.join(d, "in_graph.csv")) as f:
+                rows = {row["how"]: row for row in csv.DictReader(f)}
+        self.assertEqual(float(rows["replicas"]["examples_per_sec"]), 200.0)
+        self.assertEqual((rows["replicas"]["examples_per_sec_min"],
+                          rows["replicas"]["examples_per_sec_max"]), ("190.0", "210.0"))
+        self.assertEqual(float(rows["replicas"]["vs_one_device"]), 2.0)
+        self.assertEqual(rows["one_device"]["sources"], "unknown/unknown")
+
+
 class BadInputTest(unittest.TestCase):
     """Every study's bad input exits 2 naming it, before anything runs."""
 
