@@ -187,26 +187,26 @@ def run_settings(c, args, run_dir):
 
 
 def finished_run(c, repeat, args, out_dir):
-    """(run_dir, report_path, reusable, why): where combination c's repeat lives and whether a
-    finished run of the same settings is there to reuse."""
+    """(run_dir, report_path, reusable, why, flags, settings): where combination c's repeat
+    lives, whether a finished run of the same settings is there to reuse, and its flags."""
     run_dir = os.path.join(out_dir, "runs", run_name(c, repeat))
     single = c["layout"] == SINGLE_PROCESS
     report_path = os.path.join(run_dir, "run", "summary.json" if single else "report.json")
+    flags, settings = run_settings(c, args, run_dir)
     if not os.path.exists(report_path):
-        return run_dir, report_path, False, ""
-    same, why = provenance.reusable(run_dir, run_settings(c, args, run_dir)[1])
-    return run_dir, report_path, same, why
+        return run_dir, report_path, False, "", flags, settings
+    same, why = provenance.reusable(run_dir, settings)
+    return run_dir, report_path, same, why, flags, settings
 
 
 def run_one(c, repeat, args, out_dir, bin_dir, source):
     """(row, reused): runs combination c's repeat, or reuses it from an earlier sweep when it
     finished with the same settings."""
     name = run_name(c, repeat)
-    run_dir, report_path, same, why = finished_run(c, repeat, args, out_dir)
+    run_dir, report_path, same, why, flags, settings = finished_run(c, repeat, args, out_dir)
     row = dict(c, repeat=repeat, run_dir=os.path.relpath(run_dir, out_dir))
     single = c["layout"] == SINGLE_PROCESS
     read = single_figures if single else figures
-    flags, settings = run_settings(c, args, run_dir)
     if os.path.exists(report_path):  # resume: done in an earlier sweep
         if same:
             with open(report_path) as f:
