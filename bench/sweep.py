@@ -38,8 +38,9 @@ the single-process baseline runs on this machine.
 Each run is a real cluster (scripts/local_cluster.sh --hosts) on hosts made by
 scripts/netns_hosts.sh (one set per link rate and scale, removed afterwards), laid out by
 scripts/make_spec.py; combinations a layout cannot take (pw-w with one worker, ...) are
-listed as skipped. A failed run is recorded as failed and the sweep goes on; a run whose
-report.json exists in DIR/runs/ is not run again (resume by repeating the command).
+listed as skipped. A failed run is recorded as failed and the sweep goes on (it ends with
+exit code 1, after writing everything); a run whose report.json exists in DIR/runs/ is not run
+again (resume by repeating the command).
 Writes DIR/runs.csv (one row per run) and DIR/results.csv (one row per combination, medians
 over its good repeats), DIR/index.html (examples/s vs workers with the ideal-linear line,
 loopback vs cross-host bytes, CPU, memory and training time per combination as inline SVG,
@@ -195,7 +196,7 @@ def finished_run(c, repeat, args, out_dir):
     flags, settings = run_settings(c, args, run_dir)
     if not os.path.exists(report_path):
         return run_dir, report_path, False, "", flags, settings
-    same, why = provenance.reusable(run_dir, settings)
+    same, why = provenance.reusable(run_dir, settings, report_path)
     return run_dir, report_path, same, why, flags, settings
 
 
@@ -254,7 +255,7 @@ def run_one(c, repeat, args, out_dir, bin_dir, source):
             out = (e.stdout if isinstance(e.stdout, str) else "") + "\nsweep: timed out"
     with open(os.path.join(run_dir, "cluster.log"), "w") as f:
         f.write(out)
-    provenance.write_record(run_dir, source, settings, started)
+    provenance.write_record(run_dir, source, settings, started, code)
     row.update(provenance.source_columns(run_dir))
     if code == 0 and os.path.exists(report_path):
         with open(report_path) as f:
@@ -588,7 +589,10 @@ def main():
     failed = sum(1 for r in runs if r.get("status") != "ok")
     print("sweep: done, %d run(s), %d failed; %s" %
           (len(runs), failed, os.path.join(args.out, "results.csv")), file=sys.stderr)
-    return 0
+    if failed:  # everything is written, but the sweep is not whole: a caller must see it
+        print("sweep: %d run(s) failed (runs.csv's status and exit_code, each run's cluster.log);"
+              " the same command again reruns them" % failed, file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

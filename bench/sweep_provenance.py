@@ -60,8 +60,9 @@ def read_record(run_dir):
         return None
 
 
-def write_record(run_dir, source, settings, started):
+def write_record(run_dir, source, settings, started, exit_code):
     record = dict(source, settings=settings, settings_hash=settings_hash(settings),
+                  exit_code=exit_code,
                   started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
                   finished=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     tmp = os.path.join(run_dir, RECORD + ".tmp")
@@ -70,12 +71,23 @@ def write_record(run_dir, source, settings, started):
     os.replace(tmp, os.path.join(run_dir, RECORD))
 
 
-def reusable(run_dir, settings):
-    """(reuse?, why not): a finished run is reused when it ran with these settings. A run
-    with no record ran before the records existed: it is reused (its commit is "unknown")."""
+def reusable(run_dir, settings, report_path=None):
+    """(reuse?, why not): a finished run is reused when it ran with these settings and
+    succeeded (a failed run leaves a report too: its record's exit code, or for records from
+    before exit codes were kept its report's `failed`, says so). A run with no record ran
+    before the records existed: it is reused (its commit is "unknown")."""
+    if report_path:
+        try:
+            with open(report_path) as f:
+                if json.load(f).get("failed"):
+                    return False, "failed before (its report says so)"
+        except (OSError, ValueError):
+            return False, "left no readable report"
     record = read_record(run_dir)
     if record is None:
         return True, ""
+    if record.get("exit_code", 0) != 0:
+        return False, "failed before (exit code %s)" % record["exit_code"]
     if record.get("settings_hash") != settings_hash(settings):
         return False, "ran with other settings (%s, now %s)" % (
             record.get("settings_hash"), settings_hash(settings))

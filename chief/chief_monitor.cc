@@ -85,7 +85,8 @@ absl::Status Chief::Monitor() {
       }
       return absl::DeadlineExceededError(
           absl::StrCat("chief: no progress for ", absl::FormatDuration(c_.heartbeat_timeout),
-                       ": global step stuck at ", last_step, " of ", train_steps_, stalest));
+                       " (--heartbeat_timeout): global step stuck at ", last_step, " of ",
+                       train_steps_, stalest));
     }
   }
 }

@@ -251,6 +251,13 @@ absl::Status Chief::WaitForWorkers(absl::Time deadline) {
         coordinator_->WaitForWorkers(std::min(deadline, absl::Now() + absl::Seconds(1)));
     if (missing.empty()) return absl::OkStatus();
     FULCRUM_RETURN_IF_ERROR(LocalWorkerStatus());
+    // A launcher stopping a failed start (a worker that exited on bad input) or Ctrl-C: stop
+    // now rather than at the deadline.
+    if (const int signal = StopSignal(); signal != 0) {
+      return absl::CancelledError(absl::StrCat("chief: interrupted by ", SignalName(signal),
+                                               " while waiting for ", Join(missing, "worker"),
+                                               " to register"));
+    }
     // A worker refused for its flags will not come back with others: give up at once.
     if (const std::string refused = coordinator_->refused(); !refused.empty()) {
       return absl::InvalidArgumentError(absl::StrCat("chief: ", refused));

@@ -43,6 +43,12 @@ int main(int argc, char** argv) {
   fulcrum::InitLogging(options->cluster.task.task_name());
   const absl::Status status =
       fulcrum::chief::RunChief(options->training, options->cluster, options->profile);
+  // Stopped by a signal before the run began (waiting for the tasks): the launcher's or the
+  // user's stop, not a failure of this task.
+  if (status.code() == absl::StatusCode::kCancelled && fulcrum::StopSignal() != 0) {
+    spdlog::warn("{}", std::string(status.message()));
+    return fulcrum::ExitCodeAfterStopSignal(fulcrum::kExitOk);
+  }
   if (!status.ok()) {
     spdlog::error("{}", status.ToString());
     return fulcrum::ExitCodeForStatus(status);

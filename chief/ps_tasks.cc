@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "base/signals.h"
 #include "base/status_macros.h"
 #include "runtime/grpc/grpc_util.h"
 #include "spdlog/spdlog.h"
@@ -76,6 +77,11 @@ absl::Status PsTasks::WaitUntilReady(absl::Time deadline, absl::Duration startup
       missing_where.push_back(absl::StrCat(clients_[p]->name(), " at ", clients_[p]->target()));
     }
     if (missing.empty()) return absl::OkStatus();
+    if (const int signal = StopSignal(); signal != 0) {
+      return absl::CancelledError(absl::StrCat("chief: interrupted by ", SignalName(signal),
+                                               " while waiting for ",
+                                               absl::StrJoin(missing_where, ", ")));
+    }
     if (absl::Now() >= deadline) {
       return absl::DeadlineExceededError(
           absl::StrCat("chief: ", absl::StrJoin(missing, ", "), " did not answer within ",

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/files.h"
+#include "base/signals.h"
 #include "base/status_macros.h"
 #include "data/batcher.h"
 #include "data/load.h"
@@ -85,6 +86,11 @@ absl::StatusOr<std::filesystem::path> JoinRun(runtime::CoordinatorClient& chief,
 absl::Status ConnectOnePs(const ClusterOptions& c, absl::Time deadline, runtime::GrpcPsClient& ps) {
   while (true) {
     if (!ps.WaitUntilReady(std::max(absl::Seconds(1), deadline - absl::Now()))) {
+      if (const int signal = StopSignal(); signal != 0) {
+        return absl::CancelledError(absl::StrCat(c.task.task_name(), ": interrupted by ",
+                                                 SignalName(signal), " while waiting for ",
+                                                 ps.name(), " at ", ps.target()));
+      }
       return absl::DeadlineExceededError(absl::StrCat(c.task.task_name(), ": ", ps.name(), " at ",
                                                       ps.target(), " did not answer"));
     }

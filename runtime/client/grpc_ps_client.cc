@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/net.h"
+#include "base/signals.h"
 #include "base/status_macros.h"
 #include "grpcpp/support/client_callback.h"
 #include "runtime/grpc/grpc_util.h"
@@ -257,7 +258,8 @@ absl::Status GrpcPsClient::Ping(const pb::PingRequest& request, pb::PingResponse
 
 bool GrpcPsClient::WaitUntilReady(absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
+  // A stop request (Ctrl-C, a launcher's SIGTERM) ends the wait within one probe.
+  while (absl::Now() < deadline && StopSignal() == 0) {
     pb::PingRequest request;
     pb::PingResponse response;
     grpc::ClientContext context;

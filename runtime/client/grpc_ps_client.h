@@ -94,7 +94,8 @@ class GrpcPsClient final : public PsClient {
                               pb::PromoteReplicaResponse* response, absl::Duration timeout);
 
   // Waits until the PS answers a Ping (the channel retries connecting meanwhile); false
-  // after `timeout`, or at once (logging why) when the PS refuses this client's credentials.
+  // after `timeout`, at once (logging why) when the PS refuses this client's credentials, or
+  // within one probe once this process was asked to stop (base/signals.h).
   bool WaitUntilReady(absl::Duration timeout);
   // Sends `rounds` pings of `bytes` each way so HTTP/2 flow-control windows have grown
   // before the first real transfer (a fresh gRPC connection moves big messages ~5x slower).

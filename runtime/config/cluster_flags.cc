@@ -114,7 +114,10 @@ ABSL_FLAG(double, startup_timeout, 120, "Seconds to wait for every task of the c
 ABSL_FLAG(double, step_timeout, 60,
           "Seconds a worker waits for a PS (e.g. for a sync step to complete) before failing.");
 ABSL_FLAG(double, heartbeat_timeout, 60,
-          "Seconds a ps waits without hearing from the chief before it exits.");
+          "Seconds without a sign of life before it counts as lost: a ps without the chief "
+          "exits, the chief names a worker it no longer hears from, and fails a run whose "
+          "global step made no progress (raise it when one step takes longer, e.g. AlexNet's "
+          "first steps on CPUs).");
 ABSL_FLAG(int64_t, eval_every, 100,
           "The chief evaluates on the test set every this many global steps (0 = at the end).");
 ABSL_FLAG(double, target_accuracy, 0,

@@ -129,8 +129,11 @@ if has figs6_10; then
   done
 fi
 if has alexnet; then
+  # A first step of AlexNet with 3 workers on 2 cores takes over a minute: the chief's
+  # no-progress window and the workers' wait on the ps are raised to 10 minutes.
   alex=(--model=alexnet --dataset=synthetic --synthetic_shape=227,227,3 --synthetic_examples=512
-        --learning_rate=0.01 --train_steps="$alexnet_steps" --log_every=10)
+        --learning_rate=0.01 --train_steps="$alexnet_steps" --log_every=10
+        --heartbeat_timeout=600 --step_timeout=600)
   for ((r = 1; r <= repeats; r++)); do
     for b in 64 128 256; do
       for setup in single cluster cluster2; do

@@ -51,14 +51,21 @@ common=(--layouts=ps-w-w,pw-pw,pw-w --workers=2 --ps=1,2 --batch_sizes=128 --mod
         --datasets=full,subset15000 --optimizers=adam --repeats="$repeats"
         --single_baseline "${links[@]}" "${where[@]}" --extra=--learning_rate=0.001)
 echo "hkust: $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
+# A sweep with failed runs (exit 1) still gets its tables; the study then exits 1.
+sweep_code=0
+sweep() {
+  local code=0
+  /usr/bin/python3 "$ROOT/bench/sweep.py" "$@" || code=$?
+  ((code <= 1)) || exit "$code"  # bad input (2): nothing ran
+  ((code == 0)) || sweep_code=$code
+}
 if [[ ",$parts," == *,autoencoder,* ]]; then
-  /usr/bin/python3 "$ROOT/bench/sweep.py" "${common[@]}" --steps="$steps" --model=autoencoder --widths=1,2 \
-    --out="$out/sweep" --prefix=sth
+  sweep "${common[@]}" --steps="$steps" --model=autoencoder --widths=1,2 --out="$out/sweep" --prefix=sth
   /usr/bin/python3 "$ROOT/studies/tables.py" hkust "$out/sweep" "$out"
 fi
 if [[ ",$parts," == *,stn,* ]]; then
-  /usr/bin/python3 "$ROOT/bench/sweep.py" "${common[@]}" --steps="$stn_steps" --models=stn,stn_deep --widths=1 \
-    --out="$out/sweep_stn" --prefix=sts
+  sweep "${common[@]}" --steps="$stn_steps" --models=stn,stn_deep --widths=1 --out="$out/sweep_stn" \
+    --prefix=sts
   /usr/bin/python3 "$ROOT/studies/tables.py" hkust "$out/sweep_stn" "$out" stn
 fi
 echo "hkust: done $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -71,4 +78,8 @@ if ((save)); then
   if [[ -f "$out/sweep_stn/results.csv" ]]; then
     cp "$out/sweep_stn/results.csv" "$HERE/results/sweep_stn_results.csv"
   fi
+fi
+if ((sweep_code)); then
+  echo "hkust: some runs failed (see the sweeps' runs.csv); the same command again reruns them" >&2
+  exit 1
 fi

@@ -10,24 +10,28 @@
 # from. A point recorded with another command is run again. Each point prints a progress line
 # "[i/N] NAME: ok in S s, about M min left" (the time left from this start's own points, or
 # from the estimates until one has run). Every record names the commit (`git describe
-# --always --dirty`) and a hash of the binaries, so that results gathered across restarts
+# --always --dirty`) and a hash of the binaries the point started (taken again per point: a
+# rebuild during a study shows in the records), so that results gathered across restarts
 # never mix sources silently: points_end prints a warning naming any other source, and
 # points_sources prints "NAME commit binaries" lines for a study's CSV.
 # COMMAND's output goes to OUT/points/NAME.log; a failed point stops the study (exit 1),
 # naming its log; the finished ones stay recorded.
 
 _pt_out="" _pt_total=0 _pt_study="" _pt_done=0 _pt_fresh=0 _pt_fresh_s=0 _pt_est_left=0
-_pt_commit="" _pt_binaries=""
+_pt_commit="" _pt_binaries="" _pt_bins=""
+
+# The hash of the ps, worker and chief binaries as they are now (12 hex digits).
+_pt_bin_hash() { cat "$_pt_bins/ps" "$_pt_bins/worker" "$_pt_bins/chief" 2> /dev/null | sha256sum | cut -c1-12; }
 
 points_begin() {
   _pt_out=$1/points _pt_total=$2 _pt_study=$3 _pt_done=0 _pt_fresh=0 _pt_fresh_s=0
   _pt_est_left=0
   mkdir -p "$_pt_out"
-  local root bins
+  local root
   root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-  bins=${BIN_DIR:-$root/build/bin}
+  _pt_bins=${BIN_DIR:-$root/build/bin}
   _pt_commit=$(git -C "$root" describe --always --dirty 2> /dev/null || echo unknown)
-  _pt_binaries=$(cat "$bins/ps" "$bins/worker" "$bins/chief" 2> /dev/null | sha256sum | cut -c1-12)
+  _pt_binaries=$(_pt_bin_hash)
   echo "$_pt_study: $(date -u +%FT%TZ), commit $_pt_commit, binaries $_pt_binaries," \
     "load $(cut -d' ' -f1-3 /proc/loadavg), $_pt_total point(s)"
 }
@@ -46,7 +50,7 @@ _pt_left() {  # the time left after this point, in words
 }
 
 point() {
-  local name=$1 est=$2 hash record begun code=0 seconds
+  local name=$1 est=$2 hash record begun code=0 seconds binaries
   shift 2
   [[ "${1:-}" == -- ]] && shift
   hash=$(_pt_hash "$@")
@@ -61,6 +65,12 @@ point() {
   [[ -f "$record" ]] && echo "$_pt_study: $name ran before with other settings: running it again"
   rm -f "$record"
   begun=$(date +%s)
+  binaries=$(_pt_bin_hash)
+  if [[ "$binaries" != "$_pt_binaries" ]]; then
+    echo "$_pt_study: the binaries changed during the study ($_pt_binaries, now $binaries):" \
+      "each point's record names the ones it ran"
+    _pt_binaries=$binaries
+  fi
   "$@" > "$_pt_out/$name.log" 2>&1 || code=$?
   seconds=$(($(date +%s) - begun))
   if ((code != 0)); then

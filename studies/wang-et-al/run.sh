@@ -26,14 +26,17 @@
 # Usage: studies/wang-et-al/run.sh [--out=DIR] [--save] [--steps=50] [--repeats=3] [--scale=4]
 #          [--cpus=0.6 | --host_examples_per_sec=E [--examples_per_cpu=X|measure]]
 #          [--workers=1,2,4,8] [--ps=1,2] [--batch_sizes=100] [--rates=1gbit,10gbit]
+#          [--synthetic_examples=2000]
 #          [--nodes=n1,n2,... | --nodes_file=F] [--ssh=CMD] [--remote_dir=DIR]
 #   --save   also copy the CSV and the plot into studies/wang-et-al/results/ (with
 #            --host_examples_per_sec: as wang_ratio*)
 #   --nodes  real machines, host i = the i-th name (ps 0 + chief, ps 1, then the workers)
+#   --synthetic_examples  the training set's size; each worker's shard (this / workers) must
+#            hold a batch, so batch 400 with 8 workers needs 3200 (exit 2 when it is short)
 # Each run trains --steps steps; its examples/s leave out the first 20 (the steady state), so
 # 50 steps give 30 steady ones. An interrupted run resumes: the same command again reuses
 # every finished run of the same settings (bench/sweep.py), and the CSVs name each run's
-# commit and binaries.
+# commit and binaries. A sweep with failed runs still writes its tables, then exits 1.
 # Writes OUT/sweep/ (bench/sweep.py's runs, results.csv, index.html), OUT/wang.csv and
 # OUT/wang_throughput.svg. Needs root on emulated hosts; exit code 2 on bad input.
 set -euo pipefail
@@ -41,7 +44,7 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 out="$ROOT/build/studies/wang-et-al" save=0 steps=50 repeats=3 scale=4 cpus=0.6 workers=1,2,4,8
-ps=1,2 batches=100 rates=1gbit,10gbit host_eps="" per_cpu=measure where=()
+ps=1,2 batches=100 rates=1gbit,10gbit host_eps="" per_cpu=measure where=() examples=2000
 die() { echo "wang-et-al: error: $*" >&2; exit 2; }
 for arg in "$@"; do
   case "$arg" in
@@ -57,12 +60,23 @@ for arg in "$@"; do
     --workers=*) workers="${arg#*=}" ;;
     --ps=*) ps="${arg#*=}" ;;
     --batch_sizes=*) batches="${arg#*=}" ;;
+    --synthetic_examples=*) examples="${arg#*=}" ;;
     --nodes=*|--nodes_file=*|--ssh=*|--remote_dir=*) where+=("$arg") ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument '$arg' (see --help)" ;;
   esac
 done
-data=(--dataset=synthetic --synthetic_shape=24,24,3 --synthetic_examples=2000)
+[[ "$examples" =~ ^[1-9][0-9]*$ ]] || die "--synthetic_examples=$examples: expected a positive whole number"
+# Each worker trains on its shard (examples / workers): the largest batch must fit the
+# smallest shard, or every worker of that run would refuse it.
+max_of() { tr , '\n' <<< "$1" | sort -n | tail -1; }
+if [[ "$workers" =~ ^[0-9,]+$ && "$batches" =~ ^[0-9,]+$ ]]; then
+  need=$(($(max_of "$batches") * $(max_of "$workers")))
+  ((need <= examples)) || die "--batch_sizes up to $(max_of "$batches") with --workers up to" \
+    "$(max_of "$workers") needs --synthetic_examples=$need or more (each worker's shard must hold a" \
+    "batch), not $examples"
+fi
+data=(--dataset=synthetic --synthetic_shape=24,24,3 --synthetic_examples="$examples")
 mkdir -p "$out"
 # alone_on_a_host NAME HOST_OPTIONS...: the worker alone on one thread, 50 steps of the sweep's
 # first batch size, in one emulated host made with HOST_OPTIONS (netns_hosts.sh up 1 ..., the
@@ -110,10 +124,12 @@ else
   links=("--rates=$rates" --cpus="$cpus" --scales="$scale")
 fi
 echo "wang-et-al: $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
+sweep_code=0
 /usr/bin/python3 "$ROOT/bench/sweep.py" --layouts=ps-w-w --hosts=per_task --workers="$workers" \
   --ps="$ps" --batch_sizes="$batches" --modes=sync --model=cifar10_cnn --steps="$steps" \
   --repeats="$repeats" --eval_every="$steps" "${links[@]}" "${where[@]}" --extra="${data[*]}" \
-  --out="$out/sweep" --prefix=stw
+  --out="$out/sweep" --prefix=stw || sweep_code=$?
+((sweep_code <= 1)) || exit "$sweep_code"  # bad input (2): nothing ran
 echo "wang-et-al: done $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
 /usr/bin/python3 "$ROOT/studies/tables.py" wang "$out/sweep/results.csv" "$out"
 if ((save)); then
@@ -123,4 +139,8 @@ if ((save)); then
   cp "$out/wang.csv" "$HERE/results/$name.csv"
   cp "$out/wang_throughput.svg" "$HERE/results/${name}_throughput.svg"
   cp "$out/sweep/results.csv" "$HERE/results/${name/wang/sweep}_results.csv"
+fi
+if ((sweep_code)); then
+  echo "wang-et-al: some runs failed (see $out/sweep/runs.csv); the same command again reruns them" >&2
+  exit 1
 fi

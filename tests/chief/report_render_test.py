@@ -475,8 +475,23 @@ class SweepProvenanceTest(Test):
         with tempfile.TemporaryDirectory() as d:
             self.assertEqual(pv.reusable(d, settings), (True, ""))  # before the records
             self.assertEqual(pv.source_columns(d)["commit"], "unknown")
-            pv.write_record(d, {"commit": "abc123", "binaries": "b1"}, settings, 0)
+            # A failed run (which leaves a report too) is run again, whatever its settings.
+            pv.write_record(d, {"commit": "abc123", "binaries": "b1"}, settings, 0, 2)
+            self.assertEqual(pv.reusable(d, settings), (False, "failed before (exit code 2)"))
+            pv.write_record(d, {"commit": "abc123", "binaries": "b1"}, settings, 0, 0)
             self.assertEqual(pv.reusable(d, settings), (True, ""))
+            # Records from before exit codes were kept: the report says whether it failed.
+            report = os.path.join(d, "report.json")
+            with open(report, "w") as f:
+                json.dump({"failed": True}, f)
+            self.assertEqual(pv.reusable(d, settings, report),
+                             (False, "failed before (its report says so)"))
+            with open(report, "w") as f:
+                f.write('{"failed": fal')  # cut short
+            self.assertEqual(pv.reusable(d, settings, report), (False, "left no readable report"))
+            with open(report, "w") as f:
+                json.dump({"failed": False}, f)
+            self.assertEqual(pv.reusable(d, settings, report), (True, ""))
             # The same flags with another run folder are the same settings.
             moved = pv.settings_of(flags[:2] + ["--run_dir=/y/run"],
                                    {"rate": "1gbit", "share": []})

@@ -273,3 +273,55 @@ TEST(GracefulStopTest, AWorkerWaitingForTheChiefStopsOnSigtermWithinOneAttempt) 
 
 }  // namespace
 }  // namespace fulcrum
+
+namespace fulcrum {
+namespace {
+
+// The chief, waiting for a ps that never came (Ctrl-C during a start that hangs), stops on
+// SIGTERM within a probe or two instead of waiting out --startup_timeout (here 120 s); the
+// exit code says a signal stopped it, and the log names what it was waiting for.
+TEST(GracefulStopTest, AChiefWaitingForAPsStopsOnSigtermWithinAProbe) {
+  const std::filesystem::path dir = ::fulcrum::testing::FreshDir("chief_waits_sigterm");
+  const std::string spec = WriteLocalSpec(dir / "spec.json", 1, 1);
+  const std::string log = (dir / "chief.log").string();
+  const ::fulcrum::testing::RunResult r = ::fulcrum::testing::RunShell(absl::StrCat(
+      "sh -c '", FULCRUM_BIN_DIR, "/chief --cluster_spec=", spec,
+      " --model=logreg --train_steps=10 --startup_timeout=120 --run_dir=", (dir / "run").string(),
+      " > ", log, " 2>&1 & p=$!; for i in $(seq 300); do grep -q \"waiting for ps:0\" ", log,
+      " && break; sleep 0.1; done; start=$(date +%s); kill -TERM $p; wait $p; echo exit=$?;",
+      " echo took=$(( $(date +%s) - start ))'"));
+  EXPECT_NE(r.output.find("exit=143"), std::string::npos) << r.output << ReadFile(log);
+  const size_t took = r.output.find("took=");
+  ASSERT_NE(took, std::string::npos) << r.output;
+  EXPECT_LE(std::stoi(r.output.substr(took + 5)), 7) << r.output;
+  EXPECT_NE(ReadFile(log).find("chief: interrupted by SIGTERM while waiting for ps:0 at "),
+            std::string::npos)
+      << ReadFile(log);
+}
+
+// The same while the chief waits for a worker to register (its ps is up; the worker never
+// came, as when it exits on bad input and the launcher stops the others).
+TEST(GracefulStopTest, AChiefWaitingForAWorkerStopsOnSigtermWithinASecond) {
+  const std::filesystem::path dir = ::fulcrum::testing::FreshDir("chief_waits_worker_sigterm");
+  const std::string spec = WriteLocalSpec(dir / "spec.json", 1, 1);
+  const std::string log = (dir / "chief.log").string();
+  const std::string bin = FULCRUM_BIN_DIR;
+  const ::fulcrum::testing::RunResult r = ::fulcrum::testing::RunShell(absl::StrCat(
+      "sh -c '", bin, "/ps --cluster_spec=", spec, " --job_name=ps --task_index=0 > ",
+      (dir / "ps.log").string(), " 2>&1 & q=$!; ", bin, "/chief --cluster_spec=", spec,
+      " --model=logreg --train_steps=10 --startup_timeout=120 --run_dir=", (dir / "run").string(),
+      " > ", log, " 2>&1 & p=$!; for i in $(seq 300); do grep -q \"to register\" ", log,
+      " && break; sleep 0.1; done; start=$(date +%s); kill -TERM $p; wait $p; echo exit=$?;",
+      " echo took=$(( $(date +%s) - start )); kill -TERM $q; wait $q'"));
+  EXPECT_NE(r.output.find("exit=143"), std::string::npos) << r.output << ReadFile(log);
+  const size_t took = r.output.find("took=");
+  ASSERT_NE(took, std::string::npos) << r.output;
+  EXPECT_LE(std::stoi(r.output.substr(took + 5)), 7) << r.output;
+  EXPECT_NE(
+      ReadFile(log).find("chief: interrupted by SIGTERM while waiting for worker:0 to register"),
+      std::string::npos)
+      << ReadFile(log);
+}
+
+}  // namespace
+}  // namespace fulcrum

@@ -221,6 +221,35 @@ TEST_F(LocalClusterScriptTest, AKilledTaskEndsTheRunWithItsExitCode) {
   EXPECT_EQ(ProcessesMentioning(spec), 0);
 }
 
+// A worker that refuses its own flags (a batch larger than its shard) exits 2 before it
+// registers; the script stops the others, and the chief, waiting for the tasks, stops on that
+// SIGTERM instead of waiting out --startup_timeout (here 120 s): the run ends with the
+// worker's exit code 2 and says why. (A Wang et al. sweep saw the chief wait the whole 2
+// minutes.)
+TEST_F(LocalClusterScriptTest, AWorkerRefusingItsFlagsEndsTheRunAtOnceWithExitTwo) {
+  const fs::path dir = FreshDir("local_cluster_bad_worker");
+  const std::string spec = WriteLocalSpec(dir / "spec.json", 1, 2);
+  const fs::path log = dir / "out.log";
+  const auto start = std::chrono::steady_clock::now();
+  const pid_t pid =
+      StartScript({spec, "--model=logreg", "--dataset=synthetic", "--synthetic_examples=100",
+                   "--batch_size=80", "--train_steps=10", "--startup_timeout=120",
+                   absl::StrCat("--run_dir=", (dir / "run").string())},
+                  log);
+  EXPECT_EQ(WaitFor(pid, std::chrono::seconds(110)), 2) << ReadFile(log);
+  const auto took = std::chrono::steady_clock::now() - start;
+  const std::string out = ReadFile(log);
+  EXPECT_NE(out.find("batch_size 80 is larger than the shard"), std::string::npos) << out;
+  EXPECT_NE(out.find("exited with code 2; stopping the others"), std::string::npos) << out;
+  EXPECT_NE(out.find("chief:0 exited with code 143"), std::string::npos) << out;
+  EXPECT_EQ(out.find("did not register within"), std::string::npos) << out;
+  EXPECT_LT(took, std::chrono::seconds(60)) << out;
+  for (int i = 0; i < 50 && ProcessesMentioning(spec) > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(ProcessesMentioning(spec), 0);
+}
+
 // With --restart the script starts a killed ps again; the chief restores it from the newest
 // checkpoint and the run finishes with exit code 0.
 TEST_F(LocalClusterScriptTest, WithRestartAKilledPsIsStartedAgainAndRestored) {

@@ -405,20 +405,26 @@ namespace fulcrum {
 namespace {
 
 // A run that fails (here: every task refuses a bad flag) is recorded as failed and the sweep
-// still finishes, writing its CSVs.
+// still finishes, writing its CSVs, then exits 1 so that an unattended caller sees it; the
+// same command again runs the failed run again (its report is no finished run to reuse).
 TEST(SweepTest, FailedRunIsRecordedAndTheSweepGoesOn) {
   if (::geteuid() != 0) GTEST_SKIP() << "emulated hosts need root (network namespaces)";
   const fs::path dir = FreshDir("sweep_failed");
-  const auto r = ::fulcrum::testing::RunShell(
+  const std::string command =
       absl::StrCat("env BIN_DIR=", FULCRUM_BIN_DIR, " ", FULCRUM_SOURCE_DIR,
                    "/bench/sweep.py --layouts=ps-w-w --workers=1 --rates=none --steps=10",
-                   " --extra=--learning_rate=-1 --timeout=60 --prefix=swb --out=", dir.string()),
-      300);
+                   " --extra=--learning_rate=-1 --timeout=60 --prefix=swb --out=", dir.string());
+  const auto r = ::fulcrum::testing::RunShell(command, 300);
   if (r.output.find("cannot make") != std::string::npos) {
     GTEST_SKIP() << "cannot make emulated hosts here:\n" << r.output;
   }
-  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ASSERT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("1 failed"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("1 run(s) failed"), std::string::npos) << r.output;
+  const auto again = ::fulcrum::testing::RunShell(command, 300);
+  EXPECT_EQ(again.exit_code, 1) << again.output;
+  EXPECT_NE(again.output.find("_r1: failed in"), std::string::npos) << again.output;
+  EXPECT_EQ(again.output.find("from an earlier sweep"), std::string::npos) << again.output;
   const std::string runs = ReadFile(dir / "runs.csv");
   EXPECT_NE(runs.find(",failed,2,"), std::string::npos) << runs;  // status, exit code
   EXPECT_NE(ReadFile(dir / "results.csv").find(",failed,0,1,"), std::string::npos);

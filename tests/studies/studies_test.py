@@ -73,6 +73,34 @@ points_end
             self.assertIn("warning: points from other sources", mixed.stdout)
             self.assertIn("0ther/", mixed.stdout)
 
+    def test_a_rebuild_during_a_study_shows_in_each_points_record(self):
+        # Point b rebuilds the binaries (as a build beside a long study would): a's record
+        # names the binaries it ran, b's and c's the new ones, and the study says so.
+        with tempfile.TemporaryDirectory() as out:
+            bins = os.path.join(out, "bin")
+            os.makedirs(bins)
+            for name in ("ps", "worker", "chief"):
+                with open(os.path.join(bins, name), "w") as f:
+                    f.write("old " + name)
+            run = sh("""set -euo pipefail
+source %s/lib/points.sh
+points_begin %s 3 demo
+point a 10 -- true
+point b 10 -- bash -c 'echo new > %s/worker'
+point c 10 -- true
+points_end
+""" % (STUDIES, out, bins), env={"BIN_DIR": bins})
+            self.assertEqual(run.returncode, 0, run.stderr)
+            hashes = {}
+            for name in "abc":
+                with open(os.path.join(out, "points", name + ".json")) as f:
+                    hashes[name] = json.load(f)["binaries"]
+            self.assertEqual(hashes["a"], hashes["b"])
+            self.assertNotEqual(hashes["b"], hashes["c"])
+            self.assertIn("the binaries changed during the study (%s, now %s)" %
+                          (hashes["b"], hashes["c"]), run.stdout)
+            self.assertIn("warning: points from other sources", run.stdout)
+
 
 def grpc_row(benchmark, mode, payload, size, **more):
     row = {"benchmark": benchmark, "mode": mode, "payload": payload, "message_bytes": size,
@@ -210,7 +238,10 @@ class BadInputTest(unittest.TestCase):
                  ("touchstone/run.sh --models=nosuch", "unknown model 'nosuch'"),
                  ("wang-et-al/in_graph.sh --steps=20", "leaves out the first 20"),
                  ("hkust/run.sh --parts=vgg", "--parts=vgg"),
-                 ("wang-et-al/run.sh --flag", "unknown argument '--flag'")]
+                 ("wang-et-al/run.sh --flag", "unknown argument '--flag'"),
+                 ("wang-et-al/run.sh --synthetic_examples=0", "--synthetic_examples=0"),
+                 ("wang-et-al/run.sh --batch_sizes=100,400 --workers=1,8",
+                  "needs --synthetic_examples=3200 or more")]
         for args, text in cases:
             with tempfile.TemporaryDirectory() as out:
                 r = sh("%s/%s --out=%s" % (STUDIES, args, out))
