@@ -248,55 +248,51 @@ TEST(GracefulStopTest, TheWatchdogNamesAStoppedWorkerAndAStoppedPs) {
 namespace fulcrum {
 namespace {
 
+// Starts `task` (a task's command line, its output into `log`) in the background after
+// `before` (commands that start its peers, or nothing), sends it SIGTERM once `log` shows
+// `waiting`, and expects it to have stopped within 7 s (not after its --startup_timeout of
+// 120 s) with exit code 143 and `said` in its log. `after` stops the peers.
+void ExpectStopsOnSigtermWhileWaiting(const std::string& before, const std::string& task,
+                                      const std::string& log, const std::string& waiting,
+                                      const std::string& said, const std::string& after = "") {
+  const ::fulcrum::testing::RunResult r = ::fulcrum::testing::RunShell(absl::StrCat(
+      "sh -c '", before, task, " --startup_timeout=120 > ", log,
+      " 2>&1 & p=$!; for i in $(seq 300); do grep -q \"", waiting, "\" ", log,
+      " && break; sleep 0.1; done; start=$(date +%s); kill -TERM $p; wait $p; echo exit=$?;",
+      " echo took=$(( $(date +%s) - start )); ", after, "'"));
+  EXPECT_NE(r.output.find("exit=143"), std::string::npos) << r.output << ReadFile(log);
+  const size_t took = r.output.find("took=");
+  ASSERT_NE(took, std::string::npos) << r.output;
+  EXPECT_LE(std::stoi(r.output.substr(took + 5)), 7) << r.output;
+  EXPECT_NE(ReadFile(log).find(said), std::string::npos) << ReadFile(log);
+}
+
 // A worker still waiting for a chief that never came (it failed, or is not up yet) stops on
 // SIGTERM, as a launcher stopping a failed run sends it, within its current RegisterTask
-// attempt (at most 5 s) instead of waiting out --startup_timeout (here 120 s); the exit code
-// says a signal stopped it.
+// attempt (at most 5 s) instead of waiting out --startup_timeout; the exit code says a signal
+// stopped it.
 TEST(GracefulStopTest, AWorkerWaitingForTheChiefStopsOnSigtermWithinOneAttempt) {
   const std::filesystem::path dir = ::fulcrum::testing::FreshDir("worker_waits_sigterm");
   const std::string spec = WriteLocalSpec(dir / "spec.json", 1, 1);
-  const std::string log = (dir / "worker.log").string();
-  const ::fulcrum::testing::RunResult r = ::fulcrum::testing::RunShell(absl::StrCat(
-      "sh -c '", FULCRUM_BIN_DIR, "/worker --cluster_spec=", spec,
-      " --job_name=worker --task_index=0 --model=logreg --train_steps=10 --startup_timeout=120 > ",
-      log, " 2>&1 & p=$!; for i in $(seq 300); do grep -q \"waiting for chief\" ", log,
-      " && break; sleep 0.1; done; start=$(date +%s); kill -TERM $p; wait $p; echo exit=$?;",
-      " echo took=$(( $(date +%s) - start ))'"));
-  EXPECT_NE(r.output.find("exit=143"), std::string::npos) << r.output << ReadFile(log);
-  const size_t took = r.output.find("took=");
-  ASSERT_NE(took, std::string::npos) << r.output;
-  EXPECT_LE(std::stoi(r.output.substr(took + 5)), 7) << r.output;
-  EXPECT_NE(ReadFile(log).find("interrupted by SIGTERM while waiting for chief:0"),
-            std::string::npos)
-      << ReadFile(log);
+  ExpectStopsOnSigtermWhileWaiting(
+      "",
+      absl::StrCat(FULCRUM_BIN_DIR, "/worker --cluster_spec=", spec,
+                   " --job_name=worker --task_index=0 --model=logreg --train_steps=10"),
+      (dir / "worker.log").string(), "waiting for chief",
+      "interrupted by SIGTERM while waiting for chief:0");
 }
 
-}  // namespace
-}  // namespace fulcrum
-
-namespace fulcrum {
-namespace {
-
 // The chief, waiting for a ps that never came (Ctrl-C during a start that hangs), stops on
-// SIGTERM within a probe or two instead of waiting out --startup_timeout (here 120 s); the
-// exit code says a signal stopped it, and the log names what it was waiting for.
+// SIGTERM within a probe or two; its log names what it was waiting for.
 TEST(GracefulStopTest, AChiefWaitingForAPsStopsOnSigtermWithinAProbe) {
   const std::filesystem::path dir = ::fulcrum::testing::FreshDir("chief_waits_sigterm");
   const std::string spec = WriteLocalSpec(dir / "spec.json", 1, 1);
-  const std::string log = (dir / "chief.log").string();
-  const ::fulcrum::testing::RunResult r = ::fulcrum::testing::RunShell(absl::StrCat(
-      "sh -c '", FULCRUM_BIN_DIR, "/chief --cluster_spec=", spec,
-      " --model=logreg --train_steps=10 --startup_timeout=120 --run_dir=", (dir / "run").string(),
-      " > ", log, " 2>&1 & p=$!; for i in $(seq 300); do grep -q \"waiting for ps:0\" ", log,
-      " && break; sleep 0.1; done; start=$(date +%s); kill -TERM $p; wait $p; echo exit=$?;",
-      " echo took=$(( $(date +%s) - start ))'"));
-  EXPECT_NE(r.output.find("exit=143"), std::string::npos) << r.output << ReadFile(log);
-  const size_t took = r.output.find("took=");
-  ASSERT_NE(took, std::string::npos) << r.output;
-  EXPECT_LE(std::stoi(r.output.substr(took + 5)), 7) << r.output;
-  EXPECT_NE(ReadFile(log).find("chief: interrupted by SIGTERM while waiting for ps:0 at "),
-            std::string::npos)
-      << ReadFile(log);
+  ExpectStopsOnSigtermWhileWaiting(
+      "",
+      absl::StrCat(FULCRUM_BIN_DIR, "/chief --cluster_spec=", spec,
+                   " --model=logreg --train_steps=10 --run_dir=", (dir / "run").string()),
+      (dir / "chief.log").string(), "waiting for ps:0",
+      "chief: interrupted by SIGTERM while waiting for ps:0 at ");
 }
 
 // The same while the chief waits for a worker to register (its ps is up; the worker never
@@ -304,23 +300,14 @@ TEST(GracefulStopTest, AChiefWaitingForAPsStopsOnSigtermWithinAProbe) {
 TEST(GracefulStopTest, AChiefWaitingForAWorkerStopsOnSigtermWithinASecond) {
   const std::filesystem::path dir = ::fulcrum::testing::FreshDir("chief_waits_worker_sigterm");
   const std::string spec = WriteLocalSpec(dir / "spec.json", 1, 1);
-  const std::string log = (dir / "chief.log").string();
-  const std::string bin = FULCRUM_BIN_DIR;
-  const ::fulcrum::testing::RunResult r = ::fulcrum::testing::RunShell(absl::StrCat(
-      "sh -c '", bin, "/ps --cluster_spec=", spec, " --job_name=ps --task_index=0 > ",
-      (dir / "ps.log").string(), " 2>&1 & q=$!; ", bin, "/chief --cluster_spec=", spec,
-      " --model=logreg --train_steps=10 --startup_timeout=120 --run_dir=", (dir / "run").string(),
-      " > ", log, " 2>&1 & p=$!; for i in $(seq 300); do grep -q \"to register\" ", log,
-      " && break; sleep 0.1; done; start=$(date +%s); kill -TERM $p; wait $p; echo exit=$?;",
-      " echo took=$(( $(date +%s) - start )); kill -TERM $q; wait $q'"));
-  EXPECT_NE(r.output.find("exit=143"), std::string::npos) << r.output << ReadFile(log);
-  const size_t took = r.output.find("took=");
-  ASSERT_NE(took, std::string::npos) << r.output;
-  EXPECT_LE(std::stoi(r.output.substr(took + 5)), 7) << r.output;
-  EXPECT_NE(
-      ReadFile(log).find("chief: interrupted by SIGTERM while waiting for worker:0 to register"),
-      std::string::npos)
-      << ReadFile(log);
+  ExpectStopsOnSigtermWhileWaiting(
+      absl::StrCat(FULCRUM_BIN_DIR, "/ps --cluster_spec=", spec, " --job_name=ps --task_index=0 > ",
+                   (dir / "ps.log").string(), " 2>&1 & q=$!; "),
+      absl::StrCat(FULCRUM_BIN_DIR, "/chief --cluster_spec=", spec,
+                   " --model=logreg --train_steps=10 --run_dir=", (dir / "run").string()),
+      (dir / "chief.log").string(), "to register",
+      "chief: interrupted by SIGTERM while waiting for worker:0 to register",
+      "kill -TERM $q; wait $q");
 }
 
 }  // namespace
