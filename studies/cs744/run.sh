@@ -13,7 +13,8 @@
 #            epoch per worker.
 #  alexnet   its §4, Tables 5-6: AlexNet (tf_cnn_benchmarks' network, synthetic 227x227x3
 #            images; no ImageNet here) in Single, Cluster and Cluster2 at batch 64/128/256
-#            (sync): loss, examples/s, s/batch, CPU %, memory, rx/tx packets/s. The costly one
+#            (sync): loss, examples/s, s/batch, CPU %, memory, rx/tx packets/s (512 synthetic
+#            examples, 768 for Cluster2 at 256 so each worker's shard holds a batch). The costly one
 #            (about 3.5 hours for 3 repeats here, estimated); --alexnet_steps sets its length
 #            (the first 20 steps are left out of examples/s as warm-up).
 #
@@ -134,9 +135,14 @@ if has alexnet; then
   alex=(--model=alexnet --dataset=synthetic --synthetic_shape=227,227,3 --synthetic_examples=512
         --learning_rate=0.01 --train_steps="$alexnet_steps" --log_every=10
         --heartbeat_timeout=600 --step_timeout=600)
+  declare -A workers_of=([single]=1 [cluster]=2 [cluster2]=3)
   for ((r = 1; r <= repeats; r++)); do
     for b in 64 128 256; do
       for setup in single cluster cluster2; do
+        # Each worker's shard (the examples / the workers) must hold a batch: 512 examples,
+        # or the workers x the batch where that is more (Cluster2 at 256: 768).
+        n=$((workers_of[$setup] * b > 512 ? workers_of[$setup] * b : 512))
+        alex[3]=--synthetic_examples=$n
         point "alexnet_${setup}_b${b}_r$r" $((alexnet_steps * b / 10)) -- cluster "$setup" \
           "alexnet_${setup}_b${b}_r$r" "${alex[@]}" --batch_size="$b" --mode=sync \
           --eval_every=100000 --eval=false
