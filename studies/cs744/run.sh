@@ -15,7 +15,7 @@
 #            images; no ImageNet here) in Single, Cluster and Cluster2 at batch 64/128/256
 #            (sync): loss, examples/s, s/batch, CPU %, memory, rx/tx packets/s (512 synthetic
 #            examples, 768 for Cluster2 at 256 so each worker's shard holds a batch). The costly one
-#            (about 3.5 hours for 3 repeats here, estimated); --alexnet_steps sets its length
+#            (63 min per repeat here, about 3 hours 10 min for 3); --alexnet_steps sets its length
 #            (the first 20 steps are left out of examples/s as warm-up).
 #
 # On this machine: the presets cluster_specs/layouts/cs744-{single,cluster,cluster2} on 3
