@@ -51,13 +51,18 @@ def settings_hash(settings):
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def read_record(run_dir):
-    """The run's sweep_run.json, or None (a run from before these records, or none)."""
+def _load_json(path):
+    """The JSON file at path, or None when it is missing or unreadable."""
     try:
-        with open(os.path.join(run_dir, RECORD)) as f:
+        with open(path) as f:
             return json.load(f)
     except (OSError, ValueError):
         return None
+
+
+def read_record(run_dir):
+    """The run's sweep_run.json, or None (a run from before these records, or none)."""
+    return _load_json(os.path.join(run_dir, RECORD))
 
 
 def write_record(run_dir, source, settings, started, exit_code):
@@ -77,12 +82,11 @@ def reusable(run_dir, settings, report_path=None):
     before exit codes were kept its report's `failed`, says so). A run with no record ran
     before the records existed: it is reused (its commit is "unknown")."""
     if report_path:
-        try:
-            with open(report_path) as f:
-                if json.load(f).get("failed"):
-                    return False, "failed before (its report says so)"
-        except (OSError, ValueError):
+        report = _load_json(report_path)
+        if report is None:
             return False, "left no readable report"
+        if report.get("failed"):
+            return False, "failed before (its report says so)"
     record = read_record(run_dir)
     if record is None:
         return True, ""
