@@ -8,23 +8,25 @@
 # `point` runs COMMAND unless OUT/points/NAME.json records that it finished with the same
 # command (its settings) before: then it is reused and says so, with the commit it ran
 # from. A point recorded with another command is run again. Each point prints a progress line
-# "[i/N] NAME: ok in S s, about M min left" (the time left from this start's own points, or
-# from the estimates until one has run). Every record names the commit (`git describe
-# --always --dirty`) and a hash of the binaries the point started (taken again per point: a
-# rebuild during a study shows in the records), so that results gathered across restarts
+# "[i/N] NAME: ok in S s, N left, about M min" (the time left: the points still to run's
+# estimates, scaled by how long the points timed so far took against their estimates, those
+# run now and those reused from their records; the estimates alone until one is timed).
+# Every record names the commit (`git describe --always --dirty`) and a hash of the
+# binaries the point started (taken again per point: a rebuild during a study shows in the
+# records), so that results gathered across restarts
 # never mix sources silently: points_end prints a warning naming any other source, and
 # points_sources prints "NAME commit binaries" lines for a study's CSV.
 # COMMAND's output goes to OUT/points/NAME.log; a failed point stops the study (exit 1),
 # naming its log; the finished ones stay recorded.
 
-_pt_out="" _pt_total=0 _pt_study="" _pt_done=0 _pt_fresh=0 _pt_fresh_s=0 _pt_est_left=0
+_pt_out="" _pt_total=0 _pt_study="" _pt_done=0 _pt_est_left=0 _pt_timed_s=0 _pt_timed_est=0
 _pt_commit="" _pt_binaries="" _pt_bins=""
 
 # The hash of the ps, worker and chief binaries as they are now (12 hex digits).
 _pt_bin_hash() { cat "$_pt_bins/ps" "$_pt_bins/worker" "$_pt_bins/chief" 2> /dev/null | sha256sum | cut -c1-12; }
 
 points_begin() {
-  _pt_out=$1/points _pt_total=$2 _pt_study=$3 _pt_done=0 _pt_fresh=0 _pt_fresh_s=0
+  _pt_out=$1/points _pt_total=$2 _pt_study=$3 _pt_done=0 _pt_timed_s=0 _pt_timed_est=0
   _pt_est_left=0
   mkdir -p "$_pt_out"
   local root
@@ -39,11 +41,17 @@ points_begin() {
 # The settings of a point: its command line, one word per line, hashed.
 _pt_hash() { printf '%s\n' "$@" | sha256sum | cut -c1-12; }
 
+_pt_timed() {  # a point of estimate $1 took $2 s (run now, or as its record says)
+  _pt_est_left=$((_pt_est_left > $1 ? _pt_est_left - $1 : 0))
+  ((${2:-0} > 0 && $1 > 0)) || return 0
+  _pt_timed_s=$((_pt_timed_s + $2)) _pt_timed_est=$((_pt_timed_est + $1))
+}
+
 _pt_left() {  # the time left after this point, in words
   local left=$((_pt_total - _pt_done))
   ((left > 0)) || { echo "none left"; return; }
-  if ((_pt_fresh > 0)); then
-    echo "$left left, about $(((_pt_fresh_s * left / _pt_fresh + 59) / 60)) min"
+  if ((_pt_timed_est > 0)); then
+    echo "$left left, about $(((_pt_est_left * _pt_timed_s / _pt_timed_est + 59) / 60)) min"
   else
     echo "$left left, about $(((_pt_est_left + 59) / 60)) min (estimated)"
   fi
@@ -57,7 +65,7 @@ point() {
   record="$_pt_out/$name.json"
   _pt_done=$((_pt_done + 1))
   if [[ -f "$record" ]] && grep -q "\"settings\": \"$hash\"" "$record"; then
-    _pt_est_left=$((_pt_est_left > est ? _pt_est_left - est : 0))
+    _pt_timed "$est" "$(sed -n 's/.*"seconds": \([0-9]*\).*/\1/p' "$record")"
     echo "$_pt_study: [$_pt_done/$_pt_total] $name: from an earlier start (commit" \
       "$(sed -n 's/.*"commit": "\([^"]*\)".*/\1/p' "$record")), $(_pt_left)"
     return 0
@@ -81,8 +89,7 @@ point() {
   printf '{"name": "%s", "commit": "%s", "binaries": "%s", "settings": "%s", "seconds": %d, "finished": "%s"}\n' \
     "$name" "$_pt_commit" "$_pt_binaries" "$hash" "$seconds" "$(date -u +%FT%TZ)" > "$record.tmp"
   mv "$record.tmp" "$record"
-  _pt_fresh=$((_pt_fresh + 1)) _pt_fresh_s=$((_pt_fresh_s + seconds))
-  _pt_est_left=$((_pt_est_left > est ? _pt_est_left - est : 0))
+  _pt_timed "$est" "$seconds"
   echo "$_pt_study: [$_pt_done/$_pt_total] $name: ok in $seconds s, $(_pt_left)"
 }
 

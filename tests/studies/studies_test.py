@@ -73,6 +73,26 @@ points_end
             self.assertIn("warning: points from other sources", mixed.stdout)
             self.assertIn("0ther/", mixed.stdout)
 
+    def test_the_time_left_is_scaled_by_the_points_already_timed(self):
+        # a and b took 600 s each against estimates of 10 s (as their records say): with c
+        # still to run, the time left is c's 10 s scaled by 1200/20: 10 min, not 10 s.
+        with tempfile.TemporaryDirectory() as out:
+            first = self.study(out)
+            self.assertEqual(first.returncode, 0, first.stderr)
+            self.assertIn("[1/3] a: ok in 0 s, 2 left, about 1 min", first.stdout)
+            for name in "ab":
+                record = os.path.join(out, "points", name + ".json")
+                with open(record) as f:
+                    text = f.read()
+                with open(record, "w") as f:
+                    f.write(text.replace('"seconds": 0', '"seconds": 600'))
+            again = self.study(out, arg="two")
+            self.assertEqual(again.returncode, 0, again.stderr)
+            self.assertIn("[1/3] a: from an earlier start", again.stdout)
+            self.assertIn("2 left, about 20 min", again.stdout)  # 20 s left x 600/10 (a)
+            self.assertIn("[2/3] b: from an earlier start", again.stdout)
+            self.assertIn("1 left, about 10 min", again.stdout)
+
     def test_a_rebuild_during_a_study_shows_in_each_points_record(self):
         # Point b rebuilds the binaries (as a build beside a long study would): a's record
         # names the binaries it ran, b's and c's the new ones, and the study says so.
