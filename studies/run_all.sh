@@ -6,8 +6,8 @@
 # arguments go to every study's script (e.g. --save to refresh studies/*/results/, or
 # --nodes=... for real machines; see each run.sh --help). Needs root for the emulated hosts.
 # What each costs on the 2-core development VM (measured, or estimated where said):
-# Touchstone 3 min, Lu/OSU 6 min, CS744 5 min without AlexNet (its --parts=alexnet: 63 min
-# per repeat of its 9 points, about 3 hours 10 min for 3), HKUST 54 min (144 runs), Wang et al.'s default sweep about 100 min
+# Touchstone 3 min, Lu/OSU 6 min, CS744 5 min without AlexNet (its --parts=alexnet: 58-63 min
+# per repeat of its 9 points, 2 hours 55 min for 3), HKUST 54 min (144 runs), Wang et al.'s default sweep about 100 min
 # (estimated: 48 runs of 50 steps at scale 1/4), its in-graph replication 2 min.
 #
 # Usage: studies/run_all.sh [--out=DIR] [run.sh options...]

@@ -115,13 +115,12 @@ def _write(path, rows, first):
               [k + s for k in FIGURES for s in ("", "_min", "_max")] + ["sources"])
 
 
-def figs6_10_plot(rows, out):
-    panels = [("train_seconds", "runtime (s)"), ("node_peak_rss_mb", "peak RSS per node (MB)"),
-              ("max_cpu_percent_of_a_task", "max CPU load of a task (% of a core)"),
-              ("node_rx_mb_per_s", "rx MB/s per node"), ("node_tx_mb_per_s", "tx MB/s per node")]
+def batch_plot(rows, out, name, title, panels, setups):
+    """One panel per figure against the batch size, a line per set-up and mode (median, the
+    least and the most of the repeats as error bars), into OUT/NAME."""
     fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.6))
     for ax, (key, label) in zip(axes, panels):
-        for setup in ("cluster", "cluster2"):
+        for setup in setups:
             for mode, style in (("sync", "o-"), ("async", "s--")):
                 mine = [r for r in rows if r["setup"] == setup and r["mode"] == mode]
                 if not mine:
@@ -136,9 +135,28 @@ def figs6_10_plot(rows, out):
         ax.set_title(label, fontsize=9)
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=7)
-    fig.suptitle("CS744 Figs. 6-10: logreg, 1 epoch per worker (median, min-max)")
+    fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(os.path.join(out, "cs744_figs6_10.svg"))
+    fig.savefig(os.path.join(out, name))
+
+
+def figs6_10_plot(rows, out):
+    batch_plot(rows, out, "cs744_figs6_10.svg",
+               "CS744 Figs. 6-10: logreg, 1 epoch per worker (median, min-max)",
+               [("train_seconds", "runtime (s)"), ("node_peak_rss_mb", "peak RSS per node (MB)"),
+                ("max_cpu_percent_of_a_task", "max CPU load of a task (% of a core)"),
+                ("node_rx_mb_per_s", "rx MB/s per node"), ("node_tx_mb_per_s", "tx MB/s per node")],
+               ("cluster", "cluster2"))
+
+
+def alexnet_plot(rows, out):
+    batch_plot(rows, out, "cs744_alexnet.svg",
+               "CS744 Tables 5-6: AlexNet, sync, 50 steps (median, min-max)",
+               [("examples_per_sec", "examples/s (all workers)"), ("s_per_batch", "s per batch"),
+                ("node_cpu_percent", "CPU per node (% of a core)"),
+                ("node_peak_rss_mb", "peak RSS per node (MB)"),
+                ("node_rx_packets_per_s", "rx packets/s per node")],
+               ("single", "cluster", "cluster2"))
 
 
 def tta_plot(rows, out):
@@ -168,6 +186,8 @@ def cs744(runs_dir, out):
         figs6_10_plot(f610, out)
     alex = summary_rows(groups, "alexnet")
     _write(os.path.join(out, "cs744_alexnet.csv"), alex, ["setup", "mode", "batch_size"])
+    if alex:
+        alexnet_plot(alex, out)
     alone = load_json(os.path.join(runs_dir, "runs", "alone", "summary.json"))
     if alone:
         with open(os.path.join(out, "cs744_alone.json"), "w") as f:

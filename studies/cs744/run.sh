@@ -15,7 +15,7 @@
 #            images; no ImageNet here) in Single, Cluster and Cluster2 at batch 64/128/256
 #            (sync): loss, examples/s, s/batch, CPU %, memory, rx/tx packets/s (512 synthetic
 #            examples, 768 for Cluster2 at 256 so each worker's shard holds a batch). The costly one
-#            (63 min per repeat here, about 3 hours 10 min for 3); --alexnet_steps sets its length
+#            (58-63 min per repeat here, 2 hours 55 min for 3); --alexnet_steps sets its length
 #            (the first 20 steps are left out of examples/s as warm-up).
 #
 # On this machine: the presets cluster_specs/layouts/cs744-{single,cluster,cluster2} on 3
@@ -72,7 +72,10 @@ source "$ROOT/studies/lib/points.sh"
 total=0 estimate=0
 if has tables34; then total=$((total + 1 + 12 * repeats)); estimate=$((estimate + 12 * repeats * 20)); fi
 if has figs6_10; then total=$((total + 4 * ${#batch_list[@]} * repeats)); estimate=$((estimate + 4 * ${#batch_list[@]} * repeats * 25)); fi
-if has alexnet; then total=$((total + 9 * repeats)); estimate=$((estimate + 9 * repeats * alexnet_steps * 15)); fi
+# AlexNet's points cost about alexnet_steps x batch x (40, 48, 75 ms) in Single, Cluster and
+# Cluster2 here (the 27 runs of 2026-11-29): 3 x 50 x (64 + 128 + 256) x 163 ms for the lot.
+declare -A alexnet_ms=([single]=40 [cluster]=48 [cluster2]=75)
+if has alexnet; then total=$((total + 9 * repeats)); estimate=$((estimate + repeats * alexnet_steps * 448 * 163 / 1000)); fi
 points_begin "$out" "$total" cs744
 points_estimate "$estimate"
 prefix=fh
@@ -143,7 +146,7 @@ if has alexnet; then
         # or the workers x the batch where that is more (Cluster2 at 256: 768).
         n=$((workers_of[$setup] * b > 512 ? workers_of[$setup] * b : 512))
         alex[3]=--synthetic_examples=$n
-        point "alexnet_${setup}_b${b}_r$r" $((alexnet_steps * b / 10)) -- cluster "$setup" \
+        point "alexnet_${setup}_b${b}_r$r" $((alexnet_steps * b * alexnet_ms[$setup] / 1000)) -- cluster "$setup" \
           "alexnet_${setup}_b${b}_r$r" "${alex[@]}" --batch_size="$b" --mode=sync \
           --eval_every=100000 --eval=false
       done

@@ -79,13 +79,14 @@ points_end
         with tempfile.TemporaryDirectory() as out:
             first = self.study(out)
             self.assertEqual(first.returncode, 0, first.stderr)
-            self.assertIn("[1/3] a: ok in 0 s, 2 left, about 1 min", first.stdout)
+            self.assertIn("[1/3] a: ok in", first.stdout)
             for name in "ab":
                 record = os.path.join(out, "points", name + ".json")
                 with open(record) as f:
-                    text = f.read()
+                    data = json.load(f)
+                data["seconds"] = 600
                 with open(record, "w") as f:
-                    f.write(text.replace('"seconds": 0', '"seconds": 600'))
+                    f.write(json.dumps(data) + "\n")
             again = self.study(out, arg="two")
             self.assertEqual(again.returncode, 0, again.stderr)
             self.assertIn("[1/3] a: from an earlier start", again.stdout)
