@@ -73,9 +73,17 @@ total=0 estimate=0
 if has tables34; then total=$((total + 1 + 12 * repeats)); estimate=$((estimate + 12 * repeats * 20)); fi
 if has figs6_10; then total=$((total + 4 * ${#batch_list[@]} * repeats)); estimate=$((estimate + 4 * ${#batch_list[@]} * repeats * 25)); fi
 # AlexNet's points cost about alexnet_steps x batch x (40, 48, 75 ms) in Single, Cluster and
-# Cluster2 here (the 27 runs of 2026-11-29): 3 x 50 x (64 + 128 + 256) x 163 ms for the lot.
+# Cluster2 here (the 27 runs of 2026-11-29).
+alexnet_batches=(64 128 256)
 declare -A alexnet_ms=([single]=40 [cluster]=48 [cluster2]=75)
-if has alexnet; then total=$((total + 9 * repeats)); estimate=$((estimate + repeats * alexnet_steps * 448 * 163 / 1000)); fi
+alexnet_s() { echo $((alexnet_steps * $2 * alexnet_ms[$1] / 1000)); }  # SETUP BATCH
+if has alexnet; then
+  for b in "${alexnet_batches[@]}"; do
+    for setup in single cluster cluster2; do
+      total=$((total + repeats)) estimate=$((estimate + repeats * $(alexnet_s "$setup" "$b")))
+    done
+  done
+fi
 points_begin "$out" "$total" cs744
 points_estimate "$estimate"
 prefix=fh
@@ -140,13 +148,13 @@ if has alexnet; then
         --heartbeat_timeout=600 --step_timeout=600)
   declare -A workers_of=([single]=1 [cluster]=2 [cluster2]=3)
   for ((r = 1; r <= repeats; r++)); do
-    for b in 64 128 256; do
+    for b in "${alexnet_batches[@]}"; do
       for setup in single cluster cluster2; do
         # Each worker's shard (the examples / the workers) must hold a batch: 512 examples,
         # or the workers x the batch where that is more (Cluster2 at 256: 768).
         n=$((workers_of[$setup] * b > 512 ? workers_of[$setup] * b : 512))
         alex[3]=--synthetic_examples=$n
-        point "alexnet_${setup}_b${b}_r$r" $((alexnet_steps * b * alexnet_ms[$setup] / 1000)) -- cluster "$setup" \
+        point "alexnet_${setup}_b${b}_r$r" "$(alexnet_s "$setup" "$b")" -- cluster "$setup" \
           "alexnet_${setup}_b${b}_r$r" "${alex[@]}" --batch_size="$b" --mode=sync \
           --eval_every=100000 --eval=false
       done

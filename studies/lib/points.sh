@@ -13,9 +13,9 @@
 # run now and those reused from their records; the estimates alone until one is timed).
 # Every record names the commit (`git describe --always --dirty`) and a hash of the
 # binaries the point started (taken again per point: a rebuild during a study shows in the
-# records), so that results gathered across restarts
-# never mix sources silently: points_end prints a warning naming any other source, and
-# points_sources prints "NAME commit binaries" lines for a study's CSV.
+# records), so that results gathered across restarts never mix sources silently: points_end
+# prints a warning naming any other source, and points_sources prints "NAME commit binaries"
+# lines for a study's CSV.
 # COMMAND's output goes to OUT/points/NAME.log; a failed point stops the study (exit 1),
 # naming its log; the finished ones stay recorded.
 
