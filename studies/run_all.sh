@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # Reruns the five seed studies in order (Touchstone, Lu/OSU, HKUST, CS744, Wang et al.: its
-# CPU-host sweep, its parts under the study's compute-to-link ratio and its in-graph
+# CPU-share sweep, its parts under the study's compute-to-link ratio and its in-graph
 # replication), each study's output into OUT/<study>/ and its log into OUT/<study>.log. Every
 # study is resumable: the same command again reuses every finished run of the same settings,
 # so an interrupted run_all.sh picks up where it stopped. --save refreshes studies/*/results/;
 # other options (real nodes, repeats, parts) differ from study to study: give them to each
 # study's script (see its --help). Needs root for the emulated hosts.
-# What each costs on the 2-core development VM (measured, or estimated where said):
+# What each costs on the 2-core development VM (measured):
 # Touchstone 3 min, Lu/OSU 6 min, HKUST 54 min (144 runs), CS744 5 min without AlexNet and
 # 2 hours 55 min for AlexNet's 27 runs (58-63 min per repeat of its 9 points), Wang et al.'s
-# CPU-host sweep about 100 min (estimated: 48 runs of 50 steps at scale 1/4), its ratio parts
-# about 2 hours 25 min (wang-et-al/ratio.sh --help), its in-graph replication 2 min.
+# CPU-share sweep 68 min (48 runs of 50 steps at scale 1/4), its ratio parts 2 hours 18 min
+# (wang-et-al/ratio.sh --help), its in-graph replication 2 min: about 4 hours 36 min without
+# AlexNet, 7 hours 31 min with it.
 #
 # Usage: studies/run_all.sh [--out=DIR] [--save]
 set -euo pipefail

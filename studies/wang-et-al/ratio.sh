@@ -13,7 +13,7 @@
 #            the ratio; scale 1/2 cannot give it to 10 (OUT/scale3/)
 # Every part is resumable as run.sh is: the same command again reuses each finished run.
 # Costs here: main 68 min (batch 100: 16, 200: 24, 400: 28), b400_w8 17, ps2 13 (its 2-ps
-# runs), 10gbit 14, scale1 3, scale3 about 30 (estimated); about 2 hours 25 min in all.
+# runs), 10gbit 14, scale1 3, scale3 23; about 2 hours 18 min in all.
 #
 # Usage: studies/wang-et-al/ratio.sh [--out=DIR] [--save]
 #          [--parts=main,b400_w8,ps2,10gbit,scale1,scale3]
