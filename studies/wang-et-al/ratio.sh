@@ -57,33 +57,32 @@ sweep() {
   ((code != 2)) || exit 2
   ((code == 0)) || failed+=("$dir")
 }
-# keep PART DIR: with --save, the part's table, runs and ratio check into results/.
+# keep PART DIR [CHECK]: with --save, the part's table and runs (DIR/wang.csv,
+# DIR/sweep/runs.csv) and the ratio check of the hosts it ran on (CHECK: main's, and that of
+# a part in a folder of its own) into results/.
 keep() {
   ((save)) || return 0
-  local part=$1 dir=$2 sfx="_$1"
+  local part=$1 dir=$2 check=${3:-} sfx="_$1"
   [[ "$part" == main ]] && sfx=""
   cp "$dir/wang.csv" "$HERE/results/wang_ratio$sfx.csv"
   cp "$dir/sweep/runs.csv" "$HERE/results/sweep_ratio${sfx}_runs.csv"
-  # A part in its own folder made its own hosts, and checked them.
-  [[ "$part" != main && "$dir" == "$out" ]] ||
-    cp "$dir/ratio_check.txt" "$HERE/results/ratio_check$sfx.txt"
-  [[ "$part" != main ]] || cp "$dir/wang_throughput.svg" "$HERE/results/wang_ratio_throughput.svg"
+  [[ -z "$check" ]] || cp "$check" "$HERE/results/ratio_check$sfx.txt"
 }
 mkdir -p "$out" "$HERE/results"
 if has main; then
   # Batch 400 with 8 workers needs more examples than the others' 2000 (b400_w8): two sweeps,
-  # one table of both (their runs and results concatenated, the header once).
+  # one table of both (their runs and results concatenated into OUT/main/sweep/, the header
+  # once).
+  merged="$out/main/sweep"
+  mkdir -p "$merged"
   sweep "$out" --workers=1,2,3,4,8 --batch_sizes=100,200
-  cp "$out/sweep/runs.csv" "$out/main_runs.csv"
-  cp "$out/sweep/results.csv" "$out/main_results.csv"
+  cp "$out/sweep/runs.csv" "$out/sweep/results.csv" "$merged/"
   sweep "$out" --workers=1,2,3,4 --batch_sizes=400
-  tail -n +2 "$out/sweep/runs.csv" >> "$out/main_runs.csv"
-  tail -n +2 "$out/sweep/results.csv" >> "$out/main_results.csv"
-  mkdir -p "$out/main/sweep"
-  cp "$out/main_runs.csv" "$out/main/sweep/runs.csv"
-  cp "$out/ratio_check.txt" "$out/main/"
-  /usr/bin/python3 "$ROOT/studies/tables.py" wang "$out/main_results.csv" "$out/main"
-  keep main "$out/main"
+  tail -n +2 "$out/sweep/runs.csv" >> "$merged/runs.csv"
+  tail -n +2 "$out/sweep/results.csv" >> "$merged/results.csv"
+  /usr/bin/python3 "$ROOT/studies/tables.py" wang "$merged/results.csv" "$out/main"
+  keep main "$out/main" "$out/ratio_check.txt"
+  ((!save)) || cp "$out/main/wang_throughput.svg" "$HERE/results/wang_ratio_throughput.svg"
 fi
 if has b400_w8; then
   # The same hosts as main's: its measured CPU (run.sh reuses OUT/examples_per_cpu.txt).
@@ -91,7 +90,7 @@ if has b400_w8; then
   [[ -s "$out/b400_w8/examples_per_cpu.txt" || ! -s "$out/examples_per_cpu.txt" ]] ||
     cp "$out/examples_per_cpu.txt" "$out/b400_w8/"
   sweep "$out/b400_w8" --workers=1,8 --batch_sizes=400 --synthetic_examples=3200
-  keep b400_w8 "$out/b400_w8"
+  keep b400_w8 "$out/b400_w8" "$out/b400_w8/ratio_check.txt"
 fi
 if has ps2; then
   sweep "$out" --workers=1,2,3,4 --ps=1,2
@@ -103,11 +102,11 @@ if has 10gbit; then
 fi
 if has scale1; then
   sweep "$out/scale1" --workers=1,2 --scale=1
-  keep scale1 "$out/scale1"
+  keep scale1 "$out/scale1" "$out/scale1/ratio_check.txt"
 fi
 if has scale3; then
   sweep "$out/scale3" --workers=1,8 --ps=1,2 --scale=3
-  keep scale3 "$out/scale3"
+  keep scale3 "$out/scale3" "$out/scale3/ratio_check.txt"
 fi
 if ((${#failed[@]})); then
   echo "wang-ratio: runs failed in ${failed[*]} (see each sweep/runs.csv); the same command" \
