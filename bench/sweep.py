@@ -83,7 +83,7 @@ NUMERIC = ["examples_per_sec", "global_step", "final_test_accuracy",
            "peak_rss_bytes", "loopback_bytes_sent", "external_bytes_sent",
            "external_bytes_received", "app_bytes_sent"]
 RUN_FIELDS = (list(KEY) + ["repeat", "status", "exit_code"] + NUMERIC +
-              ["commit", "binaries", "settings_hash", "run_dir"])
+              ["commit", "binaries", "settings_hash", "other_cpus", "run_dir"])
 # results.csv: the medians, their spread over the good repeats, and the sources behind them.
 SPREAD = ["examples_per_sec_min", "examples_per_sec_max", "train_seconds_min",
           "train_seconds_max"]
@@ -196,7 +196,8 @@ def finished_run(c, repeat, args, out_dir):
     flags, settings = run_settings(c, args, run_dir)
     if not os.path.exists(report_path):
         return run_dir, report_path, False, "", flags, settings
-    same, why = provenance.reusable(run_dir, settings, report_path)
+    same, why = provenance.reusable(run_dir, settings, report_path,
+                                    args.max_other_cpus if args.rerun_busy else None)
     return run_dir, report_path, same, why, flags, settings
 
 
@@ -308,8 +309,7 @@ def summarize(combos, runs):
             values = [r.get(k) for r in good if isinstance(r.get(k), (int, float))]
             row[k + "_min"] = min(values) if values else None
             row[k + "_max"] = max(values) if values else None
-        row["commits"] = provenance.distinct(good, "commit") if good else ""
-        row["binaries"] = provenance.distinct(good, "binaries") if good else ""
+        row.update(provenance.point_columns(good))
         out.append(row)
     return out
 
@@ -579,11 +579,12 @@ def main():
                 sh([os.path.join(SCRIPTS, "netns_hosts.sh"), "down", "--prefix", args.prefix], 60)
     results = summarize(combos, runs)
     fields = (list(KEY) + ["status", "repeats_ok", "repeats_failed"] + NUMERIC + SPREAD +
-              ["commits", "binaries"])
+              ["other_cpus_max", "commits", "binaries"])
     write_csv(os.path.join(args.out, "runs.csv"), runs, RUN_FIELDS)
-    warning = provenance.mixed_warning(runs, source)
-    if warning:
-        print(warning, file=sys.stderr)
+    for warning in (provenance.mixed_warning(runs, source),
+                    provenance.busy_warning(runs, args.max_other_cpus)):
+        if warning:
+            print(warning, file=sys.stderr)
     write_csv(os.path.join(args.out, "results.csv"), results, fields)
     write_index(args.out, [{f: r.get(f) for f in fields} for r in results], runs)
     failed = sum(1 for r in runs if r.get("status") != "ok")

@@ -37,6 +37,9 @@ OPTIONS = [
      "of time to target accuracy"),
     ("--extra", "", str, "more flags for every task, e.g. \"--learning_rate=0.03\""),
     ("--timeout", 600, int, "seconds per run at scale 1 (times F at scale 1/F)"),
+    ("--max_other_cpus", 0.5, float, "CPUs of other work beside a run (on its busiest "
+     "machine: other programs, kernel work charged to no process) above which the run is named "
+     "in a warning, and with --rerun_busy run again instead of reused"),
     ("--out", None, str, "the sweep's folder (required): runs/, runs.csv, results.csv, index.html"),
     ("--prefix", "sw", str, "name prefix of the emulated hosts (netns_hosts.sh --prefix): two "
      "sweeps at once on one machine need different prefixes"),
@@ -50,6 +53,9 @@ def parse_args(doc):
         p.add_argument(name, default=default, type=kind, help=text, required=name == "--out")
     p.add_argument("--single_baseline", action="store_true",
                    help="add a single-process row per setting (the worker alone on host 1)")
+    p.add_argument("--rerun_busy", action="store_true",
+                   help="run again each finished run that ran beside more than "
+                        "--max_other_cpus of other work, instead of reusing it")
     p.add_argument("--dry_run", action="store_true",
                    help="list the runs (and those skipped, with why) and an estimate of their "
                         "time, and run nothing")

@@ -8,6 +8,12 @@ a finished run only when its settings are the same as now; a run of other settin
 again. A run of other sources (commit or binaries) is reused, and the CSVs say so: runs.csv
 has each run's commit and binaries, results.csv the distinct ones behind each median, and the
 sweep prints a warning naming them.
+
+What else ran on the machines is a condition of a run too: each run's report.json says how many
+CPUs its busiest machine spent on work that was not the job's (cluster.other_cpus_max: other
+programs, and kernel work charged to no process). runs.csv has it per run (other_cpus),
+results.csv the largest behind each median, and the sweep names the runs above
+--max_other_cpus in a warning; with --rerun_busy such a finished run is run again, not reused.
 """
 import hashlib
 import json
@@ -76,17 +82,30 @@ def write_record(run_dir, source, settings, started, exit_code):
     os.replace(tmp, os.path.join(run_dir, RECORD))
 
 
-def reusable(run_dir, settings, report_path=None):
+def other_cpus(run_dir):
+    """The CPUs the run's busiest machine spent on other work beside it (its report.json's
+    cluster.other_cpus_max), or None when the report has no such figure."""
+    report = _load_json(os.path.join(run_dir, "run", "report.json")) or {}
+    value = (report.get("cluster") or {}).get("other_cpus_max")
+    return value if isinstance(value, (int, float)) else None
+
+
+def reusable(run_dir, settings, report_path=None, max_other_cpus=None):
     """(reuse?, why not): a finished run is reused when it ran with these settings and
     succeeded (a failed run leaves a report too: its record's exit code, or for records from
-    before exit codes were kept its report's `failed`, says so). A run with no record ran
-    before the records existed: it is reused (its commit is "unknown")."""
+    before exit codes were kept its report's `failed`, says so), and, when max_other_cpus is
+    given, no more CPUs of other work ran beside it. A run with no record ran before the
+    records existed: it is reused (its commit is "unknown")."""
     if report_path:
         report = _load_json(report_path)
         if report is None:
             return False, "left no readable report"
         if report.get("failed"):
             return False, "failed before (its report says so)"
+        other = other_cpus(run_dir)
+        if max_other_cpus is not None and other is not None and other > max_other_cpus:
+            return False, "ran beside %.2f CPUs of other work (more than --max_other_cpus=%g)" % (
+                other, max_other_cpus)
     record = read_record(run_dir)
     if record is None:
         return True, ""
@@ -99,10 +118,12 @@ def reusable(run_dir, settings, report_path=None):
 
 
 def source_columns(run_dir):
-    """The runs.csv columns of a run's sources: commit, binaries, settings_hash."""
+    """The runs.csv columns of a run's sources and conditions: commit, binaries,
+    settings_hash, other_cpus."""
     record = read_record(run_dir) or {}
     return {"commit": record.get("commit", UNKNOWN), "binaries": record.get("binaries", UNKNOWN),
-            "settings_hash": record.get("settings_hash", UNKNOWN)}
+            "settings_hash": record.get("settings_hash", UNKNOWN),
+            "other_cpus": other_cpus(run_dir)}
 
 
 def distinct(rows, key):
@@ -113,6 +134,15 @@ def distinct(rows, key):
         if v not in seen:
             seen.append(v)
     return "+".join(seen)
+
+
+def point_columns(good):
+    """results.csv's columns of a point's sources and conditions, from its good runs: the
+    largest other_cpus, the distinct commits and binaries."""
+    return {"other_cpus_max": max((r["other_cpus"] for r in good
+                                   if isinstance(r.get("other_cpus"), (int, float))), default=None),
+            "commits": distinct(good, "commit") if good else "",
+            "binaries": distinct(good, "binaries") if good else ""}
 
 
 def mixed_warning(runs, now):
@@ -126,3 +156,18 @@ def mixed_warning(runs, now):
             "behind reused runs: %s; results.csv's commits/binaries columns name them per row"
             % (len(other), now["commit"], now["binaries"],
                ", ".join("commit %s binaries %s" % o for o in other)))
+
+
+def busy_warning(runs, max_other_cpus):
+    """A line naming the good runs that ran beside more than max_other_cpus CPUs of other
+    work, or ""."""
+    busy = [r for r in runs if r.get("status") == "ok" and
+            isinstance(r.get("other_cpus"), (int, float)) and r["other_cpus"] > max_other_cpus]
+    if not busy:
+        return ""
+    return ("sweep: warning: %d run(s) ran beside more than %g CPUs of other work (runs.csv's "
+            "other_cpus), figures not to quote (docs/benchmarking.md): %s; on a quiet machine "
+            "the same command with --rerun_busy runs them again"
+            % (len(busy), max_other_cpus, ", ".join(
+                "%s (%.2f)" % (os.path.basename(r.get("run_dir", "?")), r["other_cpus"])
+                for r in busy)))

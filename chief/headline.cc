@@ -129,6 +129,21 @@ std::vector<std::string> Layers(const nlohmann::json& report) {
   return lines;
 }
 
+// Each machine's CPUs over the run: the job's and other work's (machines.h), so a run measured
+// beside other programs says so where it ends.
+std::vector<std::string> Machines(const nlohmann::json& report) {
+  std::vector<std::string> lines;
+  for (const nlohmann::json& m : report.value("machines", nlohmann::json::array())) {
+    if (!At(m, "other_cpus").is_number()) continue;
+    lines.push_back(absl::StrFormat(
+        "machine %s (%d cores): %.2f CPUs busy over %.1f s, the job's %.2f, other work %.2f "
+        "(load %.1f)",
+        Str(m, "machine", "?"), static_cast<int>(Num(m, "cores")), Num(m, "busy_cpus"),
+        Num(m, "window_seconds"), Num(m, "job_cpus"), Num(m, "other_cpus"), Num(m, "load1_mean")));
+  }
+  return lines;
+}
+
 }  // namespace
 
 std::vector<std::string> HeadlineLines(const nlohmann::json& report, const std::string& html_path) {
@@ -153,6 +168,8 @@ std::vector<std::string> HeadlineLines(const nlohmann::json& report, const std::
   const std::vector<std::string> layers = Layers(report);
   if (!layers.empty()) lines.push_back("bytes sent at three layers:");
   lines.insert(lines.end(), layers.begin(), layers.end());
+  const std::vector<std::string> machines = Machines(report);
+  lines.insert(lines.end(), machines.begin(), machines.end());
   const std::vector<std::string> whatif = WhatIfLines(report.value("whatif", nlohmann::json()));
   lines.insert(lines.end(), whatif.begin(), whatif.end());
   lines.push_back(absl::StrCat("report: ", html_path, " (every figure in report.json beside it)"));

@@ -1,7 +1,8 @@
 // chief: the headline a run ends with, one block in the chief's log read from report.json's
 // figures (as tf_cnn_benchmarks ends with `total images/sec`): the total examples/sec, each
 // worker's, the workers' step time split into phases, each ps's share of the bytes, the CPU
-// and the applies, the bytes of each network interface, and where the report is.
+// and the applies, the bytes of each network interface, each machine's CPUs (the job's and
+// other work's) and where the report is.
 // Thread-safety: a pure function.
 #pragma once
 

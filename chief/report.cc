@@ -16,6 +16,7 @@
 #include "base/status_macros.h"
 #include "chief/json_fields.h"
 #include "chief/layers.h"
+#include "chief/machines.h"
 #include "chief/report_html.h"
 #include "spdlog/spdlog.h"
 
@@ -231,11 +232,9 @@ nlohmann::json BalanceRows(const nlohmann::json& tasks, const nlohmann::json& ps
   return rows;
 }
 
-}  // namespace
-
-void AddClusterTables(nlohmann::json* report) {
-  nlohmann::json& r = *report;
-  // Summaries in a fixed order: chief, ps by index, workers by index.
+// The report's task summaries as (job, summary), in a fixed order: chief, ps by index, workers
+// by index.
+std::vector<std::pair<std::string, const nlohmann::json*>> Summaries(const nlohmann::json& r) {
   std::vector<std::pair<std::string, const nlohmann::json*>> summaries;
   if (r.contains("chief") && r["chief"].is_object()) summaries.emplace_back("chief", &r["chief"]);
   for (const char* job : {"ps", "workers"}) {
@@ -245,6 +244,14 @@ void AddClusterTables(nlohmann::json* report) {
       summaries.emplace_back(std::string(job) == "ps" ? "ps" : "worker", &s);
     }
   }
+  return summaries;
+}
+
+}  // namespace
+
+void AddClusterTables(nlohmann::json* report) {
+  nlohmann::json& r = *report;
+  const std::vector<std::pair<std::string, const nlohmann::json*>> summaries = Summaries(r);
   nlohmann::json tasks = nlohmann::json::array();
   std::map<std::string, std::string> host_of;  // task name ("ps-0") -> host
   for (const auto& [job, s] : summaries) {
@@ -255,6 +262,7 @@ void AddClusterTables(nlohmann::json* report) {
   std::vector<std::string> host_order;
   std::map<std::string, std::string> process_of;  // "host/pid" -> the first task it runs
   std::vector<std::pair<std::string, const nlohmann::json*>> processes;  // (host, summary)
+  std::vector<std::pair<std::string, const nlohmann::json*>> named;      // (task, summary)
   for (size_t i = 0; i < summaries.size(); ++i) {
     const nlohmann::json& s = *summaries[i].second;
     nlohmann::json& row = tasks[i];
@@ -275,6 +283,7 @@ void AddClusterTables(nlohmann::json* report) {
         Add(&h, k, row[k].get<double>());  // processes add up
       }
       processes.emplace_back(host, &s);
+      named.emplace_back(row["task"].get<std::string>(), &s);
     }
     AddPayload(s, host, host_of, &h);
     // Interface counters are the namespace's, read alike by each of its tasks: the task that
@@ -292,6 +301,8 @@ void AddClusterTables(nlohmann::json* report) {
   nlohmann::json cluster = ClusterTotals(tasks);
   cluster["hosts"] = host_order.size();
   cluster["processes"] = process_of.size();
+  r["machines"] = MachineRows(named);
+  cluster["other_cpus_max"] = MaxOtherCpus(r["machines"]);
   nlohmann::json host_rows = nlohmann::json::array();
   for (const auto& [key, from] : kNetKeys) cluster[key] = 0.0;
   r["traffic"] = TrafficRows(summaries);

@@ -12,13 +12,13 @@
 
 namespace fulcrum::chief {
 
-// Adds "tasks", "hosts" and "cluster" to *report. Interface counters are per network
-// namespace: every task on a host reads the same ones, so a host's network figures are the
-// largest of its tasks' (the task that sampled longest), never their sum; CPU and memory
-// are per process and add up. Missing or non-numeric keys count as 0.
-// Each task row has "status": "reported" (its summary reached the chief) or "vanished" (it
-// sent none: killed, crashed, or lost with its host; the row holds what it left on disk, see
-// LeftSummary, and "records" says how much: "partial" or "final").
+// Adds "tasks", "hosts", "machines" (MachineRows, machines.h) and "cluster" to *report. Interface
+// counters are per network namespace: every task on a host reads the same ones, so a host's network
+// figures are the largest of its tasks' (the task that sampled longest), never their sum; CPU and
+// memory are per process and add up. Missing or non-numeric keys count as 0. Each task row has
+// "status": "reported" (its summary reached the chief) or "vanished" (it sent none: killed,
+// crashed, or lost with its host; the row holds what it left on disk, see LeftSummary, and
+// "records" says how much: "partial" or "final").
 void AddClusterTables(nlohmann::json* report);
 
 // What a task that sent the chief no summary left in its folder of the run dir (`task_dir`):

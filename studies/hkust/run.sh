@@ -20,7 +20,8 @@
 #   --save   also copy the CSVs and the plots into studies/hkust/results/
 # One command; bench/sweep.py reuses every finished run of the same settings when the same
 # command runs again (a progress line per run with the time left; runs.csv names each run's
-# commit and binaries). Writes OUT/sweep*/ (bench/sweep.py), OUT/hkust*.csv (a row per run and
+# commit and binaries), except a run that ran beside more than 0.5 CPUs of other work, which it
+# runs again (--rerun_busy; runs.csv's other_cpus). Writes OUT/sweep*/ (bench/sweep.py), OUT/hkust*.csv (a row per run and
 # host) and OUT/hkust*_external_bytes.svg. Needs root on emulated hosts; exit code 2 on bad
 # input.
 set -euo pipefail
@@ -49,7 +50,7 @@ links=("--rates=1gbit")
 mkdir -p "$out"
 common=(--layouts=ps-w-w,pw-pw,pw-w --workers=2 --ps=1,2 --batch_sizes=128 --modes=sync
         --datasets=full,subset15000 --optimizers=adam --repeats="$repeats"
-        --single_baseline "${links[@]}" "${where[@]}" --extra=--learning_rate=0.001)
+        --single_baseline --rerun_busy "${links[@]}" "${where[@]}" --extra=--learning_rate=0.001)
 echo "hkust: $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
 # A sweep with failed runs (exit 1) still gets its tables; the study then exits 1.
 sweep_code=0

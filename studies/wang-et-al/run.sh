@@ -37,8 +37,11 @@
 #            hold a batch, so batch 400 with 8 workers needs 3200 (exit 2 when it is short)
 # Each run trains --steps steps; its examples/s leave out the first 20 (the steady state), so
 # 50 steps give 30 steady ones. An interrupted run resumes: the same command again reuses
-# every finished run of the same settings (bench/sweep.py), and the CSVs name each run's
-# commit and binaries. A sweep with failed runs still writes its tables, then exits 1.
+# every finished run of the same settings (bench/sweep.py) but one that ran beside more than
+# 0.5 CPUs of other work, which it runs again (--rerun_busy), and the CSVs name each run's
+# commit, binaries and other work (other_cpus). A measure of one CPU or a ratio check taken
+# beside such work is not used (exit 1, naming it). A sweep with failed runs still writes its
+# tables, then exits 1.
 # Writes OUT/sweep/ (bench/sweep.py's runs, results.csv, index.html), OUT/wang.csv and
 # OUT/wang_throughput.svg. Needs root on emulated hosts; exit code 2 on bad input.
 set -euo pipefail
@@ -94,8 +97,16 @@ alone_on_a_host() {
     --log_every=100000 "${data[@]}" --run_dir="$out/${name}_run" > "$out/$name.log" 2>&1 || code=$?
   "$ROOT/scripts/netns_hosts.sh" down --prefix stx > /dev/null 2>&1 || true
   ((code == 0)) || die "$name failed: see $out/$name.log"
-  /usr/bin/python3 -c 'import json,sys; print("%.1f" % (float(sys.argv[2]) *
-    json.load(open(sys.argv[1]))["examples_per_sec"]))' "$out/${name}_run/summary.json" "$scale"
+  # A figure measured beside other work is not used (exit 1, naming it).
+  /usr/bin/python3 - "$out/${name}_run" "$scale" "$name" << 'EOF'
+import json, sys
+run, scale, name = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+other = (json.load(open(run + "/report.json")).get("cluster") or {}).get("other_cpus_max")
+if isinstance(other, (int, float)) and other > 0.5:
+    sys.exit("wang-et-al: error: %s ran beside %.2f CPUs of other work (%s/report.json's "
+             "machines): its figure is not used; run again on a quiet machine" % (name, other, run))
+print("%.1f" % (scale * json.load(open(run + "/summary.json"))["examples_per_sec"]))
+EOF
 }
 if ((${#where[@]})); then
   links=()  # real nodes: their own links, no CPU shares
@@ -147,7 +158,7 @@ sweep_code=0
 /usr/bin/python3 "$ROOT/bench/sweep.py" --layouts=ps-w-w --hosts=per_task --workers="$workers" \
   --ps="$ps" --batch_sizes="$batches" --modes=sync --model=cifar10_cnn --steps="$steps" \
   --repeats="$repeats" --eval_every="$steps" "${links[@]}" "${where[@]}" --extra="${data[*]}" \
-  --out="$out/sweep" --prefix=stw || sweep_code=$?
+  --rerun_busy --out="$out/sweep" --prefix=stw || sweep_code=$?
 ((sweep_code <= 1)) || exit "$sweep_code"  # bad input (2): nothing ran
 echo "wang-et-al: done $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
 /usr/bin/python3 "$ROOT/studies/tables.py" wang "$out/sweep/results.csv" "$out"

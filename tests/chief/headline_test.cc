@@ -76,6 +76,23 @@ TEST(HeadlineTest, OneBlockWithEveryFigure) {
   EXPECT_THAT(lines.back(), HasSubstr("report: /runs/run-7/report.html"));
 }
 
+// Each machine's CPUs over the run (report.json's machines): the job's and other work's.
+TEST(HeadlineTest, EachMachineSaysHowMuchOtherWorkRanBeside) {
+  nlohmann::json r;
+  r["run_id"] = "run-10";
+  nlohmann::json w = Worker(0, 100.0, 1.0);
+  w["cpu_percent_mean"] = 40.0;
+  w["Job Execution Time"] = 10.0;
+  w["System Information"] = {{"Node Name", "vm"}};
+  w["Total CPU usage per core"] = {90.0, 90.0};
+  w["host_system"] = {{"cpu_idle_percent_mean", 10.0}, {"load1_mean", 3.5}};
+  r["workers"] = {w};
+  AddClusterTables(&r);
+  const std::string text = absl::StrJoin(HeadlineLines(r, "report.html"), "\n");
+  EXPECT_THAT(text, HasSubstr("machine vm (2 cores): 1.80 CPUs busy over 10.0 s, the job's 0.40, "
+                              "other work 1.40 (load 3.5)"));
+}
+
 TEST(HeadlineTest, AFailedRunWithoutRecordsSaysSo) {
   nlohmann::json r;
   r["run_id"] = "run-8";

@@ -502,7 +502,18 @@ class SweepProvenanceTest(Test):
             self.assertFalse(same)
             self.assertHas("ran with other settings", why)
             self.assertEqual(pv.source_columns(d), {"commit": "abc123", "binaries": "b1",
-                                                    "settings_hash": pv.settings_hash(settings)})
+                                                    "settings_hash": pv.settings_hash(settings),
+                                                    "other_cpus": None})
+            # A run beside other work (its report.json's cluster.other_cpus_max, in run/): its
+            # figure is a column, and it is reused unless a limit is given and it is over it.
+            os.makedirs(os.path.join(d, "run"))
+            with open(os.path.join(d, "run", "report.json"), "w") as f:
+                json.dump({"cluster": {"other_cpus_max": 1.25}}, f)
+            self.assertEqual(pv.source_columns(d)["other_cpus"], 1.25)
+            self.assertEqual(pv.reusable(d, settings, report), (True, ""))
+            self.assertEqual(pv.reusable(d, settings, report, 2.0), (True, ""))
+            self.assertEqual(pv.reusable(d, settings, report, 0.5), (
+                False, "ran beside 1.25 CPUs of other work (more than --max_other_cpus=0.5)"))
         runs = [{"status": "ok", "commit": "abc123", "binaries": "b1"},
                 {"status": "ok", "commit": "def456", "binaries": "b2"},
                 {"status": "failed", "commit": "zzz", "binaries": "b9"}]
@@ -513,6 +524,18 @@ class SweepProvenanceTest(Test):
         self.assertHas("commit def456 binaries b2", warning)
         self.assertLacks("zzz", warning)  # a failed run contributes no figures
         self.assertEqual(pv.mixed_warning(runs[:1], now), "")
+        # results.csv's largest other work behind a point, and the warning naming busy runs.
+        busy = [{"status": "ok", "other_cpus": 0.1, "run_dir": "runs/a_r1", "commit": "c"},
+                {"status": "ok", "other_cpus": 0.9, "run_dir": "runs/a_r2", "commit": "c"},
+                {"status": "ok", "other_cpus": None, "run_dir": "runs/a_r3", "commit": "c"},
+                {"status": "failed", "other_cpus": 1.5, "run_dir": "runs/a_r4"}]
+        self.assertEqual(pv.point_columns(busy[:3])["other_cpus_max"], 0.9)
+        self.assertIsNone(pv.point_columns(busy[2:3])["other_cpus_max"])
+        warning = pv.busy_warning(busy, 0.5)
+        self.assertHas("1 run(s) ran beside more than 0.5 CPUs of other work", warning)
+        self.assertHas("a_r2 (0.90)", warning)
+        self.assertLacks("a_r4", warning)  # a failed run's figures are not used anyway
+        self.assertEqual(pv.busy_warning(busy, 1.0), "")
 
     def test_summary_has_the_spread_and_the_commits(self):
         sweep = load_sweep_module()

@@ -107,6 +107,74 @@ TEST(ClusterTablesTest, AProcessPlayingTwoRolesCountsOnce) {
   EXPECT_DOUBLE_EQ(c["workers_examples_per_sec"].get<double>(), 2000.0);
 }
 
+// A process's machine and what the machine's sampler saw (profiler summary keys).
+void OnMachine(nlohmann::json* s, const char* machine, double job_seconds, double idle_percent) {
+  (*s)["System Information"] = {{"Node Name", machine}};
+  (*s)["Job Execution Time"] = job_seconds;
+  (*s)["Total CPU usage per core"] = {50.0, 50.0};
+  (*s)["host_system"] = {{"cpu_idle_percent_mean", idle_percent},
+                         {"cpu_iowait_percent_mean", 5.0},
+                         {"load1_mean", 2.5}};
+}
+
+// report.json's machines: the processes grouped by machine (emulated hosts of one machine share
+// it), each machine's busy CPUs over its longest-lived process's window, less the job's own CPU
+// seconds over that window, is the other work beside the run; a process in two roles counts
+// once; a machine whose processes sampled nothing has null figures.
+TEST(ClusterTablesTest, MachinesSayHowMuchOtherWorkRanBesideTheJob) {
+  nlohmann::json chief = Summary("chief", 0, "h1", 10, 50e6, 1000, 900);  // 10 % of a CPU
+  nlohmann::json ps = Summary("ps", 0, "h1", 40, 30e6, 5000, 4000);
+  nlohmann::json w0 = Summary("worker", 0, "h2", 90, 200e6, 4800, 3800);
+  nlohmann::json w1 = Summary("worker", 1, "h3", 80, 210e6, 3000, 100);
+  chief["pid"] = 1;
+  ps["pid"] = 2;
+  w0["pid"] = 3;
+  w1["pid"] = 4;
+  // ps-0 lived longest (10 s) on "vm", whose 2 cores were 5 % idle and 5 % iowait: 1.8 CPUs
+  // busy, of which the job's 0.1 x 9 + 0.4 x 10 + 0.9 x 8 CPU seconds over 10 s are 1.21.
+  OnMachine(&chief, "vm", 9.0, 80.0);
+  OnMachine(&ps, "vm", 10.0, 5.0);
+  OnMachine(&w0, "vm", 8.0, 90.0);
+  w1["System Information"] = {{"Node Name", "node2"}};  // sampled no host figures
+  nlohmann::json r;
+  r["chief"] = chief;
+  r["ps"] = {ps};
+  r["workers"] = {w0, w1};
+  AddClusterTables(&r);
+
+  ASSERT_EQ(r["machines"].size(), 2u) << r["machines"].dump(2);
+  const nlohmann::json& vm = r["machines"][0];
+  EXPECT_EQ(vm["machine"], "vm");
+  EXPECT_EQ(vm["tasks"], nlohmann::json({"chief-0", "ps-0", "worker-0"}));
+  EXPECT_EQ(vm["measured_by"], "ps-0");
+  EXPECT_DOUBLE_EQ(vm["cores"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(vm["window_seconds"].get<double>(), 10.0);
+  EXPECT_DOUBLE_EQ(vm["busy_cpus"].get<double>(), 1.8);
+  EXPECT_NEAR(vm["job_cpus"].get<double>(), 1.21, 1e-12);
+  EXPECT_NEAR(vm["other_cpus"].get<double>(), 1.8 - 1.21, 1e-12);
+  EXPECT_DOUBLE_EQ(vm["load1_mean"].get<double>(), 2.5);
+  const nlohmann::json& node2 = r["machines"][1];
+  EXPECT_EQ(node2["tasks"], nlohmann::json({"worker-1"}));
+  EXPECT_TRUE(node2["other_cpus"].is_null()) << node2.dump();
+  EXPECT_DOUBLE_EQ(r["cluster"]["other_cpus_max"].get<double>(), vm["other_cpus"].get<double>());
+
+  // Worker 0 as the chief (one process, two summaries): its CPU counts once, and a job
+  // busier than the machine's reading (sampling windows differ) is no negative other work.
+  nlohmann::json both = Summary("worker", 0, "h1", 50, 200e6, 4800, 3800);  // half a CPU
+  both["pid"] = 7;
+  OnMachine(&both, "vm", 10.0, 95.0);  // 0 CPUs busy by the machine's count
+  nlohmann::json as_chief = both;
+  as_chief["job"] = "chief";
+  nlohmann::json r2;
+  r2["chief"] = as_chief;
+  r2["workers"] = {both};
+  AddClusterTables(&r2);
+  ASSERT_EQ(r2["machines"].size(), 1u);
+  EXPECT_EQ(r2["machines"][0]["tasks"], nlohmann::json({"chief-0"}));
+  EXPECT_DOUBLE_EQ(r2["machines"][0]["job_cpus"].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(r2["machines"][0]["other_cpus"].get<double>(), 0.0);
+}
+
 // The ps tasks side by side (report.json's balance, read by the headline and report.html):
 // each one's bytes, CPU time and applies and its share of the ps tasks' total.
 TEST(ClusterTablesTest, BalanceRowsPutThePsTasksSideBySide) {

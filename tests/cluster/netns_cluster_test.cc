@@ -477,6 +477,53 @@ bool HostsGone(const std::string& prefix) {
   return true;
 }
 
+// A run measured beside other work (two CPU-bound loops, real processes, on the machine the
+// emulated hosts share) keeps its figures but is named: runs.csv's other_cpus and results.csv's
+// other_cpus_max say how many CPUs the other work took, and the sweep warns. Without
+// --rerun_busy the same command reuses it; with it, the run is run again.
+TEST(SweepTest, ARunBesideOtherWorkIsNamedAndRerunOnRequest) {
+  if (::geteuid() != 0) GTEST_SKIP() << "emulated hosts need root (network namespaces)";
+  if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << "the dataset-fashion-mnist package is not installed";
+  }
+  const fs::path dir = FreshDir("sweep_busy");
+  const std::string sweep =
+      absl::StrCat("env BIN_DIR=", FULCRUM_BIN_DIR, " ", FULCRUM_SOURCE_DIR,
+                   "/bench/sweep.py --layouts=ps-w-w --workers=1 --rates=none --steps=400",
+                   " --extra=--learning_rate=0.03 --prefix=swo --out=", dir.string());
+  const auto busy =
+      Shell(absl::StrCat("sh -c 'p=; for i in 1 2; do timeout 300 sh -c \"while :; do :; done\" & ",
+                         "p=\"$p $!\"; done; ", sweep, "; code=$?; kill $p; exit $code'"),
+            600);
+  if (busy.output.find("cannot make") != std::string::npos) {
+    GTEST_SKIP() << "cannot make emulated hosts here:\n" << busy.output;
+  }
+  ASSERT_EQ(busy.exit_code, 0) << busy.output;  // its figures are kept, and named
+  EXPECT_NE(busy.output.find("ran beside more than 0.5 CPUs of other work"), std::string::npos)
+      << busy.output;
+  const auto runs = CsvRows(dir / "runs.csv");
+  ASSERT_EQ(runs.size(), 2u);
+  const std::string other = Cell(runs[0], runs[1], "other_cpus");
+  ASSERT_FALSE(other.empty()) << ReadFile(dir / "runs.csv");
+  EXPECT_GT(std::stod(other), 0.5) << ReadFile(dir / "runs.csv");
+  const auto results = CsvRows(dir / "results.csv");
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(Cell(results[0], results[1], "other_cpus_max"), other);
+  EXPECT_EQ(Cell(results[0], results[1], "status"), "ok");
+
+  const auto reused = Shell(sweep, 600);
+  ASSERT_EQ(reused.exit_code, 0) << reused.output;
+  EXPECT_NE(reused.output.find("from an earlier sweep"), std::string::npos) << reused.output;
+  EXPECT_NE(reused.output.find("ran beside more than"), std::string::npos) << reused.output;
+  const auto rerun = Shell(sweep + " --rerun_busy", 600);
+  ASSERT_EQ(rerun.exit_code, 0) << rerun.output;
+  EXPECT_NE(rerun.output.find("CPUs of other work (more than --max_other_cpus=0.5): running it "
+                              "again"),
+            std::string::npos)
+      << rerun.output;
+  EXPECT_EQ(rerun.output.find("from an earlier sweep"), std::string::npos) << rerun.output;
+}
+
 // Issue 15: a host per task (2 ps on hosts of their own), scaled CPU shares and the
 // single-process baseline row, in one small sweep.
 TEST(SweepTest, PerTaskHostsScaledSharesAndTheSingleBaseline) {

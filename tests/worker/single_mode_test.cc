@@ -149,6 +149,36 @@ TEST_F(SingleModeTest, SigkillLeavesTheRecordsUpToTheLastFlush) {
   EXPECT_TRUE(fs::exists(done / "report.html")) << ok.output;
 }
 
+// report.json's machines: a run with two CPU-bound loops beside it (real processes, started
+// before it and killed after) says the machine spent CPUs on other work, in report.json and in
+// the cluster's other_cpus_max the sweeps read. Two loops, so that even a one-core machine
+// gives them over half a CPU.
+TEST_F(SingleModeTest, ReportSaysOtherWorkRanBesideTheRun) {
+  const fs::path dir = FreshDir("worker_beside_other_work");
+  const std::string worker = absl::StrCat(FULCRUM_BIN_DIR, "/worker");
+  const RunResult r = ::fulcrum::testing::RunShell(absl::StrCat(
+      "sh -c 'p=; for i in 1 2; do timeout 300 sh -c \"while :; do :; done\" & p=\"$p $!\"; "
+      "done; ",
+      worker, " --model=logreg --train_steps=8000 --threads=1 --profile_interval_ms=50 --run_dir=",
+      (dir / "run").string(), " > ", (dir / "worker.log").string(),
+      " 2>&1; echo exit=$?; kill $p'"));
+  ASSERT_NE(r.output.find("exit=0"), std::string::npos)
+      << r.output << ReadLog((dir / "worker.log").string());
+  std::ifstream in(dir / "run" / "report.json");
+  const nlohmann::json report = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  ASSERT_TRUE(report.is_object());
+  ASSERT_EQ(report["machines"].size(), 1u) << report["machines"].dump(2);
+  const nlohmann::json& m = report["machines"][0];
+  EXPECT_EQ(m["tasks"], nlohmann::json({"worker-0"}));
+  EXPECT_EQ(m["measured_by"], "worker-0");
+  ASSERT_TRUE(m["other_cpus"].is_number()) << m.dump(2);
+  EXPECT_GT(m["other_cpus"].get<double>(), 0.5) << m.dump(2);
+  EXPECT_GT(m["job_cpus"].get<double>(), 0.0) << m.dump(2);
+  EXPECT_LE(m["busy_cpus"].get<double>(), m["cores"].get<double>() + 1e-9) << m.dump(2);
+  EXPECT_DOUBLE_EQ(report["cluster"]["other_cpus_max"].get<double>(),
+                   m["other_cpus"].get<double>());
+}
+
 // The worker's /metrics endpoint serves (it failed with "null context when constructing
 // CivetServer" while the worker linked cuBLAS: cuBLASLt's 94 KiB of static TLS no longer fit
 // in civetweb's 100 KiB thread stacks, so pthread_create refused them; the CUDA backend is now
