@@ -27,13 +27,10 @@ nlohmann::json MachineRow(
     const std::vector<std::pair<std::string, const nlohmann::json*>>& processes) {
   nlohmann::json row = {{"machine", machine}, {"tasks", nlohmann::json::array()}};
   const std::pair<std::string, const nlohmann::json*>* longest = nullptr;
-  double cpu_seconds = 0.0;
+  double cpu_seconds = 0.0;  // every process's but the longest-lived one's
   for (const auto& p : processes) {
     row["tasks"].push_back(p.first);
-    // The process's CPU over its profiler's window (cpu_seconds counts from the process's start,
-    // before the window: a worker's data loading).
-    cpu_seconds +=
-        Num(*p.second, "cpu_percent_mean") / 100.0 * Num(*p.second, "Job Execution Time");
+    cpu_seconds += Num(*p.second, "cpu_seconds");
     const bool sampled = At(*p.second, "host_system").is_object();
     if (sampled && (longest == nullptr || Num(*p.second, "Job Execution Time") >
                                               Num(*longest->second, "Job Execution Time"))) {
@@ -48,6 +45,10 @@ nlohmann::json MachineRow(
   const nlohmann::json& s = *longest->second;
   const double cores = static_cast<double>(Array(s, "Total CPU usage per core").size());
   const double window = Num(s, "Job Execution Time");
+  // The longest-lived process counts its CPU within its window only: its cpu_seconds run from
+  // its start, before its profiler (a worker's data loading). The others started while it was
+  // measured (the tasks of a job start together), so their whole cpu_seconds count.
+  cpu_seconds += Num(s, "cpu_percent_mean") / 100.0 * window - Num(s, "cpu_seconds");
   const double busy = BusyCpus(s, cores);
   row["cores"] = cores;
   row["window_seconds"] = window;

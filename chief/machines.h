@@ -22,8 +22,9 @@ namespace fulcrum::chief {
 //     name; its window holds the others' lives, so every figure below is over it;
 //   busy_cpus: the machine's CPUs in use over the window (not idle, not iowait), as that
 //     process's sampler read /proc/stat;
-//   job_cpus: the processes' CPU seconds within their own windows (cpu_percent_mean x "Job
-//     Execution Time") over the window;
+//   job_cpus: the processes' CPU seconds over the window: the longest-lived one's within its
+//     window (cpu_percent_mean x "Job Execution Time"), the others' whole cpu_seconds (they
+//     started while it was measured; their start-up, a worker's data loading, is the job's);
 //   other_cpus: busy_cpus - job_cpus, at least 0;
 //   load1_mean: the 1-minute load average over the window.
 // The figures are null when no process of the machine has a sampler's host figures.

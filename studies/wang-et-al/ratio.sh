@@ -68,18 +68,34 @@ keep() {
   cp "$dir/sweep/runs.csv" "$HERE/results/sweep_ratio${sfx}_runs.csv"
   [[ -z "$check" ]] || cp "$check" "$HERE/results/ratio_check$sfx.txt"
 }
+# append_csv INTO FROM: FROM's rows appended to INTO's, by column name (two sweeps' CSVs may
+# differ in their columns: one written before a column was added).
+append_csv() {
+  /usr/bin/python3 - "$1" "$2" << 'EOF'
+import csv, sys
+fields, rows = [], []
+for path in sys.argv[1:]:
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        fields += [c for c in reader.fieldnames if c not in fields]
+        rows += list(reader)
+with open(sys.argv[1], "w", newline="") as f:
+    writer = csv.DictWriter(f, fieldnames=fields, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+EOF
+}
 mkdir -p "$out" "$HERE/results"
 if has main; then
   # Batch 400 with 8 workers needs more examples than the others' 2000 (b400_w8): two sweeps,
-  # one table of both (their runs and results concatenated into OUT/main/sweep/, the header
-  # once).
+  # one table of both (their runs and results appended into OUT/main/sweep/).
   merged="$out/main/sweep"
   mkdir -p "$merged"
   sweep "$out" --workers=1,2,3,4,8 --batch_sizes=100,200
   cp "$out/sweep/runs.csv" "$out/sweep/results.csv" "$merged/"
   sweep "$out" --workers=1,2,3,4 --batch_sizes=400
-  tail -n +2 "$out/sweep/runs.csv" >> "$merged/runs.csv"
-  tail -n +2 "$out/sweep/results.csv" >> "$merged/results.csv"
+  append_csv "$merged/runs.csv" "$out/sweep/runs.csv"
+  append_csv "$merged/results.csv" "$out/sweep/results.csv"
   /usr/bin/python3 "$ROOT/studies/tables.py" wang "$merged/results.csv" "$out/main"
   keep main "$out/main" "$out/ratio_check.txt"
   ((!save)) || cp "$out/main/wang_throughput.svg" "$HERE/results/wang_ratio_throughput.svg"

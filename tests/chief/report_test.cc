@@ -131,7 +131,8 @@ TEST(ClusterTablesTest, MachinesSayHowMuchOtherWorkRanBesideTheJob) {
   w0["pid"] = 3;
   w1["pid"] = 4;
   // ps-0 lived longest (10 s) on "vm", whose 2 cores were 5 % idle and 5 % iowait: 1.8 CPUs
-  // busy, of which the job's 0.1 x 9 + 0.4 x 10 + 0.9 x 8 CPU seconds over 10 s are 1.21.
+  // busy, of which the job's are 0.5: ps-0's 40 % over its 10 s, and the chief's and worker 0's
+  // whole cpu_seconds (0.1 and 0.9: they started while ps-0 was measured).
   OnMachine(&chief, "vm", 9.0, 80.0);
   OnMachine(&ps, "vm", 10.0, 5.0);
   OnMachine(&w0, "vm", 8.0, 90.0);
@@ -150,8 +151,8 @@ TEST(ClusterTablesTest, MachinesSayHowMuchOtherWorkRanBesideTheJob) {
   EXPECT_DOUBLE_EQ(vm["cores"].get<double>(), 2.0);
   EXPECT_DOUBLE_EQ(vm["window_seconds"].get<double>(), 10.0);
   EXPECT_DOUBLE_EQ(vm["busy_cpus"].get<double>(), 1.8);
-  EXPECT_NEAR(vm["job_cpus"].get<double>(), 1.21, 1e-12);
-  EXPECT_NEAR(vm["other_cpus"].get<double>(), 1.8 - 1.21, 1e-12);
+  EXPECT_NEAR(vm["job_cpus"].get<double>(), 0.5, 1e-12);
+  EXPECT_NEAR(vm["other_cpus"].get<double>(), 1.8 - 0.5, 1e-12);
   EXPECT_DOUBLE_EQ(vm["load1_mean"].get<double>(), 2.5);
   const nlohmann::json& node2 = r["machines"][1];
   EXPECT_EQ(node2["tasks"], nlohmann::json({"worker-1"}));
@@ -161,6 +162,7 @@ TEST(ClusterTablesTest, MachinesSayHowMuchOtherWorkRanBesideTheJob) {
   // Worker 0 as the chief (one process, two summaries): its CPU counts once, and a job
   // busier than the machine's reading (sampling windows differ) is no negative other work.
   nlohmann::json both = Summary("worker", 0, "h1", 50, 200e6, 4800, 3800);  // half a CPU
+  both["cpu_seconds"] = 7.0;  // 2 s of it before its profiler started: not over the window
   both["pid"] = 7;
   OnMachine(&both, "vm", 10.0, 95.0);  // 0 CPUs busy by the machine's count
   nlohmann::json as_chief = both;
