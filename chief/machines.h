@@ -1,6 +1,6 @@
 // chief: the machines a run's processes ran on, and how much CPU each machine spent on work
 // that was not the job's while the run lasted (other programs beside it, and kernel work
-// charged to no process: interrupts, the emulated links' shaping). A run measured beside
+// charged to no process: interrupts, kernel threads). A run measured beside
 // other work is not a quotable figure (docs/benchmarking.md); this says when one was.
 // Thread-safety: pure functions.
 #pragma once
