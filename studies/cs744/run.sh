@@ -113,15 +113,18 @@ cluster() {
   fi
 }
 logreg=(--model=logreg --learning_rate=0.03)
+# cpoint NAME ESTIMATE_S -- cluster SETUP NAME ...: a point of the cluster run OUT/runs/NAME,
+# whose report.json says what else ran beside it (studies/lib/points.sh).
+cpoint() { local name=$1 est=$2; shift 2; point "$name" "$est" "$out/runs/$name/report.json" "$@"; }
 if has tables34; then
-  point alone 10 -- fresh "$out/runs/alone" "$BIN_DIR/worker" "${logreg[@]}" --batch_size=128 \
+  point alone 10 "$out/runs/alone/report.json" -- fresh "$out/runs/alone" "$BIN_DIR/worker" "${logreg[@]}" --batch_size=128 \
     --train_steps="$steps" --run_dir="$out/runs/alone"
   for ((r = 1; r <= repeats; r++)); do
     for setup in single cluster cluster2; do
       for mode in sync async; do
-        point "t34_${setup}_${mode}_steps_r$r" 20 -- cluster "$setup" "t34_${setup}_${mode}_steps_r$r" \
+        cpoint "t34_${setup}_${mode}_steps_r$r" 20 -- cluster "$setup" "t34_${setup}_${mode}_steps_r$r" \
           "${logreg[@]}" --batch_size=128 --mode="$mode" --train_steps="$steps" --eval_every=1000
-        point "t34_${setup}_${mode}_tta_r$r" 20 -- cluster "$setup" "t34_${setup}_${mode}_tta_r$r" \
+        cpoint "t34_${setup}_${mode}_tta_r$r" 20 -- cluster "$setup" "t34_${setup}_${mode}_tta_r$r" \
           "${logreg[@]}" --batch_size=128 --mode="$mode" --train_steps="$steps" \
           --target_accuracy=0.8 --eval_every=50
       done
@@ -133,7 +136,7 @@ if has figs6_10; then
     for setup in cluster cluster2; do
       for b in "${batch_list[@]}"; do
         for mode in sync async; do
-          point "f610_${setup}_${mode}_b${b}_r$r" 25 -- cluster "$setup" "f610_${setup}_${mode}_b${b}_r$r" \
+          cpoint "f610_${setup}_${mode}_b${b}_r$r" 25 -- cluster "$setup" "f610_${setup}_${mode}_b${b}_r$r" \
             "${logreg[@]}" --batch_size="$b" --mode="$mode" --epochs=1 --eval_every=100000
         done
       done
@@ -154,7 +157,7 @@ if has alexnet; then
         # or the workers x the batch where that is more (Cluster2 at 256: 768).
         n=$((workers_of[$setup] * b > 512 ? workers_of[$setup] * b : 512))
         alex[3]=--synthetic_examples=$n
-        point "alexnet_${setup}_b${b}_r$r" "$(alexnet_s "$setup" "$b")" -- cluster "$setup" \
+        cpoint "alexnet_${setup}_b${b}_r$r" "$(alexnet_s "$setup" "$b")" -- cluster "$setup" \
           "alexnet_${setup}_b${b}_r$r" "${alex[@]}" --batch_size="$b" --mode=sync \
           --eval_every=100000 --eval=false
       done

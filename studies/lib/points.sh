@@ -2,7 +2,7 @@
 #
 #   source "$ROOT/studies/lib/points.sh"
 #   points_begin OUT TOTAL STUDY      # OUT/points/ keeps one record per finished point
-#   point NAME ESTIMATE_S -- COMMAND [ARGS...]
+#   point NAME ESTIMATE_S [REPORT] -- COMMAND [ARGS...]
 #   points_end
 #
 # `point` runs COMMAND unless OUT/points/NAME.json records that it finished with the same
@@ -18,6 +18,11 @@
 # lines for a study's CSV.
 # COMMAND's output goes to OUT/points/NAME.log; a failed point stops the study (exit 1),
 # naming its log; the finished ones stay recorded.
+# REPORT, where given, is the report.json the point's run writes: its cluster.other_cpus_max
+# (the CPUs the machine spent on other work beside the run, docs/profiler.md) goes into the
+# record as other_cpus. A point above POINTS_MAX_OTHER_CPUS (default 0.5) says so when it ends,
+# points_end names every such record, and the next start runs it again instead of reusing it
+# (as bench/sweep.py --rerun_busy does): its figures are not to be quoted.
 
 _pt_out="" _pt_total=0 _pt_study="" _pt_done=0 _pt_est_left=0 _pt_timed_s=0 _pt_timed_est=0
 _pt_commit="" _pt_binaries="" _pt_bins=""
@@ -57,20 +62,40 @@ _pt_left() {  # the time left after this point, in words
   fi
 }
 
+# _pt_busy OTHER: whether OTHER (a record's other_cpus; "" or null when unknown) is above the
+# limit.
+_pt_busy() {
+  [[ "$1" =~ ^[0-9.]+$ ]] && awk -v o="$1" -v m="${POINTS_MAX_OTHER_CPUS:-0.5}" 'BEGIN { exit !(o > m) }'
+}
+
+# _pt_other REPORT: its cluster.other_cpus_max as "0.12", or null.
+_pt_other() {
+  [[ -n "$1" && -f "$1" ]] || { echo null; return; }
+  /usr/bin/python3 -c 'import json, sys
+v = (json.load(open(sys.argv[1])).get("cluster") or {}).get("other_cpus_max")
+print("%.2f" % v if isinstance(v, (int, float)) else "null")' "$1" 2> /dev/null || echo null
+}
+
 point() {
-  local name=$1 est=$2 hash record begun code=0 seconds binaries
+  local name=$1 est=$2 report="" hash record begun code=0 seconds binaries other
   shift 2
+  if [[ $# -gt 0 && "$1" != -- ]]; then report=$1; shift; fi
   [[ "${1:-}" == -- ]] && shift
   hash=$(_pt_hash "$@")
   record="$_pt_out/$name.json"
   _pt_done=$((_pt_done + 1))
   if [[ -f "$record" ]] && grep -q "\"settings\": \"$hash\"" "$record"; then
-    _pt_timed "$est" "$(sed -n 's/.*"seconds": \([0-9]*\).*/\1/p' "$record")"
-    echo "$_pt_study: [$_pt_done/$_pt_total] $name: from an earlier start (commit" \
-      "$(sed -n 's/.*"commit": "\([^"]*\)".*/\1/p' "$record")), $(_pt_left)"
-    return 0
+    other=$(sed -n 's/.*"other_cpus": \([0-9.]*\).*/\1/p' "$record")
+    if ! _pt_busy "$other"; then
+      _pt_timed "$est" "$(sed -n 's/.*"seconds": \([0-9]*\).*/\1/p' "$record")"
+      echo "$_pt_study: [$_pt_done/$_pt_total] $name: from an earlier start (commit" \
+        "$(sed -n 's/.*"commit": "\([^"]*\)".*/\1/p' "$record")), $(_pt_left)"
+      return 0
+    fi
+    echo "$_pt_study: $name ran beside $other CPUs of other work before: running it again"
+  elif [[ -f "$record" ]]; then
+    echo "$_pt_study: $name ran before with other settings: running it again"
   fi
-  [[ -f "$record" ]] && echo "$_pt_study: $name ran before with other settings: running it again"
   rm -f "$record"
   begun=$(date +%s)
   binaries=$(_pt_bin_hash)
@@ -86,11 +111,14 @@ point() {
       "see $_pt_out/$name.log" >&2
     exit 1
   fi
-  printf '{"name": "%s", "commit": "%s", "binaries": "%s", "settings": "%s", "seconds": %d, "finished": "%s"}\n' \
-    "$name" "$_pt_commit" "$_pt_binaries" "$hash" "$seconds" "$(date -u +%FT%TZ)" > "$record.tmp"
+  other=$(_pt_other "$report")
+  printf '{"name": "%s", "commit": "%s", "binaries": "%s", "settings": "%s", "seconds": %d, "other_cpus": %s, "finished": "%s"}\n' \
+    "$name" "$_pt_commit" "$_pt_binaries" "$hash" "$seconds" "$other" "$(date -u +%FT%TZ)" > "$record.tmp"
   mv "$record.tmp" "$record"
   _pt_timed "$est" "$seconds"
-  echo "$_pt_study: [$_pt_done/$_pt_total] $name: ok in $seconds s, $(_pt_left)"
+  local beside=""
+  _pt_busy "$other" && beside=" beside $other CPUs of other work (not to be quoted; rerun on a quiet machine),"
+  echo "$_pt_study: [$_pt_done/$_pt_total] $name: ok in $seconds s,$beside $(_pt_left)"
 }
 
 # Before the first point: the estimate of the whole study (the sum of the points' estimates).
@@ -111,6 +139,15 @@ points_end() {
     awk '{print $2 "/" $3}' | sort -u | tr '\n' ' ')
   [[ -z "$other" ]] ||
     echo "$_pt_study: warning: points from other sources than this start's ($_pt_commit/$_pt_binaries): $other(see OUT/points/*.json)"
+  local f busy="" n=0 o
+  for f in "$_pt_out"/*.json; do
+    [[ -f "$f" ]] || continue
+    o=$(sed -n 's/.*"other_cpus": \([0-9.]*\).*/\1/p' "$f")
+    _pt_busy "$o" || continue
+    busy+=" $(basename "$f" .json) ($o)" n=$((n + 1))
+  done
+  ((n == 0)) || echo "$_pt_study: warning: $n point(s) ran beside more than" \
+    "${POINTS_MAX_OTHER_CPUS:-0.5} CPUs of other work:$busy; the same command again runs them again"
   echo "$_pt_study: done $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
 }
 

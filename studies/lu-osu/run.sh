@@ -75,7 +75,7 @@ done
 for m in "${model_list[@]}"; do
   data=()
   [[ "$m" == cifar10_cnn ]] && data=(--dataset=synthetic --synthetic_shape=24,24,3 --synthetic_examples=2000)
-  point "payload_$m" 120 -- fresh "$out/payload/$m" env BIN_DIR="$BIN_DIR" "$ROOT/scripts/local_cluster.sh" \
+  point "payload_$m" 120 "$out/payload/$m/report.json" -- fresh "$out/payload/$m" env BIN_DIR="$BIN_DIR" "$ROOT/scripts/local_cluster.sh" \
     "$ROOT/cluster_specs/local_1ps_2w.json" --model="$m" --mode=sync --batch_size=100 \
     --train_steps="$steps" --eval_every="$steps" "${data[@]}" --run_dir="$out/payload/$m"
 done

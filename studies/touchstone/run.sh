@@ -67,19 +67,19 @@ mkdir -p "$out/models"
 source "$ROOT/studies/lib/points.sh"
 points_begin "$out" $((2 + ${#model_list[@]})) touchstone
 points_estimate $((60 + 60 * ${#model_list[@]}))
-point single 10 -- fresh "$out/single" "$BIN_DIR/worker" "${flags[@]}" --run_dir="$out/single"
+point single 10 "$out/single/report.json" -- fresh "$out/single" "$BIN_DIR/worker" "${flags[@]}" --run_dir="$out/single"
 if [[ -z "$nodes" ]]; then
-  point cluster 30 -- fresh "$out/cluster" env BIN_DIR="$BIN_DIR" "$ROOT/scripts/local_cluster.sh" \
+  point cluster 30 "$out/cluster/report.json" -- fresh "$out/cluster" env BIN_DIR="$BIN_DIR" "$ROOT/scripts/local_cluster.sh" \
     "$ROOT/cluster_specs/local_1ps_2w.json" "${flags[@]}" --run_dir="$out/cluster"
 else
   "$ROOT/scripts/make_spec.py" --layout ps-w-w --workers 2 --ps 1 --hosts 3 --nodes "$nodes" \
     --out "$out/spec" || die "cannot lay out 1 ps + 2 workers on --nodes=$nodes"
-  point cluster 30 -- fresh "$out/cluster" "$ROOT/scripts/launch_ssh.sh" "${launch[@]}" --run_dir "$out/cluster" \
+  point cluster 30 "$out/cluster/report.json" -- fresh "$out/cluster" "$ROOT/scripts/launch_ssh.sh" "${launch[@]}" --run_dir "$out/cluster" \
     "$out/spec/spec.json" "${flags[@]}"
 fi
 for m in "${model_list[@]}"; do
   # shellcheck disable=SC2046  # the model's flags are words
-  point "model_$m" 60 -- fresh "$out/models/$m" "$BIN_DIR/worker" --model="$m" --optimizer=sgd --learning_rate=0.01 \
+  point "model_$m" 60 "$out/models/$m/report.json" -- fresh "$out/models/$m" "$BIN_DIR/worker" --model="$m" --optimizer=sgd --learning_rate=0.01 \
     --log_every=100000 $(model_flags "$m") --run_dir="$out/models/$m"
 done
 points_end

@@ -49,7 +49,7 @@ for ((r = 1; r <= repeats; r++)); do
     for kind in replicas one_device; do
       name="${kind}_b${b}_r$r"
       # shellcheck disable=SC2086  # the kind's flags are words
-      point "$name" 30 -- fresh "$out/runs/$name" "$BIN_DIR/worker" "${common[@]}" \
+      point "$name" 30 "$out/runs/$name/report.json" -- fresh "$out/runs/$name" "$BIN_DIR/worker" "${common[@]}" \
         --batch_size="$b" ${how[$kind]} --run_dir="$out/runs/$name"
     done
   done

@@ -221,12 +221,14 @@ TEST(ReadingsTest, TcpConnectionsCountTheirBytesFromTheBaseline) {
 
   ASSERT_NO_FATAL_FAILURE(MoveBytes(&early, 8 * kMiB));
   const SystemSample moved = TakeSample(sampler);
-  // Loopback loses nothing, so nothing is sent twice: one end sent exactly what the other got.
-  EXPECT_EQ(moved.tcp_loopback.bytes_sent, 8 * kMiB);
+  // One end sent what the other got, and more only by what it sent twice: loopback does drop
+  // under load (CI's parallel tests once made 6 retransmits, 393 KB, here), and the kernel
+  // counts a retransmitted byte in bytes_sent again.
+  EXPECT_EQ(moved.tcp_loopback.bytes_sent - moved.tcp_loopback.bytes_retransmitted, 8 * kMiB);
   EXPECT_EQ(moved.tcp_loopback.bytes_received, 8 * kMiB);
   EXPECT_GT(moved.tcp_loopback.segs_out, 0u);
-  EXPECT_EQ(moved.tcp_loopback.segs_out, moved.tcp_loopback.segs_in);
-  EXPECT_EQ(moved.tcp_loopback.retransmits, 0u);
+  EXPECT_GE(moved.tcp_loopback.segs_out, moved.tcp_loopback.segs_in);
+  EXPECT_EQ(moved.tcp_loopback.retransmits == 0, moved.tcp_loopback.bytes_retransmitted == 0);
   EXPECT_EQ(moved.tcp_external.bytes_sent, 0u);
 
   {
@@ -234,7 +236,7 @@ TEST(ReadingsTest, TcpConnectionsCountTheirBytesFromTheBaseline) {
     ASSERT_NO_FATAL_FAILURE(ConnectOverLoopback(&later));
     ASSERT_NO_FATAL_FAILURE(MoveBytes(&later, 2 * kMiB));
     const SystemSample both = TakeSample(sampler);
-    EXPECT_EQ(both.tcp_loopback.bytes_sent, 10 * kMiB);
+    EXPECT_EQ(both.tcp_loopback.bytes_sent - both.tcp_loopback.bytes_retransmitted, 10 * kMiB);
     EXPECT_EQ(both.tcp_loopback.sockets, 4);
   }
   ::close(early.client);
@@ -242,7 +244,7 @@ TEST(ReadingsTest, TcpConnectionsCountTheirBytesFromTheBaseline) {
   early.client = early.server = -1;
   // Closed connections keep what was last read of them.
   const SystemSample closed = TakeSample(sampler);
-  EXPECT_EQ(closed.tcp_loopback.bytes_sent, 10 * kMiB);
+  EXPECT_EQ(closed.tcp_loopback.bytes_sent - closed.tcp_loopback.bytes_retransmitted, 10 * kMiB);
   EXPECT_EQ(closed.tcp_loopback.bytes_received, 10 * kMiB);
   EXPECT_EQ(closed.tcp_loopback.sockets, 4);
 }

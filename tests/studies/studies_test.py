@@ -73,6 +73,44 @@ points_end
             self.assertIn("warning: points from other sources", mixed.stdout)
             self.assertIn("0ther/", mixed.stdout)
 
+    def test_a_point_beside_other_work_is_named_and_run_again(self):
+        """A point whose report says its machine spent more than 0.5 CPUs on other work beside
+        it (report.json's cluster.other_cpus_max, written here by the point itself) is named
+        when it ends and at the end, and the next start runs it again; a quiet point and one
+        given no report are reused. POINTS_MAX_OTHER_CPUS moves the limit."""
+        with tempfile.TemporaryDirectory() as out:
+            script = """set -euo pipefail
+source %s/lib/points.sh
+points_begin %s 3 demo
+report() { mkdir -p %s/$1; echo "{\\"cluster\\": {\\"other_cpus_max\\": $2}}" > %s/$1/report.json; echo $1 >> %s/ran; }
+point quiet 10 %s/quiet/report.json -- report quiet 0.12
+point busy 10 %s/busy/report.json -- report busy 0.93
+point none 10 -- report none 0.99
+points_end
+""" % (STUDIES, out, out, out, out, out, out)
+            first = sh(script)
+            self.assertEqual(first.returncode, 0, first.stderr)
+            self.assertIn("busy: ok in", first.stdout)
+            self.assertIn("beside 0.93 CPUs of other work", first.stdout)
+            self.assertIn("warning: 1 point(s) ran beside more than 0.5 CPUs of other work: "
+                          "busy (0.93)", first.stdout)
+            with open(os.path.join(out, "points", "quiet.json")) as f:
+                self.assertEqual(json.load(f)["other_cpus"], 0.12)
+            with open(os.path.join(out, "points", "none.json")) as f:
+                self.assertIsNone(json.load(f)["other_cpus"])
+            again = sh(script)
+            self.assertEqual(again.returncode, 0, again.stderr)
+            self.assertIn("quiet: from an earlier start", again.stdout)
+            self.assertIn("none: from an earlier start", again.stdout)
+            self.assertIn("busy ran beside 0.93 CPUs of other work before: running it again",
+                          again.stdout)
+            with open(os.path.join(out, "ran")) as f:
+                self.assertEqual(f.read().split(), ["quiet", "busy", "none", "busy"])
+            lenient = sh(script, env={"POINTS_MAX_OTHER_CPUS": "1"})
+            self.assertEqual(lenient.returncode, 0, lenient.stderr)
+            self.assertEqual(lenient.stdout.count("from an earlier start"), 3)
+            self.assertNotIn("warning", lenient.stdout)
+
     def test_the_time_left_is_scaled_by_the_points_already_timed(self):
         # a and b took 600 s each against estimates of 10 s (as their records say): with c
         # still to run, the time left is c's 10 s scaled by 1200/20: 10 min, not 10 s.
