@@ -117,8 +117,8 @@ logreg=(--model=logreg --learning_rate=0.03)
 # whose report.json says what else ran beside it (studies/lib/points.sh).
 cpoint() { local name=$1 est=$2; shift 2; point "$name" "$est" "$out/runs/$name/report.json" "$@"; }
 if has tables34; then
-  point alone 10 "$out/runs/alone/report.json" -- fresh "$out/runs/alone" "$BIN_DIR/worker" "${logreg[@]}" --batch_size=128 \
-    --train_steps="$steps" --run_dir="$out/runs/alone"
+  point alone 10 "$out/runs/alone/report.json" -- fresh "$out/runs/alone" "$BIN_DIR/worker" \
+    "${logreg[@]}" --batch_size=128 --train_steps="$steps" --run_dir="$out/runs/alone"
   for ((r = 1; r <= repeats; r++)); do
     for setup in single cluster cluster2; do
       for mode in sync async; do
