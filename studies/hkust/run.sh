@@ -21,9 +21,9 @@
 # One command; bench/sweep.py reuses every finished run of the same settings when the same
 # command runs again (a progress line per run with the time left; runs.csv names each run's
 # commit and binaries), except a run that ran beside more than 0.5 CPUs of other work, which it
-# runs again (--rerun_busy; runs.csv's other_cpus). Writes OUT/sweep*/ (bench/sweep.py), OUT/hkust*.csv (a row per run and
-# host) and OUT/hkust*_external_bytes.svg. Needs root on emulated hosts; exit code 2 on bad
-# input.
+# runs again (--rerun_busy; runs.csv's other_cpus). Writes OUT/sweep*/ (bench/sweep.py),
+# OUT/hkust*.csv (a row per run and host) and OUT/hkust*_external_bytes.svg. Needs root on
+# emulated hosts; exit code 2 on bad input.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
