@@ -6,6 +6,7 @@
 #include "base/malloc.h"
 #include "base/signals.h"
 #include "chief/chief_task.h"
+#include "chief/report.h"
 #include "chief/whatif.h"
 #include "runtime/config/flags.h"
 #include "spdlog/spdlog.h"
@@ -15,6 +16,10 @@ ABSL_FLAG(std::string, whatif, "",
           "--link_rate, --link_burst_bytes and --host_cpus as the run's hosts) and exit; no "
           "cluster is started.");
 ABSL_FLAG(bool, whatif_json, false, "With --whatif: print the predictions as JSON.");
+ABSL_FLAG(std::string, refresh_report, "",
+          "Recompute the tables of a finished run's report.json (the file or its run dir) from "
+          "the task summaries it holds, rewrite it and exit: a report written by an older chief "
+          "gets the tables added since (machines); no cluster is started.");
 
 namespace {
 
@@ -35,6 +40,10 @@ int main(int argc, char** argv) {
       "variables, evaluates, stops the run and writes report.json).\n"
       "Example: chief --cluster_spec=cluster_specs/local_1ps_2w.json --train_steps=1000");
   if (const std::string path = absl::GetFlag(FLAGS_whatif); !path.empty()) return WhatIfMain(path);
+  if (const std::string path = absl::GetFlag(FLAGS_refresh_report); !path.empty()) {
+    const absl::Status s = fulcrum::chief::RefreshReport(path);
+    return s.ok() ? fulcrum::kExitOk : fulcrum::runtime::ReportBadFlags(s);
+  }
   // Ctrl-C / SIGTERM end the run cleanly, with its records written (base/signals.h).
   fulcrum::InstallStopSignalHandlers();
   fulcrum::TuneMallocForTraining();

@@ -322,6 +322,29 @@ void AddClusterTables(nlohmann::json* report) {
   r["balance"] = BalanceRows(r["tasks"], r.contains("ps") ? r["ps"] : nlohmann::json());
 }
 
+absl::StatusOr<std::pair<std::filesystem::path, nlohmann::json>> ReadReport(
+    const std::string& flag, const std::filesystem::path& path) {
+  const std::filesystem::path file =
+      std::filesystem::is_directory(path) ? path / "report.json" : path;
+  absl::StatusOr<std::string> text = ReadFileToString(file);
+  if (!text.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, "=", path.string(), ": ", text.status().message()));
+  }
+  nlohmann::json report = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (!report.is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, "=", path.string(), ": ", file.string(), " is not a JSON object"));
+  }
+  return std::make_pair(file, std::move(report));
+}
+
+absl::Status RefreshReport(const std::filesystem::path& path) {
+  FULCRUM_ASSIGN_OR_RETURN(auto read, ReadReport("--refresh_report", path));
+  AddClusterTables(&read.second);
+  return WriteFileAtomically(read.first, read.second.dump(2) + "\n");
+}
+
 absl::Status WriteSingleRunReport(const std::filesystem::path& run_dir) {
   FULCRUM_ASSIGN_OR_RETURN(const std::string text, ReadFileToString(run_dir / "summary.json"));
   const nlohmann::json summary = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);

@@ -5,8 +5,11 @@
 #pragma once
 
 #include <filesystem>
+#include <string>
+#include <utility>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 
@@ -27,6 +30,17 @@ void AddClusterTables(nlohmann::json* report);
 // "vanished": true. Null when there is none (the folder is on another host, or the task died
 // before its first flush).
 nlohmann::json LeftSummary(const std::filesystem::path& task_dir, absl::Time since);
+
+// A finished run's report.json (`path` is the file or its run dir) as (file, object);
+// InvalidArgument naming `flag`=path and the problem when it cannot be read or is not a JSON
+// object.
+absl::StatusOr<std::pair<std::filesystem::path, nlohmann::json>> ReadReport(
+    const std::string& flag, const std::filesystem::path& path);
+
+// Recomputes a finished run's tables (AddClusterTables) from the task summaries its report.json
+// holds and rewrites the file atomically (the chief's --refresh_report), so that a report
+// written before a table existed (machines) gets it. report.html is left as it was.
+absl::Status RefreshReport(const std::filesystem::path& path);
 
 // The report of a single-mode run (a worker alone: no chief): report.json and report.html in
 // `run_dir`, beside the summary.json the worker wrote there, in the cluster report's layout

@@ -13,9 +13,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "base/files.h"
 #include "base/status_macros.h"
 #include "chief/json_fields.h"
+#include "chief/report.h"
 #include "ops/tensor.h"
 #include "runtime/cluster/placement.h"
 
@@ -365,18 +365,8 @@ std::vector<std::string> WhatIfLines(const nlohmann::json& w) {
 
 absl::Status PrintWhatIf(const std::filesystem::path& path, const WhatIfOptions& options,
                          bool json) {
-  const std::filesystem::path file =
-      std::filesystem::is_directory(path) ? path / "report.json" : path;
-  absl::StatusOr<std::string> text = ReadFileToString(file);
-  if (!text.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--whatif=", path.string(), ": ", text.status().message()));
-  }
-  const nlohmann::json report = nlohmann::json::parse(*text, nullptr, false);
-  if (!report.is_object()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--whatif=", path.string(), ": ", file.string(), " is not a JSON object"));
-  }
+  FULCRUM_ASSIGN_OR_RETURN(const auto read, ReadReport("--whatif", path));
+  const auto& [file, report] = read;
   absl::StatusOr<nlohmann::json> w = PredictWhatIf(report, options);
   if (!w.ok()) {
     return absl::Status(w.status().code(), absl::StrCat(file.string(), ": ", w.status().message()));

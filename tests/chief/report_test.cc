@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/testing/subprocess.h"
 
 namespace fulcrum::chief {
 namespace {
@@ -175,6 +176,41 @@ TEST(ClusterTablesTest, MachinesSayHowMuchOtherWorkRanBesideTheJob) {
   EXPECT_EQ(r2["machines"][0]["tasks"], nlohmann::json({"chief-0"}));
   EXPECT_DOUBLE_EQ(r2["machines"][0]["job_cpus"].get<double>(), 0.5);
   EXPECT_DOUBLE_EQ(r2["machines"][0]["other_cpus"].get<double>(), 0.0);
+}
+
+// The chief's --refresh_report: a report.json an older chief wrote (no machines table) gets
+// its tables recomputed from the summaries it holds, rewritten in place; the other keys stay.
+// A path that holds no report exits 2 naming it, and a file that is not a JSON object is left.
+TEST(ClusterTablesTest, RefreshReportAddsTheTablesOfANewerChief) {
+  const std::filesystem::path dir = ::fulcrum::testing::FreshDir("refresh_report");
+  nlohmann::json w0 = Summary("worker", 0, "h1", 50, 200e6, 4800, 3800);
+  w0["pid"] = 9;
+  OnMachine(&w0, "vm", 10.0, 5.0);
+  nlohmann::json old = {{"run_id", "old"}, {"workers", {w0}}, {"examples_per_sec", 12.5}};
+  std::ofstream(dir / "report.json") << old.dump(2);
+  ::fulcrum::testing::RunResult r =
+      ::fulcrum::testing::RunBinary("chief", {"--refresh_report=" + dir.string()}, 60);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream in(dir / "report.json");
+  const nlohmann::json fresh = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  ASSERT_TRUE(fresh.is_object());
+  EXPECT_EQ(fresh["run_id"], "old");
+  EXPECT_DOUBLE_EQ(fresh["examples_per_sec"].get<double>(), 12.5);
+  ASSERT_EQ(fresh["machines"].size(), 1u) << fresh.dump(2);
+  EXPECT_NEAR(fresh["machines"][0]["other_cpus"].get<double>(), 1.8 - 0.5, 1e-12);
+  EXPECT_NEAR(fresh["cluster"]["other_cpus_max"].get<double>(), 1.8 - 0.5, 1e-12);
+
+  r = ::fulcrum::testing::RunBinary("chief", {"--refresh_report=" + (dir / "nope").string()}, 60);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--refresh_report=" + (dir / "nope").string()), std::string::npos)
+      << r.output;
+  std::ofstream(dir / "bad.json") << "[1, 2]";
+  r = ::fulcrum::testing::RunBinary("chief", {"--refresh_report=" + (dir / "bad.json").string()},
+                                    60);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("is not a JSON object"), std::string::npos) << r.output;
+  std::ifstream bad(dir / "bad.json");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(bad), {}), "[1, 2]");
 }
 
 // The ps tasks side by side (report.json's balance, read by the headline and report.html):
