@@ -1,6 +1,8 @@
 """bench/sweep.py's options (kept apart so sweep.py stays short)."""
 import argparse
 
+from sweep_provenance import MAX_OTHER_CPUS
+
 # Every option: (name, default, type, help). --help prints each with its default.
 OPTIONS = [
     ("--layouts", "ps-w-w,pw-w", str, "cluster layouts: ps-w-w (the ps tasks on hosts of their "
@@ -37,7 +39,7 @@ OPTIONS = [
      "of time to target accuracy"),
     ("--extra", "", str, "more flags for every task, e.g. \"--learning_rate=0.03\""),
     ("--timeout", 600, int, "seconds per run at scale 1 (times F at scale 1/F)"),
-    ("--max_other_cpus", 0.5, float, "CPUs of other work beside a run (on its busiest "
+    ("--max_other_cpus", MAX_OTHER_CPUS, float, "CPUs of other work beside a run (on its busiest "
      "machine: other programs, kernel work charged to no process) above which the run is named "
      "in a warning, and with --rerun_busy run again instead of reused"),
     ("--out", None, str, "the sweep's folder (required): runs/, runs.csv, results.csv, index.html"),

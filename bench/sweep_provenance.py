@@ -14,15 +14,19 @@ CPUs its busiest machine spent on work that was not the job's (cluster.other_cpu
 programs, and kernel work charged to no process). runs.csv has it per run (other_cpus),
 results.csv the largest behind each median, and the sweep names the runs above
 --max_other_cpus in a warning; with --rerun_busy such a finished run is run again, not reused.
+The studies' scripts read the same figure through this file's command line:
+  bench/sweep_provenance.py other_cpus REPORT_JSON   # prints it as 0.12, or null
 """
 import hashlib
 import json
 import os
 import subprocess
+import sys
 import time
 
 RECORD = "sweep_run.json"
 UNKNOWN = "unknown"  # a run from before these records
+MAX_OTHER_CPUS = 0.5  # --max_other_cpus's default, and the studies' limit
 
 
 def repo_commit(root):
@@ -82,12 +86,17 @@ def write_record(run_dir, source, settings, started, exit_code):
     os.replace(tmp, os.path.join(run_dir, RECORD))
 
 
-def other_cpus(run_dir):
-    """The CPUs the run's busiest machine spent on other work beside it (its report.json's
+def report_other_cpus(report_path):
+    """The CPUs a run's busiest machine spent on other work beside it (its report.json's
     cluster.other_cpus_max), or None when the report has no such figure."""
-    report = _load_json(os.path.join(run_dir, "run", "report.json")) or {}
+    report = _load_json(report_path) or {}
     value = (report.get("cluster") or {}).get("other_cpus_max")
     return value if isinstance(value, (int, float)) else None
+
+
+def other_cpus(run_dir):
+    """report_other_cpus of a sweep run's folder (its run/report.json)."""
+    return report_other_cpus(os.path.join(run_dir, "run", "report.json"))
 
 
 def reusable(run_dir, settings, report_path=None, max_other_cpus=None):
@@ -171,3 +180,10 @@ def busy_warning(runs, max_other_cpus):
             % (len(busy), max_other_cpus, ", ".join(
                 "%s (%.2f)" % (os.path.basename(r.get("run_dir", "?")), r["other_cpus"])
                 for r in busy)))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] != "other_cpus":
+        sys.exit("usage: sweep_provenance.py other_cpus REPORT_JSON")
+    figure = report_other_cpus(sys.argv[2])
+    print("null" if figure is None else "%.2f" % figure)

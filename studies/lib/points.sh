@@ -25,7 +25,7 @@
 # (as bench/sweep.py --rerun_busy does): its figures are not to be quoted.
 
 _pt_out="" _pt_total=0 _pt_study="" _pt_done=0 _pt_est_left=0 _pt_timed_s=0 _pt_timed_est=0
-_pt_commit="" _pt_binaries="" _pt_bins=""
+_pt_commit="" _pt_binaries="" _pt_bins="" _pt_root=""
 
 # The hash of the ps, worker and chief binaries as they are now (12 hex digits).
 _pt_bin_hash() { cat "$_pt_bins/ps" "$_pt_bins/worker" "$_pt_bins/chief" 2> /dev/null | sha256sum | cut -c1-12; }
@@ -34,10 +34,9 @@ points_begin() {
   _pt_out=$1/points _pt_total=$2 _pt_study=$3 _pt_done=0 _pt_timed_s=0 _pt_timed_est=0
   _pt_est_left=0
   mkdir -p "$_pt_out"
-  local root
-  root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-  _pt_bins=${BIN_DIR:-$root/build/bin}
-  _pt_commit=$(git -C "$root" describe --always --dirty 2> /dev/null || echo unknown)
+  _pt_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+  _pt_bins=${BIN_DIR:-$_pt_root/build/bin}
+  _pt_commit=$(git -C "$_pt_root" describe --always --dirty 2> /dev/null || echo unknown)
   _pt_binaries=$(_pt_bin_hash)
   echo "$_pt_study: $(date -u +%FT%TZ), commit $_pt_commit, binaries $_pt_binaries," \
     "load $(cut -d' ' -f1-3 /proc/loadavg), $_pt_total point(s)"
@@ -63,17 +62,15 @@ _pt_left() {  # the time left after this point, in words
 }
 
 # _pt_busy OTHER: whether OTHER (a record's other_cpus; "" or null when unknown) is above the
-# limit.
+# limit (bench/sweep_provenance.py's MAX_OTHER_CPUS unless POINTS_MAX_OTHER_CPUS says).
 _pt_busy() {
   [[ "$1" =~ ^[0-9.]+$ ]] && awk -v o="$1" -v m="${POINTS_MAX_OTHER_CPUS:-0.5}" 'BEGIN { exit !(o > m) }'
 }
 
 # _pt_other REPORT: its cluster.other_cpus_max as "0.12", or null.
 _pt_other() {
-  [[ -n "$1" && -f "$1" ]] || { echo null; return; }
-  /usr/bin/python3 -c 'import json, sys
-v = (json.load(open(sys.argv[1])).get("cluster") or {}).get("other_cpus_max")
-print("%.2f" % v if isinstance(v, (int, float)) else "null")' "$1" 2> /dev/null || echo null
+  [[ -n "$1" ]] || { echo null; return; }
+  /usr/bin/python3 "$_pt_root/bench/sweep_provenance.py" other_cpus "$1" 2> /dev/null || echo null
 }
 
 point() {

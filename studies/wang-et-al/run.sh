@@ -97,16 +97,17 @@ alone_on_a_host() {
     --log_every=100000 "${data[@]}" --run_dir="$out/${name}_run" > "$out/$name.log" 2>&1 || code=$?
   "$ROOT/scripts/netns_hosts.sh" down --prefix stx > /dev/null 2>&1 || true
   ((code == 0)) || die "$name failed: see $out/$name.log"
-  # A figure measured beside other work is not used (exit 1, naming it).
-  /usr/bin/python3 - "$out/${name}_run" "$scale" "$name" << 'EOF'
-import json, sys
-run, scale, name = sys.argv[1], float(sys.argv[2]), sys.argv[3]
-other = (json.load(open(run + "/report.json")).get("cluster") or {}).get("other_cpus_max")
-if isinstance(other, (int, float)) and other > 0.5:
-    sys.exit("wang-et-al: error: %s ran beside %.2f CPUs of other work (%s/report.json's "
-             "machines): its figure is not used; run again on a quiet machine" % (name, other, run))
-print("%.1f" % (scale * json.load(open(run + "/summary.json"))["examples_per_sec"]))
-EOF
+  # A figure measured beside more than 0.5 CPUs of other work (bench/sweep_provenance.py's
+  # MAX_OTHER_CPUS) is not used (exit 1, naming it).
+  local report="$out/${name}_run/report.json" other
+  other=$(/usr/bin/python3 "$ROOT/bench/sweep_provenance.py" other_cpus "$report")
+  if [[ "$other" != null ]] && awk -v o="$other" 'BEGIN { exit !(o > 0.5) }'; then
+    echo "wang-et-al: error: $name ran beside $other CPUs of other work ($report's machines):" \
+      "its figure is not used; run again on a quiet machine" >&2
+    exit 1
+  fi
+  /usr/bin/python3 -c 'import json,sys; print("%.1f" % (float(sys.argv[2]) *
+    json.load(open(sys.argv[1]))["examples_per_sec"]))' "$out/${name}_run/summary.json" "$scale"
 }
 if ((${#where[@]})); then
   links=()  # real nodes: their own links, no CPU shares
