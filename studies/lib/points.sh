@@ -25,10 +25,13 @@
 # (as bench/sweep.py --rerun_busy does): its figures are not to be quoted.
 
 _pt_out="" _pt_total=0 _pt_study="" _pt_done=0 _pt_est_left=0 _pt_timed_s=0 _pt_timed_est=0
-_pt_commit="" _pt_binaries="" _pt_bins="" _pt_root=""
+_pt_commit="" _pt_binaries="" _pt_bins="" _pt_root="" _pt_paths=() _pt_names=()
 
 # The hash of the ps, worker and chief binaries as they are now (12 hex digits).
-_pt_bin_hash() { cat "$_pt_bins/ps" "$_pt_bins/worker" "$_pt_bins/chief" 2> /dev/null | sha256sum | cut -c1-12; }
+# A missing one hashes as empty (the study's own check names it).
+_pt_bin_hash() {
+  { cat "$_pt_bins/ps" "$_pt_bins/worker" "$_pt_bins/chief" 2> /dev/null || true; } | sha256sum | cut -c1-12
+}
 
 points_begin() {
   _pt_out=$1/points _pt_total=$2 _pt_study=$3 _pt_done=0 _pt_timed_s=0 _pt_timed_est=0
@@ -38,12 +41,38 @@ points_begin() {
   _pt_bins=${BIN_DIR:-$_pt_root/build/bin}
   _pt_commit=$(git -C "$_pt_root" describe --always --dirty 2> /dev/null || echo unknown)
   _pt_binaries=$(_pt_bin_hash)
+  # The folders a point's words name, each as given and as it resolves, and the placeholder
+  # the settings hash writes for them (the study's folder before the checkout it may be in).
+  _pt_paths=("$1" "$(realpath -m "$1")" "$_pt_bins" "$(realpath -m "$_pt_bins")"
+             "$_pt_root" "$(realpath -m "$_pt_root")")
+  _pt_names=(OUT OUT BIN BIN ROOT ROOT)
   echo "$_pt_study: $(date -u +%FT%TZ), commit $_pt_commit, binaries $_pt_binaries," \
     "load $(cut -d' ' -f1-3 /proc/loadavg), $_pt_total point(s)"
 }
 
-# The settings of a point: its command line, one word per line, hashed.
-_pt_hash() { printf '%s\n' "$@" | sha256sum | cut -c1-12; }
+# The settings of a point: its command line, one word per line, hashed, with the study's
+# folder, the binaries' folder and the checkout written as OUT, BIN and ROOT wherever a word
+# starts with one or names one after "=", "," or ":". Another spelling of --out or BIN_DIR
+# (relative, absolute, through a link) or a moved checkout is then the same settings: the
+# binaries themselves are told apart by their hash in every record.
+_pt_hash() {
+  local w i p n s words=()
+  for w in "$@"; do
+    for i in "${!_pt_paths[@]}"; do
+      p=${_pt_paths[i]} n=${_pt_names[i]}
+      [[ -n "$p" && "$p" != / ]] || continue
+      [[ "$w" == "$p" || "$w" == "$p"/* ]] && w=$n${w#"$p"}
+      for s in = , :; do
+        w=${w//"$s$p/"/"$s$n/"} w=${w//"$s$p$s"/"$s$n$s"}
+        [[ "$w" != *"$s$p" ]] || w=${w%"$s$p"}$s$n
+      done
+    done
+    words+=("$w")
+  done
+  printf '%s\n' "${words[@]}" | sha256sum | cut -c1-12
+}
+# The hash of the words as given, as records written before the placeholders hold it.
+_pt_hash_as_given() { printf '%s\n' "$@" | sha256sum | cut -c1-12; }
 
 _pt_timed() {  # a point of estimate $1 took $2 s (run now, or as its record says)
   _pt_est_left=$((_pt_est_left > $1 ? _pt_est_left - $1 : 0))
@@ -73,6 +102,13 @@ _pt_other() {
   /usr/bin/python3 "$_pt_root/bench/sweep_provenance.py" other_cpus "$1" 2> /dev/null || echo null
 }
 
+# _pt_upgrade RECORD AS_GIVEN HASH: a record written before the placeholders, of the same
+# words, takes the hash of today's (atomically), so that it is reused under any spelling.
+_pt_upgrade() {
+  [[ -f "$1" && "$2" != "$3" ]] && grep -q "\"settings\": \"$2\"" "$1" || return 0
+  sed "s/\"settings\": \"$2\"/\"settings\": \"$3\"/" "$1" > "$1.tmp" && mv "$1.tmp" "$1"
+}
+
 point() {
   local name=$1 est=$2 report="" hash record begun code=0 seconds binaries other
   shift 2
@@ -81,6 +117,7 @@ point() {
   hash=$(_pt_hash "$@")
   record="$_pt_out/$name.json"
   _pt_done=$((_pt_done + 1))
+  _pt_upgrade "$record" "$(_pt_hash_as_given "$@")" "$hash"
   if [[ -f "$record" ]] && grep -q "\"settings\": \"$hash\"" "$record"; then
     other=$(sed -n 's/.*"other_cpus": \([0-9.]*\).*/\1/p' "$record")
     if ! _pt_busy "$other"; then

@@ -3,6 +3,7 @@
 settings, failures, other sources), the tables of the Lu/OSU and CS744 studies from files
 shaped as grpc_bench and the chief write them, and every study's bad input (exit 2, named)."""
 import csv
+import hashlib
 import json
 import math
 import os
@@ -159,6 +160,67 @@ points_end
             self.assertIn("the binaries changed during the study (%s, now %s)" %
                           (hashes["b"], hashes["c"]), run.stdout)
             self.assertIn("warning: points from other sources", run.stdout)
+
+    def test_another_spelling_of_the_same_folders_is_the_same_settings(self):
+        """A point's words name the study's folder and the binaries' folder; started again with
+        another spelling of them (relative, through a link) the point is reused, and a record
+        written before the placeholders (the hash of the words as given) is reused and takes
+        today's hash. Another folder outside them, or another argument, still reruns."""
+        with tempfile.TemporaryDirectory() as top:
+            real = os.path.join(top, "real")
+            os.makedirs(os.path.join(real, "out"))
+            os.makedirs(os.path.join(real, "bin"))
+            os.symlink(real, os.path.join(top, "link"))
+
+            def study(out, bins, cwd, other="/srv/data", extra="1"):
+                return subprocess.run(["bash", "-c", """set -euo pipefail
+source %s/lib/points.sh
+points_begin "$1" 2 demo
+point a 10 -- bash -c 'echo a >> "$1"/ran' _ "$1" --log_dir="$1/runs/a" --bin="$BIN_DIR/worker" \
+  --files="$1/x,$1/y" --data="$3"
+point b 10 -- bash -c 'echo b >> "$1"/ran' _ "$1" --steps="$2"
+points_end
+""" % STUDIES, "_", out, extra, other], capture_output=True, text=True, timeout=60,
+                    cwd=cwd, env=dict(os.environ, BIN_DIR=bins))
+
+            def ran():
+                with open(os.path.join(real, "out", "ran")) as f:
+                    return f.read().split()
+
+            first = study(os.path.join(real, "out"), os.path.join(real, "bin"), top)
+            self.assertEqual(first.returncode, 0, first.stderr)
+            self.assertEqual(ran(), ["a", "b"])
+            # Relative from the top, and through the link: both points reused.
+            for out, bins in (("real/out", "real/bin"),
+                              (os.path.join(top, "link", "out"), "link/bin")):
+                again = study(out, bins, top)
+                self.assertEqual(again.returncode, 0, again.stderr)
+                self.assertEqual(again.stdout.count("from an earlier start"), 2, again.stdout)
+            self.assertEqual(ran(), ["a", "b"])
+            # Another data folder (not the study's) and another argument: both rerun.
+            changed = study("real/out", "real/bin", top, other="/srv/other", extra="2")
+            self.assertEqual(changed.returncode, 0, changed.stderr)
+            self.assertEqual(changed.stdout.count("ran before with other settings"), 2)
+            self.assertEqual(ran(), ["a", "b", "a", "b"])
+            # A record of the words as given (as written before the placeholders): reused,
+            # and rewritten with today's hash.
+            out = os.path.join(real, "out")
+            words = ["bash", "-c", 'echo b >> "$1"/ran', "_", out, "--steps=3"]
+            given = hashlib.sha256(("\n".join(words) + "\n").encode()).hexdigest()[:12]
+            record = os.path.join(out, "points", "b.json")
+            with open(record) as f:
+                data = json.load(f)
+            data["settings"] = given
+            with open(record, "w") as f:
+                f.write(json.dumps(data) + "\n")
+            old = study(out, os.path.join(real, "bin"), top, other="/srv/other", extra="3")
+            self.assertEqual(old.returncode, 0, old.stderr)
+            self.assertIn("[2/2] b: from an earlier start", old.stdout)
+            with open(record) as f:
+                self.assertNotEqual(json.load(f)["settings"], given)
+            relative = study("real/out", "real/bin", top, other="/srv/other", extra="3")
+            self.assertIn("[2/2] b: from an earlier start", relative.stdout)
+            self.assertEqual(ran(), ["a", "b", "a", "b"])
 
 
 def grpc_row(benchmark, mode, payload, size, **more):
