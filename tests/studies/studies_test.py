@@ -364,7 +364,8 @@ class BadInputTest(unittest.TestCase):
                  ("wang-et-al/run.sh --batch_sizes=100,400 --workers=1,8",
                   "needs --synthetic_examples=3200 or more"),
                  ("wang-et-al/ratio.sh --parts=main,knee", "unknown part 'knee'"),
-                 ("run_all.sh --nodes=n1,n2", "unknown argument '--nodes=n1,n2'")]
+                 ("run_all.sh --nodes=n1,n2", "unknown argument '--nodes=n1,n2'"),
+                 ("run_all.sh --without=alexnet,vgg", "--without: unknown name 'vgg'")]
         for args, text in cases:
             with tempfile.TemporaryDirectory() as out:
                 r = sh("%s/%s --out=%s" % (STUDIES, args, out))
