@@ -373,6 +373,28 @@ class BadInputTest(unittest.TestCase):
                 self.assertIn(text, r.stderr, args)
                 self.assertFalse(os.path.exists(os.path.join(out, "points")), args)
 
+    def test_run_all_counts_only_what_it_runs(self):
+        """run_all.sh --without: leaving out CS744 leaves out its AlexNet part too, and the time
+        announced is the sum of what is left (nothing here, so nothing runs and no log is made);
+        leaving out AlexNet keeps CS744's other parts at their 5 min."""
+        everything = "touchstone,lu-osu,hkust,cs744,wang-et-al,wang-ratio,wang-in-graph"
+        with tempfile.TemporaryDirectory() as out:
+            r = sh("%s/run_all.sh --out=%s --without=%s" % (STUDIES, out, everything))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("about 0 h 0 min on the 2-core VM", r.stdout)
+            self.assertIn("run_all: done", r.stdout)
+            self.assertEqual(os.listdir(out), [])
+        with tempfile.TemporaryDirectory() as out:
+            # CS744 alone without AlexNet: 5 min announced; it stops at once here (no
+            # binaries in BIN_DIR), and run_all names its log.
+            rest = everything.replace("cs744,", "")
+            r = sh("%s/run_all.sh --out=%s --without=%s,alexnet" % (STUDIES, out, rest),
+                   env={"BIN_DIR": out})
+            self.assertEqual(r.returncode, 1, r.stdout)
+            self.assertIn("about 0 h 5 min on the 2-core VM", r.stdout)
+            self.assertIn("run_all: cs744, about 5 min", r.stdout)
+            self.assertIn("cs744 failed (exit 2): see %s/cs744.log" % out, r.stderr)
+
     def test_an_unreachable_ratio_names_the_highest_possible(self):
         r = sh("%s/scripts/netns_hosts.sh up 10 --rate 1gbit --host_examples_per_sec 427 "
                "--examples_per_cpu 400 --check" % ROOT)
