@@ -31,13 +31,20 @@ using ::fulcrum::testing::ReadFile;
   return ::fulcrum::testing::RunShell(line, timeout_seconds);
 }
 
+// Why a training cluster on emulated hosts cannot run here, or "" when it can: the hosts need
+// root (network namespaces), the tasks the Fashion-MNIST package.
+std::string WhyNoEmulatedCluster() {
+  if (::geteuid() != 0) return "emulated hosts need root (network namespaces)";
+  if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
+    return "the dataset-fashion-mnist package is not installed";
+  }
+  return "";
+}
+
 class NetnsClusterTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (::geteuid() != 0) GTEST_SKIP() << "emulated hosts need root (network namespaces)";
-    if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
-      GTEST_SKIP() << "the dataset-fashion-mnist package is not installed";
-    }
+    if (const std::string why = WhyNoEmulatedCluster(); !why.empty()) GTEST_SKIP() << why;
     prefix_ = absl::StrCat("t", ::getpid() % 100000);
     const auto up =
         Shell(absl::StrCat(kScripts, "/netns_hosts.sh up 2 --rate 1gbit --prefix ", prefix_));
@@ -331,10 +338,7 @@ namespace {
 // bytes land where the layout puts them: PS-W-W sends every worker's traffic across hosts,
 // PW-W keeps worker 0's on the ps host's lo. A repeat resumes instead of running again.
 TEST(SweepTest, SmallSweepWritesTheCsvAndSplitsBytesByLayout) {
-  if (::geteuid() != 0) GTEST_SKIP() << "emulated hosts need root (network namespaces)";
-  if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
-    GTEST_SKIP() << "the dataset-fashion-mnist package is not installed";
-  }
+  if (const std::string why = WhyNoEmulatedCluster(); !why.empty()) GTEST_SKIP() << why;
   const fs::path dir = FreshDir("sweep_small");
   const std::string cmd =
       absl::StrCat("env BIN_DIR=", FULCRUM_BIN_DIR, " ", FULCRUM_SOURCE_DIR,
@@ -482,10 +486,7 @@ bool HostsGone(const std::string& prefix) {
 // other_cpus_max say how many CPUs the other work took, and the sweep warns. Without
 // --rerun_busy the same command reuses it; with it, the run is run again.
 TEST(SweepTest, ARunBesideOtherWorkIsNamedAndRerunOnRequest) {
-  if (::geteuid() != 0) GTEST_SKIP() << "emulated hosts need root (network namespaces)";
-  if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
-    GTEST_SKIP() << "the dataset-fashion-mnist package is not installed";
-  }
+  if (const std::string why = WhyNoEmulatedCluster(); !why.empty()) GTEST_SKIP() << why;
   const fs::path dir = FreshDir("sweep_busy");
   const std::string sweep =
       absl::StrCat("env BIN_DIR=", FULCRUM_BIN_DIR, " ", FULCRUM_SOURCE_DIR,
@@ -527,10 +528,7 @@ TEST(SweepTest, ARunBesideOtherWorkIsNamedAndRerunOnRequest) {
 // Issue 15: a host per task (2 ps on hosts of their own), scaled CPU shares and the
 // single-process baseline row, in one small sweep.
 TEST(SweepTest, PerTaskHostsScaledSharesAndTheSingleBaseline) {
-  if (::geteuid() != 0) GTEST_SKIP() << "emulated hosts need root (network namespaces)";
-  if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
-    GTEST_SKIP() << "the dataset-fashion-mnist package is not installed";
-  }
+  if (const std::string why = WhyNoEmulatedCluster(); !why.empty()) GTEST_SKIP() << why;
   const fs::path dir = FreshDir("sweep_per_task");
   const auto r = ::fulcrum::testing::RunShell(
       absl::StrCat("env BIN_DIR=", FULCRUM_BIN_DIR, " ", FULCRUM_SOURCE_DIR,
