@@ -31,6 +31,11 @@ using ::fulcrum::testing::ReadFile;
   return ::fulcrum::testing::RunShell(line, timeout_seconds);
 }
 
+// bench/sweep.py with this build's binaries, as the start of a shell command line.
+std::string Sweep() {
+  return absl::StrCat("env BIN_DIR=", FULCRUM_BIN_DIR, " ", FULCRUM_SOURCE_DIR, "/bench/sweep.py");
+}
+
 // Why a training cluster on emulated hosts cannot run here, or "" when it can: the hosts need
 // root (network namespaces), the tasks the Fashion-MNIST package.
 std::string WhyNoEmulatedCluster() {
@@ -341,8 +346,7 @@ TEST(SweepTest, SmallSweepWritesTheCsvAndSplitsBytesByLayout) {
   if (const std::string why = WhyNoEmulatedCluster(); !why.empty()) GTEST_SKIP() << why;
   const fs::path dir = FreshDir("sweep_small");
   const std::string cmd =
-      absl::StrCat("env BIN_DIR=", FULCRUM_BIN_DIR, " ", FULCRUM_SOURCE_DIR,
-                   "/bench/sweep.py --layouts=ps-w-w,pw-w --workers=1,2 --rates=1gbit --steps=150",
+      absl::StrCat(Sweep(), " --layouts=ps-w-w,pw-w --workers=1,2 --rates=1gbit --steps=150",
                    " --extra=--learning_rate=0.03 --prefix=swa --out=", dir.string());
   const auto first = Shell(cmd, 600);
   if (first.output.find("cannot make") != std::string::npos) {
@@ -415,8 +419,7 @@ TEST(SweepTest, FailedRunIsRecordedAndTheSweepGoesOn) {
   if (::geteuid() != 0) GTEST_SKIP() << "emulated hosts need root (network namespaces)";
   const fs::path dir = FreshDir("sweep_failed");
   const std::string command =
-      absl::StrCat("env BIN_DIR=", FULCRUM_BIN_DIR, " ", FULCRUM_SOURCE_DIR,
-                   "/bench/sweep.py --layouts=ps-w-w --workers=1 --rates=none --steps=10",
+      absl::StrCat(Sweep(), " --layouts=ps-w-w --workers=1 --rates=none --steps=10",
                    " --extra=--learning_rate=-1 --timeout=60 --prefix=swb --out=", dir.string());
   const auto r = ::fulcrum::testing::RunShell(command, 300);
   if (r.output.find("cannot make") != std::string::npos) {
@@ -489,8 +492,7 @@ TEST(SweepTest, ARunBesideOtherWorkIsNamedAndRerunOnRequest) {
   if (const std::string why = WhyNoEmulatedCluster(); !why.empty()) GTEST_SKIP() << why;
   const fs::path dir = FreshDir("sweep_busy");
   const std::string sweep =
-      absl::StrCat("env BIN_DIR=", FULCRUM_BIN_DIR, " ", FULCRUM_SOURCE_DIR,
-                   "/bench/sweep.py --layouts=ps-w-w --workers=1 --rates=none --steps=400",
+      absl::StrCat(Sweep(), " --layouts=ps-w-w --workers=1 --rates=none --steps=400",
                    " --extra=--learning_rate=0.03 --prefix=swo --out=", dir.string());
   const auto busy =
       Shell(absl::StrCat("sh -c 'p=; for i in 1 2; do timeout 300 sh -c \"while :; do :; done\" & ",
@@ -531,8 +533,7 @@ TEST(SweepTest, PerTaskHostsScaledSharesAndTheSingleBaseline) {
   if (const std::string why = WhyNoEmulatedCluster(); !why.empty()) GTEST_SKIP() << why;
   const fs::path dir = FreshDir("sweep_per_task");
   const auto r = ::fulcrum::testing::RunShell(
-      absl::StrCat("env BIN_DIR=", FULCRUM_BIN_DIR, " ", FULCRUM_SOURCE_DIR,
-                   "/bench/sweep.py --layouts=ps-w-w --workers=2 --ps=2 --hosts=per_task",
+      absl::StrCat(Sweep(), " --layouts=ps-w-w --workers=2 --ps=2 --hosts=per_task",
                    " --single_baseline --cpus=0.4 --scales=2 --rates=1gbit --steps=40",
                    " --timeout=240 --prefix=swc --out=", dir.string()),
       900);
@@ -566,8 +567,7 @@ TEST(SweepTest, PerTaskHostsScaledSharesAndTheSingleBaseline) {
 // Bad input to the sweep: exit 2 naming the problem, before any host is made; nothing left.
 TEST(SweepTest, BadInputExitsTwoAndLeavesNothing) {
   const fs::path dir = FreshDir("sweep_bad_input");
-  const std::string sweep = absl::StrCat("env BIN_DIR=", FULCRUM_BIN_DIR, " ", FULCRUM_SOURCE_DIR,
-                                         "/bench/sweep.py --prefix=swd --out=", dir.string());
+  const std::string sweep = absl::StrCat(Sweep(), " --prefix=swd --out=", dir.string());
   struct Case {
     std::string args;
     std::string says;
@@ -603,8 +603,7 @@ TEST(SweepTest, RealNodesThroughLaunchSsh) {
   const fs::path dir = FreshDir("sweep_nodes");
   const int base_port = ::fulcrum::testing::FreePort();
   const auto r = ::fulcrum::testing::RunShell(
-      absl::StrCat("env BIN_DIR=", FULCRUM_BIN_DIR, " ", FULCRUM_SOURCE_DIR,
-                   "/bench/sweep.py --layouts=ps-w-w --workers=2 --hosts=per_task",
+      absl::StrCat(Sweep(), " --layouts=ps-w-w --workers=2 --hosts=per_task",
                    " --nodes=127.0.0.1,127.0.0.1,127.0.0.1 --launch_exec=env --steps=30",
                    " --timeout=120 --base_port=", base_port, " --out=", dir.string()),
       600);
